@@ -1,0 +1,110 @@
+"""The buildkit command line: parse options, call one stage, print. No logic lives here.
+
+Imports of pydantic, requests, jinja2 and the docker SDK happen inside the commands that use them, so that
+`buildkit --help` starts about as fast as typer itself (measured in bench/cold_start.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    name="buildkit",
+    help=(
+        "Build a reproducible NeMo-RL image with a custom vLLM, and prove how it was built.\n\n"
+        "Pipeline: pins.yaml --resolve--> pins.lock --render--> build/Dockerfile --build--> image + record.\n\n"
+        "Exit codes: 0 ok, 1 check failed, 2 bad input, 3 upstream unreachable, 4 upstream disagrees with the pins, "
+        "70 internal error."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+PinsOption = Annotated[
+    Path, typer.Option("--pins", "-p", help="The pins file.", envvar="BUILDKIT_PINS", show_default=True)
+]
+LockOption = Annotated[
+    Path | None, typer.Option("--lock", "-l", help="The lock file [default: pins.lock beside the pins].")
+]
+
+
+@app.command()
+def resolve(
+    pins: PinsOption = Path("pins.yaml"),
+    lock: LockOption = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the lock as JSON on stdout, and nothing else there.")
+    ] = False,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Write nothing; exit 1 when the lock is stale or upstream disagrees with it."),
+    ] = False,
+    offline: Annotated[
+        bool, typer.Option("--offline", help="No network: validate the pins, and the lock against them.")
+    ] = False,
+) -> None:
+    """Turn every pin into a verified fact and write the lock.
+
+    Resolves the NeMo-RL and vLLM refs to full SHAs (GitHub API for github.com, git for other remotes), checks the
+    vLLM PR is merged as the pinned commit, finds the wheel in the per-commit index and verifies it with HEAD, and
+    resolves the base image tag to its digests. Lookups run concurrently.
+
+    Endpoints move with $BUILDKIT_GITHUB_API and $BUILDKIT_WHEEL_INDEX (they win over pins); $GITHUB_TOKEN raises the
+    GitHub rate limit and never appears in output or the lock.
+
+    Examples:\n
+      buildkit resolve                      # write pins.lock\n
+      buildkit resolve --check              # CI: is the lock current and does upstream agree?\n
+      buildkit resolve --offline            # no network: pins valid, lock consistent with them?\n
+      buildkit resolve --json | jq .wheel.url
+    """
+    from buildkit.commands.resolve import run_resolve
+
+    run_resolve(pins, lock, json_out=json_out, check=check, offline=offline)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of pins.yaml, for editors and CI validation.
+
+    Example: buildkit schema > pins.schema.json, then point your editor's YAML language server at it.
+    """
+    import json
+
+    from buildkit.pins import json_schema
+
+    sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
+
+
+def main() -> None:
+    from buildkit.errors import BuildkitError
+
+    try:
+        app()
+    except BuildkitError as err:
+        from buildkit.ui import print_error
+
+        print_error(err)
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.exit(130)
+    except Exception as err:  # noqa: BLE001 -- a bug: say so briefly; the traceback is one variable away
+        if os.environ.get("BUILDKIT_DEBUG"):
+            raise
+        sys.stderr.write(
+            f"buildkit: internal error: {type(err).__name__}: {err}\n"
+            "  rerun with BUILDKIT_DEBUG=1 for the traceback, and please report it\n"
+        )
+        sys.exit(70)
+
+
+if __name__ == "__main__":
+    main()

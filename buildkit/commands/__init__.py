@@ -1,0 +1,1 @@
+"""One module per CLI command: load inputs, call the library, present the result."""

@@ -1,0 +1,174 @@
+"""Strict grammars for every value that can reach a Dockerfile or a command line.
+
+Each check returns the value unchanged or raises ValueError with what was expected; pydantic turns that into
+a message naming the key. Keep these tight: a value that passes here is later written into Dockerfiles and
+argv lists without further quoting.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator
+
+FULL_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+SHA_PREFIX_RE = re.compile(r"^[0-9a-f]{7,40}$")
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+# git check-ref-format, narrowed: no leading '-', no '..', '//', '@{', trailing '/', '.', or '.lock'.
+_REF_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/+-]{0,254}$")
+
+# The distribution reference grammar (github.com/distribution/reference, regexp.go).
+_ALNUM = r"[a-z0-9]+"
+_SEPARATOR = r"(?:[._]|__|[-]+)"
+_PATH_COMPONENT = rf"{_ALNUM}(?:{_SEPARATOR}{_ALNUM})*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN_NAME = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*"
+_IPV6 = r"\[(?:[a-fA-F0-9:]+)\]"
+_HOST = rf"(?:{_DOMAIN_NAME}|{_IPV6})"
+_DOMAIN = rf"{_HOST}(?::[0-9]+)?"
+_TAG = r"[\w][\w.-]{0,127}"
+_NAME = rf"(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+IMAGE_REF_RE = re.compile(rf"^{_NAME}(?::(?P<tag>{_TAG}))?(?:@(?P<digest>sha256:[0-9a-f]{{64}}))?$")
+
+STAGE_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
+PLATFORM_RE = re.compile(r"^linux/(amd64|arm64)$")
+CUDA_ARCH_LIST_RE = re.compile(r"^\d{1,2}\.\d[af]?(\+PTX)?(?:[ ;]\d{1,2}\.\d[af]?(\+PTX)?)*$")
+EXTRA_RE = re.compile(r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$")
+VARIANT_RE = re.compile(r"^(default|[a-z0-9]{2,16})$")
+# Allowed URL characters: RFC 3986 unreserved, percent-escapes, and the few delimiters paths use. No quotes,
+# whitespace, '$', '`', '\\', ';', '&', '|', '<', '>' -- nothing a shell or a Dockerfile would interpret.
+_URL_CHARS_RE = re.compile(r"^[A-Za-z0-9._~:/%+,=@-]+$")
+_TEXT_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,300}$")
+
+
+def is_loopback_host(host: str) -> bool:
+    host = host.strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def full_sha(value: str) -> str:
+    if not FULL_SHA_RE.match(value):
+        raise ValueError(f"expected a full commit SHA (40 lowercase hex digits), found {value!r}")
+    return value
+
+
+def git_ref(value: str) -> str:
+    """A commit SHA or a 7-39 hex prefix, or a branch or tag name."""
+    if SHA_PREFIX_RE.match(value):
+        return value
+    bad = (
+        not _REF_NAME_RE.match(value)
+        or ".." in value
+        or "//" in value
+        or "@{" in value
+        or value.endswith(("/", ".", ".lock"))
+    )
+    if bad:
+        raise ValueError(
+            "expected a commit SHA (40 lowercase hex), a SHA prefix (7-39 lowercase hex), or a branch or tag "
+            f"name (letters, digits, '._/+-', not starting with '-'), found {value!r}"
+        )
+    return value
+
+
+def _check_url(value: str, schemes: set[str], what: str) -> str:
+    parts = urlsplit(value)
+    if not _URL_CHARS_RE.match(value):
+        raise ValueError(f"expected {what} without spaces, quotes or shell characters, found {value!r}")
+    if parts.scheme not in schemes:
+        raise ValueError(f"expected {what} ({'/'.join(sorted(schemes))}), found {value!r}")
+    if parts.username or parts.password:
+        raise ValueError(f"credentials do not belong in pins; use environment variables, found them in {what}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"expected {what} without '?query' or '#fragment', found {value!r}")
+    if parts.scheme == "file":
+        if parts.netloc or not parts.path.startswith("/"):
+            raise ValueError(f"expected a file:///absolute/path, found {value!r}")
+        return value
+    if not parts.hostname:
+        raise ValueError(f"expected {what} with a host name, found {value!r}")
+    if parts.scheme in ("http", "git") and not is_loopback_host(parts.hostname):
+        raise ValueError(
+            f"plain {parts.scheme}:// is allowed only for loopback hosts (127.0.0.1, localhost, ::1); "
+            f"use https://, found {value!r}"
+        )
+    return value
+
+
+def https_url(value: str) -> str:
+    """An https:// URL; plain http:// only for loopback hosts (tests, local mirrors)."""
+    return _check_url(value, {"https", "http"}, "an https:// URL")
+
+
+def git_url(value: str) -> str:
+    """A git remote: https://, file:///path, or http:// / git:// on a loopback host."""
+    return _check_url(value, {"https", "http", "git", "file"}, "a git URL")
+
+
+def image_ref(value: str) -> str:
+    m = IMAGE_REF_RE.match(value)
+    if not m or len(value) > 512:
+        raise ValueError(
+            "expected an image reference like registry.example.com/path/name:tag "
+            f"(distribution reference grammar: lowercase path, tag [A-Za-z0-9_.-]), found {value!r}"
+        )
+    if not m.group("tag") and not m.group("digest"):
+        raise ValueError(f"expected an image reference with an explicit :tag or @sha256 digest, found {value!r}")
+    return value
+
+
+def image_tag(value: str) -> str:
+    """The name:tag the built image gets; no digest (the build produces that)."""
+    m = IMAGE_REF_RE.match(value)
+    if not m or not m.group("tag") or m.group("digest"):
+        raise ValueError(f"expected an image name with a tag, like nemo-rl:v0.5.0-spec-decode, found {value!r}")
+    return value
+
+
+def digest(value: str) -> str:
+    if not DIGEST_RE.match(value):
+        raise ValueError(f"expected a digest sha256:<64 lowercase hex>, found {value!r}")
+    return value
+
+
+def _regex_check(regex: re.Pattern[str], what: str):
+    def check(value: str) -> str:
+        if not regex.match(value):
+            raise ValueError(f"expected {what}, found {value!r}")
+        return value
+
+    return check
+
+
+def one_line_text(value: str) -> str:
+    if not _TEXT_RE.match(value):
+        raise ValueError(f"expected one line of text (1-300 characters, no control characters), found {value!r}")
+    return value
+
+
+FullSha = Annotated[str, AfterValidator(full_sha)]
+GitRef = Annotated[str, AfterValidator(git_ref)]
+HttpsUrl = Annotated[str, AfterValidator(https_url)]
+GitUrl = Annotated[str, AfterValidator(git_url)]
+ImageRef = Annotated[str, AfterValidator(image_ref)]
+ImageTag = Annotated[str, AfterValidator(image_tag)]
+Digest = Annotated[str, AfterValidator(digest)]
+StageName = Annotated[str, AfterValidator(_regex_check(STAGE_RE, "a Dockerfile stage name like 'release'"))]
+Platform = Annotated[str, AfterValidator(_regex_check(PLATFORM_RE, "linux/amd64 or linux/arm64"))]
+CudaArchList = Annotated[
+    str, AfterValidator(_regex_check(CUDA_ARCH_LIST_RE, "a TORCH_CUDA_ARCH_LIST like '9.0' or '9.0 10.0+PTX'"))
+]
+ExtraName = Annotated[str, AfterValidator(_regex_check(EXTRA_RE, "a lowercase extra name like 'sglang'"))]
+Variant = Annotated[
+    str, AfterValidator(_regex_check(VARIANT_RE, "'default' or a wheel variant name like cu129, cu130, cpu"))
+]
+OneLine = Annotated[str, AfterValidator(one_line_text)]

@@ -1,0 +1,193 @@
+"""The lock: every pin turned into a verified fact, where it came from and when, plus the hash of the pins.
+
+Later stages trust only the lock, so reading one validates it with the same strict grammars as the pins.
+Writing is atomic (temp file in the same directory, fsync, rename): a failed run never leaves a partial lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from buildkit.errors import InputError
+from buildkit.grammar import Digest, FullSha, GitRef, GitUrl, HttpsUrl, ImageRef
+from buildkit.pins import Build, KnownIssue, Pins
+
+LOCK_VERSION = 1
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+class _Fact(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CommitFact(_Fact):
+    repo: GitUrl
+    ref: GitRef = Field(description="The ref as pinned.")
+    commit: FullSha
+    date: str = Field(description="Committer date, ISO 8601.")
+    subject: str
+    url: str | None = Field(default=None, description="Web page of the commit, when the host has one.")
+    source: str = Field(description="How it was resolved: the API URL, or the git command and remote.")
+    resolved_at: str
+
+
+class PullRequestFact(_Fact):
+    number: int
+    title: str
+    state: str
+    merged_at: str
+    merge_commit: FullSha
+    url: str
+    source: str
+    resolved_at: str
+
+
+class WheelFact(_Fact):
+    index: HttpsUrl
+    variant: str
+    arch: str
+    filename: str
+    version: str
+    url: HttpsUrl = Field(description="Absolute URL exactly as the index encodes it.")
+    size: int | None
+    etag: str | None = None
+    last_modified: str | None = None
+    sha256: str | None = Field(default=None, description="From the index's #sha256= fragment, when it gives one.")
+    listed_in: str = Field(description="The metadata.json or PEP 503 page that listed the wheel.")
+    verified_by: Literal["HEAD", "GET Range: bytes=0-0"]
+    resolved_at: str
+
+
+class ImageFact(_Fact):
+    ref: ImageRef = Field(description="The base image as pinned.")
+    registry: str
+    repository: str
+    tag: str | None
+    index_digest: Digest | None = Field(description="Digest of the multi-platform index the tag points at.")
+    manifest_digest: Digest = Field(description="Digest of the manifest for the build platform.")
+    platform: str
+    pinned: ImageRef = Field(description="What FROM uses: name@digest.")
+    source: str
+    resolved_at: str
+
+
+class Lock(_Fact):
+    lock_version: Literal[1] = LOCK_VERSION
+    buildkit_version: str
+    pins_sha256: str
+    resolved_at: str
+    nemo_rl: CommitFact
+    vllm: CommitFact
+    vllm_pr: PullRequestFact | None
+    wheel: WheelFact
+    base_image: ImageFact
+    build: Build
+    known_issues: list[KnownIssue]
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=False) + "\n"
+
+
+def default_lock_path(pins_path: Path) -> Path:
+    return pins_path.with_name("pins.lock")
+
+
+def read_lock(path: Path) -> Lock:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no lock yet", hint="run `buildkit resolve` to write one") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not a readable lock: {exc}", hint="run `buildkit resolve` to rewrite it") from None
+    try:
+        return Lock.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()
+        )
+        raise InputError(f"{path}: invalid lock: {problems}", hint="run `buildkit resolve` to rewrite it") from None
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write text to path so that readers see the old file or the new one, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def consistency_problems(pins: Pins, lock: Lock) -> list[str]:
+    """What makes a lock unusable for these pins, checked with no network."""
+    problems: list[str] = []
+    if lock.pins_sha256 != pins.sha256():
+        problems.append("the pins changed since the lock was written (pins hash differs)")
+    for name, pinned, fact in (("nemo_rl", pins.nemo_rl, lock.nemo_rl), ("vllm", pins.vllm, lock.vllm)):
+        if fact.repo != pinned.repo:
+            problems.append(f"{name}.repo: lock has {fact.repo}, pins say {pinned.repo}")
+        if pinned.ref and fact.ref != pinned.ref:
+            problems.append(f"{name}.ref: lock resolved {fact.ref!r}, pins say {pinned.ref!r}")
+        if pinned.ref and _is_hex(pinned.ref) and not fact.commit.startswith(pinned.ref):
+            problems.append(f"{name}: locked commit {fact.commit} does not start with the pinned {pinned.ref}")
+    if pins.vllm.pr is not None:
+        if lock.vllm_pr is None or lock.vllm_pr.number != pins.vllm.pr:
+            problems.append(f"vllm.pr: pins say #{pins.vllm.pr}, the lock has no such PR")
+        elif lock.vllm_pr.merge_commit != lock.vllm.commit:
+            problems.append("vllm: locked commit is not the locked PR's merge commit")
+    wheel = lock.wheel
+    if f"g{lock.vllm.commit[:9]}" not in wheel.version:
+        problems.append(f"wheel {wheel.filename} does not name the locked vLLM commit {lock.vllm.commit[:9]}")
+    if wheel.arch != pins.wheel.arch or wheel.variant != pins.wheel.variant:
+        problems.append(
+            f"wheel: lock has {wheel.arch}/{wheel.variant}, pins say {pins.wheel.arch}/{pins.wheel.variant}"
+        )
+    if f"/{lock.vllm.commit}/" not in wheel.url and f"/{lock.vllm.commit}/" not in wheel.listed_in:
+        problems.append(f"wheel URL {wheel.url} is not from the locked commit's index")
+    if lock.base_image.ref != pins.base_image:
+        problems.append(f"base_image: lock has {lock.base_image.ref}, pins say {pins.base_image}")
+    if lock.base_image.platform != pins.build.platform:
+        problems.append(f"base_image platform {lock.base_image.platform} is not build.platform {pins.build.platform}")
+    return problems
+
+
+def _is_hex(ref: str) -> bool:
+    return all(c in "0123456789abcdef" for c in ref) and 7 <= len(ref) <= 40
+
+
+# Values that must agree between a lock and a fresh resolve; timestamps and sources may differ.
+COMPARED_FIELDS: tuple[tuple[str, str], ...] = (
+    ("nemo_rl", "commit"),
+    ("vllm", "commit"),
+    ("vllm_pr", "merge_commit"),
+    ("wheel", "url"),
+    ("wheel", "size"),
+    ("wheel", "etag"),
+    ("base_image", "index_digest"),
+    ("base_image", "manifest_digest"),
+)
+
+
+def differences(locked: Lock, fresh: Lock) -> list[tuple[str, Any, Any]]:
+    out = []
+    for section, field in COMPARED_FIELDS:
+        old = getattr(getattr(locked, section), field, None) if getattr(locked, section) else None
+        new = getattr(getattr(fresh, section), field, None) if getattr(fresh, section) else None
+        if old != new:
+            out.append((f"{section}.{field}", old, new))
+    return out

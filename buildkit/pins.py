@@ -1,0 +1,229 @@
+"""The pins schema: what to build, as a person writes it in pins.yaml.
+
+Loading validates everything (unknown keys rejected, every value checked against buildkit.grammar) and reports
+each problem with file, line, key path, what was expected and what was found.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from buildkit.errors import InputError
+from buildkit.grammar import (
+    CudaArchList,
+    ExtraName,
+    GitRef,
+    GitUrl,
+    HttpsUrl,
+    ImageRef,
+    ImageTag,
+    OneLine,
+    Platform,
+    StageName,
+    Variant,
+)
+
+DEFAULT_GITHUB_API = "https://api.github.com"
+DEFAULT_WHEEL_INDEX = "https://wheels.vllm.ai"
+ENV_GITHUB_API = "BUILDKIT_GITHUB_API"
+ENV_WHEEL_INDEX = "BUILDKIT_WHEEL_INDEX"
+
+ARCH_OF_PLATFORM = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Source(_Strict):
+    """A git repository at a ref."""
+
+    repo: GitUrl = Field(description="Git URL: https://, file:///path, or http:// / git:// on loopback.")
+    ref: GitRef | None = Field(
+        default=None, description="Commit SHA (full or 7-39 hex prefix), branch or tag. Resolved to a full SHA."
+    )
+
+
+class NemoRl(Source):
+    ref: GitRef = Field(description="Commit SHA (full or 7-39 hex prefix), branch or tag.")
+
+
+class Vllm(Source):
+    pr: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="GitHub pull request number. Must be merged; its merge commit must equal `ref` when both are "
+        "given, and becomes the commit when only the PR is given.",
+    )
+
+    @model_validator(mode="after")
+    def _ref_or_pr(self) -> Vllm:
+        if self.ref is None and self.pr is None:
+            raise ValueError("give vllm.ref, vllm.pr, or both")
+        return self
+
+
+class Wheel(_Strict):
+    arch: Literal["x86_64", "aarch64"] = Field(default="x86_64", description="Wheel CPU architecture.")
+    variant: Variant = Field(
+        default="default",
+        description="Wheel variant in the per-commit index: 'default' (the commit's top-level index; CUDA 12.9 "
+        "today) or a variant directory such as cu129, cu130, cpu.",
+    )
+
+
+class DroppedExtra(_Strict):
+    name: ExtraName
+    reason: OneLine = Field(description="Why it is dropped; written into the Dockerfile as a comment.")
+
+
+class Build(_Strict):
+    target: StageName = Field(default="release", description="Dockerfile stage to build.")
+    platform: Platform = Field(default="linux/amd64")
+    cuda_arch_list: CudaArchList = Field(description="TORCH_CUDA_ARCH_LIST, e.g. '9.0' for H20/H100.")
+    tag: ImageTag = Field(description="name:tag for the built image.")
+    drop_extras: list[DroppedExtra] = Field(default_factory=list, description="uv extras left out of the image.")
+
+
+class KnownIssue(_Strict):
+    title: OneLine
+    detail: str = Field(default="", max_length=2000)
+
+
+class Endpoints(_Strict):
+    github_api: HttpsUrl | None = Field(
+        default=None, description=f"GitHub REST API base (default {DEFAULT_GITHUB_API}); ${ENV_GITHUB_API} wins."
+    )
+    wheel_index: HttpsUrl | None = Field(
+        default=None, description=f"vLLM wheel index (default {DEFAULT_WHEEL_INDEX}); ${ENV_WHEEL_INDEX} wins."
+    )
+
+
+class Pins(_Strict):
+    """pins.yaml: the inputs of a buildkit build."""
+
+    schema_version: Literal[1] = 1
+    nemo_rl: NemoRl
+    vllm: Vllm
+    wheel: Wheel = Field(default_factory=Wheel)
+    base_image: ImageRef = Field(description="Base image with an explicit tag (and optionally @sha256 digest).")
+    build: Build
+    known_issues: list[KnownIssue] = Field(default_factory=list)
+    endpoints: Endpoints = Field(default_factory=Endpoints)
+
+    @model_validator(mode="after")
+    def _arch_matches_platform(self) -> Pins:
+        if ARCH_OF_PLATFORM[self.build.platform] != self.wheel.arch:
+            raise ValueError(
+                f"wheel.arch {self.wheel.arch!r} does not match build.platform {self.build.platform!r} "
+                f"(expected {ARCH_OF_PLATFORM[self.build.platform]!r})"
+            )
+        return self
+
+    def sha256(self) -> str:
+        """Hash of the validated content: comments and formatting do not make a lock stale."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def github_api(self) -> str:
+        return (os.environ.get(ENV_GITHUB_API) or self.endpoints.github_api or DEFAULT_GITHUB_API).rstrip("/")
+
+    def wheel_index(self) -> str:
+        return (os.environ.get(ENV_WHEEL_INDEX) or self.endpoints.wheel_index or DEFAULT_WHEEL_INDEX).rstrip("/")
+
+
+def json_schema() -> dict[str, Any]:
+    schema = Pins.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "buildkit pins.yaml"
+    return schema
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys instead of silently keeping the last one."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """1-based line of the YAML node at a pydantic error location, or of its nearest parent."""
+    node, line = root, None
+    for part in loc:
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
+            if node is None:
+                # An unknown key: point at the key itself.
+                return line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            node = None
+    return node.start_mark.line + 1 if node is not None else line
+
+
+def _describe(err: dict[str, Any]) -> str:
+    msg = err["msg"].removeprefix("Value error, ")
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return "unknown key (check the spelling; `buildkit schema` lists every key)"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "string_type":
+        return f"expected a string (quote it in YAML), found {err['input']!r}"
+    if kind.endswith("_type") or kind in ("literal_error", "greater_than_equal", "less_than_equal"):
+        return f"{msg}, found {err['input']!r}"
+    return msg
+
+
+def format_validation_error(path: Path, exc: ValidationError, root: yaml.Node | None) -> str:
+    lines = [f"{path}: {exc.error_count()} problem(s):"]
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        key = ".".join(str(p) for p in loc) or "(top level)"
+        line = _line_of(root, loc)
+        where = f"{path}:{line}" if line else str(path)
+        lines.append(f"  {where}: {key}: {_describe(err)}")
+    return "\n".join(lines)
+
+
+def load_pins(path: Path) -> Pins:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(
+            f"{path}: no such file", hint="pass --pins PATH, or run from the directory holding it"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 -- a SafeLoader subclass
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InputError(f"{where}: not valid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping of keys (nemo_rl, vllm, ...), found {type(data).__name__}")
+    try:
+        return Pins.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(format_validation_error(path, exc, root)) from None

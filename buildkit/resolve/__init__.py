@@ -1,0 +1,128 @@
+"""Turn pins into a lock. Independent lookups run concurrently, so wall time follows the longest chain of
+dependent requests (the registry's challenge -> token -> manifest), not the sum of all requests.
+
+Dependencies between lookups:
+  nemo_rl commit          independent
+  base image              independent
+  vllm PR                 independent
+  vllm commit             needs the PR's merge commit only when no ref is pinned
+  wheel                   needs the full vLLM commit (known at once when the pin is a full SHA)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import TypeVar
+
+from buildkit import __version__
+from buildkit.errors import UpstreamMismatch
+from buildkit.grammar import FULL_SHA_RE
+from buildkit.http import Http
+from buildkit.lock import CommitFact, Lock, PullRequestFact, utc_now
+from buildkit.pins import Pins
+from buildkit.resolve.git import GitResolver
+from buildkit.resolve.github import GitHub
+from buildkit.resolve.registry import Registry
+from buildkit.resolve.wheels import resolve_wheel
+
+T = TypeVar("T")
+
+
+def default_cache_dir() -> Path:
+    explicit = os.environ.get("BUILDKIT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "buildkit"
+
+
+class Resolver:
+    def __init__(self, pins: Pins, http: Http | None = None, cache_dir: Path | None = None):
+        self.pins = pins
+        self.http = http or Http()
+        self.github = GitHub(self.http, pins.github_api())
+        self.git = GitResolver(cache_dir or default_cache_dir())
+        self.registry = Registry(self.http)
+
+    def commit(self, repo: str, ref: str) -> CommitFact:
+        if self.github.owner_repo(repo):
+            return self.github.commit(repo, ref)
+        return self.git.resolve(repo, ref)
+
+    def resolve(self) -> Lock:
+        pins = self.pins
+        with ThreadPoolExecutor(max_workers=6, thread_name_prefix="resolve") as pool:
+
+            def after(dep: Future | None, fn: Callable[[], T]) -> Future[T]:
+                # Chain without blocking a worker: schedule fn once dep has finished well.
+                if dep is None:
+                    return pool.submit(fn)
+                out: Future[T] = Future()
+
+                def run(done: Future) -> None:
+                    if done.exception() is not None:
+                        out.set_exception(done.exception())
+                        return
+                    inner = pool.submit(fn)
+                    inner.add_done_callback(lambda f: _copy_result(f, out))
+
+                dep.add_done_callback(run)
+                return out
+
+            nemo = pool.submit(self.commit, pins.nemo_rl.repo, pins.nemo_rl.ref)
+            base = pool.submit(self.registry.resolve, pins.base_image, pins.build.platform)
+            pr = pool.submit(self.github.pull, pins.vllm.repo, pins.vllm.pr) if pins.vllm.pr else None
+
+            vllm_ref = pins.vllm.ref
+            if vllm_ref:
+                vllm = pool.submit(self.commit, pins.vllm.repo, vllm_ref)
+            else:
+                vllm = after(pr, lambda: self.commit(pins.vllm.repo, pr.result().merge_commit))
+
+            if vllm_ref and FULL_SHA_RE.match(vllm_ref):
+                wheel_dep, commit_of = None, lambda: vllm_ref
+            elif vllm_ref:
+                wheel_dep, commit_of = vllm, lambda: vllm.result().commit
+            else:
+                wheel_dep, commit_of = pr, lambda: pr.result().merge_commit
+            wheel = after(
+                wheel_dep,
+                lambda: resolve_wheel(self.http, pins.wheel_index(), commit_of(), pins.wheel.arch, pins.wheel.variant),
+            )
+            # Report the first failure in pin order, once everything has settled.
+            futures = [f for f in (nemo, vllm, pr, wheel, base) if f is not None]
+            wait(futures)
+            for future in futures:
+                if future.exception() is not None:
+                    raise future.exception()
+
+        vllm_fact = vllm.result()
+        pr_fact: PullRequestFact | None = pr.result() if pr else None
+        if pr_fact and pr_fact.merge_commit != vllm_fact.commit:
+            raise UpstreamMismatch(
+                f"vllm.ref {pins.vllm.ref} resolves to {vllm_fact.commit}, but PR #{pr_fact.number} was merged as "
+                f"{pr_fact.merge_commit}",
+                hint="pin the PR's merge commit, or drop one of vllm.ref / vllm.pr",
+            )
+        return Lock(
+            buildkit_version=__version__,
+            pins_sha256=pins.sha256(),
+            resolved_at=utc_now(),
+            nemo_rl=nemo.result(),
+            vllm=vllm_fact,
+            vllm_pr=pr_fact,
+            wheel=wheel.result(),
+            base_image=base.result(),
+            build=pins.build,
+            known_issues=pins.known_issues,
+        )
+
+
+def _copy_result(source: Future, target: Future) -> None:
+    if source.exception() is not None:
+        target.set_exception(source.exception())
+    else:
+        target.set_result(source.result())

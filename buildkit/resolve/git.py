@@ -1,0 +1,153 @@
+"""Resolve a ref on a plain git remote (anything that is not a GitHub API host) with git itself.
+
+`git ls-remote` answers branch and tag names and full SHAs at branch tips; a bare commit SHA is fetched by id
+(shallow, commit objects only where the server allows filters). A SHA prefix that no ref tip starts with needs
+the history of the branches, fetched once into a cache that later runs reuse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+from buildkit.errors import UpstreamMismatch, UpstreamUnreachable
+from buildkit.grammar import FULL_SHA_RE, SHA_PREFIX_RE
+from buildkit.lock import CommitFact, utc_now
+
+GIT_TIMEOUT = 600.0
+# Messages git prints when the remote itself cannot be reached (as opposed to a ref that is missing there).
+_UNREACHABLE_MARKERS = (
+    "Could not resolve host",
+    "Connection refused",
+    "unable to connect",
+    "Failed to connect",
+    "Network is unreachable",
+    "timed out",
+    "does not appear to be a git repository",
+    "Could not read from remote repository",
+    "repository not found",
+    "not found",
+)
+
+
+def _git_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_ASKPASS="true")
+    return env
+
+
+def run_git(args: list[str], cwd: Path | None = None, timeout: float = GIT_TIMEOUT) -> str:
+    """Run git with an argv list (never a shell); return stdout or raise with git's own words."""
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=cwd, env=_git_env(), capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except FileNotFoundError:
+        raise UpstreamUnreachable("git is not installed", hint="install git (apt-get install git)") from None
+    except subprocess.TimeoutExpired:
+        raise UpstreamUnreachable(f"git {args[0]} took longer than {timeout:g}s") from None
+    if done.returncode != 0:
+        raise GitFailed(args, done.stderr.strip())
+    return done.stdout
+
+
+class GitFailed(UpstreamUnreachable):
+    def __init__(self, args: list[str], stderr: str):
+        last = stderr.splitlines()[-1] if stderr else "no output"
+        super().__init__(f"git {' '.join(args[:2])} failed: {last}")
+        self.stderr = stderr
+
+    def remote_unreachable(self) -> bool:
+        return any(m.lower() in self.stderr.lower() for m in _UNREACHABLE_MARKERS)
+
+
+class GitResolver:
+    def __init__(self, cache_dir: Path):
+        self.cache_dir = cache_dir
+
+    def _repo_for(self, url: str) -> Path:
+        path = self.cache_dir / "git" / (hashlib.sha256(url.encode()).hexdigest()[:20] + ".git")
+        if not (path / "HEAD").exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            run_git(["init", "--quiet", "--bare", str(path)])
+        return path
+
+    def resolve(self, url: str, ref: str) -> CommitFact:
+        repo = self._repo_for(url)
+        steps: list[str] = []
+        sha = FULL_SHA_RE.match(ref) and ref
+        if not sha:
+            sha = self._from_ls_remote(url, ref)
+            steps.append("git ls-remote")
+        if not sha and SHA_PREFIX_RE.match(ref):
+            sha = self._from_history(repo, url, ref)
+            steps.append("git fetch (branches and tags)")
+        if not sha:
+            raise UpstreamMismatch(f"{url}: no branch, tag or commit matches {ref!r}")
+        if not self._has_commit(repo, sha):
+            self._fetch(repo, url, [sha], depth=1)
+            steps.append("git fetch --depth=1 <sha>")
+        out = run_git(["log", "-1", "--format=%H%n%cI%n%s", sha], cwd=repo)
+        commit, date, subject = (out.splitlines() + ["", "", ""])[:3]
+        return CommitFact(
+            repo=url,
+            ref=ref,
+            commit=commit,
+            date=date,
+            subject=subject,
+            url=None,
+            source=f"{', '.join(steps) or 'git cache'} on {url}",
+            resolved_at=utc_now(),
+        )
+
+    def _from_ls_remote(self, url: str, ref: str) -> str | None:
+        try:
+            out = run_git(["ls-remote", "--", url], timeout=120)
+        except GitFailed as exc:
+            raise UpstreamUnreachable(f"cannot reach git remote {url}: {exc.stderr.splitlines()[-1:]}") from None
+        tips: dict[str, str] = {}
+        for line in out.splitlines():
+            sha, _, name = line.partition("\t")
+            tips[name] = sha
+        # A peeled tag (refs/tags/x^{}) names the commit; the plain tag may name a tag object.
+        for name in (f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}", ref):
+            if name in tips:
+                return tips[name]
+        if SHA_PREFIX_RE.match(ref):
+            matches = {sha for sha in tips.values() if sha.startswith(ref)}
+            if len(matches) == 1:
+                return matches.pop()
+        return None
+
+    def _from_history(self, repo: Path, url: str, prefix: str) -> str | None:
+        self._fetch(repo, url, ["+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"], depth=None)
+        try:
+            return run_git(["rev-parse", "--verify", "--quiet", f"{prefix}^{{commit}}"], cwd=repo).strip() or None
+        except GitFailed as exc:
+            if "ambiguous" in exc.stderr:
+                raise UpstreamMismatch(f"{url}: SHA prefix {prefix!r} is ambiguous; pin more hex digits") from None
+            return None
+
+    def _has_commit(self, repo: Path, sha: str) -> bool:
+        try:
+            run_git(["cat-file", "-e", f"{sha}^{{commit}}"], cwd=repo)
+            return True
+        except GitFailed:
+            return False
+
+    def _fetch(self, repo: Path, url: str, refspecs: list[str], depth: int | None) -> None:
+        args = ["fetch", "--quiet", "--no-tags", "--filter=tree:0"]
+        if depth:
+            args.append(f"--depth={depth}")
+        try:
+            run_git([*args, "--", url, *refspecs], cwd=repo)
+        except GitFailed as exc:
+            if (
+                "not our ref" in exc.stderr
+                or "couldn't find remote ref" in exc.stderr
+                or ("upload-pack" in exc.stderr and not exc.remote_unreachable())
+            ):
+                raise UpstreamMismatch(f"{url}: commit {refspecs[0]} does not exist there") from None
+            raise
