@@ -41,7 +41,7 @@ EXTRA_RE = re.compile(r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$")
 VARIANT_RE = re.compile(r"^(default|[a-z0-9]{2,16})$")
 # Allowed URL characters: RFC 3986 unreserved, percent-escapes, and the few delimiters paths use. No quotes,
 # whitespace, '$', '`', '\\', ';', '&', '|', '<', '>' -- nothing a shell or a Dockerfile would interpret.
-_URL_CHARS_RE = re.compile(r"^[A-Za-z0-9._~:/%+,=@-]+$")
+_URL_CHARS_RE = re.compile(r"^[A-Za-z0-9._~:/%+,=@\[\]-]+$")
 _TEXT_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,300}$")
 
 
@@ -83,13 +83,13 @@ def git_ref(value: str) -> str:
 def _check_url(value: str, schemes: set[str], what: str) -> str:
     parts = urlsplit(value)
     if not _URL_CHARS_RE.match(value):
-        raise ValueError(f"expected {what} without spaces, quotes or shell characters, found {value!r}")
+        raise ValueError(
+            f"expected {what} without spaces, quotes, '?query', '#fragment' or shell characters, found {value!r}"
+        )
     if parts.scheme not in schemes:
         raise ValueError(f"expected {what} ({'/'.join(sorted(schemes))}), found {value!r}")
     if parts.username or parts.password:
         raise ValueError(f"credentials do not belong in pins; use environment variables, found them in {what}")
-    if parts.query or parts.fragment:
-        raise ValueError(f"expected {what} without '?query' or '#fragment', found {value!r}")
     if parts.scheme == "file":
         if parts.netloc or not parts.path.startswith("/"):
             raise ValueError(f"expected a file:///absolute/path, found {value!r}")

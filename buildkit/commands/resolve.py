@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from buildkit import ui
-from buildkit.errors import CheckFailed
+from buildkit.errors import CheckFailed, InputError
 from buildkit.lock import Lock, consistency_problems, default_lock_path, differences, read_lock, write_atomic
 from buildkit.pins import Pins, load_pins
 
@@ -22,7 +22,7 @@ def run_resolve(pins_path: Path, lock_path: Path | None, *, json_out: bool, chec
         _offline(pins, lock_path, json_out=json_out, check=check)
         return
 
-    old = read_lock(lock_path) if lock_path.exists() else None
+    old = _previous_lock(lock_path, strict=check)
     if check:
         if old is None:
             raise CheckFailed(f"{lock_path}: no lock to check", hint="run `buildkit resolve` to write one")
@@ -54,6 +54,19 @@ def run_resolve(pins_path: Path, lock_path: Path | None, *, json_out: bool, chec
     write_atomic(lock_path, fresh.to_json())
     _emit(fresh, json_out, title=str(lock_path))
     ui.err.print(f"[green]wrote[/] {escape(str(lock_path))}")
+
+
+def _previous_lock(lock_path: Path, *, strict: bool) -> Lock | None:
+    """The existing lock. `--check` must read it; a plain resolve replaces an unreadable one (after success)."""
+    if not lock_path.exists():
+        return None
+    try:
+        return read_lock(lock_path)
+    except InputError as error:
+        if strict:
+            raise
+        ui.err.print(f"[yellow]note[/]: {escape(error.message)}; it will be replaced once resolve succeeds")
+        return None
 
 
 def _offline(pins: Pins, lock_path: Path, *, json_out: bool, check: bool) -> None:

@@ -22,6 +22,7 @@ from buildkit.http import Http
 from buildkit.lock import WheelFact, utc_now
 
 _CONTENT_RANGE_RE = re.compile(r"bytes \d+-\d+/(\d+)")
+_GIT_HASH_RE = re.compile(r"^g[0-9a-f]{7,40}$")
 MISSING_HINT = (
     "vLLM publishes per-commit wheels for main-branch commits, and some are missing (vllm issues 16217, 30295); "
     "pin a commit that has one, or another wheel.variant"
@@ -90,9 +91,9 @@ def _arch_matches(platform_tag: str, arch: str) -> bool:
     return platform_tag.endswith(f"_{arch}") and platform_tag.startswith(("manylinux", "linux_"))
 
 
-def _wheel_variant(version: Version, commit: str) -> str | None:
+def _wheel_variant(version: Version) -> str | None:
     """The variant a version names in its local part: '+g<hash>.cu130' -> cu130, '+cu129' -> cu129."""
-    parts = [p for p in (version.local or "").split(".") if p and p != f"g{commit[:9]}"]
+    parts = [p for p in (version.local or "").split(".") if p and not _GIT_HASH_RE.match(p)]
     return parts[0] if parts else None
 
 
@@ -106,7 +107,7 @@ def choose_wheel(listed: list[Listed], commit: str, arch: str, variant: str) -> 
             continue
         if name != "vllm" or not any(_arch_matches(t.platform, arch) for t in tags):
             continue
-        named_variant = item.variant if item.variant is not None else _wheel_variant(version, commit)
+        named_variant = item.variant if item.variant is not None else _wheel_variant(version)
         # Inside a variant directory the files are that variant, or unsuffixed when it aliases the default.
         if named_variant not in (None, wanted_variant):
             continue

@@ -1,0 +1,82 @@
+"""Shared fixtures: loopback upstreams holding the reference facts, and a runner for the real CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.fake_upstreams import Upstreams, pins_text, reference_upstreams
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def upstreams():
+    up = reference_upstreams()
+    yield up
+    up.stop()
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+class Cli:
+    """Runs `buildkit` as a user would: a child process, its own stdout, stderr and exit code."""
+
+    def __init__(self, cwd: Path, env: dict[str, str]):
+        self.cwd = cwd
+        self.env = env
+
+    def __call__(self, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> Result:
+        full_env = {**self.env, **(env or {})}
+        done = subprocess.run(
+            [sys.executable, "-m", "buildkit.cli", *args],
+            cwd=self.cwd,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        return Result(done.returncode, done.stdout, done.stderr)
+
+
+def base_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BUILDKIT_", "GITHUB_TOKEN"))}
+    env.update(
+        PYTHONPATH=str(REPO_ROOT),
+        BUILDKIT_CACHE_DIR=str(tmp_path / "cache"),
+        BUILDKIT_HTTP_BACKOFF="0.01",
+        BUILDKIT_HTTP_TIMEOUT="5",
+        COLUMNS="200",
+        NO_COLOR="1",
+    )
+    for proxy in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        env.pop(proxy, None)
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    return env
+
+
+@pytest.fixture
+def project(tmp_path: Path, upstreams: Upstreams) -> tuple[Path, Cli]:
+    """A directory with the reference pins (base image on the loopback registry) and a CLI aimed at the fakes."""
+    (tmp_path / "pins.yaml").write_text(pins_text(upstreams.base_image))
+    return tmp_path, Cli(tmp_path, {**base_env(tmp_path), **upstreams.env()})
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    """A CLI with no upstreams configured (for offline and bad-input tests)."""
+    return Cli(tmp_path, base_env(tmp_path))

@@ -1,0 +1,462 @@
+"""Real HTTP servers on 127.0.0.1 that answer like GitHub's REST API, vLLM's per-commit wheel index and an OCI
+registry with anonymous bearer tokens. Tests, bench/ and manual demos use them; nothing here is mocked in-process:
+buildkit talks to them over sockets exactly as it talks to the real services.
+
+Each server can inject latency into every request and script faults (5xx, dropped connections, hangs, rate
+limits). Run `python -m tests.fake_upstreams` to serve all three with the reference data and print the settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+# The reference facts (../shared/notes/upstream-facts.md), served as upstream would serve them.
+NEMO_RL_SHA = "946862e7755f74833d866c2a3a87ddbefae089c1"
+NEMO_RL_SUBJECT = "docs: add release runs to front page readme for 0.5 (#1879)"
+NEMO_RL_DATE = "2026-02-05T18:32:11Z"
+VLLM_SHA = "4a5299c93ff97c26def537b92562df5ada530fea"
+VLLM_SUBJECT = "[Spec Decode] feat: spec decode with draft models (#24322)"
+VLLM_DATE = "2026-01-19T21:04:55Z"
+VLLM_PR = 24322
+VLLM_PR_TITLE = "feat: spec decode with draft models"
+WHEEL_VERSION = "0.14.0rc2.dev156+g4a5299c93"
+WHEEL_X86 = f"vllm-{WHEEL_VERSION}-cp38-abi3-manylinux_2_31_x86_64.whl"
+WHEEL_ARM = f"vllm-{WHEEL_VERSION}-cp38-abi3-manylinux_2_31_aarch64.whl"
+WHEEL_CU130_X86 = f"vllm-{WHEEL_VERSION}.cu130-cp38-abi3-manylinux_2_31_x86_64.whl"
+WHEEL_SIZE = 452_718_563
+BASE_REPO = "nvidia/cuda-dl-base"
+BASE_TAG = "25.05-cuda12.9-devel-ubuntu24.04"
+
+DROP = object()  # close the connection without answering
+Answer = tuple[int, dict[str, str], bytes]
+
+
+@dataclass
+class Fault:
+    """Answer the next `count` requests whose path starts with `path` with `status` (or DROP / 'hang')."""
+
+    path: str
+    status: Any
+    count: int = 1
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
+
+    def _serve(self, method: str) -> None:
+        upstream = self.server.upstream
+        upstream.record(method, self.path, dict(self.headers))
+        if upstream.latency:
+            time.sleep(upstream.latency)
+        answer = upstream.fault_for(self.path) or upstream.handle(method, self.path, dict(self.headers))
+        if answer is DROP:
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        if answer == "hang":
+            time.sleep(upstream.hang_seconds)
+            self.close_connection = True
+            return
+        status, headers, body = answer
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        if "Content-Length" not in headers:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if method != "HEAD":
+            self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_HEAD(self) -> None:
+        self._serve("HEAD")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    upstream: Upstream
+
+
+class Upstream:
+    """Base class: a threaded HTTP server on 127.0.0.1 with request log, latency and scripted faults."""
+
+    hang_seconds = 5.0
+
+    def __init__(self) -> None:
+        self.latency = 0.0
+        self.faults: list[Fault] = []
+        self.log: list[tuple[str, str, dict[str, str]]] = []
+        self._lock = threading.Lock()
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.upstream = self
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def netloc(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"{host}:{port}"
+
+    def start(self) -> Upstream:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def record(self, method: str, path: str, headers: dict[str, str]) -> None:
+        with self._lock:
+            self.log.append((method, path, headers))
+
+    def fault_for(self, path: str) -> Any:
+        with self._lock:
+            for fault in self.faults:
+                if fault.count > 0 and path.startswith(fault.path):
+                    fault.count -= 1
+                    if fault.status is DROP or fault.status == "hang":
+                        return fault.status
+                    return fault.status, fault.headers, b'{"message": "injected fault"}'
+        return None
+
+    def handle(self, method: str, path: str, headers: dict[str, str]) -> Answer:
+        raise NotImplementedError
+
+
+def _json(status: int, data: Any, headers: dict[str, str] | None = None) -> Answer:
+    return status, {"Content-Type": "application/json", **(headers or {})}, json.dumps(data).encode()
+
+
+class FakeGitHub(Upstream):
+    """GET /repos/{owner}/{repo}/commits/{ref} and /pulls/{n}, with GitHub's status codes and rate-limit headers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.commits: dict[str, dict[str, dict[str, str]]] = {}  # "owner/repo" -> sha -> {message, date}
+        self.branches: dict[str, dict[str, str]] = {}
+        self.pulls: dict[tuple[str, int], dict[str, Any]] = {}
+        self.rate_limited_until: int | None = None
+
+    def add_commit(self, repo: str, sha: str, message: str, date: str, branch: str | None = None) -> None:
+        self.commits.setdefault(repo, {})[sha] = {"message": message, "date": date}
+        if branch:
+            self.branches.setdefault(repo, {})[branch] = sha
+
+    def add_pull(self, repo: str, number: int, title: str, merge_commit: str | None, merged_at: str | None) -> None:
+        merged = merge_commit is not None and merged_at is not None
+        self.pulls[(repo, number)] = {
+            "number": number,
+            "title": title,
+            "state": "closed" if merged else "open",
+            "merged": merged,
+            "merged_at": merged_at,
+            "merge_commit_sha": merge_commit,
+            "html_url": f"https://github.com/{repo}/pull/{number}",
+        }
+
+    def handle(self, method: str, path: str, headers: dict[str, str]) -> Answer:
+        if self.rate_limited_until is not None:
+            return _json(
+                403,
+                {"message": "API rate limit exceeded for 127.0.0.1."},
+                {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(self.rate_limited_until)},
+            )
+        parts = urlsplit(path).path.strip("/").split("/")
+        limit_headers = {"X-RateLimit-Remaining": "59", "X-RateLimit-Limit": "60"}
+        if len(parts) == 5 and parts[0] == "repos" and parts[3] == "commits":
+            repo, ref = f"{parts[1]}/{parts[2]}", unquote(parts[4])
+            known = self.commits.get(repo, {})
+            sha = self.branches.get(repo, {}).get(ref)
+            if sha is None:
+                matches = [s for s in known if s.startswith(ref)] if len(ref) >= 4 else []
+                sha = matches[0] if len(matches) == 1 else None
+            if sha is None:
+                return _json(422, {"message": f"No commit found for SHA: {ref}", "status": "422"}, limit_headers)
+            info = known[sha]
+            return _json(
+                200,
+                {
+                    "sha": sha,
+                    "html_url": f"https://github.com/{repo}/commit/{sha}",
+                    "commit": {
+                        "message": info["message"],
+                        "committer": {"name": "GitHub", "date": info["date"]},
+                        "author": {"name": "dev", "date": info["date"]},
+                    },
+                },
+                limit_headers,
+            )
+        if len(parts) == 5 and parts[0] == "repos" and parts[3] == "pulls" and parts[4].isdigit():
+            pull = self.pulls.get((f"{parts[1]}/{parts[2]}", int(parts[4])))
+            if pull is None:
+                return _json(404, {"message": "Not Found"}, limit_headers)
+            return _json(200, pull, limit_headers)
+        return _json(404, {"message": "Not Found"})
+
+
+@dataclass
+class WheelFile:
+    size: int
+    etag: str
+    last_modified: str = "Tue, 20 Jan 2026 03:12:44 GMT"
+
+
+class FakeWheelIndex(Upstream):
+    """vLLM's per-commit index: /{commit}[/{variant}]/vllm/{metadata.json,index.html} and the wheels themselves."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # commit -> variant ("default" or a name) -> filenames
+        self.listings: dict[str, dict[str, list[str]]] = {}
+        self.files: dict[str, WheelFile] = {}  # "/{commit}/{filename}" (decoded) -> file
+        self.refuse_head = False
+        self.without_metadata = False
+        self.encode_metadata_paths = True
+        self.redirect_wheels = False
+
+    def add(self, commit: str, filename: str, variant: str = "default", size: int = WHEEL_SIZE) -> None:
+        self.listings.setdefault(commit, {}).setdefault(variant, []).append(filename)
+        etag = '"' + hashlib.md5(filename.encode()).hexdigest() + '-52"'
+        self.files[f"/{commit}/{filename}"] = WheelFile(size=size, etag=etag)
+
+    def _variant_of(self, filename: str) -> str | None:
+        version = filename.split("-")[1]
+        local = version.split("+", 1)[1] if "+" in version else ""
+        rest = [p for p in local.split(".") if p and not p.startswith("g")]
+        return rest[0] if rest else None
+
+    def handle(self, method: str, path: str, headers: dict[str, str]) -> Answer:
+        raw_path = urlsplit(path).path
+        decoded = unquote(raw_path)
+        if decoded.startswith("/blobs/"):
+            decoded = "/" + decoded.removeprefix("/blobs/")
+            return self._wheel(method, decoded, headers)
+        parts = decoded.strip("/").split("/")
+        if parts[-1].endswith(".whl"):
+            if self.redirect_wheels:
+                return 302, {"Location": f"/blobs{raw_path}"}, b""
+            return self._wheel(method, decoded, headers)
+        if len(parts) in (3, 4) and parts[-2] == "vllm":
+            commit = parts[0]
+            variant = parts[1] if len(parts) == 4 else "default"
+            names = self.listings.get(commit, {}).get(variant)
+            if names is None:
+                return 404, {"Content-Type": "text/plain"}, b"Not Found"
+            up = "../../" if variant != "default" else "../"
+            if parts[-1] == "metadata.json" and not self.without_metadata:
+                entries = []
+                for name in sorted(names):
+                    rel = up + name
+                    _, version, python_tag, abi_tag, platform_tag = name.removesuffix(".whl").split("-")
+                    entries.append(
+                        {
+                            "package_name": "vllm",
+                            "version": version,
+                            "build_tag": None,
+                            "python_tag": python_tag,
+                            "abi_tag": abi_tag,
+                            "platform_tag": platform_tag,
+                            "variant": self._variant_of(name),
+                            "filename": name,
+                            "path": quote(rel) if self.encode_metadata_paths else rel,
+                        }
+                    )
+                return _json(200, entries)
+            if parts[-1] == "index.html":
+                links = "\n".join(
+                    f'    <a href="{quote(up + n)}#sha256={hashlib.sha256(n.encode()).hexdigest()}">{n}</a><br/>'
+                    for n in sorted(names)
+                )
+                html = f"<!DOCTYPE html>\n<html>\n  <body>\n{links}\n  </body>\n</html>\n"
+                return 200, {"Content-Type": "text/html"}, html.encode()
+        return 404, {"Content-Type": "text/plain"}, b"Not Found"
+
+    def _wheel(self, method: str, decoded: str, headers: dict[str, str]) -> Answer:
+        wheel = self.files.get(decoded)
+        if wheel is None:
+            return 404, {"Content-Type": "text/plain"}, b"Not Found"
+        common = {"ETag": wheel.etag, "Last-Modified": wheel.last_modified, "Content-Type": "application/octet-stream"}
+        if method == "HEAD":
+            if self.refuse_head:
+                return 405, {"Allow": "GET"}, b""
+            return 200, {**common, "Content-Length": str(wheel.size)}, b""
+        if headers.get("Range") == "bytes=0-0":
+            return 206, {**common, "Content-Range": f"bytes 0-0/{wheel.size}"}, b"P"
+        # A full download is never what buildkit should ask for: make it loud in the log.
+        return 200, {**common, "X-Full-Download": "1"}, b"PK" + b"\0" * 1024
+
+
+class FakeRegistry(Upstream):
+    """OCI distribution API with the anonymous bearer-token flow; serves an index with amd64 and arm64 images."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blobs: dict[str, tuple[str, bytes]] = {}  # digest -> (media type, bytes)
+        self.tags: dict[tuple[str, str], str] = {}  # (repo, tag) -> digest
+        self.tokens: dict[str, str] = {}  # token -> scope
+        self.anonymous_allowed = True
+
+    def _put(self, media_type: str, data: Any) -> str:
+        body = json.dumps(data, sort_keys=True).encode()
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+        self.blobs[digest] = (media_type, body)
+        return digest
+
+    def add_image(self, repo: str, tag: str, platforms: tuple[str, ...] = ("linux/amd64", "linux/arm64")) -> str:
+        manifests = []
+        for platform in platforms:
+            os_name, arch = platform.split("/")
+            config = self._put("application/vnd.oci.image.config.v1+json", {"architecture": arch, "os": os_name})
+            manifest = {
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": 2},
+                "layers": [],
+            }
+            digest = self._put(manifest["mediaType"], manifest)
+            manifests.append(
+                {
+                    "mediaType": manifest["mediaType"],
+                    "digest": digest,
+                    "size": len(self.blobs[digest][1]),
+                    "platform": {"architecture": arch, "os": os_name},
+                }
+            )
+        if len(platforms) == 1:
+            self.tags[(repo, tag)] = manifests[0]["digest"]
+            return manifests[0]["digest"]
+        # BuildKit-style attestation manifest, which has no real platform: must never be chosen.
+        manifests.append(
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": "sha256:" + "a" * 64,
+                "size": 1,
+                "platform": {"architecture": "unknown", "os": "unknown"},
+            }
+        )
+        index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests}
+        digest = self._put(index["mediaType"], index)
+        self.tags[(repo, tag)] = digest
+        return digest
+
+    def platform_digest(self, repo: str, tag: str, platform: str) -> str:
+        media_type, body = self.blobs[self.tags[(repo, tag)]]
+        data = json.loads(body)
+        os_name, arch = platform.split("/")
+        for m in data.get("manifests", []):
+            if m["platform"] == {"architecture": arch, "os": os_name}:
+                return m["digest"]
+        return self.tags[(repo, tag)]
+
+    def handle(self, method: str, path: str, headers: dict[str, str]) -> Answer:
+        parsed = urlsplit(path)
+        if parsed.path == "/token":
+            if not self.anonymous_allowed:
+                return _json(401, {"errors": [{"code": "UNAUTHORIZED"}]})
+            scope = parse_qs(parsed.query).get("scope", [""])[0]
+            token = hashlib.sha256(f"{scope}{time.time()}".encode()).hexdigest()
+            self.tokens[token] = scope
+            return _json(200, {"token": token, "expires_in": 300})
+        if not parsed.path.startswith("/v2/"):
+            return 404, {}, b""
+        rest = parsed.path.removeprefix("/v2/")
+        for kind in ("/manifests/", "/blobs/"):
+            if kind in rest:
+                repo, reference = rest.split(kind, 1)
+                break
+        else:
+            return _json(401 if rest else 200, {})
+        scope = f"repository:{repo}:pull"
+        auth = headers.get("Authorization", "")
+        if self.tokens.get(auth.removeprefix("Bearer ")) != scope:
+            challenge = f'Bearer realm="{self.url}/token",service="fake-registry",scope="{scope}"'
+            return _json(401, {"errors": [{"code": "UNAUTHORIZED"}]}, {"WWW-Authenticate": challenge})
+        digest = self.tags.get((repo, reference), reference)
+        if digest not in self.blobs:
+            return _json(404, {"errors": [{"code": "MANIFEST_UNKNOWN"}]})
+        media_type, body = self.blobs[digest]
+        return 200, {"Content-Type": media_type, "Docker-Content-Digest": digest}, body
+
+
+@dataclass
+class Upstreams:
+    github: FakeGitHub
+    wheels: FakeWheelIndex
+    registry: FakeRegistry
+
+    @property
+    def base_image(self) -> str:
+        return f"{self.registry.netloc}/{BASE_REPO}:{BASE_TAG}"
+
+    def env(self) -> dict[str, str]:
+        return {"BUILDKIT_GITHUB_API": self.github.url, "BUILDKIT_WHEEL_INDEX": self.wheels.url}
+
+    def all(self) -> tuple[Upstream, ...]:
+        return (self.github, self.wheels, self.registry)
+
+    def set_latency(self, seconds: float) -> None:
+        for upstream in self.all():
+            upstream.latency = seconds
+
+    def stop(self) -> None:
+        for upstream in self.all():
+            upstream.stop()
+
+
+def reference_upstreams() -> Upstreams:
+    """All three servers, started, holding the reference build's facts."""
+    github = FakeGitHub()
+    github.add_commit("NVIDIA-NeMo/RL", NEMO_RL_SHA, NEMO_RL_SUBJECT + "\n\nSigned-off-by: dev", NEMO_RL_DATE, "main")
+    github.add_commit("vllm-project/vllm", VLLM_SHA, VLLM_SUBJECT, VLLM_DATE, "main")
+    github.add_pull("vllm-project/vllm", VLLM_PR, VLLM_PR_TITLE, VLLM_SHA, "2026-01-19T21:04:56Z")
+    wheels = FakeWheelIndex()
+    # Listed out of order on purpose, with the other architecture first: position must not decide.
+    wheels.add(VLLM_SHA, WHEEL_ARM)
+    wheels.add(VLLM_SHA, WHEEL_X86)
+    wheels.add(VLLM_SHA, WHEEL_CU130_X86, variant="cu130")
+    registry = FakeRegistry()
+    registry.add_image(BASE_REPO, BASE_TAG)
+    return Upstreams(github.start(), wheels.start(), registry.start())
+
+
+def pins_text(base_image: str, **overrides: str) -> str:
+    """The reference pins.yaml with the base image moved (to a loopback registry)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "pins.yaml").read_text()
+    text = text.replace("nvcr.io/nvidia/cuda-dl-base:25.05-cuda12.9-devel-ubuntu24.04", base_image)
+    for old, new in overrides.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    return text
+
+
+if __name__ == "__main__":
+    up = reference_upstreams()
+    print("# Fake GitHub, wheel index and registry on loopback. Ctrl-C stops them.")
+    for name, value in up.env().items():
+        print(f"export {name}={value}")
+    print(f"# base_image for pins.yaml: {up.base_image}")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        up.stop()

@@ -1,0 +1,157 @@
+"""`buildkit resolve` end to end: the real CLI against loopback servers that answer like GitHub, the wheel index
+and a token-auth registry."""
+
+from __future__ import annotations
+
+import json
+
+from tests.fake_upstreams import (
+    BASE_REPO,
+    BASE_TAG,
+    NEMO_RL_SHA,
+    VLLM_PR,
+    VLLM_SHA,
+    WHEEL_CU130_X86,
+    WHEEL_SIZE,
+    WHEEL_X86,
+)
+
+WHEEL_URL_PATH = f"/{VLLM_SHA}/vllm-0.14.0rc2.dev156%2Bg4a5299c93-cp38-abi3-manylinux_2_31_x86_64.whl"
+
+
+def lock_of(result) -> dict:
+    assert result.code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_resolve_json_carries_every_fact(project, upstreams):
+    root, cli = project
+    result = cli("resolve", "--json")
+    lock = lock_of(result)  # stdout is the lock and nothing else
+    assert lock["nemo_rl"]["commit"] == NEMO_RL_SHA
+    assert lock["nemo_rl"]["subject"] == "docs: add release runs to front page readme for 0.5 (#1879)"
+    assert lock["vllm"]["commit"] == VLLM_SHA
+    assert lock["vllm_pr"]["merge_commit"] == VLLM_SHA and lock["vllm_pr"]["number"] == VLLM_PR
+    assert lock["wheel"]["url"] == upstreams.wheels.url + WHEEL_URL_PATH
+    assert lock["wheel"]["filename"] == WHEEL_X86  # not the aarch64 wheel listed first
+    assert lock["wheel"]["size"] == WHEEL_SIZE and lock["wheel"]["verified_by"] == "HEAD"
+    assert lock["wheel"]["etag"] and lock["wheel"]["last_modified"]
+    index_digest = upstreams.registry.tags[(BASE_REPO, BASE_TAG)]
+    assert lock["base_image"]["index_digest"] == index_digest
+    assert lock["base_image"]["manifest_digest"] == upstreams.registry.platform_digest(
+        BASE_REPO, BASE_TAG, "linux/amd64"
+    )
+    assert lock["base_image"]["pinned"].endswith(f"/{BASE_REPO}@{index_digest}")
+    assert lock["build"]["drop_extras"][0]["name"] == "sglang"
+    assert len(lock["known_issues"]) == 3
+    assert json.loads((root / "pins.lock").read_text()) == lock
+    # The wheel is checked, never downloaded.
+    assert not [p for m, p, h in upstreams.wheels.log if p.endswith(".whl") and m == "GET"]
+    # The registry was asked through the anonymous token flow.
+    assert any(p.startswith("/token?") for _, p, _ in upstreams.registry.log)
+
+
+def test_resolve_table_and_rerun_leaves_lock_alone(project):
+    root, cli = project
+    first = cli("resolve")
+    assert first.code == 0, first.output
+    for column in ("pin", "resolved", "check", "source"):
+        assert column in first.stdout
+    assert NEMO_RL_SHA in first.stdout and "wrote" in first.stderr
+    before = (root / "pins.lock").read_bytes()
+    second = cli("resolve")
+    assert second.code == 0 and "already up to date" in second.stderr
+    assert (root / "pins.lock").read_bytes() == before
+
+
+def test_pr_alone_fills_in_the_commit(project, upstreams):
+    root, cli = project
+    text = (root / "pins.yaml").read_text().replace(f'  ref: "{VLLM_SHA}"\n', "")
+    (root / "pins.yaml").write_text(text)
+    lock = lock_of(cli("resolve", "--json"))
+    assert lock["vllm"]["commit"] == VLLM_SHA and lock["vllm"]["ref"] == VLLM_SHA
+    assert lock["wheel"]["filename"] == WHEEL_X86
+
+
+def test_sha_prefix_and_branch_refs(project):
+    root, cli = project
+    text = (
+        (root / "pins.yaml")
+        .read_text()
+        .replace(f'ref: "{VLLM_SHA}"', 'ref: "4a5299c9"')
+        .replace('ref: "946862e7"', "ref: main")
+    )
+    (root / "pins.yaml").write_text(text)
+    lock = lock_of(cli("resolve", "--json"))
+    assert lock["vllm"]["commit"] == VLLM_SHA and lock["nemo_rl"]["commit"] == NEMO_RL_SHA
+
+
+def test_variant_directory(project, upstreams):
+    root, cli = project
+    (root / "pins.yaml").write_text((root / "pins.yaml").read_text().replace("variant: default", "variant: cu130"))
+    lock = lock_of(cli("resolve", "--json"))
+    assert lock["wheel"]["filename"] == WHEEL_CU130_X86
+    assert lock["wheel"]["listed_in"].endswith(f"/{VLLM_SHA}/cu130/vllm/metadata.json")
+    assert lock["wheel"]["url"].endswith("vllm-0.14.0rc2.dev156%2Bg4a5299c93.cu130-cp38-abi3-manylinux_2_31_x86_64.whl")
+
+
+def test_pep503_fallback_records_sha256(project, upstreams):
+    root, cli = project
+    upstreams.wheels.without_metadata = True
+    lock = lock_of(cli("resolve", "--json"))
+    assert lock["wheel"]["listed_in"].endswith("/vllm/index.html")
+    assert lock["wheel"]["url"] == upstreams.wheels.url + WHEEL_URL_PATH
+    assert lock["wheel"]["sha256"] and len(lock["wheel"]["sha256"]) == 64
+
+
+def test_unencoded_metadata_path_is_encoded_like_the_index(project, upstreams):
+    root, cli = project
+    upstreams.wheels.encode_metadata_paths = False
+    assert lock_of(cli("resolve", "--json"))["wheel"]["url"] == upstreams.wheels.url + WHEEL_URL_PATH
+
+
+def test_head_refused_falls_back_to_one_byte_range(project, upstreams):
+    root, cli = project
+    upstreams.wheels.refuse_head = True
+    lock = lock_of(cli("resolve", "--json"))
+    assert lock["wheel"]["verified_by"] == "GET Range: bytes=0-0" and lock["wheel"]["size"] == WHEEL_SIZE
+    gets = [h for m, p, h in upstreams.wheels.log if p.endswith(".whl") and m == "GET"]
+    assert gets and all(h.get("Range") == "bytes=0-0" for h in gets)
+
+
+def test_wheel_redirect_is_followed(project, upstreams):
+    root, cli = project
+    upstreams.wheels.redirect_wheels = True
+    lock = lock_of(cli("resolve", "--json"))
+    assert lock["wheel"]["size"] == WHEEL_SIZE
+    assert any(p.startswith("/blobs/") for _, p, _ in upstreams.wheels.log)
+
+
+def test_single_platform_base_image_is_checked_through_its_config(project, upstreams):
+    root, cli = project
+    digest = upstreams.registry.add_image("stub/base", "amd64-only", platforms=("linux/amd64",))
+    image = f"{upstreams.registry.netloc}/stub/base:amd64-only"
+    (root / "pins.yaml").write_text((root / "pins.yaml").read_text().replace(upstreams.base_image, image))
+    lock = lock_of(cli("resolve", "--json"))
+    assert lock["base_image"]["index_digest"] is None and lock["base_image"]["manifest_digest"] == digest
+    assert any("/blobs/" in p for _, p, _ in upstreams.registry.log)
+
+
+def test_github_token_is_sent_only_to_github_and_never_shown(project, upstreams):
+    root, cli = project
+    token = "ghp_secretTOKENvalue123"
+    result = cli("resolve", "--json", env={"GITHUB_TOKEN": token})
+    assert result.code == 0, result.output
+    github_auth = {h.get("Authorization") for _, _, h in upstreams.github.log}
+    assert github_auth == {f"Bearer {token}"}
+    for upstream in (upstreams.wheels, upstreams.registry):
+        assert not any(token in str(h) for _, _, h in upstream.log)
+    assert token not in result.output and token not in (root / "pins.lock").read_text()
+
+
+def test_table_title_when_check_passes(project):
+    root, cli = project
+    assert cli("resolve").code == 0
+    result = cli("resolve", "--check")
+    assert result.code == 0, result.output
+    assert "is current and upstream agrees" in result.stderr
