@@ -17,14 +17,16 @@ app = typer.Typer(
     name="buildkit",
     help=(
         "Build a reproducible NeMo-RL image with a custom vLLM, and prove how it was built.\n\n"
-        "Pipeline: pins.yaml --resolve--> pins.lock --render--> build/Dockerfile --build--> image + record.\n\n"
-        "Exit codes: 0 ok, 1 check failed, 2 bad input, 3 upstream unreachable, 4 upstream disagrees with the pins, "
-        "70 internal error."
+        "\b\nPipeline:\n  pins.yaml --resolve--> pins.lock --render--> build/Dockerfile --build--> image + record\n\n"
+        "\b\nExit codes:\n  0 ok\n  1 check failed (stale lock, upstream moved)\n  2 bad input (pins, lock, options)\n"
+        "  3 upstream unreachable (network, timeout, 5xx, rate limit)\n  4 upstream disagrees with the pins\n"
+        "  70 internal error (a bug: please report it)"
     ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    # Plain Click help: rich's help screen imports markdown-it and doubles start-up time (bench/cold_start.py).
+    rich_markup_mode=None,
 )
 
 PinsOption = Annotated[
@@ -59,10 +61,11 @@ def resolve(
     Endpoints move with $BUILDKIT_GITHUB_API and $BUILDKIT_WHEEL_INDEX (they win over pins); $GITHUB_TOKEN raises the
     GitHub rate limit and never appears in output or the lock.
 
-    Examples:\n
-      buildkit resolve                      # write pins.lock\n
-      buildkit resolve --check              # CI: is the lock current and does upstream agree?\n
-      buildkit resolve --offline            # no network: pins valid, lock consistent with them?\n
+    \b
+    Examples:
+      buildkit resolve                 # write pins.lock
+      buildkit resolve --check         # CI: is the lock current, does upstream agree?
+      buildkit resolve --offline       # no network: pins valid, lock consistent?
       buildkit resolve --json | jq .wheel.url
     """
     from buildkit.commands.resolve import run_resolve

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from buildkit.errors import UpstreamMismatch, UpstreamUnreachable
 from buildkit.grammar import FULL_SHA_RE, SHA_PREFIX_RE
+from buildkit.http import OFFLINE_HINT
 from buildkit.lock import CommitFact, utc_now
 
 GIT_TIMEOUT = 600.0
@@ -106,7 +107,8 @@ class GitResolver:
         try:
             out = run_git(["ls-remote", "--", url], timeout=120)
         except GitFailed as exc:
-            raise UpstreamUnreachable(f"cannot reach git remote {url}: {exc.stderr.splitlines()[-1:]}") from None
+            last = exc.stderr.splitlines()[-1] if exc.stderr else "no answer"
+            raise UpstreamUnreachable(f"cannot reach git remote {url}: {last}", hint=OFFLINE_HINT) from None
         tips: dict[str, str] = {}
         for line in out.splitlines():
             sha, _, name = line.partition("\t")

@@ -1,0 +1,91 @@
+"""Round-trip depth of `buildkit resolve`: extra wall time per unit of latency injected into every request.
+
+Starts the loopback GitHub / wheel index / registry servers from tests/fake_upstreams.py with the reference pins,
+then times a full resolve at latency 0 and at latency L on every request. depth = (t(L) - t(0)) / L is the number
+of request round trips on the critical path. The baseline, measured in the same run with the same code, is a
+sequential client making the same lookups one after another.
+
+    python bench/resolve_depth.py [--latency 0.15] [--repeat 5]
+
+Goal (issue 2): depth <= 3.5 for the reference pins; a sequential client needs about 8.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from buildkit.http import Http  # noqa: E402
+from buildkit.pins import load_pins  # noqa: E402
+from buildkit.resolve import Resolver  # noqa: E402
+from buildkit.resolve.wheels import resolve_wheel  # noqa: E402
+from tests.fake_upstreams import pins_text, reference_upstreams  # noqa: E402
+
+
+def concurrent_resolve(pins, cache: Path) -> None:
+    Resolver(pins, Http(), cache).resolve()
+
+
+def sequential_resolve(pins, cache: Path) -> None:
+    """The same lookups, one after another: what a straightforward client does."""
+    r = Resolver(pins, Http(), cache)
+    r.commit(pins.nemo_rl.repo, pins.nemo_rl.ref)
+    r.github.pull(pins.vllm.repo, pins.vllm.pr)
+    commit = r.commit(pins.vllm.repo, pins.vllm.ref).commit
+    resolve_wheel(r.http, pins.wheel_index(), commit, pins.wheel.arch, pins.wheel.variant)
+    r.registry.resolve(pins.base_image, pins.build.platform)
+
+
+def timed(fn, pins, cache: Path, repeat: int) -> float:
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn(pins, cache)
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.15, help="seconds added to every request")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+
+    import os
+
+    up = reference_upstreams()
+    os.environ.update(up.env())
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            pins_path = Path(tmp) / "pins.yaml"
+            pins_path.write_text(pins_text(up.base_image))
+            pins = load_pins(pins_path)
+            cache = Path(tmp) / "cache"
+            results = {}
+            for name, fn in (("sequential client (baseline)", sequential_resolve), ("buildkit resolve", concurrent_resolve)):
+                up.set_latency(0.0)
+                base = timed(fn, pins, cache, args.repeat)
+                up.set_latency(args.latency)
+                slow = timed(fn, pins, cache, args.repeat)
+                results[name] = (base, slow, (slow - base) / args.latency)
+    finally:
+        up.stop()
+
+    print(f"latency injected per request: {args.latency * 1000:.0f} ms; median of {args.repeat} runs each")
+    print(f"{'client':32} {'t(0)':>8} {'t(L)':>8} {'depth':>7}")
+    for name, (base, slow, depth) in results.items():
+        print(f"{name:32} {base:8.3f} {slow:8.3f} {depth:7.2f}")
+    baseline = results["sequential client (baseline)"][2]
+    ours = results["buildkit resolve"][2]
+    print(f"depth ratio buildkit/sequential: {ours / baseline:.2f}  (goal: depth <= 3.5)")
+
+
+if __name__ == "__main__":
+    main()

