@@ -69,7 +69,10 @@ def main() -> None:
             pins = load_pins(pins_path)
             cache = Path(tmp) / "cache"
             results = {}
-            for name, fn in (("sequential client (baseline)", sequential_resolve), ("buildkit resolve", concurrent_resolve)):
+            for name, fn in (
+                ("sequential client (baseline)", sequential_resolve),
+                ("buildkit resolve", concurrent_resolve),
+            ):
                 up.set_latency(0.0)
                 base = timed(fn, pins, cache, args.repeat)
                 up.set_latency(args.latency)

@@ -12,7 +12,7 @@ import re
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, WithJsonSchema
 
 FULL_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 SHA_PREFIX_RE = re.compile(r"^[0-9a-f]{7,40}$")
@@ -30,7 +30,7 @@ _DOMAIN_NAME = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*"
 _IPV6 = r"\[(?:[a-fA-F0-9:]+)\]"
 _HOST = rf"(?:{_DOMAIN_NAME}|{_IPV6})"
 _DOMAIN = rf"{_HOST}(?::[0-9]+)?"
-_TAG = r"[\w][\w.-]{0,127}"
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"  # ASCII, as in the distribution grammar
 _NAME = rf"(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
 IMAGE_REF_RE = re.compile(rf"^{_NAME}(?::(?P<tag>{_TAG}))?(?:@(?P<digest>sha256:[0-9a-f]{{64}}))?$")
 
@@ -155,20 +155,41 @@ def one_line_text(value: str) -> str:
     return value
 
 
-FullSha = Annotated[str, AfterValidator(full_sha)]
-GitRef = Annotated[str, AfterValidator(git_ref)]
-HttpsUrl = Annotated[str, AfterValidator(https_url)]
-GitUrl = Annotated[str, AfterValidator(git_url)]
-ImageRef = Annotated[str, AfterValidator(image_ref)]
-ImageTag = Annotated[str, AfterValidator(image_tag)]
-Digest = Annotated[str, AfterValidator(digest)]
-StageName = Annotated[str, AfterValidator(_regex_check(STAGE_RE, "a Dockerfile stage name like 'release'"))]
-Platform = Annotated[str, AfterValidator(_regex_check(PLATFORM_RE, "linux/amd64 or linux/arm64"))]
-CudaArchList = Annotated[
-    str, AfterValidator(_regex_check(CUDA_ARCH_LIST_RE, "a TORCH_CUDA_ARCH_LIST like '9.0' or '9.0 10.0+PTX'"))
-]
-ExtraName = Annotated[str, AfterValidator(_regex_check(EXTRA_RE, "a lowercase extra name like 'sglang'"))]
-Variant = Annotated[
-    str, AfterValidator(_regex_check(VARIANT_RE, "'default' or a wheel variant name like cu129, cu130, cpu"))
-]
-OneLine = Annotated[str, AfterValidator(one_line_text)]
+def _typed(check, pattern: str, description: str):
+    """A str checked by `check` (precise messages) whose JSON Schema carries `pattern` for editors."""
+    return Annotated[
+        str,
+        AfterValidator(check),
+        # JSON Schema patterns are ECMA-262: no Python-style named groups.
+        WithJsonSchema(
+            {"type": "string", "pattern": re.sub(r"\(\?P<\w+>", "(?:", pattern), "description": description}
+        ),
+    ]
+
+
+def _pattern(regex: re.Pattern[str], what: str, description: str):
+    return _typed(_regex_check(regex, what), regex.pattern, description)
+
+
+_LOOPBACK_OR_HTTPS = r"^(https://|http://(127\.|localhost[:/]|localhost$|\[::1\]))[A-Za-z0-9._~:/%+,=@\[\]-]*$"
+_GIT_URL = r"^(https://|file:///|(http|git)://(127\.|localhost[:/]|\[::1\]))[A-Za-z0-9._~:/%+,=@\[\]-]*$"
+
+FullSha = _typed(full_sha, FULL_SHA_RE.pattern, "Full commit SHA: 40 lowercase hex digits.")
+GitRef = _typed(
+    git_ref,
+    r"^([0-9a-f]{7,40}|[A-Za-z0-9_][A-Za-z0-9._/+-]{0,254})$",
+    "Commit SHA (full or 7-39 hex prefix), or branch or tag name.",
+)
+HttpsUrl = _typed(https_url, _LOOPBACK_OR_HTTPS, "https:// URL; http:// only for loopback hosts.")
+GitUrl = _typed(git_url, _GIT_URL, "Git URL: https://, file:///path, or http:// / git:// on a loopback host.")
+ImageRef = _typed(image_ref, IMAGE_REF_RE.pattern, "Image reference with an explicit :tag and/or @sha256 digest.")
+ImageTag = _typed(image_tag, IMAGE_REF_RE.pattern, "Image name:tag for the built image.")
+Digest = _typed(digest, DIGEST_RE.pattern, "sha256:<64 lowercase hex>")
+StageName = _pattern(STAGE_RE, "a Dockerfile stage name like 'release'", "Dockerfile stage name.")
+Platform = _pattern(PLATFORM_RE, "linux/amd64 or linux/arm64", "Build platform.")
+CudaArchList = _pattern(
+    CUDA_ARCH_LIST_RE, "a TORCH_CUDA_ARCH_LIST like '9.0' or '9.0 10.0+PTX'", "TORCH_CUDA_ARCH_LIST value."
+)
+ExtraName = _pattern(EXTRA_RE, "a lowercase extra name like 'sglang'", "uv extra name.")
+Variant = _pattern(VARIANT_RE, "'default' or a wheel variant name like cu129, cu130, cpu", "Wheel variant.")
+OneLine = _typed(one_line_text, _TEXT_RE.pattern, "One line of text, no control characters.")

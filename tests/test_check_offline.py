@@ -31,7 +31,9 @@ def test_check_passes_on_a_fresh_lock_and_writes_nothing(project):
 
 def test_check_fails_when_pins_changed(project, upstreams):
     root, cli, before = resolved(project)
-    (root / "pins.yaml").write_text((root / "pins.yaml").read_text().replace('cuda_arch_list: "9.0"', 'cuda_arch_list: "9.0 10.0"'))
+    (root / "pins.yaml").write_text(
+        (root / "pins.yaml").read_text().replace('cuda_arch_list: "9.0"', 'cuda_arch_list: "9.0 10.0"')
+    )
     log_size = len(upstreams.github.log)
     result = cli("resolve", "--check")
     assert result.code == 1 and "is stale" in result.stderr and "pins hash differs" in result.stderr

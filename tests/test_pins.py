@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,22 @@ def test_schema_command_prints_json_schema(cli):
     assert schema["title"] == "buildkit pins.yaml"
     assert {"nemo_rl", "vllm", "wheel", "base_image", "build", "known_issues", "endpoints"} <= set(schema["properties"])
     assert schema["additionalProperties"] is False
+
+
+def test_schema_carries_the_grammars_for_editors(cli):
+    schema = json.loads(cli("schema").stdout)
+    ref = schema["$defs"]["NemoRl"]["properties"]["ref"]
+    assert re.match(ref["pattern"], "946862e7") and not re.match(ref["pattern"], "-x y")
+    image = schema["properties"]["base_image"]
+    assert re.match(image["pattern"], "nvcr.io/nvidia/cuda-dl-base:25.05-cuda12.9-devel-ubuntu24.04")
+    assert not re.match(image["pattern"], "nvcr.io/NVIDIA/x:1")
+
+
+def test_tags_are_ascii():
+    with pytest.raises(ValueError):
+        grammar.image_ref("ubuntu:tést")
+
+
+def test_schema_patterns_are_ecma262_compatible(cli):
+    text = cli("schema").stdout
+    assert "(?P<" not in text
