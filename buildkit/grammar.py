@@ -42,6 +42,7 @@ VARIANT_RE = re.compile(r"^(default|[a-z0-9]{2,16})$")
 # Allowed URL characters: RFC 3986 unreserved, percent-escapes, and the few delimiters paths use. No quotes,
 # whitespace, '$', '`', '\\', ';', '&', '|', '<', '>' -- nothing a shell or a Dockerfile would interpret.
 _URL_CHARS_RE = re.compile(r"^[A-Za-z0-9._~:/%+,=@\[\]-]+$")
+REPO_PATH_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$")
 _TEXT_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,300}$")
 
 
@@ -192,4 +193,9 @@ CudaArchList = _pattern(
 )
 ExtraName = _pattern(EXTRA_RE, "a lowercase extra name like 'sglang'", "uv extra name.")
 Variant = _pattern(VARIANT_RE, "'default' or a wheel variant name like cu129, cu130, cpu", "Wheel variant.")
+RepoPath = _typed(
+    _regex_check(REPO_PATH_RE, "a relative path like patches/x.patch (no '..', no leading '/' or '.')"),
+    REPO_PATH_RE.pattern,
+    "Relative path inside the project.",
+)
 OneLine = _typed(one_line_text, _TEXT_RE.pattern, "One line of text, no control characters.")

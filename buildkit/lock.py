@@ -6,6 +6,7 @@ Writing is atomic (temp file in the same directory, fsync, rename): a failed run
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from buildkit.errors import InputError
 from buildkit.grammar import Digest, FullSha, GitRef, GitUrl, HttpsUrl, ImageRef
+from buildkit.patches import PatchFact
 from buildkit.pins import Build, KnownIssue, Pins
 
 LOCK_VERSION = 1
@@ -92,6 +94,7 @@ class Lock(_Fact):
     wheel: WheelFact
     base_image: ImageFact
     build: Build
+    patches: list[PatchFact] = Field(description="Declared patches to NeMo-RL, each pinned by sha256.")
     known_issues: list[KnownIssue]
 
     def to_json(self) -> str:
@@ -133,9 +136,17 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def consistency_problems(pins: Pins, lock: Lock) -> list[str]:
-    """What makes a lock unusable for these pins, checked with no network."""
+def lock_sha256(lock: Lock) -> str:
+    """The hash later stages stamp into their outputs (labels, records): of the lock's canonical JSON."""
+    return hashlib.sha256(lock.to_json().encode()).hexdigest()
+
+
+def consistency_problems(pins: Pins, lock: Lock, patches: list[PatchFact]) -> list[str]:
+    """What makes a lock unusable for these pins (and these patch files), checked with no network."""
     problems: list[str] = []
+    if [p.model_dump() for p in patches] != [p.model_dump() for p in lock.patches]:
+        changed = [p.file for p in patches if p not in lock.patches] or [p.file for p in lock.patches]
+        problems.append(f"declared patches changed since the lock was written: {', '.join(changed)}")
     if lock.pins_sha256 != pins.sha256():
         problems.append("the pins changed since the lock was written (pins hash differs)")
     for name, pinned, fact in (("nemo_rl", pins.nemo_rl, lock.nemo_rl), ("vllm", pins.vllm, lock.vllm)):

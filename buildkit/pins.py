@@ -26,6 +26,7 @@ from buildkit.grammar import (
     ImageTag,
     OneLine,
     Platform,
+    RepoPath,
     StageName,
     Variant,
 )
@@ -51,8 +52,23 @@ class Source(_Strict):
     )
 
 
+class PatchPin(_Strict):
+    file: RepoPath = Field(description="Patch file (unified diff, paths a/ b/), relative to pins.yaml.")
+    reason: OneLine = Field(description="Why upstream is changed; carried into the prepare record and the report.")
+
+
 class NemoRl(Source):
     ref: GitRef = Field(description="Commit SHA (full or 7-39 hex prefix), branch or tag.")
+    patches: list[PatchPin] = Field(
+        default_factory=list, description="Declared modifications, applied in order; each must apply cleanly."
+    )
+
+
+class GitUrlRewrite(_Strict):
+    """git's `url.<url>.insteadOf <instead_of>`: fetch from a mirror without editing the pinned URLs."""
+
+    url: GitUrl = Field(description="The mirror prefix to use, e.g. file:///srv/mirror/.")
+    instead_of: GitUrl = Field(description="The prefix it replaces, e.g. https://github.com/.")
 
 
 class Vllm(Source):
@@ -118,6 +134,9 @@ class Pins(_Strict):
     build: Build
     known_issues: list[KnownIssue] = Field(default_factory=list)
     endpoints: Endpoints = Field(default_factory=Endpoints)
+    git_url_rewrites: list[GitUrlRewrite] = Field(
+        default_factory=list, description="Mirrors for git fetches (git's insteadOf), applied to submodules too."
+    )
 
     @model_validator(mode="after")
     def _arch_matches_platform(self) -> Pins:

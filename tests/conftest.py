@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -73,6 +74,7 @@ def base_env(tmp_path: Path) -> dict[str, str]:
 def project(tmp_path: Path, upstreams: Upstreams) -> tuple[Path, Cli]:
     """A directory with the reference pins (base image on the loopback registry) and a CLI aimed at the fakes."""
     (tmp_path / "pins.yaml").write_text(pins_text(upstreams.base_image))
+    shutil.copytree(REPO_ROOT / "patches", tmp_path / "patches")
     return tmp_path, Cli(tmp_path, {**base_env(tmp_path), **upstreams.env()})
 
 

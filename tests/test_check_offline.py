@@ -98,6 +98,7 @@ def test_offline_rejects_a_tampered_lock(project):
 
 def test_offline_on_the_shipped_pins(cli, tmp_path):
     shutil.copy(REPO_ROOT / "pins.yaml", tmp_path / "pins.yaml")
+    shutil.copytree(REPO_ROOT / "patches", tmp_path / "patches")
     result = cli("resolve", "--offline", env=no_network_env())
     assert result.code == 0, result.output
     assert "pins valid" in result.stderr and not (tmp_path / "pins.lock").exists()

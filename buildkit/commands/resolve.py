@@ -12,28 +12,30 @@ from rich.table import Table
 from buildkit import ui
 from buildkit.errors import CheckFailed, InputError
 from buildkit.lock import Lock, consistency_problems, default_lock_path, differences, read_lock, write_atomic
+from buildkit.patches import PatchFact, patch_facts
 from buildkit.pins import Pins, load_pins
 
 
 def run_resolve(pins_path: Path, lock_path: Path | None, *, json_out: bool, check: bool, offline: bool) -> None:
     pins = load_pins(pins_path)
+    patches = patch_facts(pins, pins_path.parent)
     lock_path = lock_path or default_lock_path(pins_path)
     if offline:
-        _offline(pins, lock_path, json_out=json_out, check=check)
+        _offline(pins, patches, lock_path, json_out=json_out, check=check)
         return
 
     old = _previous_lock(lock_path, strict=check)
     if check:
         if old is None:
             raise CheckFailed(f"{lock_path}: no lock to check", hint="run `buildkit resolve` to write one")
-        problems = consistency_problems(pins, old)
+        problems = consistency_problems(pins, old, patches)
         if problems:
             raise CheckFailed(_bullets(f"{lock_path} is stale:", problems), hint="run `buildkit resolve`")
 
     from buildkit.resolve import Resolver
 
     with ui.err.status("resolving pins (GitHub, wheel index, registry)...", spinner="dots"):
-        fresh = Resolver(pins).resolve()
+        fresh = Resolver(pins, patches=patches).resolve()
 
     if check:
         assert old is not None
@@ -69,7 +71,7 @@ def _previous_lock(lock_path: Path, *, strict: bool) -> Lock | None:
         return None
 
 
-def _offline(pins: Pins, lock_path: Path, *, json_out: bool, check: bool) -> None:
+def _offline(pins: Pins, patches: list[PatchFact], lock_path: Path, *, json_out: bool, check: bool) -> None:
     if not lock_path.exists():
         msg = f"pins valid; no lock at {lock_path} to compare (run `buildkit resolve` with network to write one)"
         if check:
@@ -79,7 +81,7 @@ def _offline(pins: Pins, lock_path: Path, *, json_out: bool, check: bool) -> Non
         ui.err.print(f"[green]ok[/]: {escape(msg)}")
         return
     lock = read_lock(lock_path)
-    problems = consistency_problems(pins, lock)
+    problems = consistency_problems(pins, lock, patches)
     if problems:
         raise CheckFailed(_bullets(f"{lock_path} does not match the pins:", problems), hint="run `buildkit resolve`")
     _emit(lock, json_out, title=f"{lock_path} (offline: consistent with the pins, upstream not asked)")

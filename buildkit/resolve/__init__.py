@@ -22,6 +22,7 @@ from buildkit.errors import UpstreamMismatch
 from buildkit.grammar import FULL_SHA_RE
 from buildkit.http import Http
 from buildkit.lock import CommitFact, Lock, PullRequestFact, utc_now
+from buildkit.patches import PatchFact
 from buildkit.pins import Pins
 from buildkit.resolve.git import GitResolver
 from buildkit.resolve.github import GitHub
@@ -40,8 +41,15 @@ def default_cache_dir() -> Path:
 
 
 class Resolver:
-    def __init__(self, pins: Pins, http: Http | None = None, cache_dir: Path | None = None):
+    def __init__(
+        self,
+        pins: Pins,
+        http: Http | None = None,
+        cache_dir: Path | None = None,
+        patches: list[PatchFact] | None = None,
+    ):
         self.pins = pins
+        self.patches = patches or []
         self.http = http or Http()
         self.github = GitHub(self.http, pins.github_api())
         self.git = GitResolver(cache_dir or default_cache_dir())
@@ -117,6 +125,7 @@ class Resolver:
             wheel=wheel.result(),
             base_image=base.result(),
             build=pins.build,
+            patches=self.patches,
             known_issues=pins.known_issues,
         )
 

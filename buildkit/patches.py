@@ -1,0 +1,163 @@
+"""Declared modifications to upstream files: patch files referenced from pins.yaml, applied with verification.
+
+A patch either applies cleanly or stops the run with the file, the hunk and what upstream has there now. A patch
+that changes nothing, or whose change upstream already contains, is an error too: never a silent no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+from unidiff import PatchSet
+from unidiff.errors import UnidiffParseError
+
+from buildkit.errors import InputError, UpstreamMismatch
+from buildkit.pins import Pins
+
+
+class PatchFact(BaseModel):
+    """A declared patch as the lock records it: its bytes are pinned by sha256."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    file: str
+    reason: str
+    sha256: str
+
+
+class TargetHashes(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    path: str
+    before: str
+    after: str
+
+
+class AppliedPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    file: str
+    reason: str
+    sha256: str
+    diff: str
+    targets: list[TargetHashes]
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    return sha256_bytes(path.read_bytes())
+
+
+def _parse(text: str, name: str) -> PatchSet:
+    try:
+        patch = PatchSet.from_string(text)
+    except UnidiffParseError as exc:
+        raise InputError(f"{name}: not a unified diff: {exc}") from None
+    if not len(patch):
+        raise InputError(f"{name}: the patch changes no file")
+    for patched in patch:
+        path = _target_path(patched.path)
+        if patched.is_added_file or patched.is_removed_file:
+            continue
+        if path.startswith("/") or ".." in Path(path).parts:
+            raise InputError(f"{name}: patch touches {patched.path!r}, outside the source tree")
+    return patch
+
+
+def _target_path(path: str) -> str:
+    return path.removeprefix("a/").removeprefix("b/")
+
+
+def patch_facts(pins: Pins, project_dir: Path) -> list[PatchFact]:
+    """Read and hash every declared patch (resolve records these in the lock)."""
+    facts = []
+    for pin in pins.nemo_rl.patches:
+        path = project_dir / pin.file
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read the patch declared in pins.yaml: {exc.strerror}") from None
+        _parse(data.decode("utf-8", errors="replace"), pin.file)
+        facts.append(PatchFact(file=pin.file, reason=pin.reason, sha256=sha256_bytes(data)))
+    return facts
+
+
+def _git_apply(tree: Path, patch_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "apply", "--whitespace=nowarn", *extra, "--", str(patch_path)],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def drift_report(tree: Path, patch: PatchSet, name: str) -> str:
+    """Say which hunk no longer fits and what upstream has at its place now."""
+    for patched in patch:
+        rel = _target_path(patched.path)
+        target = tree / rel
+        if not target.exists():
+            return f"{name}: {rel} does not exist in the upstream tree any more"
+        lines = target.read_text(encoding="utf-8", errors="replace").splitlines()
+        for number, hunk in enumerate(patched, start=1):
+            expected = [line.value.rstrip("\n") for line in hunk if line.is_context or line.is_removed]
+            start = hunk.source_start - 1
+            actual = lines[start : start + len(expected)]
+            if actual == expected:
+                continue
+            for offset, want in enumerate(expected):
+                have = actual[offset] if offset < len(actual) else "<end of file>"
+                if have != want:
+                    header = str(hunk).splitlines()[0]
+                    return (
+                        f"{name} no longer fits upstream:\n"
+                        f"  file: {rel}\n"
+                        f"  hunk {number}: {header}\n"
+                        f"  line {start + offset + 1}:\n"
+                        f"    the patch expects: {want}\n"
+                        f"    upstream has now:  {have}"
+                    )
+    return f"{name} does not apply, though every hunk's context is in place"
+
+
+def apply_patches(tree: Path, facts: list[PatchFact], project_dir: Path) -> list[AppliedPatch]:
+    applied = []
+    for fact in facts:
+        path = project_dir / fact.file
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read patch: {exc.strerror}") from None
+        if sha256_bytes(data) != fact.sha256:
+            raise InputError(
+                f"{fact.file} changed since the lock was written (sha256 differs)",
+                hint="run `buildkit resolve` to record the new patch",
+            )
+        text = data.decode("utf-8")
+        patch = _parse(text, fact.file)
+        targets = [_target_path(p.path) for p in patch]
+        before = {t: sha256_file(tree / t) if (tree / t).exists() else "" for t in targets}
+        check = _git_apply(tree, path.resolve(), "--check")
+        if check.returncode != 0:
+            if _git_apply(tree, path.resolve(), "--check", "--reverse").returncode == 0:
+                raise UpstreamMismatch(
+                    f"{fact.file}: upstream already contains this change", hint="drop the patch from pins.yaml"
+                )
+            raise UpstreamMismatch(
+                drift_report(tree, patch, fact.file), hint="update the patch to the new upstream, then resolve again"
+            )
+        done = _git_apply(tree, path.resolve())
+        if done.returncode != 0:
+            raise UpstreamMismatch(f"{fact.file}: git apply failed: {done.stderr.strip()}")
+        hashes = []
+        for target in targets:
+            after = sha256_file(tree / target) if (tree / target).exists() else ""
+            if after == before[target]:
+                raise UpstreamMismatch(f"{fact.file}: applying it left {target} unchanged (a silent no-op)")
+            hashes.append(TargetHashes(path=target, before=before[target], after=after))
+        applied.append(AppliedPatch(file=fact.file, reason=fact.reason, sha256=fact.sha256, diff=text, targets=hashes))
+    return applied
