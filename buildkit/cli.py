@@ -73,6 +73,88 @@ def resolve(
     run_resolve(pins, lock, json_out=json_out, check=check, offline=offline)
 
 
+CacheDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--cache-dir", help="Where sources are cached [default: $BUILDKIT_CACHE_DIR or $XDG_CACHE_HOME/buildkit]."
+    ),
+]
+BuildDirOption = Annotated[
+    Path | None, typer.Option("--build-dir", help="Where records and outputs go [default: build/ beside the pins].")
+]
+SubmodulesOption = Annotated[
+    bool, typer.Option("--submodules/--no-submodules", help="Check out NeMo-RL's submodules at their recorded commits.")
+]
+
+
+@app.command()
+def prepare(
+    pins: PinsOption = Path("pins.yaml"),
+    lock: LockOption = None,
+    build_dir: BuildDirOption = None,
+    cache_dir: CacheDirOption = None,
+    submodules: SubmodulesOption = True,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the prepare record as JSON on stdout.")] = False,
+) -> None:
+    """Fetch NeMo-RL at the locked commit, with submodules, and apply the declared patches.
+
+    Fetches only what is needed (the commit by SHA, shallow; each submodule's recorded commit, shallow) into a
+    cache that later runs reuse, resets it to pristine, verifies HEAD, submodules and cleanliness, applies each
+    patch from pins.yaml (a patch that no longer fits stops the run with the file, hunk and line), and writes
+    build/prepare.json with every patch's diff and the target files' hashes before and after.
+
+    \b
+    Mirrors: pins.yaml `git_url_rewrites` (git's insteadOf) apply to every fetch, submodules included.
+    """
+    from buildkit.commands.render import prepare_command
+
+    prepare_command(pins, lock, build_dir, cache_dir, submodules, json_out)
+
+
+@app.command()
+def render(
+    pins: PinsOption = Path("pins.yaml"),
+    lock: LockOption = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Where to write the Dockerfile [default: build/Dockerfile].")
+    ] = None,
+    diff: Annotated[bool, typer.Option("--diff", help="Show the rendered Dockerfile against upstream's.")] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 when upstream's Dockerfile drifted from the template.")
+    ] = False,
+    syntax: Annotated[
+        bool,
+        typer.Option(
+            "--syntax/--no-syntax", help="Keep the `# syntax=` line; --no-syntax for builders without internet."
+        ),
+    ] = True,
+    build_dir: BuildDirOption = None,
+    cache_dir: CacheDirOption = None,
+    submodules: SubmodulesOption = True,
+    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout.")] = False,
+) -> None:
+    """Prepare the sources, then render templates/Dockerfile.j2 from the lock.
+
+    The Dockerfile keeps upstream's stages and build steps, with the declared changes only: base image by digest,
+    dropped extras (with the reason as a comment), the custom vLLM from the locked commit and wheel,
+    TORCH_CUDA_ARCH_LIST from pins, and provenance labels. The same lock renders the same bytes. Upstream's
+    docker/Dockerfile is compared with the template (stages, ARGs, ENVs, uv sync extras, COPY sources): differences
+    are warnings, or errors with --strict.
+
+    \b
+    Examples:
+      buildkit render                     # build/Dockerfile
+      buildkit render --diff | less       # what differs from upstream's Dockerfile
+      buildkit render --strict --no-syntax
+    """
+    from buildkit.commands.render import render_command
+
+    render_command(
+        pins, lock, output, build_dir, cache_dir,
+        submodules=submodules, diff=diff, strict=strict, syntax=syntax, json_out=json_out,
+    )  # fmt: skip
+
+
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of pins.yaml, for editors and CI validation.
