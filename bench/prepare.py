@@ -50,7 +50,8 @@ def make_history(path: Path, commits: int, files: int, size: int, seed: int = 7)
             entries.append(b"M 100644 :%d src/file%04d.txt\n" % (mark, index))
         message = b"commit %d" % n
         stream.append(
-            b"commit refs/heads/main\ncommitter t <t@e> %d +0000\ndata %d\n%s\n" % (1_700_000_000 + n, len(message), message)
+            b"commit refs/heads/main\ncommitter t <t@e> %d +0000\ndata %d\n%s\n"
+            % (1_700_000_000 + n, len(message), message)
             + b"".join(entries)
         )
     subprocess.run(["git", "fast-import", "--quiet"], cwd=path, input=b"".join(stream), check=True)

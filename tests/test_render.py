@@ -281,3 +281,20 @@ def test_render_without_a_lock(cli, tmp_path):
     (tmp_path / "patches" / PATCH.name).write_text(PATCH.read_text())
     result = cli("render")
     assert result.code == 2 and "no lock yet" in result.stderr and "buildkit resolve" in result.stderr
+
+
+def test_buildkit_itself_reads_the_rendered_dockerfile(project, remote, engine):
+    """BuildKit's built-in Dockerfile frontend (no `# syntax=`, no internet) lists the rendered targets."""
+    root, cli = use_remote(project, remote)
+    result = cli("render", "--no-syntax", "--json")
+    assert result.code == 0, result.output
+    summary = json.loads(result.stdout)
+    done = subprocess.run(
+        ["docker", "buildx", "build", "--builder", engine, "--call=targets", "-f", summary["dockerfile"],
+         "--build-context", f"nemo-rl={summary['prepared_tree']}", summary["prepared_tree"]],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    targets = [line.split()[0] for line in done.stdout.splitlines()[1:] if line.strip()]
+    assert targets == ["nemo-rl", "base", "hermetic", "release"]
+    assert "release (default)" in done.stdout

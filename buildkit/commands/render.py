@@ -137,10 +137,10 @@ def render_command(
     digest = sha256_bytes(rendered.encode())
     if json_out:
         summary = {
-            "dockerfile": str(output),
+            "dockerfile": str(output.resolve()),
             "sha256": digest,
             "prepared_tree": record.tree,
-            "prepare_record": str(inputs.build_dir / "prepare.json"),
+            "prepare_record": str((inputs.build_dir / "prepare.json").resolve()),
             "drift": warnings,
         }
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Take down what scripts/engine-up.sh started (only that: daemons it did not start are left alone).
+# Built binaries and the registry's storage stay in the cache directory for the next bring-up.
+set -uo pipefail
+
+ENGINE_DIR=${BUILDKIT_ENGINE_DIR:-/var/cache/buildkit-engine}
+RUN_DIR=/run/buildkit-engine
+
+if docker buildx inspect buildkit-engine >/dev/null 2>&1; then
+  docker buildx rm buildkit-engine >/dev/null 2>&1 || true
+fi
+for name in buildkitd registry dockerd; do
+  pidfile="$RUN_DIR/$name.pid"
+  [ -f "$pidfile" ] || continue
+  pid=$(cat "$pidfile")
+  if kill -0 "$pid" 2>/dev/null; then
+    printf 'engine: stopping %s (pid %s)\n' "$name" "$pid" >&2
+    kill "$pid"
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$pidfile"
+done
+printf 'engine: down (binaries and registry data kept in %s)\n' "$ENGINE_DIR" >&2

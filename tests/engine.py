@@ -1,0 +1,38 @@
+"""The build engine from scripts/engine-up.sh, for tests that need a real BuildKit.
+
+Such a test skips on a developer machine without the engine, and fails in CI (CI=true) or whenever
+BUILDKIT_ENGINE=required (scripts/test.sh sets it after bringing the engine up): CI never skips them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+BUILDER = "buildkit-engine"
+STAND_IN_BASE = "127.0.0.1:5000/buildkit/stand-in-base:1"
+
+
+def engine_problem() -> str | None:
+    try:
+        done = subprocess.run(
+            ["docker", "buildx", "inspect", BUILDER, "--bootstrap"], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"docker buildx not usable: {exc}"
+    if done.returncode != 0:
+        return f"buildx builder {BUILDER!r} not available: {done.stderr.strip()[-200:]}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def engine() -> str:
+    problem = engine_problem()
+    if problem:
+        message = f"{problem} (bring it up with: sudo bash scripts/engine-up.sh)"
+        if os.environ.get("CI") or os.environ.get("BUILDKIT_ENGINE") == "required":
+            pytest.fail(message)
+        pytest.skip(message)
+    return BUILDER
