@@ -19,8 +19,10 @@ app = typer.Typer(
         "Build a reproducible NeMo-RL image with a custom vLLM, and prove how it was built.\n\n"
         "\b\nPipeline:\n  pins.yaml --resolve--> pins.lock --render--> build/Dockerfile --build--> image + record\n\n"
         "\b\nExit codes:\n  0 ok\n  1 check failed (stale lock, upstream moved)\n  2 bad input (pins, lock, options)\n"
-        "  3 upstream unreachable (network, timeout, 5xx, rate limit)\n  4 upstream disagrees with the pins\n"
-        "  70 internal error (a bug: please report it)"
+        "  3 upstream unreachable (network, timeout, 5xx, rate limit)\n"
+        "  4 upstream disagrees with the pins (or a patch no longer fits)\n"
+        "  5 engine not ready (Docker, buildx, builder, disk, credentials)\n  6 the build failed\n"
+        "  70 internal error (a bug: please report it)\n  130 interrupted"
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -153,6 +155,91 @@ def render(
         pins, lock, output, build_dir, cache_dir,
         submodules=submodules, diff=diff, strict=strict, syntax=syntax, json_out=json_out,
     )  # fmt: skip
+
+
+BuilderOption = Annotated[
+    str | None,
+    typer.Option("--builder", help="buildx builder (local, docker-container, remote, kubernetes) [default: current]."),
+]
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
+def build(
+    ctx: typer.Context,
+    pins: PinsOption = Path("pins.yaml"),
+    lock: LockOption = None,
+    builder: BuilderOption = None,
+    push: Annotated[
+        bool, typer.Option("--push/--load", help="Push to the tag's registry, or load into Docker.")
+    ] = False,
+    sbom: Annotated[bool, typer.Option("--sbom", help="Attach an SBOM attestation (needs the scanner image).")] = False,
+    cache_from: Annotated[list[str], typer.Option("--cache-from", help="buildx --cache-from spec (repeatable).")] = [],  # noqa: B006
+    cache_to: Annotated[list[str], typer.Option("--cache-to", help="buildx --cache-to spec (repeatable).")] = [],  # noqa: B006
+    progress: Annotated[
+        str, typer.Option("--progress", help="auto (live view on a terminal, plain otherwise), live, or plain.")
+    ] = "auto",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan and the exact command; change nothing.")
+    ] = False,
+    smoke: Annotated[
+        bool,
+        typer.Option("--smoke", help="Build the smoke target on a small stand-in base image (no GPU, no internet)."),
+    ] = False,
+    smoke_base: Annotated[
+        str, typer.Option("--smoke-base", help="The stand-in base image for --smoke.")
+    ] = "127.0.0.1:5000/buildkit/stand-in-base:1",
+    min_free_gb: Annotated[
+        float | None, typer.Option("--min-free-gb", help="Free space the builder needs [default: 100; 1 with --smoke].")
+    ] = None,
+    syntax: Annotated[
+        bool, typer.Option("--syntax/--no-syntax", help="Keep the `# syntax=` line in the Dockerfile.")
+    ] = True,
+    build_dir: BuildDirOption = None,
+    cache_dir: CacheDirOption = None,
+    submodules: SubmodulesOption = True,
+) -> None:
+    """Build the image: resolve, prepare and render as needed, then `docker buildx build`.
+
+    Runs the earlier stages that are missing or stale, checks the engine (`buildkit doctor`), then runs buildx with
+    the rendered Dockerfile, `--build-context nemo-rl=<prepared tree>`, the target, platform and tag, the custom
+    vLLM build args from the lock, SOURCE_DATE_EPOCH (the NeMo-RL commit time), a metadata file and provenance
+    (mode=max) where the driver supports it. Live progress on a terminal, the full log in build/logs/, and the
+    record in build/record.json. Anything after `--` goes to buildx unchanged. Ctrl-C cancels cleanly (exit 130).
+
+    \b
+    Examples:
+      buildkit build --dry-run                  # the exact command, with the locked values
+      buildkit build --builder remote-bk        # any buildx builder, used the same way
+      buildkit build --smoke --progress plain   # the CI smoke build
+      buildkit build -- --no-cache              # extra buildx flags
+    """
+    from buildkit.commands.build import BuildOptions, build_command
+
+    if progress not in ("auto", "live", "plain"):
+        raise typer.BadParameter("expected auto, live or plain", param_hint="--progress")
+    opts = BuildOptions(
+        builder=builder, push=push, sbom=sbom, cache_from=cache_from, cache_to=cache_to, progress=progress,
+        dry_run=dry_run, smoke=smoke, smoke_base=smoke_base, min_free_gb=min_free_gb, submodules=submodules,
+        syntax=syntax, extra=list(ctx.args),
+    )  # fmt: skip
+    build_command(pins, lock, build_dir, cache_dir, opts)
+
+
+@app.command()
+def doctor(
+    builder: BuilderOption = None,
+    min_free_gb: Annotated[float, typer.Option("--min-free-gb", help="Free space the build needs.")] = 100.0,
+    push: Annotated[bool, typer.Option("--push", help="Also check registry credentials for pushing.")] = False,
+    tag: Annotated[str, typer.Option("--tag", help="Image tag to check credentials for.")] = "nemo-rl:latest",
+    platform: Annotated[str, typer.Option("--platform", help="Platform the builder must offer.")] = "linux/amd64",
+) -> None:
+    """Check that this machine can build: engine, buildx, builder and driver, platform, disk, credentials.
+
+    Exit 0 when every check passes, 1 when one fails (each failure says what to do).
+    """
+    from buildkit.commands.build import doctor_command
+
+    doctor_command(builder, min_free_gb, push, tag, platform)
 
 
 @app.command()

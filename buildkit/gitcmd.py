@@ -31,14 +31,18 @@ def _git_env() -> dict[str, str]:
 
 
 def run_git(
-    args: list[str], cwd: Path | None = None, timeout: float = GIT_TIMEOUT, config: list[str] | None = None
+    args: list[str],
+    cwd: Path | None = None,
+    timeout: float = GIT_TIMEOUT,
+    config: list[str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> str:
     """Run git with an argv list (never a shell); return stdout or raise with git's own words."""
     try:
         done = subprocess.run(
             ["git", *(config or []), *args],
             cwd=cwd,
-            env=_git_env(),
+            env={**_git_env(), **(env or {})},
             capture_output=True,
             text=True,
             timeout=timeout,

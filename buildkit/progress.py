@@ -25,6 +25,7 @@ class Step:
     cached: bool = False
     error: str | None = None
     logs: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL))
+    log_count: int = 0  # every line ever logged, so a viewer can tell which of `logs` are new
 
     @property
     def running(self) -> bool:
@@ -78,6 +79,7 @@ class Progress:
             for chunk in data.splitlines():
                 if chunk.strip():
                     step.logs.append(chunk)
+                    step.log_count += 1
         for warning in status.get("warnings") or []:
             short = warning.get("short")
             if short:

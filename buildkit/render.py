@@ -41,9 +41,10 @@ def source_date_epoch(lock: Lock) -> int:
     return int(commit_time(lock).timestamp())
 
 
-def context(lock: Lock, syntax: bool) -> dict[str, Any]:
+def context(lock: Lock, syntax: bool, smoke_base: str | None = None) -> dict[str, Any]:
     return {
         "syntax": syntax,
+        "smoke_base": smoke_base,
         "buildkit_version": __version__,
         "lock_sha256": lock_sha256(lock),
         "base_image": lock.base_image.pinned,
@@ -58,7 +59,10 @@ def context(lock: Lock, syntax: bool) -> dict[str, Any]:
     }
 
 
-def render_dockerfile(lock: Lock, *, syntax: bool = True, template_dir: Path = TEMPLATE_DIR) -> str:
+def render_dockerfile(
+    lock: Lock, *, syntax: bool = True, smoke_base: str | None = None, template_dir: Path = TEMPLATE_DIR
+) -> str:
+    """The Dockerfile; with `smoke_base` (an image pinned by digest) it also has the `smoke` target."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(template_dir),
         undefined=jinja2.StrictUndefined,
@@ -69,7 +73,7 @@ def render_dockerfile(lock: Lock, *, syntax: bool = True, template_dir: Path = T
     )
     env.globals["fail"] = _fail
     try:
-        return env.get_template("Dockerfile.j2").render(**context(lock, syntax))
+        return env.get_template("Dockerfile.j2").render(**context(lock, syntax, smoke_base))
     except jinja2.TemplateNotFound as exc:
         raise InputError(f"template not found: {template_dir / str(exc)}") from None
     except jinja2.UndefinedError as exc:

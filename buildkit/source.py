@@ -16,10 +16,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
-from buildkit.errors import UpstreamMismatch
+from buildkit.errors import BuildkitError, UpstreamMismatch
 from buildkit.gitcmd import run_git
 from buildkit.lock import Lock, utc_now
-from buildkit.patches import AppliedPatch, apply_patches
+from buildkit.patches import AppliedPatch, apply_patches, sha256_file
 from buildkit.pins import GitUrlRewrite
 
 
@@ -103,8 +103,28 @@ def prepare(
     started = time.monotonic()
     repo, commit = lock.nemo_rl.repo, lock.nemo_rl.commit
     tree = cache_dir / "src" / f"nemo-rl-{commit[:12]}"
+    marker = tree.with_name(tree.name + ".prepared.json")
     config = git_config(rewrites, repo)
     fetched: list[str] = []
+
+    def record(**values) -> PrepareRecord:
+        return PrepareRecord(
+            buildkit_version=__version__,
+            lock_sha256=lock_sha256,
+            prepared_at=utc_now(),
+            repo=repo,
+            commit=commit,
+            tree=str(tree),
+            seconds=round(time.monotonic() - started, 3),
+            **values,
+        )
+
+    # Fast path: a tree already prepared for exactly these patches is left untouched, so its bytes (.git
+    # included, which upstream's Dockerfile copies into the image) stay the same and the build cache holds.
+    done = _already_prepared(tree, marker, commit, lock.patches, submodules)
+    if done is not None:
+        return record(reused=True, fetched=[], fetched_bytes=0, submodules=done.submodules, patches=done.patches)
+    marker.unlink(missing_ok=True)
 
     if not (tree / ".git").exists():
         tree.mkdir(parents=True, exist_ok=True)
@@ -152,17 +172,42 @@ def prepare(
         raise UpstreamMismatch(
             f"after patching, changed files {sorted(changed)} differ from the patches' targets {sorted(expected)}"
         )
-    return PrepareRecord(
-        buildkit_version=__version__,
-        lock_sha256=lock_sha256,
-        prepared_at=utc_now(),
-        repo=repo,
-        commit=commit,
-        tree=str(tree),
+    result = record(
         reused=reused,
         fetched=fetched,
         fetched_bytes=max(0, _git_dir_bytes(tree) - bytes_before),
-        seconds=round(time.monotonic() - started, 3),
         submodules=submodule_facts,
         patches=applied,
     )
+    marker.write_text(result.to_json())
+    return result
+
+
+def _already_prepared(tree: Path, marker: Path, commit: str, patches: list, submodules: bool) -> PrepareRecord | None:
+    """The previous prepare's record, if the tree is still exactly what it produced; checked without writing."""
+    try:
+        previous = PrepareRecord.model_validate_json(marker.read_text())
+    except (OSError, ValueError):
+        return None
+    if previous.commit != commit or (previous.submodules is not None) != submodules:
+        return None
+    if [(p.file, p.sha256) for p in previous.patches] != [(p.file, p.sha256) for p in patches]:
+        return None
+    try:
+        if (tree / ".git" / "HEAD").read_text().strip() != commit:
+            return None
+        # GIT_OPTIONAL_LOCKS=0: status must not refresh (rewrite) the index.
+        status = run_git(
+            ["status", "--porcelain", "--ignored", "--ignore-submodules=none"],
+            cwd=tree,
+            env={"GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, BuildkitError):
+        return None
+    changed = {line[3:] for line in status.splitlines() if line}
+    targets = {t.path: t.after for patch in previous.patches for t in patch.targets}
+    if changed != set(targets):
+        return None
+    if any(sha256_file(tree / path) != after for path, after in targets.items()):
+        return None
+    return previous

@@ -30,7 +30,10 @@ def test_cold_build_steps_and_logs():
 def test_cached_rebuild_counts_cached_steps():
     progress = replay("cached")
     cached = sorted(s.name for s in progress.steps.values() if s.cached)
-    assert cached == ['[2/3] RUN echo "compiling step one" && sleep 1 && echo "step one finished"', "[3/3] RUN echo two > /two"]
+    assert cached == [
+        '[2/3] RUN echo "compiling step one" && sleep 1 && echo "step one finished"',
+        "[3/3] RUN echo two > /two",
+    ]
     assert progress.done == progress.total
 
 

@@ -169,6 +169,21 @@ def test_cache_reset_to_pristine_before_patching(project, remote):
     result = cli("prepare")
     assert result.code == 0, result.output
     assert not (tree / "stray.txt").exists() and (tree / "nemo_rl/__init__.py").read_text() == ""
+    # An ignored file would not show in a plain `git status`, but would still reach the image.
+    (tree / ".git" / "info" / "exclude").write_text("*.pyc\n")
+    (tree / "nemo_rl" / "stale.pyc").write_text("x")
+    assert cli("prepare").code == 0
+    assert not (tree / "nemo_rl" / "stale.pyc").exists()
+
+
+def test_an_already_prepared_tree_is_left_untouched(project, remote):
+    root, cli = use_remote(project, remote)
+    assert cli("prepare").code == 0
+    tree = Path(json.loads((root / "build" / "prepare.json").read_text())["tree"])
+    index = (tree / ".git" / "index").stat().st_mtime_ns
+    again = cli("prepare", "--json")
+    assert again.code == 0, again.output
+    assert json.loads(again.stdout)["reused"] and (tree / ".git" / "index").stat().st_mtime_ns == index
 
 
 def test_patch_drift_stops_with_file_hunk_and_line(project, remote):

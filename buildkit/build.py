@@ -1,0 +1,198 @@
+"""`docker buildx build` for the image: the argv from the lock, the run with progress and a full log, the record.
+
+Everything that reaches the argv comes from the lock (grammar-checked) or from typed options; buildx runs as an
+argv list, never through a shell. SOURCE_DATE_EPOCH goes in the environment (buildx copies it into the build).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from buildkit.lock import Lock
+from buildkit.progress import Progress
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    dockerfile: Path
+    tree: Path  # the prepared NeMo-RL tree: named context `nemo-rl`, and the main context as upstream's `.`
+    target: str
+    platform: str
+    tag: str
+    build_args: tuple[tuple[str, str], ...]
+    metadata_file: Path
+    source_date_epoch: int
+    builder: str | None = None
+    provenance: bool = True
+    sbom: bool = False
+    cache_from: tuple[str, ...] = ()
+    cache_to: tuple[str, ...] = ()
+    push: bool = False
+    progress: Literal["rawjson", "plain"] = "rawjson"
+    extra: tuple[str, ...] = field(default_factory=tuple)
+
+    def env(self) -> dict[str, str]:
+        # Full provenance in the metadata file too, whether or not an attestation can be attached (buildx 0.14+).
+        return {"SOURCE_DATE_EPOCH": str(self.source_date_epoch), "BUILDX_METADATA_PROVENANCE": "max"}
+
+
+def build_args(lock: Lock) -> tuple[tuple[str, str], ...]:
+    return (
+        ("BUILD_CUSTOM_VLLM", "1"),
+        ("BUILD_CUSTOM_VLLM_URL", lock.vllm.repo),
+        ("BUILD_CUSTOM_VLLM_REF", lock.vllm.commit),
+        ("BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION", lock.wheel.url),
+        ("NEMO_RL_COMMIT", lock.nemo_rl.commit),
+    )
+
+
+def argv(plan: BuildPlan) -> list[str]:
+    args = ["docker", "buildx", "build"]
+    if plan.builder:
+        args += ["--builder", plan.builder]
+    args += [
+        "--file", str(plan.dockerfile),
+        "--build-context", f"nemo-rl={plan.tree}",
+        "--target", plan.target,
+        "--platform", plan.platform,
+        "--tag", plan.tag,
+    ]  # fmt: skip
+    for name, value in plan.build_args:
+        args += ["--build-arg", f"{name}={value}"]
+    args += ["--metadata-file", str(plan.metadata_file)]
+    args.append("--provenance=mode=max" if plan.provenance else "--provenance=false")
+    if plan.sbom:
+        args.append("--sbom=true")
+    for spec in plan.cache_from:
+        args += ["--cache-from", spec]
+    for spec in plan.cache_to:
+        args += ["--cache-to", spec]
+    args.append("--push" if plan.push else "--load")
+    args.append(f"--progress={plan.progress}")
+    args += list(plan.extra)
+    args.append(str(plan.tree))
+    return args
+
+
+def shell_command(plan: BuildPlan) -> str:
+    """The exact command, as a person would type it (for --dry-run and the report)."""
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in plan.env().items())
+    return f"{env} {shlex.join(argv(plan))}"
+
+
+class ImageFacts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tag: str
+    digest: str | None = None
+    config_digest: str | None = None
+    id: str | None = None
+    size: int | None = None
+    layers: int | None = None
+
+
+class BuildRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    record_version: Literal[1] = 1
+    buildkit_version: str
+    lock_sha256: str
+    smoke: bool
+    command: str
+    argv: list[str]
+    source_date_epoch: int
+    builder: str
+    driver: str
+    endpoint: str
+    buildx_version: str
+    buildkit_daemon_version: str
+    docker_version: str
+    provenance: str = ""  # attached, or why not
+    metadata_provenance: bool = False  # the metadata file carries buildx.build.provenance
+    started: str
+    ended: str
+    seconds: float
+    outcome: Literal["succeeded", "failed", "interrupted"]
+    exit_code: int
+    error: str | None = None
+    image: ImageFacts
+    steps_total: int
+    steps_cached: int
+    log: str
+    metadata_file: str
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+
+@dataclass
+class RunResult:
+    exit_code: int
+    interrupted: bool
+    progress: Progress
+    seconds: float
+
+
+def run(plan: BuildPlan, log_path: Path, on_line: Callable[[str, Progress], None]) -> RunResult:
+    """Run buildx, feeding every output line to the progress model, the log file and `on_line`.
+
+    buildx gets its own process group, so Ctrl-C reaches us first: we pass SIGINT on, let buildx cancel the
+    build cleanly, and report the run as interrupted.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    progress = Progress()
+    started = time.monotonic()
+    interrupted = False
+    with log_path.open("w", encoding="utf-8") as log:
+        log.write(f"$ {shell_command(plan)}\n")
+        process = subprocess.Popen(
+            argv(plan),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            env={**os.environ, **plan.env()},
+            start_new_session=True,
+        )
+        assert process.stdout is not None
+        try:
+            for line in process.stdout:
+                log.write(line)
+                progress.feed(line)
+                on_line(line, progress)
+            code = process.wait()
+        except KeyboardInterrupt:
+            interrupted = True
+            code = _stop(process)
+            log.write("buildkit: interrupted (Ctrl-C); buildx was asked to cancel\n")
+    return RunResult(code, interrupted, progress, time.monotonic() - started)
+
+
+def _stop(process: subprocess.Popen[str]) -> int:
+    for sig, wait in ((signal.SIGINT, 15.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            return process.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+    return process.wait()
+
+
+def read_metadata(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

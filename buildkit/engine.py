@@ -1,0 +1,95 @@
+"""The Docker engine through the docker SDK: reachability, version, disk, image inspection, registry credentials."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from buildkit.buildx import EngineNotReady
+
+
+@dataclass
+class ImageInfo:
+    id: str
+    size: int
+    layers: int
+    labels: dict[str, str]
+
+
+class Engine:
+    def __init__(self, timeout: int = 30):
+        import docker  # imported here: only the build path pays for it
+        from docker.errors import DockerException
+
+        try:
+            self.client = docker.from_env(timeout=timeout)
+            self.client.ping()
+        except DockerException as exc:
+            raise EngineNotReady(
+                f"the Docker engine is not reachable ({_short(exc)})",
+                hint="start it (sudo bash scripts/engine-up.sh here), or set DOCKER_HOST",
+            ) from None
+        self._errors = DockerException
+
+    def version(self) -> dict[str, Any]:
+        return self.client.version()
+
+    def info(self) -> dict[str, Any]:
+        return self.client.info()
+
+    def containerd_store(self) -> bool:
+        """Whether images live in the containerd image store, which can hold attestations (Docker 24+ option)."""
+        status = self.info().get("DriverStatus") or []
+        return any("io.containerd.snapshotter" in str(value) for pair in status for value in pair)
+
+    def free_bytes(self) -> tuple[str, int]:
+        """Free space where the engine keeps its data (DockerRootDir), when that is on this machine."""
+        root = self.info().get("DockerRootDir") or "/var/lib/docker"
+        return root, shutil.disk_usage(root).free if os.path.exists(root) else -1
+
+    def image(self, ref: str) -> ImageInfo | None:
+        try:
+            attrs = self.client.images.get(ref).attrs
+        except self._errors:
+            return None
+        return ImageInfo(
+            id=attrs.get("Id", ""),
+            size=int(attrs.get("Size") or 0),
+            layers=len((attrs.get("RootFS") or {}).get("Layers") or []),
+            labels=(attrs.get("Config") or {}).get("Labels") or {},
+        )
+
+
+def registry_of(tag: str) -> str:
+    first = tag.split("/", 1)[0]
+    if "/" in tag and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return "docker.io"
+
+
+def has_credentials(registry: str) -> bool:
+    """Whether the docker CLI config holds credentials (or a helper) for the registry we would push to."""
+    config_dir = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
+    try:
+        config = json.loads((config_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    if config.get("credsStore") or registry in (config.get("credHelpers") or {}):
+        return True
+    auths = config.get("auths") or {}
+    names = {registry, f"https://{registry}", f"http://{registry}"}
+    if registry == "docker.io":
+        names |= {"https://index.docker.io/v1/", "index.docker.io"}
+    return any(name in auths for name in names)
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc)
+    for needle in ("Connection refused", "No such file or directory", "Permission denied"):
+        if needle in text:
+            return needle.lower()
+    return text.splitlines()[0][:160] if text else type(exc).__name__

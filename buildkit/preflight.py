@@ -1,0 +1,112 @@
+"""Checks before a build: engine, buildx, builder, platform, disk, credentials. `buildkit doctor` prints them all;
+`buildkit build` stops at the first one that fails, with what to do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from buildkit import buildx
+from buildkit.buildx import BuilderInfo, EngineNotReady
+from buildkit.engine import Engine, has_credentials, registry_of
+
+GIB = 2**30
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool | None  # None: could not be measured (said plainly, not a failure)
+    detail: str
+    fix: str = ""
+
+
+@dataclass
+class Preflight:
+    checks: list[Check] = field(default_factory=list)
+    engine: Engine | None = None
+    builder: BuilderInfo | None = None
+    buildx_version: str = ""
+    engine_version: str = ""
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if c.ok is False]
+
+
+def run_preflight(builder: str | None, platform: str, min_free_gb: float, push: bool, tag: str) -> Preflight:
+    result = Preflight()
+    add = result.checks.append
+    try:
+        result.engine = Engine()
+        version = result.engine.version()
+        result.engine_version = version.get("Version", "")
+        add(Check("engine", True, f"Docker {result.engine_version} (API {version.get('ApiVersion', '?')})"))
+    except EngineNotReady as exc:
+        add(Check("engine", False, exc.message, exc.hint or ""))
+    try:
+        result.buildx_version = buildx.version()
+        add(Check("buildx", True, f"buildx {result.buildx_version}"))
+    except EngineNotReady as exc:
+        add(Check("buildx", False, exc.message, exc.hint or ""))
+        return result
+    try:
+        info = buildx.inspect(builder)
+        result.builder = info
+        add(
+            Check(
+                "builder",
+                True,
+                f"{info.name} ({info.driver} driver, {info.endpoint}), BuildKit {info.buildkit_version}",
+            )
+        )
+    except EngineNotReady as exc:
+        add(Check("builder", False, exc.message, exc.hint or ""))
+        return result
+    supported = platform in info.platforms or any(p.startswith(platform + "/") for p in info.platforms)
+    add(
+        Check(
+            "platform",
+            supported,
+            f"{platform} {'supported' if supported else 'not offered'} (builder offers {', '.join(info.platforms)})",
+            "" if supported else "use a builder for that platform, or set up emulation (binfmt)",
+        )
+    )
+    add(
+        Check(
+            "attestations",
+            True if info.attestations else None,
+            "provenance (mode=max) and SBOM supported by the " + f"{info.driver} driver"
+            if info.attestations
+            else f"the {info.driver} driver on the classic image store cannot attach provenance; the build goes on "
+            "without it (use a docker-container or remote builder for attestations)",
+        )
+    )
+    if info.driver in ("docker", "docker-container") and result.engine is not None:
+        root, free = result.engine.free_bytes()
+        ok = free >= min_free_gb * GIB
+        add(
+            Check(
+                "disk",
+                ok,
+                f"{free / GIB:.1f} GiB free at {root} (need {min_free_gb:g} GiB)",
+                "" if ok else "free space, or lower --min-free-gb if you know the build needs less",
+            )
+        )
+    else:
+        add(
+            Check(
+                "disk",
+                None,
+                f"free space on the {info.driver} builder's host is not visible from here; it needs about "
+                f"{min_free_gb:g} GiB",
+            )
+        )
+    if push:
+        registry = registry_of(tag)
+        ok = has_credentials(registry)
+        add(
+            Check(
+                "credentials", ok, f"{'found' if ok else 'no'} credentials for {registry}", f"docker login {registry}"
+            )
+        )
+    return result

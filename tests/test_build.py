@@ -1,0 +1,134 @@
+"""`buildkit build`: the buildx argv from the lock, --dry-run, and real smoke builds on the engine from
+scripts/engine-up.sh (BuildKit built from its Go module, a loopback registry holding the stand-in base image)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+from tests.engine import STAND_IN_BASE
+from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
+
+
+def test_dry_run_prints_the_command_with_the_locked_values_and_changes_nothing(project, remote, tmp_path):  # noqa: F811
+    root, cli = use_remote(project, remote)
+    lock = json.loads((root / "pins.lock").read_text())
+    result = cli("build", "--dry-run", "--builder", "mybuilder", "--", "--no-cache")
+    assert result.code == 0, result.output
+    assert "dry run: nothing is changed" in result.stderr and "is current, nothing to do" in result.stderr
+    epoch, metadata_provenance, *words = shlex.split(result.stdout)
+    assert epoch == "SOURCE_DATE_EPOCH=1770316331"  # the NeMo-RL commit time, 2026-02-05T18:32:11Z
+    assert metadata_provenance == "BUILDX_METADATA_PROVENANCE=max"
+    assert words[:5] == ["docker", "buildx", "build", "--builder", "mybuilder"]
+    pairs = dict(zip(words[::1], words[1:], strict=False))
+    assert pairs["--target"] == "release" and pairs["--platform"] == "linux/amd64"
+    assert pairs["--tag"] == "nemo-rl:v0.5.0-spec-decode"
+    tree = Path(lock["nemo_rl"]["commit"][:12])
+    assert pairs["--build-context"].startswith("nemo-rl=") and pairs["--build-context"].endswith(f"nemo-rl-{tree}")
+    args = [words[i + 1] for i, w in enumerate(words) if w == "--build-arg"]
+    assert args == [
+        "BUILD_CUSTOM_VLLM=1",
+        f"BUILD_CUSTOM_VLLM_URL={lock['vllm']['repo']}",
+        f"BUILD_CUSTOM_VLLM_REF={lock['vllm']['commit']}",
+        f"BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION={lock['wheel']['url']}",
+        f"NEMO_RL_COMMIT={lock['nemo_rl']['commit']}",
+    ]
+    assert "--provenance=mode=max" in words and "--load" in words and "--metadata-file" in words
+    assert words[-2] == "--no-cache" and words[-1] == pairs["--build-context"].removeprefix("nemo-rl=")
+    assert not (root / "build").exists()
+
+
+def test_dry_run_without_a_lock_says_what_would_happen(project):
+    root, cli = project
+    result = cli("build", "--dry-run")
+    assert result.code == 0, result.output
+    assert "would resolve the pins" in result.stderr and "run `buildkit resolve` first" in result.stderr
+    assert not (root / "pins.lock").exists()
+
+
+def test_bad_builder_name_is_refused(project, remote, engine):  # noqa: F811
+    root, cli = use_remote(project, remote)
+    result = cli("build", "--smoke", "--builder", "x; rm -rf /")
+    assert result.code == 2 and "--builder: expected a builder name" in result.stderr, result.output
+
+
+def smoke_project(project, remote):  # noqa: F811
+    """The pins with the stand-in base image from the engine's registry as the base image too."""
+    root, cli = project
+    text = (root / "pins.yaml").read_text()
+    start = text.index("base_image: ") + len("base_image: ")
+    end = text.index("\n", start)
+    (root / "pins.yaml").write_text(text[:start] + STAND_IN_BASE + text[end:])
+    return use_remote(project, remote)
+
+
+def docker_inspect(ref: str) -> dict:
+    done = subprocess.run(["docker", "image", "inspect", ref], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)[0]
+
+
+def test_smoke_build_on_the_real_engine(project, remote, engine):  # noqa: F811
+    root, cli = smoke_project(project, remote)
+    lock = json.loads((root / "pins.lock").read_text())
+    result = cli("build", "--smoke", "--builder", engine, "--progress", "plain", "--no-syntax", timeout=600)
+    assert result.code == 0, result.output
+    assert "=> [smoke" in result.stderr and "DONE" in result.stderr
+
+    record = json.loads((root / "build" / "smoke-record.json").read_text())
+    assert record["outcome"] == "succeeded" and record["exit_code"] == 0 and record["smoke"]
+    assert record["driver"] == "remote" and record["buildkit_daemon_version"] == "v0.34.2"
+    assert record["buildx_version"] == "v0.38.2" and record["metadata_provenance"]
+    assert record["provenance"].startswith("not attached: --load into Docker's classic image store")
+    assert record["argv"][:3] == ["docker", "buildx", "build"] and "--target" in record["argv"]
+    assert record["steps_total"] > 3 and Path(record["log"]).exists()
+    image = record["image"]
+    assert image["tag"] == "nemo-rl:v0.5.0-spec-decode-smoke"
+    assert image["digest"].startswith("sha256:") and image["config_digest"].startswith("sha256:")
+
+    # The engine confirms the record: the loaded image is the one whose config digest buildx reported.
+    inspected = docker_inspect(image["tag"])
+    assert inspected["Id"] == image["config_digest"] == image["id"]
+    assert inspected["Size"] == image["size"] and len(inspected["RootFS"]["Layers"]) == image["layers"]
+    labels = inspected["Config"]["Labels"]
+    assert labels["org.opencontainers.image.revision"] == lock["nemo_rl"]["commit"]
+    assert labels["buildkit.vllm.commit"] == lock["vllm"]["commit"]
+    assert labels["buildkit.vllm.wheel"] == lock["wheel"]["url"]
+    assert labels["org.opencontainers.image.created"] == "2026-02-05T18:32:11Z"
+    env = dict(e.split("=", 1) for e in inspected["Config"]["Env"])
+    assert env["NEMO_RL_COMMIT"] == lock["nemo_rl"]["commit"] and env["TORCH_CUDA_ARCH_LIST"] == "9.0"
+
+    # What the build args and the applied patch put into the image.
+    run = subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", image["tag"], "sh", "-c",
+         "cat /opt/nemo-rl/3rdparty/vllm/nemo-rl.env /opt/nemo_rl_container_fingerprint; "
+         "sha256sum /opt/nemo-rl/tools/build-custom-vllm.sh"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    prepared = json.loads((root / "build" / "prepare.json").read_text())
+    assert f"export VLLM_GIT_REF={lock['vllm']['commit']}" in run.stdout
+    assert f"export VLLM_PRECOMPILED_WHEEL_LOCATION={lock['wheel']['url']}" in run.stdout
+    assert prepared["patches"][0]["targets"][0]["after"] in run.stdout
+
+    # A second build of the same inputs is served from the cache.
+    again = cli("build", "--smoke", "--builder", engine, "--progress", "plain", "--no-syntax", timeout=600)
+    assert again.code == 0, again.output
+    second = json.loads((root / "build" / "smoke-record.json").read_text())
+    assert second["steps_cached"] >= 2 and second["image"]["config_digest"] == image["config_digest"]
+
+
+def test_failing_smoke_build_records_the_failure(project, remote, engine):  # noqa: F811
+    root, cli = project
+    # Without the patch the smoke step's check of the patched script fails inside the build.
+    text = (root / "pins.yaml").read_text()
+    start = text.index("  patches:\n")
+    end = text.index("vllm:\n")
+    (root / "pins.yaml").write_text(text[:start] + "\n" + text[end:])
+    root, cli = smoke_project(project, remote)
+    result = cli("build", "--smoke", "--builder", engine, "--progress", "plain", "--no-syntax", timeout=600)
+    assert result.code == 6, result.output
+    assert "the build failed" in result.stderr and "full log:" in result.stderr
+    record = json.loads((root / "build" / "smoke-record.json").read_text())
+    assert record["outcome"] == "failed" and record["exit_code"] != 0 and "exit code: 1" in record["error"]
+    assert record["image"]["digest"] is None
