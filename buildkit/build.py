@@ -64,10 +64,11 @@ def argv(plan: BuildPlan) -> list[str]:
     args += [
         "--file", str(plan.dockerfile),
         "--build-context", f"nemo-rl={plan.tree}",
-        "--target", plan.target,
         "--platform", plan.platform,
         "--tag", plan.tag,
     ]  # fmt: skip
+    if plan.target:
+        args += ["--target", plan.target]
     for name, value in plan.build_args:
         args += ["--build-arg", f"{name}={value}"]
     args += ["--metadata-file", str(plan.metadata_file)]

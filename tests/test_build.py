@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+import time
 from pathlib import Path
 
 from tests.engine import STAND_IN_BASE
@@ -132,3 +133,25 @@ def test_failing_smoke_build_records_the_failure(project, remote, engine):  # no
     record = json.loads((root / "build" / "smoke-record.json").read_text())
     assert record["outcome"] == "failed" and record["exit_code"] != 0 and "exit code: 1" in record["error"]
     assert record["image"]["digest"] is None
+
+
+def test_ctrl_c_cancels_buildx_cleanly(tmp_path, engine):
+    """Ctrl-C while buildx runs: buildx is asked to cancel, and the run reports itself interrupted."""
+    from buildkit.build import BuildPlan, run
+
+    (tmp_path / "Dockerfile").write_text(f"FROM {STAND_IN_BASE}\nRUN echo started-slow-step && sleep 60\n")
+    plan = BuildPlan(
+        dockerfile=tmp_path / "Dockerfile", tree=tmp_path, target="", platform="linux/amd64", tag="interrupt:1",
+        build_args=(), metadata_file=tmp_path / "metadata.json", source_date_epoch=0, builder=engine,
+        provenance=False, extra=("--no-cache",),
+    )  # fmt: skip
+
+    def interrupt_when_slow_step_runs(line, progress):
+        if any(step.name.startswith("[2/2] RUN") and step.running for step in progress.steps.values()):
+            raise KeyboardInterrupt
+
+    started = time.monotonic()
+    result = run(plan, tmp_path / "build.log", interrupt_when_slow_step_runs)
+    assert result.interrupted and result.exit_code != 0
+    assert time.monotonic() - started < 40, "buildx stopped long before the step's 60 s"
+    assert "interrupted (Ctrl-C)" in (tmp_path / "build.log").read_text()

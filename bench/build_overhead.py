@@ -1,0 +1,90 @@
+"""What `buildkit build` adds to a no-op rebuild (everything cached), against the bare `docker buildx build` of the
+same Dockerfile with the same arguments, measured alternately in the same run.
+
+Needs the engine from scripts/engine-up.sh (root). Sets up the NeMo-RL-shaped test repository (git daemon), the
+loopback GitHub and wheel index, and the engine's registry as the base image's registry; resolves; builds the
+smoke target once to fill the cache; then times both commands.
+
+    sudo python bench/build_overhead.py [--repeat 5]
+
+Goal (issue 4): at most 2 s added.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.engine import BUILDER, STAND_IN_BASE, engine_problem  # noqa: E402
+from tests.fake_upstreams import pins_text, reference_upstreams  # noqa: E402
+from tests.nemo_repo import make_remote  # noqa: E402
+
+
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    problem = engine_problem()
+    if problem:
+        sys.exit(f"bench: {problem}; run scripts/engine-up.sh first")
+
+    up = reference_upstreams()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        remote = make_remote(tmp_path)
+        try:
+            project = tmp_path / "project"
+            project.mkdir()
+            (project / "patches").mkdir()
+            patch = ROOT / "patches" / "build-custom-vllm-wheel-location.patch"
+            (project / "patches" / patch.name).write_text(patch.read_text())
+            text = pins_text(STAND_IN_BASE).replace("https://github.com/NVIDIA-NeMo/RL.git", remote.url)
+            text = text.replace('"946862e7"', f'"{remote.commit}"')
+            text += (
+                f"\ngit_url_rewrites:\n  - url: {remote.daemon.url}test/\n    instead_of: https://github.com/test/\n"
+            )
+            (project / "pins.yaml").write_text(text)
+            env = {**os.environ, **up.env(), "BUILDKIT_CACHE_DIR": str(tmp_path / "cache")}
+            buildkit = [sys.executable, "-m", "buildkit.cli"]
+            ours = [*buildkit, "build", "--smoke", "--builder", BUILDER, "--progress", "plain", "--no-syntax"]
+            subprocess.run([*buildkit, "resolve"], cwd=project, env=env, check=True, capture_output=True)
+            subprocess.run(ours, cwd=project, env=env, check=True, capture_output=True)  # fills the cache
+            record = json.loads((project / "build" / "smoke-record.json").read_text())
+            bare = record["argv"]
+            bare_env = {**env, "SOURCE_DATE_EPOCH": str(record["source_date_epoch"])}
+            timed(bare, project, bare_env)
+            samples_ours, samples_bare = [], []
+            for _ in range(args.repeat):
+                samples_ours.append(timed(ours, project, env))
+                samples_bare.append(timed(bare, project, bare_env))
+            cached = json.loads((project / "build" / "smoke-record.json").read_text())
+        finally:
+            remote.daemon.stop()
+            up.stop()
+
+    m_ours, m_bare = statistics.median(samples_ours), statistics.median(samples_bare)
+    print(f"no-op rebuild of the smoke target, median of {args.repeat} alternating runs")
+    print(f"  bare docker buildx build (baseline): {m_bare:6.2f} s")
+    steps = f"{cached['steps_cached']}/{cached['steps_total']} steps cached"
+    print(f"  buildkit build --smoke:              {m_ours:6.2f} s  ({steps})")
+    print(f"  added by buildkit: {m_ours - m_bare:+.2f} s, ratio {m_ours / m_bare:.2f}  (goal: <= 2 s added)")
+
+
+if __name__ == "__main__":
+    main()
