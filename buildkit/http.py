@@ -18,7 +18,10 @@ from buildkit import __version__
 from buildkit.errors import UpstreamUnreachable
 
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
-OFFLINE_HINT = "check the network or the endpoint settings, or run with --offline to validate without network"
+OFFLINE_HINT = (
+    "check the network or the endpoint settings; `buildkit resolve --offline` validates the pins and lock "
+    "with no network"
+)
 
 
 def _env_float(name: str, default: float) -> float:
