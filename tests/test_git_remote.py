@@ -4,28 +4,10 @@ served over git's own protocol by `git daemon` on 127.0.0.1."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import time
-from pathlib import Path
 
 import pytest
 
-from tests.test_resolve_failures import free_port
-
-
-def git(*args: str, cwd: Path, date: str | None = None) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@e",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@e",
-    }
-    if date:
-        env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+from tests.gitserver import GitDaemon, commit_all, free_port, git
 
 
 @pytest.fixture
@@ -37,28 +19,14 @@ def rl_remote(tmp_path):
     shas = []
     for i in range(5):
         (work / "file.txt").write_text(f"{i}\n")
-        git("add", "file.txt", cwd=work)
-        git("commit", "-q", "-m", f"change {i}", cwd=work, date=f"2026-02-0{i + 1}T10:00:00+00:00")
-        shas.append(git("rev-parse", "HEAD", cwd=work))
+        shas.append(commit_all(work, f"change {i}", date=f"2026-02-0{i + 1}T10:00:00+00:00"))
     git("tag", "-a", "v0.5.0", "-m", "release", shas[2], cwd=work)
     served = tmp_path / "served"
     served.mkdir()
-    git("clone", "-q", "--bare", str(work), str(served / "RL.git"), cwd=tmp_path)
-    port = free_port()
-    daemon = subprocess.Popen(
-        ["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={port}", "--export-all",
-         f"--base-path={served}", "--informative-errors", str(served)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
-    yield f"git://127.0.0.1:{port}/RL.git", shas, served / "RL.git"
-    daemon.terminate()
-    daemon.wait(timeout=10)
+    daemon = GitDaemon(served)
+    daemon.publish(work, "RL.git")
+    yield f"{daemon.url}RL.git", shas, served / "RL.git"
+    daemon.stop()
 
 
 def pin_nemo(project, repo: str, ref: str):

@@ -3,12 +3,12 @@ old lock byte-for-byte as it was."""
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
 
 from tests.fake_upstreams import BASE_REPO, BASE_TAG, DROP, VLLM_PR, VLLM_SHA, WHEEL_ARM, Fault
+from tests.gitserver import free_port
 
 OLD_LOCK = b'{"this is": "the old lock, which a failed resolve must not touch"}\n'
 
@@ -31,12 +31,6 @@ def assert_failed(result, code: int, *needles: str) -> None:
 def assert_untouched(lock_path) -> None:
     assert lock_path.read_bytes() == OLD_LOCK
     assert [p.name for p in lock_path.parent.iterdir() if p.name.startswith(".pins.lock")] == []
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_rate_limit_stops_at_once_and_names_reset_and_token(project, upstreams, old_lock):
