@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from buildkit import buildx
 from buildkit.buildx import BuilderInfo, EngineNotReady
 from buildkit.engine import Engine, has_credentials, registry_of
+from buildkit.grammar import is_loopback_host
 
 GIB = 2**30
 
@@ -103,10 +104,10 @@ def run_preflight(builder: str | None, platform: str, min_free_gb: float, push: 
         )
     if push:
         registry = registry_of(tag)
-        ok = has_credentials(registry)
-        add(
-            Check(
-                "credentials", ok, f"{'found' if ok else 'no'} credentials for {registry}", f"docker login {registry}"
-            )
-        )
+        if is_loopback_host(registry.rsplit(":", 1)[0]):
+            add(Check("credentials", None, f"{registry} is a loopback registry; no login needed"))
+        else:
+            ok = has_credentials(registry)
+            detail = f"{'found' if ok else 'no'} credentials for {registry}"
+            add(Check("credentials", ok, detail, "" if ok else f"docker login {registry}"))
     return result

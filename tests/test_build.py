@@ -4,6 +4,7 @@ scripts/engine-up.sh (BuildKit built from its Go module, a loopback registry hol
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import time
@@ -155,3 +156,75 @@ def test_ctrl_c_cancels_buildx_cleanly(tmp_path, engine):
     assert result.interrupted and result.exit_code != 0
     assert time.monotonic() - started < 40, "buildx stopped long before the step's 60 s"
     assert "interrupted (Ctrl-C)" in (tmp_path / "build.log").read_text()
+
+
+def test_smoke_push_attaches_provenance_and_the_registry_confirms_the_digest(project, remote, engine):  # noqa: F811
+    root, cli = smoke_project(project, remote)
+    text = (root / "pins.yaml").read_text().replace("tag: nemo-rl:", "tag: 127.0.0.1:5000/test/nemo-rl:")
+    (root / "pins.yaml").write_text(text)
+    assert cli("resolve").code == 0
+    result = cli(
+        "build", "--smoke", "--push", "--builder", engine, "--progress", "plain", "--no-syntax", timeout=600,
+    )  # fmt: skip
+    assert result.code == 0, result.output
+    record = json.loads((root / "build" / "smoke-record.json").read_text())
+    assert record["provenance"] == "attached (mode=max)" and "--push" in record["argv"]
+    digest = record["image"]["digest"]
+    manifest = subprocess.run(
+        ["curl", "-fsS", "-H", "Accept: application/vnd.oci.image.index.v1+json",
+         "http://127.0.0.1:5000/v2/test/nemo-rl/manifests/v0.5.0-spec-decode-smoke", "-o", "/dev/null",
+         "-w", "%header{docker-content-digest}"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert manifest == digest
+    index = json.loads(
+        subprocess.run(
+            [
+                "curl",
+                "-fsS",
+                "-H",
+                "Accept: application/vnd.oci.image.index.v1+json",
+                f"http://127.0.0.1:5000/v2/test/nemo-rl/manifests/{digest}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout  # fmt: skip
+    )
+    kinds = [m.get("annotations", {}).get("vnd.docker.reference.type") for m in index["manifests"]]
+    assert "attestation-manifest" in kinds
+
+
+def test_ctrl_c_on_the_cli_records_the_build_as_interrupted(project, remote, engine):  # noqa: F811
+    import signal
+    import sys
+
+    root, cli = smoke_project(project, remote)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "buildkit.cli", "build", "--smoke", "--builder", engine, "--progress", "plain",
+         "--no-syntax", "--", "--no-cache", "--build-arg", "SLOW=1"],
+        cwd=root, env=cli.env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    for line in process.stderr:
+        if line.startswith("=> "):  # buildx is running and reporting steps
+            os.kill(process.pid, signal.SIGINT)
+            break
+    rest = process.stderr.read()
+    assert process.wait(timeout=120) == 130, rest
+    record = json.loads((root / "build" / "smoke-record.json").read_text())
+    assert record["outcome"] == "interrupted"
+    assert "interrupted (Ctrl-C)" in Path(record["log"]).read_text()
+
+
+def test_registry_credentials_are_found_in_the_docker_config(tmp_path, monkeypatch):
+    from buildkit.engine import has_credentials, registry_of
+
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    assert registry_of("nvcr.io/nvidia/x:1") == "nvcr.io" and registry_of("nemo-rl:v1") == "docker.io"
+    assert not has_credentials("nvcr.io")
+    auths = {"auths": {"nvcr.io": {"auth": "x"}, "https://index.docker.io/v1/": {}}}
+    (tmp_path / "config.json").write_text(json.dumps(auths))
+    assert has_credentials("nvcr.io") and has_credentials("docker.io") and not has_credentials("ghcr.io")
+    (tmp_path / "config.json").write_text(json.dumps({"credHelpers": {"ghcr.io": "gh"}}))
+    assert has_credentials("ghcr.io") and not has_credentials("nvcr.io")
