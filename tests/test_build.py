@@ -228,3 +228,33 @@ def test_registry_credentials_are_found_in_the_docker_config(tmp_path, monkeypat
     assert has_credentials("nvcr.io") and has_credentials("docker.io") and not has_credentials("ghcr.io")
     (tmp_path / "config.json").write_text(json.dumps({"credHelpers": {"ghcr.io": "gh"}}))
     assert has_credentials("ghcr.io") and not has_credentials("nvcr.io")
+
+
+def test_live_view_on_a_terminal(project, remote, engine):  # noqa: F811
+    """On a terminal (a real pty here) `auto` picks the live view: counts, elapsed time, running steps."""
+    import pty
+    import sys
+
+    root, cli = smoke_project(project, remote)
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in cli.env.items() if k != "NO_COLOR"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "buildkit.cli", "build", "--smoke", "--builder", engine, "--no-syntax"],
+        cwd=root, env={**env, "TERM": "xterm"}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower,
+    )  # fmt: skip
+    os.close(follower)
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        screen += chunk
+    assert process.wait(timeout=300) == 0, screen.decode(errors="replace")[-2000:]
+    os.close(leader)
+    text = screen.decode(errors="replace")
+    assert "target smoke" in text and "steps done" in text and "cached" in text
+    assert "\x1b[" in text, "the live view draws with terminal control sequences"
+    assert json.loads((root / "build" / "smoke-record.json").read_text())["outcome"] == "succeeded"
