@@ -243,6 +243,31 @@ def doctor(
 
 
 @app.command()
+def verify(
+    image: Annotated[str | None, typer.Argument(help="Image to check [default: the last successful build's].")] = None,
+    pins: PinsOption = Path("pins.yaml"),
+    lock: LockOption = None,
+    build_dir: BuildDirOption = None,
+    gpus: Annotated[
+        bool, typer.Option("--gpus", help="Also check torch sees a compute-capability 9.0 GPU and sm_90.")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the verify record as JSON on stdout.")] = False,
+) -> None:
+    """Check the built image against the lock, inside containers with no network.
+
+    \b
+    Checks: the vLLM version names the locked commit (+g<9 hex>); sglang is not importable; NEMO_RL_COMMIT and
+    the provenance labels match the lock; the container fingerprint exists; the patched tools/build-custom-vllm.sh
+    is the one the prepare record holds. --gpus adds: torch sees a GPU of compute capability 9.0 and sm_90.
+    Checks that cannot apply (vLLM in a smoke image) are skipped with the reason. Writes build/verify.json, which
+    `buildkit report` reads. Exit 1 when a check fails.
+    """
+    from buildkit.commands.verify import verify_command
+
+    verify_command(image, pins, lock, build_dir, gpus, json_out)
+
+
+@app.command()
 def schema() -> None:
     """Print the JSON Schema of pins.yaml, for editors and CI validation.
 

@@ -258,3 +258,31 @@ def test_live_view_on_a_terminal(project, remote, engine):  # noqa: F811
     assert "target smoke" in text and "steps done" in text and "cached" in text
     assert "\x1b[" in text, "the live view draws with terminal control sequences"
     assert json.loads((root / "build" / "smoke-record.json").read_text())["outcome"] == "succeeded"
+
+
+def test_verify_the_smoke_image(project, remote, engine):  # noqa: F811
+    root, cli = smoke_project(project, remote)
+    assert cli("build", "--smoke", "--builder", engine, "--progress", "plain", "--no-syntax", timeout=600).code == 0
+    result = cli("verify", "--json")
+    assert result.code == 0, result.output
+    record = json.loads(result.stdout)
+    assert record["smoke"] and record["image"] == "nemo-rl:v0.5.0-spec-decode-smoke"
+    status = {r["name"]: r["status"] for r in record["results"]}
+    assert status == {
+        "vllm version names the locked commit": "skip",
+        "sglang is not importable": "skip",
+        "NEMO_RL_COMMIT matches the lock": "pass",
+        "labels match the lock": "pass",
+        "container fingerprint exists": "pass",
+        "patched build-custom-vllm.sh is the recorded one": "pass",
+        "a GPU of compute capability 9.0, and sm_90 in torch's arch list": "skip",
+    }
+    assert json.loads((root / "build" / "verify.json").read_text()) == record
+
+    # A label that no longer matches the lock is caught.
+    tampered = root / "tampered"
+    tampered.mkdir()
+    (tampered / "Dockerfile").write_text("FROM nemo-rl:v0.5.0-spec-decode-smoke\nLABEL buildkit.vllm.commit=0000000\n")
+    subprocess.run(["docker", "build", "-q", "-t", "tampered:1", str(tampered)], check=True, capture_output=True)
+    bad = cli("verify", "tampered:1")
+    assert bad.code == 1 and "FAIL  labels match the lock: buildkit.vllm.commit=0000000" in bad.stderr, bad.output
