@@ -100,6 +100,7 @@ class ImageFacts(BaseModel):
     id: str | None = None
     size: int | None = None
     layers: int | None = None
+    labels: dict[str, str] = {}
 
 
 class BuildRecord(BaseModel):

@@ -268,6 +268,39 @@ def verify(
 
 
 @app.command()
+def report(
+    pins: PinsOption = Path("pins.yaml"),
+    lock: LockOption = None,
+    record: Annotated[
+        Path | None, typer.Option("--record", help="Build record [default: build/record.json, if it exists].")
+    ] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="markdown or json.")] = "markdown",
+    results: Annotated[
+        Path | None, typer.Option("--results", help="Training metrics per step (YAML or CSV) for 'Verified results'.")
+    ] = None,
+    build_dir: BuildDirOption = None,
+) -> None:
+    """The provenance report, from the lock and the prepare, build and verify records.
+
+    Every fact comes from those files: components, commits with their subjects, dates and links, the wheel and
+    the base image digests, each applied patch as a diff with its reason, the rendered Dockerfile against
+    upstream's, the exact build command, builder and versions, the image, the verification results, how to
+    reproduce it, and the known issues from pins. A report made before any build says so. The same inputs give
+    the same bytes.
+
+    \b
+    Examples:
+      buildkit report -o report.md
+      buildkit report --format json | jq .image.digest
+      buildkit report --record build/smoke-record.json --results results.yaml
+    """
+    from buildkit.commands.report import report_command
+
+    report_command(pins, lock, record, build_dir, output, fmt, results)
+
+
+@app.command()
 def schema() -> None:
     """Print the JSON Schema of pins.yaml, for editors and CI validation.
 

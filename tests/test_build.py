@@ -279,6 +279,15 @@ def test_verify_the_smoke_image(project, remote, engine):  # noqa: F811
     }
     assert json.loads((root / "build" / "verify.json").read_text()) == record
 
+    # The report after the smoke build: components, digest, command and verification, all from the records.
+    report = cli("report", "--record", "build/smoke-record.json")
+    assert report.code == 0, report.output
+    built = json.loads((root / "build" / "smoke-record.json").read_text())
+    assert f"| Digest | `{built['image']['digest']}` |" in report.stdout
+    assert built["command"] in report.stdout
+    assert "| NEMO_RL_COMMIT matches the lock | pass |" in report.stdout
+    assert "````diff\n--- upstream docker/Dockerfile" in report.stdout, "the prepared tree gives upstream's Dockerfile"
+
     # A label that no longer matches the lock is caught.
     tampered = root / "tampered"
     tampered.mkdir()

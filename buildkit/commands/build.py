@@ -193,7 +193,7 @@ def _provenance(builder, engine, push: bool) -> tuple[bool, str]:
     if not push and engine is not None and not engine.containerd_store():
         return False, (
             "not attached: --load into Docker's classic image store cannot hold attestations (use --push, or the "
-            "containerd image store); the full provenance is in the metadata file"
+            "containerd image store)"
         )
     return True, "attached (mode=max)"
 
@@ -223,7 +223,9 @@ def _run_and_record(
     if result.exit_code == 0 and not plan.push:
         info = Engine().image(plan.tag)
         if info:
-            image = image.model_copy(update={"id": info.id, "size": info.size, "layers": info.layers})
+            image = image.model_copy(
+                update={"id": info.id, "size": info.size, "layers": info.layers, "labels": info.labels}
+            )
     outcome = "interrupted" if result.interrupted else ("succeeded" if result.exit_code == 0 else "failed")
     error = None
     if outcome == "failed":

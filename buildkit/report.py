@@ -1,0 +1,239 @@
+"""The provenance report: every fact taken from the lock and the records the earlier stages wrote, nothing typed in.
+
+`facts()` gathers them into one plain dictionary; the JSON report is that dictionary, the markdown report renders
+it with templates/report.md.j2. Neither reads a clock, so the same inputs give the same bytes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from buildkit import __version__
+from buildkit.build import BuildRecord
+from buildkit.errors import InputError
+from buildkit.grammar import one_line_text
+from buildkit.lock import Lock, lock_sha256
+from buildkit.patches import sha256_bytes
+from buildkit.render import TEMPLATE_DIR, render_dockerfile, unified_diff
+from buildkit.source import PrepareRecord
+from buildkit.verify import VerifyRecord
+
+# Compute capability -> the GPUs people know it by.
+GPU_FAMILIES = {
+    "8.0": "Ampere (A100)",
+    "8.6": "Ampere (A10, RTX 30)",
+    "8.9": "Ada (L4, L40)",
+    "9.0": "Hopper (H100, H20)",
+    "10.0": "Blackwell (B200)",
+    "12.0": "Blackwell (RTX 50)",
+}
+
+
+def gpus_of(cuda_arch_list: str) -> list[str]:
+    out = []
+    for arch in cuda_arch_list.replace(";", " ").split():
+        base = arch.removesuffix("+PTX").rstrip("af")
+        out.append(f"compute capability {arch}: {GPU_FAMILIES.get(base, 'see NVIDIA’s CUDA GPU list')}")
+    return out
+
+
+def read_results(path: Path) -> dict[str, Any]:
+    """Training metrics per step, from YAML ({host?, notes?, steps?, metrics: {name: [values]}}) or CSV
+    (header `metric,<step>,<step>...`, one row per metric)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the results file: {exc.strerror}") from None
+    if path.suffix.lower() == ".csv":
+        rows = [r for r in csv.reader(io.StringIO(text)) if r and any(cell.strip() for cell in r)]
+        if len(rows) < 2:
+            raise InputError(f"{path}: expected a header `metric,<step>...` and one row per metric")
+        steps = [cell.strip() for cell in rows[0][1:]]
+        metrics = {row[0].strip(): [cell.strip() for cell in row[1:]] for row in rows[1:]}
+        data: dict[str, Any] = {"steps": steps, "metrics": metrics}
+    else:
+        try:
+            data = yaml.load(text, Loader=yaml.BaseLoader) or {}  # noqa: S506 -- BaseLoader: values stay as written
+        except yaml.YAMLError as exc:
+            raise InputError(f"{path}: not valid YAML: {exc}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
+            raise InputError(f"{path}: expected a mapping with `metrics: {{name: [value per step]}}`")
+    metrics = data["metrics"]
+    width = max((len(v) for v in metrics.values() if isinstance(v, list)), default=0)
+    steps = [str(s) for s in data.get("steps") or range(1, width + 1)]
+    table = {}
+    for name, values in metrics.items():
+        if not isinstance(values, list) or len(values) != len(steps):
+            raise InputError(f"{path}: metric {name!r} needs one value per step ({len(steps)})")
+        try:
+            table[one_line_text(str(name))] = [one_line_text(str(v)) for v in values]
+        except ValueError as exc:
+            raise InputError(f"{path}: {exc}") from None
+    out: dict[str, Any] = {"steps": steps, "metrics": table, "source": path.name}
+    for key in ("host", "notes"):
+        if data.get(key):
+            out[key] = str(data[key]).strip()
+    return out
+
+
+def _upstream_dockerfile(prepare: PrepareRecord | None, commit: str) -> str | None:
+    """Upstream's docker/Dockerfile at the locked commit, from the prepared tree's git objects (immutable)."""
+    if prepare is None or not Path(prepare.tree, ".git").exists():
+        return None
+    done = subprocess.run(
+        ["git", "show", f"{commit}:docker/Dockerfile"], cwd=prepare.tree, capture_output=True, text=True, check=False
+    )
+    return done.stdout if done.returncode == 0 else None
+
+
+def _declared_diffs(lock: Lock, project_dir: Path | None) -> list[dict[str, Any]]:
+    """The declared patches with their text, read from the project and checked against the lock's sha256."""
+    out = []
+    for patch in lock.patches:
+        text = None
+        if project_dir is not None:
+            try:
+                data = (project_dir / patch.file).read_bytes()
+                text = data.decode("utf-8") if sha256_bytes(data) == patch.sha256 else None
+            except OSError:
+                text = None
+        out.append({**patch.model_dump(mode="json"), "diff": text})
+    return out
+
+
+def _planned_command(lock: Lock, prepare: PrepareRecord | None) -> str:
+    """The buildx command a build of this lock runs (what `buildkit build --dry-run` prints)."""
+    from buildkit.build import BuildPlan, build_args, shell_command
+    from buildkit.render import source_date_epoch
+
+    tree = Path(prepare.tree) if prepare else Path("<prepared NeMo-RL tree>")
+    plan = BuildPlan(
+        dockerfile=Path("build/Dockerfile"),
+        tree=tree,
+        target=lock.build.target,
+        platform=lock.build.platform,
+        tag=lock.build.tag,
+        build_args=build_args(lock),
+        metadata_file=Path("build/metadata.json"),
+        source_date_epoch=source_date_epoch(lock),
+    )
+    return shell_command(plan)
+
+
+def facts(
+    lock: Lock,
+    prepare: PrepareRecord | None = None,
+    record: BuildRecord | None = None,
+    verify: VerifyRecord | None = None,
+    results: dict[str, Any] | None = None,
+    project_dir: Path | None = None,
+) -> dict[str, Any]:
+    n, v, pr, w, b = lock.nemo_rl, lock.vllm, lock.vllm_pr, lock.wheel, lock.base_image
+    github = "https://github.com/"
+    commits = {
+        "nemo_rl": {**n.model_dump(mode="json", exclude={"resolved_at"}), "resolved_at": n.resolved_at},
+        "vllm": {**v.model_dump(mode="json", exclude={"resolved_at"}), "resolved_at": v.resolved_at},
+        "vllm_pr": pr.model_dump(mode="json") if pr else None,
+    }
+    pr_text = f"merge commit of PR #{pr.number} ({pr.title}), merged {pr.merged_at}" if pr else f"pinned ref {v.ref}"
+    components = [
+        {"component": "NeMo-RL", "source": n.repo, "version": n.commit, "how": f"pinned ref {n.ref}; {n.source}"},
+        {"component": "vLLM (custom)", "source": v.repo, "version": v.commit, "how": f"{pr_text}; {v.source}"},
+        {
+            "component": "Precompiled vLLM wheel",
+            "source": w.index,
+            "version": f"{w.filename}",
+            "how": f"listed in {w.listed_in}; verified by {w.verified_by}",
+        },
+        {
+            "component": "Base image",
+            "source": b.ref,
+            "version": b.pinned,
+            "how": f"tag resolved through {b.source}; {b.platform} manifest {b.manifest_digest}",
+        },
+    ]
+    upstream = _upstream_dockerfile(prepare, n.commit)
+    rendered = render_dockerfile(lock, syntax=True)
+    dockerfile_diff = (
+        unified_diff(upstream, rendered, "upstream docker/Dockerfile", "build/Dockerfile") if upstream else None
+    )
+    built = record is not None and record.outcome == "succeeded"
+    buildkit_commands = ["buildkit resolve --check", "buildkit build" + (" --smoke" if record and record.smoke else "")]
+    patches = [p.file for p in (prepare.patches if prepare else [])] or [p.file for p in lock.patches]
+    manual = [
+        f"git clone {shlex.quote(n.repo)} nemo-rl && cd nemo-rl && git checkout {n.commit}",
+        "git submodule update --init --depth 1",
+        *[f"git apply ../{shlex.quote(p)}" for p in patches],
+    ]
+    return {
+        "report_version": 1,
+        "buildkit_version": __version__,
+        "lock_sha256": lock_sha256(lock),
+        "overview": {
+            "image": lock.build.tag,
+            "target": lock.build.target,
+            "platform": lock.build.platform,
+            "cuda_arch_list": lock.build.cuda_arch_list,
+            "gpus": gpus_of(lock.build.cuda_arch_list),
+            "resolved_at": lock.resolved_at,
+            "built": built,
+            "built_at": record.ended if record else None,
+            "smoke": bool(record and record.smoke),
+        },
+        "components": components,
+        "commits": commits,
+        "links": {
+            "nemo_rl_commit": n.url
+            or (f"{n.repo.removesuffix('.git')}/commit/{n.commit}" if n.repo.startswith(github) else None),
+            "vllm_commit": v.url
+            or (f"{v.repo.removesuffix('.git')}/commit/{v.commit}" if v.repo.startswith(github) else None),
+            "vllm_pr": pr.url if pr else None,
+        },
+        "wheel": w.model_dump(mode="json"),
+        "base_image": b.model_dump(mode="json"),
+        "modifications": [p.model_dump(mode="json") for p in prepare.patches] if prepare else [],
+        "declared_patches": _declared_diffs(lock, project_dir),
+        "dropped_extras": [e.model_dump(mode="json") for e in lock.build.drop_extras],
+        "dockerfile_diff": dockerfile_diff,
+        "prepare": (
+            {k: getattr(prepare, k) for k in ("tree", "prepared_at", "reused", "fetched", "fetched_bytes")}
+            | {"submodules": [s.model_dump() for s in prepare.submodules] if prepare.submodules is not None else None}
+            if prepare
+            else None
+        ),
+        "build": (
+            record.model_dump(mode="json", exclude={"image", "argv"}) | {"argv": record.argv} if record else None
+        ),
+        "image": record.image.model_dump(mode="json") if record else None,
+        "verification": verify.model_dump(mode="json") if verify else None,
+        "reproduction": {
+            "buildkit": buildkit_commands,
+            "manual": manual,
+            "buildx": record.command if record else _planned_command(lock, prepare),
+            "buildx_from_record": record is not None,
+        },
+        "results": results,
+        "known_issues": [k.model_dump(mode="json") for k in lock.known_issues],
+    }
+
+
+def render_markdown(data: dict[str, Any], template_dir: Path = TEMPLATE_DIR) -> str:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(template_dir),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["cell"] = lambda value: str(value).replace("|", "\\|").replace("\n", " ")
+    env.filters["mib"] = lambda size: f"{size / 2**20:,.1f} MiB" if isinstance(size, int) else "unknown"
+    return env.get_template("report.md.j2").render(**data)

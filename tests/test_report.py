@@ -1,0 +1,139 @@
+"""`buildkit report`: a golden test on recorded inputs, the reference report's facts for the reference pins, and
+bad input. The fixtures in tests/fixtures/report/ are the lock and records of a real smoke build on the engine
+(`tests/fixtures/report/README.md` says how they were made).
+
+Regenerate the expected outputs after an intended change with BUILDKIT_REGEN_GOLDEN=1, and read the diff."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from tests.conftest import REPO_ROOT
+
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "report"
+
+
+def golden_project(tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURES, project, ignore=shutil.ignore_patterns("expected.*", "README.md"))
+    return project
+
+
+def check_golden(name: str, text: str) -> None:
+    path = FIXTURES / name
+    if os.environ.get("BUILDKIT_REGEN_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} changed; regenerate with BUILDKIT_REGEN_GOLDEN=1 and review the diff"
+
+
+def test_golden_markdown_and_json(cli, tmp_path):
+    project = golden_project(tmp_path)
+    args = ["--pins", str(project / "pins.yaml"), "--record", str(project / "build" / "smoke-record.json")]
+    markdown = cli("report", *args, "--results", str(project / "results.yaml"))
+    assert markdown.code == 0, markdown.output
+    check_golden("expected.md", markdown.stdout)
+    as_json = cli("report", *args, "--format", "json", "--results", str(project / "results.yaml"))
+    assert as_json.code == 0, as_json.output
+    check_golden("expected.json", as_json.stdout)
+    # The same inputs give the same bytes, also through -o.
+    out = tmp_path / "report.md"
+    assert cli("report", *args, "--results", str(project / "results.yaml"), "-o", str(out)).code == 0
+    assert out.read_text() == markdown.stdout
+
+
+def test_report_facts_come_from_the_records(cli, tmp_path):
+    project = golden_project(tmp_path)
+    result = cli("report", "--pins", str(project / "pins.yaml"), "--record", str(project / "build/smoke-record.json"),
+                 "--format", "json")  # fmt: skip
+    data = json.loads(result.stdout)
+    lock = json.loads((project / "pins.lock").read_text())
+    record = json.loads((project / "build/smoke-record.json").read_text())
+    verify = json.loads((project / "build/verify.json").read_text())
+    assert data["commits"]["vllm"]["commit"] == lock["vllm"]["commit"]
+    assert data["wheel"]["url"] == lock["wheel"]["url"] and data["base_image"]["pinned"] == lock["base_image"]["pinned"]
+    assert data["image"]["digest"] == record["image"]["digest"] and data["build"]["command"] == record["command"]
+    assert data["verification"]["results"] == verify["results"]
+    prepared = json.loads((project / "build/prepare.json").read_text())
+    assert data["modifications"][0]["diff"] == prepared["patches"][0]["diff"]
+
+
+def test_csv_results(cli, tmp_path):
+    project = golden_project(tmp_path)
+    result = cli("report", "--pins", str(project / "pins.yaml"), "--results", str(project / "results.csv"))
+    assert result.code == 0, result.output
+    assert "| Metric | Step 1 | Step 2 | Step 3 |" in result.stdout
+    assert "| E2E Tokens/sec (total) | 2488 | 2564 | 2555 |" in result.stdout
+
+
+def test_bad_report_input(cli, tmp_path):
+    project = golden_project(tmp_path)
+    pins = ["--pins", str(project / "pins.yaml")]
+    assert cli("report", *pins, "--format", "html").code == 2
+    (project / "bad.yaml").write_text("metrics:\n  Loss: [1, 2]\n  Reward: [1]\n")
+    bad = cli("report", *pins, "--results", str(project / "bad.yaml"))
+    assert bad.code == 2 and "metric 'Reward' needs one value per step (2)" in bad.stderr
+    missing = cli("report", *pins, "--record", str(project / "nope.json"))
+    assert missing.code == 2 and "no such build record" in missing.stderr
+
+
+def test_the_reference_reports_facts_for_the_reference_pins(project, upstreams):
+    """Every fact of ../shared/reference/reproduction-report.md that buildkit can know appears in our report.
+
+    The reference pins are resolved against the loopback stand-ins of GitHub, the wheel index and the registry;
+    the stand-ins' addresses are then mapped back to the real hosts they stand in for."""
+    root, cli = project
+    assert cli("resolve").code == 0, "resolve"
+    lock_text = (root / "pins.lock").read_text()
+    lock_text = lock_text.replace(upstreams.wheels.url, "https://wheels.vllm.ai")
+    lock_text = lock_text.replace(upstreams.github.url, "https://api.github.com")
+    lock_text = lock_text.replace(upstreams.registry.netloc, "nvcr.io").replace("http://nvcr.io", "https://nvcr.io")
+    (root / "pins.lock").write_text(lock_text)
+    (root / "pins.yaml").write_text((root / "pins.yaml").read_text().replace(upstreams.registry.netloc, "nvcr.io"))
+
+    result = cli("report")
+    assert result.code == 0, result.output
+    report = result.stdout
+    assert "**Nothing has been built yet**" in report
+    for fact in [
+        # Source components
+        "https://github.com/NVIDIA-NeMo/RL.git",
+        "https://github.com/vllm-project/vllm.git",
+        "https://wheels.vllm.ai",
+        "nvcr.io/nvidia/cuda-dl-base:25.05-cuda12.9-devel-ubuntu24.04",
+        # Commit provenance
+        "946862e7 docs: add release runs to front page readme for 0.5 (#1879)",
+        "946862e7755f74833d866c2a3a87ddbefae089c1",
+        "4a5299c93ff97c26def537b92562df5ada530fea",
+        "[PR #24322](https://github.com/vllm-project/vllm/pull/24322)",
+        '"feat: spec decode with draft models", merged 2026-01-19',
+        "https://wheels.vllm.ai/4a5299c93ff97c26def537b92562df5ada530fea/"
+        "vllm-0.14.0rc2.dev156%2Bg4a5299c93-cp38-abi3-manylinux_2_31_x86_64.whl",
+        "verified with `HEAD`",
+        # Local modifications
+        "-GIT_REF=${2:-cc99baf14dacc2497d0c5ed84e076ef2c37f6a4d}",
+        "+GIT_REF=${2:-4a5299c93ff97c26def537b92562df5ada530fea}",
+        "-VLLM_WHEEL_COMMIT=${3:-862f2ef893d9751db0a92bd2d4ae0e3d9677872f}",
+        "+VLLM_WHEEL_COMMIT=${3:-4a5299c93ff97c26def537b92562df5ada530fea}",
+        "vllm-1.0.0.dev-cp38-abi3-manylinux1_x86_64.whl",
+        "${VLLM_PRECOMPILED_WHEEL_LOCATION:-https://wheels.vllm.ai/${VLLM_WHEEL_COMMIT}/vllm-0.14.0rc2.dev156%2Bg4a5299c93",
+        "uv sync --link-mode symlink --locked --extra sglang --no-install-project",
+        "DeepGEMM at 54f99a8af537b3c6eb4819b69907ccbe2b600792",
+        # The build command
+        "docker buildx build",
+        "--build-arg BUILD_CUSTOM_VLLM=1",
+        "--target release",
+        "--build-context 'nemo-rl=<prepared NeMo-RL tree>'",
+        "--tag nemo-rl:v0.5.0-spec-decode",
+        "git submodule update --init --depth 1",
+        # GPUs, save/load, run
+        "Hopper (H100, H20)",
+        "about 100 GB free",
+        "docker run --gpus all --ipc=host --ulimit memlock=-1 --ulimit stack=67108864",
+        # Known issues
+        "**sglang extra is disabled**",
+        "**Async scheduling disabled with draft model spec decode**",
+        "**min_p, logit_bias, min_tokens unsupported with spec decode**",
+    ]:
+        assert fact in report, fact
