@@ -109,6 +109,7 @@ class BuildRecord(BaseModel):
     buildkit_version: str
     lock_sha256: str
     smoke: bool
+    host: str | None = None  # the machine that ran buildx
     command: str
     argv: list[str]
     source_date_epoch: int

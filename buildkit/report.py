@@ -46,7 +46,8 @@ def gpus_of(cuda_arch_list: str) -> list[str]:
 
 
 def read_results(path: Path) -> dict[str, Any]:
-    """Training metrics per step, from YAML ({host?, notes?, steps?, metrics: {name: [values]}}) or CSV
+    """Training metrics per step, from YAML ({host?, command?, config?, log?, notes?, steps?, metrics: {name:
+    [values]}}) or CSV
     (header `metric,<step>,<step>...`, one row per metric)."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -78,9 +79,13 @@ def read_results(path: Path) -> dict[str, Any]:
         except ValueError as exc:
             raise InputError(f"{path}: {exc}") from None
     out: dict[str, Any] = {"steps": steps, "metrics": table, "source": path.name}
-    for key in ("host", "notes"):
+    # Optional text, shown verbatim: where it ran, the training command and config, a log excerpt, notes.
+    for key in ("host", "command", "config", "log", "notes"):
         if data.get(key):
-            out[key] = str(data[key]).strip()
+            text = str(data[key]).strip()
+            if len(text) > 20000 or "````" in text:
+                raise InputError(f"{path}: {key} must be under 20,000 characters, without a ```` fence")
+            out[key] = text
     return out
 
 

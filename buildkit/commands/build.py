@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -239,6 +240,7 @@ def _run_and_record(
         buildkit_version=__version__,
         lock_sha256=lock_hash,
         smoke=opts.smoke,
+        host=socket.gethostname(),
         command=shell_command(plan),
         argv=argv(plan),
         source_date_epoch=plan.source_date_epoch,
