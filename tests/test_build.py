@@ -295,3 +295,40 @@ def test_verify_the_smoke_image(project, remote, engine):  # noqa: F811
     subprocess.run(["docker", "build", "-q", "-t", "tampered:1", str(tampered)], check=True, capture_output=True)
     bad = cli("verify", "tampered:1")
     assert bad.code == 1 and "FAIL  labels match the lock: buildkit.vllm.commit=0000000" in bad.stderr, bad.output
+
+
+def test_verify_vllm_and_sglang_checks_run_in_the_image(project, remote, engine):  # noqa: F811
+    """The Python checks, on images built from the smoke image with a stand-in `python` (the smoke base has none):
+    one that reports the locked vLLM build and lacks sglang, one that reports another commit and has sglang."""
+    root, cli = smoke_project(project, remote)
+    assert cli("build", "--smoke", "--builder", engine, "--progress", "plain", "--no-syntax", timeout=600).code == 0
+    variants = {
+        "good": ("0.14.0rc2.dev156+g4a5299c93", 'echo "ModuleNotFoundError: No module named sglang" >&2; exit 1'),
+        "bad": ("0.14.0rc2.dev155+g0123456789", "exit 0"),
+    }
+    for name, (version, sglang) in variants.items():
+        ctx = root / f"python-{name}"
+        ctx.mkdir()
+        (ctx / "python").write_text(
+            f'#!/bin/sh\ncase "$2" in\n  *"import vllm"*) echo "{version}" ;;\n  *"import sglang"*) {sglang} ;;\nesac\n'
+        )
+        (ctx / "Dockerfile").write_text(
+            "FROM nemo-rl:v0.5.0-spec-decode-smoke\nCOPY python /bin/python\nRUN chmod 0755 /bin/python\n"
+            "LABEL buildkit.smoke=false\n"
+        )
+        # Docker's own builder (the image to build on is in the engine, not in a registry), with no network: the
+        # engine here has no bridge.
+        subprocess.run(
+            ["docker", "build", "--network", "none", "-q", "-t", f"pycheck:{name}", str(ctx)],
+            check=True,
+            capture_output=True,
+        )
+    good = cli("verify", "pycheck:good", "--json")
+    assert good.code == 0, good.output
+    status = {r["name"]: (r["status"], r["reason"]) for r in json.loads(good.stdout)["results"]}
+    assert status["vllm version names the locked commit"][0] == "pass"
+    assert status["sglang is not importable"] == ("pass", "import sglang fails: ModuleNotFoundError")
+    bad = cli("verify", "pycheck:bad")
+    assert bad.code == 1, bad.output
+    assert "FAIL  vllm version names the locked commit: vllm.__version__ = 0.14.0rc2.dev155+g0123456789" in bad.stderr
+    assert "FAIL  sglang is not importable: import sglang succeeded" in bad.stderr
