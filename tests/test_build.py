@@ -332,3 +332,11 @@ def test_verify_vllm_and_sglang_checks_run_in_the_image(project, remote, engine)
     assert bad.code == 1, bad.output
     assert "FAIL  vllm version names the locked commit: vllm.__version__ = 0.14.0rc2.dev155+g0123456789" in bad.stderr
     assert "FAIL  sglang is not importable: import sglang succeeded" in bad.stderr
+
+
+def test_verify_gpus_on_an_engine_without_gpus_fails_and_says_why(project, remote, engine):  # noqa: F811
+    root, cli = smoke_project(project, remote)
+    assert cli("build", "--smoke", "--builder", engine, "--progress", "plain", "--no-syntax", timeout=600).code == 0
+    result = cli("verify", "--gpus")
+    assert result.code == 1, result.output
+    assert "FAIL  a GPU of compute capability 9.0, and sm_90 in torch's arch list" in result.stderr

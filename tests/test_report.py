@@ -137,3 +137,32 @@ def test_the_reference_reports_facts_for_the_reference_pins(project, upstreams):
         "**min_p, logit_bias, min_tokens unsupported with spec decode**",
     ]:
         assert fact in report, fact
+
+
+def test_the_markdown_parses_cleanly():
+    """Tables and fences as a GitHub-flavoured parser sees them (markdown-it-py, which rich already brings)."""
+    from markdown_it import MarkdownIt
+
+    text = (FIXTURES / "expected.md").read_text()
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    tables = [t for t in tokens if t.type == "table_open"]
+    fences = [t for t in tokens if t.type == "fence"]
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h2"]
+    assert headings == [
+        "Overview", "Source components", "Commit provenance", "Local modifications", "Build", "Image",
+        "Verification", "Reproduction", "Verified results", "Known issues",
+    ]  # fmt: skip
+    assert len(tables) == 5  # components, image, labels, verification, results
+    assert any(
+        f.info == "diff" and "+GIT_REF=${2:-4a5299c93ff97c26def537b92562df5ada530fea}" in f.content for f in fences
+    )
+    # Every row of every table has as many cells as the table's header.
+    widths: list[list[int]] = []
+    for token in tokens:
+        if token.type == "table_open":
+            widths.append([])
+        elif token.type == "tr_open":
+            widths[-1].append(0)
+        elif token.type in ("th_open", "td_open"):
+            widths[-1][-1] += 1
+    assert len(widths) == 5 and all(len(set(table)) == 1 and len(table) > 1 for table in widths), widths
