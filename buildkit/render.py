@@ -59,18 +59,23 @@ def context(lock: Lock, syntax: bool, smoke_base: str | None = None) -> dict[str
     }
 
 
-def render_dockerfile(
-    lock: Lock, *, syntax: bool = True, smoke_base: str | None = None, template_dir: Path = TEMPLATE_DIR
-) -> str:
-    """The Dockerfile; with `smoke_base` (an image pinned by digest) it also has the `smoke` target."""
-    env = jinja2.Environment(
+def template_environment(template_dir: Path = TEMPLATE_DIR) -> jinja2.Environment:
+    """The one Jinja2 setup for buildkit's templates: a missing value is an error, never an empty string."""
+    return jinja2.Environment(
         loader=jinja2.FileSystemLoader(template_dir),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
-        autoescape=False,  # a Dockerfile, not HTML; values are grammar-checked instead
+        autoescape=False,  # a Dockerfile and markdown, not HTML; values are grammar-checked instead
     )
+
+
+def render_dockerfile(
+    lock: Lock, *, syntax: bool = True, smoke_base: str | None = None, template_dir: Path = TEMPLATE_DIR
+) -> str:
+    """The Dockerfile; with `smoke_base` (an image pinned by digest) it also has the `smoke` target."""
+    env = template_environment(template_dir)
     env.globals["fail"] = _fail
     try:
         return env.get_template("Dockerfile.j2").render(**context(lock, syntax, smoke_base))

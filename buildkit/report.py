@@ -13,7 +13,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import yaml
 
 from buildkit import __version__
@@ -22,7 +21,7 @@ from buildkit.errors import InputError
 from buildkit.grammar import one_line_text
 from buildkit.lock import Lock, lock_sha256
 from buildkit.patches import sha256_bytes
-from buildkit.render import TEMPLATE_DIR, render_dockerfile, unified_diff
+from buildkit.render import TEMPLATE_DIR, render_dockerfile, template_environment, unified_diff
 from buildkit.source import PrepareRecord
 from buildkit.verify import VerifyRecord
 
@@ -231,14 +230,7 @@ def facts(
 
 
 def render_markdown(data: dict[str, Any], template_dir: Path = TEMPLATE_DIR) -> str:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(template_dir),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
+    env = template_environment(template_dir)
     env.filters["cell"] = lambda value: str(value).replace("|", "\\|").replace("\n", " ")
     env.filters["mib"] = lambda size: f"{size / 2**20:,.1f} MiB" if isinstance(size, int) else "unknown"
     return env.get_template("report.md.j2").render(**data)
