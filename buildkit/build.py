@@ -57,6 +57,31 @@ def build_args(lock: Lock) -> tuple[tuple[str, str], ...]:
     )
 
 
+def plan_for_lock(
+    lock: Lock,
+    dockerfile: Path,
+    tree: Path,
+    metadata_file: Path,
+    target: str | None = None,
+    tag: str | None = None,
+    **options,
+) -> BuildPlan:
+    """The build of a lock: platform, build args and SOURCE_DATE_EPOCH from it, target and tag unless overridden."""
+    from buildkit.render import source_date_epoch
+
+    return BuildPlan(
+        dockerfile=dockerfile,
+        tree=tree,
+        target=target or lock.build.target,
+        platform=lock.build.platform,
+        tag=tag or lock.build.tag,
+        build_args=build_args(lock),
+        metadata_file=metadata_file,
+        source_date_epoch=source_date_epoch(lock),
+        **options,
+    )
+
+
 def argv(plan: BuildPlan) -> list[str]:
     args = ["docker", "buildx", "build"]
     if plan.builder:

@@ -65,3 +65,12 @@ class GitFailed(UpstreamUnreachable):
 
     def remote_unreachable(self) -> bool:
         return any(m.lower() in self.stderr.lower() for m in _UNREACHABLE_MARKERS)
+
+
+def has_commit(repo: Path, sha: str) -> bool:
+    """Whether the repository already holds the commit (so no fetch is needed)."""
+    try:
+        run_git(["cat-file", "-e", f"{sha}^{{commit}}"], cwd=repo)
+        return True
+    except GitFailed:
+        return False

@@ -7,7 +7,6 @@ that changes nothing, or whose change upstream already contains, is an error too
 from __future__ import annotations
 
 import hashlib
-import subprocess
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -15,6 +14,7 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from buildkit.errors import InputError, UpstreamMismatch
+from buildkit.gitcmd import GitFailed, run_git
 from buildkit.pins import Pins
 
 
@@ -85,14 +85,13 @@ def patch_facts(pins: Pins, project_dir: Path) -> list[PatchFact]:
     return facts
 
 
-def _git_apply(tree: Path, patch_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", "apply", "--whitespace=nowarn", *extra, "--", str(patch_path)],
-        cwd=tree,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+def _git_apply(tree: Path, patch_path: Path, *extra: str) -> str | None:
+    """None when `git apply` succeeds, else git's complaint."""
+    try:
+        run_git(["apply", "--whitespace=nowarn", *extra, "--", str(patch_path)], cwd=tree)
+        return None
+    except GitFailed as exc:
+        return exc.stderr
 
 
 def drift_report(tree: Path, patch: PatchSet, name: str) -> str:
@@ -141,18 +140,17 @@ def apply_patches(tree: Path, facts: list[PatchFact], project_dir: Path) -> list
         patch = _parse(text, fact.file)
         targets = [_target_path(p.path) for p in patch]
         before = {t: sha256_file(tree / t) if (tree / t).exists() else "" for t in targets}
-        check = _git_apply(tree, path.resolve(), "--check")
-        if check.returncode != 0:
-            if _git_apply(tree, path.resolve(), "--check", "--reverse").returncode == 0:
+        if _git_apply(tree, path.resolve(), "--check") is not None:
+            if _git_apply(tree, path.resolve(), "--check", "--reverse") is None:
                 raise UpstreamMismatch(
                     f"{fact.file}: upstream already contains this change", hint="drop the patch from pins.yaml"
                 )
             raise UpstreamMismatch(
                 drift_report(tree, patch, fact.file), hint="update the patch to the new upstream, then resolve again"
             )
-        done = _git_apply(tree, path.resolve())
-        if done.returncode != 0:
-            raise UpstreamMismatch(f"{fact.file}: git apply failed: {done.stderr.strip()}")
+        problem = _git_apply(tree, path.resolve())
+        if problem is not None:
+            raise UpstreamMismatch(f"{fact.file}: git apply failed: {problem.strip()}")
         hashes = []
         for target in targets:
             after = sha256_file(tree / target) if (tree / target).exists() else ""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import io
 import shlex
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import yaml
 from buildkit import __version__
 from buildkit.build import BuildRecord
 from buildkit.errors import InputError
+from buildkit.gitcmd import GitFailed, run_git
 from buildkit.grammar import one_line_text
 from buildkit.lock import Lock, lock_sha256
 from buildkit.patches import sha256_bytes
@@ -92,10 +92,10 @@ def _upstream_dockerfile(prepare: PrepareRecord | None, commit: str) -> str | No
     """Upstream's docker/Dockerfile at the locked commit, from the prepared tree's git objects (immutable)."""
     if prepare is None or not Path(prepare.tree, ".git").exists():
         return None
-    done = subprocess.run(
-        ["git", "show", f"{commit}:docker/Dockerfile"], cwd=prepare.tree, capture_output=True, text=True, check=False
-    )
-    return done.stdout if done.returncode == 0 else None
+    try:
+        return run_git(["show", f"{commit}:docker/Dockerfile"], cwd=Path(prepare.tree))
+    except GitFailed:
+        return None
 
 
 def _declared_diffs(lock: Lock, project_dir: Path | None) -> list[dict[str, Any]]:
@@ -115,20 +115,10 @@ def _declared_diffs(lock: Lock, project_dir: Path | None) -> list[dict[str, Any]
 
 def _planned_command(lock: Lock, prepare: PrepareRecord | None) -> str:
     """The buildx command a build of this lock runs (what `buildkit build --dry-run` prints)."""
-    from buildkit.build import BuildPlan, build_args, shell_command
-    from buildkit.render import source_date_epoch
+    from buildkit.build import plan_for_lock, shell_command
 
     tree = Path(prepare.tree) if prepare else Path("<prepared NeMo-RL tree>")
-    plan = BuildPlan(
-        dockerfile=Path("build/Dockerfile"),
-        tree=tree,
-        target=lock.build.target,
-        platform=lock.build.platform,
-        tag=lock.build.tag,
-        build_args=build_args(lock),
-        metadata_file=Path("build/metadata.json"),
-        source_date_epoch=source_date_epoch(lock),
-    )
+    plan = plan_for_lock(lock, Path("build/Dockerfile"), tree, Path("build/metadata.json"))
     return shell_command(plan)
 
 

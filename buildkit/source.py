@@ -16,8 +16,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
+from buildkit.cache import prepared_tree
 from buildkit.errors import BuildkitError, UpstreamMismatch
-from buildkit.gitcmd import run_git
+from buildkit.gitcmd import has_commit, run_git
 from buildkit.lock import Lock, utc_now
 from buildkit.patches import AppliedPatch, apply_patches, sha256_file
 from buildkit.pins import GitUrlRewrite
@@ -71,14 +72,6 @@ def _git_dir_bytes(tree: Path) -> int:
     return total
 
 
-def _has_commit(tree: Path, commit: str) -> bool:
-    try:
-        run_git(["cat-file", "-e", f"{commit}^{{commit}}"], cwd=tree)
-        return True
-    except Exception:  # noqa: BLE001 -- any failure means "not here"
-        return False
-
-
 def _submodule_status(tree: Path, config: list[str]) -> list[tuple[str, str, str]]:
     """(flag, commit, path) per submodule: ' ' in sync, '-' not checked out, '+' other commit, 'U' conflict."""
     out = run_git(["submodule", "status", "--recursive"], cwd=tree, config=config)
@@ -102,7 +95,7 @@ def prepare(
 ) -> PrepareRecord:
     started = time.monotonic()
     repo, commit = lock.nemo_rl.repo, lock.nemo_rl.commit
-    tree = cache_dir / "src" / f"nemo-rl-{commit[:12]}"
+    tree = prepared_tree(cache_dir, commit)
     marker = tree.with_name(tree.name + ".prepared.json")
     config = git_config(rewrites, repo)
     fetched: list[str] = []
@@ -131,7 +124,7 @@ def prepare(
         run_git(["init", "-q", str(tree)])
         run_git(["remote", "add", "origin", repo], cwd=tree)
     bytes_before = _git_dir_bytes(tree)
-    reused = _has_commit(tree, commit)
+    reused = has_commit(tree, commit)
     if not reused:
         run_git(["fetch", "-q", "--depth=1", "--no-tags", "origin", commit], cwd=tree, config=config)
         fetched.append(f"{repo} at {commit} (shallow, by SHA)")

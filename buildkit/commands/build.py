@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from buildkit import __version__, ui
-from buildkit.build import BuildPlan, BuildRecord, ImageFacts, argv, build_args, read_metadata, run, shell_command
+from buildkit.build import BuildPlan, BuildRecord, ImageFacts, argv, plan_for_lock, read_metadata, run, shell_command
 from buildkit.errors import BuildkitError, CheckFailed, InputError
 from buildkit.lock import consistency_problems, default_lock_path, lock_sha256, read_lock, utc_now, write_atomic
 from buildkit.patches import patch_facts
@@ -69,8 +69,8 @@ def build_command(
     pins_path: Path, lock_path: Path | None, build_dir: Path | None, cache_dir: Path | None, opts: BuildOptions
 ) -> None:
     from buildkit.buildx import validate_builder_name
-    from buildkit.render import render_dockerfile, source_date_epoch
-    from buildkit.resolve import default_cache_dir
+    from buildkit.cache import default_cache_dir, prepared_tree
+    from buildkit.render import render_dockerfile
 
     if opts.builder:
         validate_builder_name(opts.builder)
@@ -105,7 +105,7 @@ def build_command(
         ui.err.print(f"[green]wrote[/] {escape(str(lock_path))}")
 
     # 2. Sources and 3. the Dockerfile.
-    tree = cache_dir / "src" / f"nemo-rl-{lock.nemo_rl.commit[:12]}"
+    tree = prepared_tree(cache_dir, lock.nemo_rl.commit)
     out_dir = build_dir / "smoke" if opts.smoke else build_dir
     dockerfile = out_dir / "Dockerfile"
     tag = lock.build.tag + "-smoke" if opts.smoke else lock.build.tag
@@ -133,15 +133,13 @@ def build_command(
         if not provenance:
             ui.err.print(f"[yellow]note[/]: provenance attestation {escape(provenance_note)}")
 
-    plan = BuildPlan(
-        dockerfile=dockerfile.resolve(),
-        tree=tree.resolve(),
-        target="smoke" if opts.smoke else lock.build.target,
-        platform=lock.build.platform,
+    plan = plan_for_lock(
+        lock,
+        dockerfile.resolve(),
+        tree.resolve(),
+        (out_dir / "metadata.json").resolve(),
+        target="smoke" if opts.smoke else None,
         tag=tag,
-        build_args=build_args(lock),
-        metadata_file=(out_dir / "metadata.json").resolve(),
-        source_date_epoch=source_date_epoch(lock),
         builder=opts.builder,
         provenance=provenance,
         sbom=opts.sbom,

@@ -42,7 +42,7 @@ def load_inputs(pins_path: Path, lock_path: Path | None, build_dir: Path | None)
 
 
 def run_prepare(inputs: Inputs, cache_dir: Path | None, submodules: bool, quiet: bool = False) -> PrepareRecord:
-    from buildkit.resolve import default_cache_dir
+    from buildkit.cache import default_cache_dir
     from buildkit.source import prepare
 
     with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):

@@ -11,13 +11,13 @@ Dependencies between lookups:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TypeVar
 
 from buildkit import __version__
+from buildkit.cache import default_cache_dir
 from buildkit.errors import UpstreamMismatch
 from buildkit.grammar import FULL_SHA_RE
 from buildkit.http import Http
@@ -30,14 +30,6 @@ from buildkit.resolve.registry import Registry
 from buildkit.resolve.wheels import resolve_wheel
 
 T = TypeVar("T")
-
-
-def default_cache_dir() -> Path:
-    explicit = os.environ.get("BUILDKIT_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "buildkit"
 
 
 class Resolver:

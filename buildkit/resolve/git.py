@@ -11,7 +11,7 @@ import hashlib
 from pathlib import Path
 
 from buildkit.errors import UpstreamMismatch, UpstreamUnreachable
-from buildkit.gitcmd import GitFailed, run_git
+from buildkit.gitcmd import GitFailed, has_commit, run_git
 from buildkit.grammar import FULL_SHA_RE, SHA_PREFIX_RE
 from buildkit.http import OFFLINE_HINT
 from buildkit.lock import CommitFact, utc_now
@@ -40,7 +40,7 @@ class GitResolver:
             steps.append("git fetch (branches and tags)")
         if not sha:
             raise UpstreamMismatch(f"{url}: no branch, tag or commit matches {ref!r}")
-        if not self._has_commit(repo, sha):
+        if not has_commit(repo, sha):
             self._fetch(repo, url, [sha], depth=1)
             steps.append("git fetch --depth=1 <sha>")
         out = run_git(["log", "-1", "--format=%H%n%cI%n%s", sha], cwd=repo)
@@ -84,13 +84,6 @@ class GitResolver:
             if "ambiguous" in exc.stderr:
                 raise UpstreamMismatch(f"{url}: SHA prefix {prefix!r} is ambiguous; pin more hex digits") from None
             return None
-
-    def _has_commit(self, repo: Path, sha: str) -> bool:
-        try:
-            run_git(["cat-file", "-e", f"{sha}^{{commit}}"], cwd=repo)
-            return True
-        except GitFailed:
-            return False
 
     def _fetch(self, repo: Path, url: str, refspecs: list[str], depth: int | None) -> None:
         args = ["fetch", "--quiet", "--no-tags", "--filter=tree:0"]
