@@ -10,6 +10,7 @@ import json
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from buildkit import __version__
+from buildkit.files import utc_now, write_atomic
 from buildkit.lock import Lock
 from buildkit.progress import Progress
 
@@ -39,7 +42,6 @@ class BuildPlan:
     cache_from: tuple[str, ...] = ()
     cache_to: tuple[str, ...] = ()
     push: bool = False
-    progress: Literal["rawjson", "plain"] = "rawjson"
     extra: tuple[str, ...] = field(default_factory=tuple)
 
     def env(self) -> dict[str, str]:
@@ -57,26 +59,19 @@ def build_args(lock: Lock) -> tuple[tuple[str, str], ...]:
     )
 
 
-def plan_for_lock(
-    lock: Lock,
-    dockerfile: Path,
-    tree: Path,
-    metadata_file: Path,
-    target: str | None = None,
-    tag: str | None = None,
-    **options,
-) -> BuildPlan:
-    """The build of a lock: platform, build args and SOURCE_DATE_EPOCH from it, target and tag unless overridden."""
+def plan_for_lock(lock: Lock, paths, smoke: bool = False, **options) -> BuildPlan:
+    """The build of a lock: its Dockerfile, prepared tree and metadata file where the pipeline keeps them; platform,
+    build args and SOURCE_DATE_EPOCH from the lock; the smoke target and tag with `smoke`."""
     from buildkit.render import source_date_epoch
 
     return BuildPlan(
-        dockerfile=dockerfile,
-        tree=tree,
-        target=target or lock.build.target,
+        dockerfile=paths.dockerfile(smoke).resolve(),
+        tree=paths.tree(lock.nemo_rl.commit).resolve(),
+        target="smoke" if smoke else lock.build.target,
         platform=lock.build.platform,
-        tag=tag or lock.build.tag,
+        tag=lock.build.tag + ("-smoke" if smoke else ""),
         build_args=build_args(lock),
-        metadata_file=metadata_file,
+        metadata_file=paths.metadata(smoke).resolve(),
         source_date_epoch=source_date_epoch(lock),
         **options,
     )
@@ -105,7 +100,7 @@ def argv(plan: BuildPlan) -> list[str]:
     for spec in plan.cache_to:
         args += ["--cache-to", spec]
     args.append("--push" if plan.push else "--load")
-    args.append(f"--progress={plan.progress}")
+    args.append("--progress=rawjson")  # one JSON status per line: buildkit.progress follows it
     args += list(plan.extra)
     args.append(str(plan.tree))
     return args
@@ -224,3 +219,97 @@ def read_metadata(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def provenance_choice(attestations: bool, driver: str, containerd_store: bool | None, push: bool) -> tuple[bool, str]:
+    """Attach a provenance attestation (mode=max) where the result can hold it; otherwise say why not."""
+    if not attestations:
+        return False, f"not attached: the {driver} driver cannot attach attestations"
+    if not push and containerd_store is False:
+        return False, (
+            "not attached: --load into Docker's classic image store cannot hold attestations (use --push, or the "
+            "containerd image store)"
+        )
+    return True, "attached (mode=max)"
+
+
+@dataclass(frozen=True)
+class Builder:
+    """What the record says about where the build ran (from the preflight checks)."""
+
+    name: str
+    driver: str
+    endpoint: str
+    buildkit_version: str
+    buildx_version: str
+    docker_version: str
+
+
+def execute(
+    plan: BuildPlan,
+    *,
+    lock_sha256: str,
+    smoke: bool,
+    builder: Builder,
+    provenance_note: str,
+    log_path: Path,
+    record_path: Path,
+    on_line: Callable[[str, Progress], None],
+) -> BuildRecord:
+    """Run the build and write its record, whatever the outcome (succeeded, failed, interrupted)."""
+    plan.metadata_file.unlink(missing_ok=True)  # never report a previous build's digests
+    started = utc_now()
+    result = run(plan, log_path, on_line)
+    metadata = read_metadata(plan.metadata_file)
+    image = ImageFacts(
+        tag=plan.tag,
+        digest=metadata.get("containerimage.digest"),
+        config_digest=metadata.get("containerimage.config.digest"),
+    )
+    if result.exit_code == 0 and not plan.push:
+        from buildkit.engine import Engine
+
+        info = Engine().image(plan.tag)
+        if info:
+            image = image.model_copy(
+                update={"id": info.id, "size": info.size, "layers": info.layers, "labels": info.labels}
+            )
+    outcome = "interrupted" if result.interrupted else ("succeeded" if result.exit_code == 0 else "failed")
+    error = None
+    if outcome == "failed":
+        failed = result.progress.failed()
+        error = (
+            failed[0].error
+            if failed
+            else next((line for line in reversed(result.progress.plain) if "ERROR" in line), None)
+        )
+    record = BuildRecord(
+        buildkit_version=__version__,
+        lock_sha256=lock_sha256,
+        smoke=smoke,
+        host=socket.gethostname(),
+        command=shell_command(plan),
+        argv=argv(plan),
+        source_date_epoch=plan.source_date_epoch,
+        builder=builder.name,
+        driver=builder.driver,
+        endpoint=builder.endpoint,
+        buildx_version=builder.buildx_version,
+        buildkit_daemon_version=builder.buildkit_version,
+        docker_version=builder.docker_version,
+        provenance=provenance_note,
+        metadata_provenance="buildx.build.provenance" in metadata,
+        started=started,
+        ended=utc_now(),
+        seconds=round(result.seconds, 3),
+        outcome=outcome,
+        exit_code=result.exit_code,
+        error=error,
+        image=image,
+        steps_total=result.progress.total,
+        steps_cached=result.progress.cached,
+        log=str(log_path),
+        metadata_file=str(plan.metadata_file),
+    )
+    write_atomic(record_path, record.to_json())
+    return record

@@ -10,15 +10,9 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 
-from buildkit.errors import BuildkitError, InputError
+from buildkit.errors import EngineNotReady, InputError
 
 BUILDER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
-class EngineNotReady(BuildkitError):
-    """Docker, buildx or the builder is missing or unusable: exit 5."""
-
-    exit_code = 5
 
 
 @dataclass
@@ -26,7 +20,6 @@ class BuilderInfo:
     name: str
     driver: str
     endpoint: str = ""
-    status: str = ""
     buildkit_version: str = ""
     platforms: list[str] = field(default_factory=list)
 
@@ -84,7 +77,6 @@ def parse_inspect(text: str) -> BuilderInfo:
         name=fields.get("Name", ""),
         driver=fields.get("Driver", ""),
         endpoint=fields.get("Endpoint", ""),
-        status=fields.get("Status", ""),
         buildkit_version=fields.get("BuildKit version", fields.get("Buildkit", "")),
         platforms=platforms,
     )

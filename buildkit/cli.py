@@ -13,23 +13,51 @@ from typing import Annotated
 
 import typer
 
+from buildkit import __version__
+from buildkit.errors import EXIT_CODES
+from buildkit.pipeline import STAGES
+
+
+def _help() -> str:
+    pipeline = "".join(f"  {s.name:8} {s.reads} -> {s.writes}\n" for s in STAGES)
+    codes = "".join(f"  {code:<3} {meaning}\n" for code, meaning in EXIT_CODES)
+    return (
+        "Build a reproducible NeMo-RL image with a custom vLLM, and prove how it was built.\n\n"
+        f"\b\nPipeline (each stage reads -> writes):\n{pipeline}\n\b\nExit codes:\n{codes}"
+    )
+
+
 app = typer.Typer(
     name="buildkit",
-    help=(
-        "Build a reproducible NeMo-RL image with a custom vLLM, and prove how it was built.\n\n"
-        "\b\nPipeline:\n  pins.yaml --resolve--> pins.lock --render--> build/Dockerfile --build--> image + record\n\n"
-        "\b\nExit codes:\n  0 ok\n  1 check failed (stale lock, upstream moved)\n  2 bad input (pins, lock, options)\n"
-        "  3 upstream unreachable (network, timeout, 5xx, rate limit)\n"
-        "  4 upstream disagrees with the pins (or a patch no longer fits)\n"
-        "  5 engine not ready (Docker, buildx, builder, disk, credentials)\n  6 the build failed\n"
-        "  70 internal error (a bug: please report it)\n  130 interrupted"
-    ),
+    help=_help(),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     # Plain Click help: rich's help screen imports markdown-it and doubles start-up time (bench/cold_start.py).
     rich_markup_mode=None,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"buildkit {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    pass
+
+
+def _paths(pins: Path, lock: Path | None = None, build_dir: Path | None = None, cache_dir: Path | None = None):
+    from buildkit.pipeline import Paths
+
+    return Paths.of(pins, lock, build_dir, cache_dir)
+
 
 PinsOption = Annotated[
     Path, typer.Option("--pins", "-p", help="The pins file.", envvar="BUILDKIT_PINS", show_default=True)
@@ -72,7 +100,7 @@ def resolve(
     """
     from buildkit.commands.resolve import run_resolve
 
-    run_resolve(pins, lock, json_out=json_out, check=check, offline=offline)
+    run_resolve(_paths(pins, lock), json_out=json_out, check=check, offline=offline)
 
 
 CacheDirOption = Annotated[
@@ -110,7 +138,7 @@ def prepare(
     """
     from buildkit.commands.render import prepare_command
 
-    prepare_command(pins, lock, build_dir, cache_dir, submodules, json_out)
+    prepare_command(_paths(pins, lock, build_dir, cache_dir), submodules, json_out)
 
 
 @app.command()
@@ -152,7 +180,7 @@ def render(
     from buildkit.commands.render import render_command
 
     render_command(
-        pins, lock, output, build_dir, cache_dir,
+        _paths(pins, lock, build_dir, cache_dir), output,
         submodules=submodules, diff=diff, strict=strict, syntax=syntax, json_out=json_out,
     )  # fmt: skip
 
@@ -192,8 +220,14 @@ def build(
         float | None, typer.Option("--min-free-gb", help="Free space the builder needs [default: 100; 1 with --smoke].")
     ] = None,
     syntax: Annotated[
-        bool, typer.Option("--syntax/--no-syntax", help="Keep the `# syntax=` line in the Dockerfile.")
-    ] = True,
+        bool | None,
+        typer.Option(
+            "--syntax/--no-syntax",
+            help="Keep the `# syntax=` line (the frontend image comes from Docker Hub) [default: kept; left out with "
+            "--smoke, which uses the builder's own frontend and needs no internet].",
+            show_default=False,
+        ),
+    ] = None,
     build_dir: BuildDirOption = None,
     cache_dir: CacheDirOption = None,
     submodules: SubmodulesOption = True,
@@ -222,7 +256,7 @@ def build(
         dry_run=dry_run, smoke=smoke, smoke_base=smoke_base, min_free_gb=min_free_gb, submodules=submodules,
         syntax=syntax, extra=list(ctx.args),
     )  # fmt: skip
-    build_command(pins, lock, build_dir, cache_dir, opts)
+    build_command(_paths(pins, lock, build_dir, cache_dir), opts)
 
 
 @app.command()
@@ -249,7 +283,10 @@ def verify(
     lock: LockOption = None,
     build_dir: BuildDirOption = None,
     gpus: Annotated[
-        bool, typer.Option("--gpus", help="Also check torch sees a compute-capability 9.0 GPU and sm_90.")
+        bool,
+        typer.Option(
+            "--gpus", help="Also check torch sees a GPU of an architecture in build.cuda_arch_list, and its kernels."
+        ),
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the verify record as JSON on stdout.")] = False,
 ) -> None:
@@ -264,7 +301,7 @@ def verify(
     """
     from buildkit.commands.verify import verify_command
 
-    verify_command(image, pins, lock, build_dir, gpus, json_out)
+    verify_command(image, _paths(pins, lock, build_dir), gpus, json_out)
 
 
 @app.command()
@@ -297,7 +334,7 @@ def report(
     """
     from buildkit.commands.report import report_command
 
-    report_command(pins, lock, record, build_dir, output, fmt, results)
+    report_command(_paths(pins, lock, build_dir), record, output, fmt, results)
 
 
 @app.command()

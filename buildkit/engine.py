@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from buildkit.buildx import EngineNotReady
+from buildkit.errors import EngineNotReady
 
 
 @dataclass

@@ -1,13 +1,21 @@
 """Typed errors. Library code raises these; only the CLI prints them and picks the exit code.
 
-Exit codes (documented in the README):
-  1  check failed: the lock is stale, or upstream no longer agrees with it
-  2  bad input: pins.yaml, the lock, or command-line values are invalid
-  3  upstream unreachable: network down, timeouts, 5xx after retries, rate limited
-  4  upstream disagrees with the pins: ref not found, PR not merged, no wheel for the commit
+EXIT_CODES is the one table of exit codes: `buildkit --help` shows it, and a test holds the README's table to it.
 """
 
 from __future__ import annotations
+
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (0, "success"),
+    (1, "check failed: stale lock, upstream moved, a verify or doctor check"),
+    (2, "bad input: pins, lock, records, patch files, options, unwritable files"),
+    (3, "upstream unreachable or malformed: network, timeout, 5xx, rate limit"),
+    (4, "upstream disagrees with the pins, or a patch no longer fits"),
+    (5, "engine not ready: Docker, buildx, builder, disk, credentials"),
+    (6, "the build failed"),
+    (70, "internal error: a bug in buildkit, please report it"),
+    (130, "interrupted (Ctrl-C)"),
+)
 
 
 class BuildkitError(Exception):
@@ -30,7 +38,7 @@ class InputError(BuildkitError):
 
 
 class UpstreamUnreachable(BuildkitError):
-    """No usable answer: connection refused, DNS, timeout, 5xx after retries, rate limit."""
+    """No usable answer: connection refused, DNS, timeout, 5xx after retries, rate limit, malformed data."""
 
     exit_code = 3
 
@@ -39,3 +47,17 @@ class UpstreamMismatch(BuildkitError):
     """Upstream answered, and the answer contradicts the pins."""
 
     exit_code = 4
+
+
+class EngineNotReady(BuildkitError):
+    """Docker, buildx or the builder is missing or unusable."""
+
+    exit_code = 5
+
+
+class BuildFailed(BuildkitError):
+    exit_code = 6
+
+
+class Interrupted(BuildkitError):
+    exit_code = 130

@@ -1,16 +1,13 @@
 """The lock: every pin turned into a verified fact, where it came from and when, plus the hash of the pins.
 
-Later stages trust only the lock, so reading one validates it with the same strict grammars as the pins.
-Writing is atomic (temp file in the same directory, fsync, rename): a failed run never leaves a partial lock.
+Later stages trust only the lock, so reading one validates it with the same strict grammars as the pins, and
+`consistency_problems` holds it to the pins before anything uses it. Written with files.write_atomic.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,18 +15,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from buildkit.errors import InputError
 from buildkit.grammar import Digest, FullSha, GitRef, GitUrl, HttpsUrl, ImageRef
-from buildkit.patches import PatchFact
 from buildkit.pins import Build, KnownIssue, Pins
 
 LOCK_VERSION = 1
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
 class _Fact(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PatchFact(_Fact):
+    """A declared patch as the lock records it: its bytes are pinned by sha256."""
+
+    file: str
+    reason: str
+    sha256: str
 
 
 class CommitFact(_Fact):
@@ -101,10 +101,6 @@ class Lock(_Fact):
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=False) + "\n"
 
 
-def default_lock_path(pins_path: Path) -> Path:
-    return pins_path.with_name("pins.lock")
-
-
 def read_lock(path: Path) -> Lock:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -119,21 +115,6 @@ def read_lock(path: Path) -> Lock:
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()
         )
         raise InputError(f"{path}: invalid lock: {problems}", hint="run `buildkit resolve` to rewrite it") from None
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write text to path so that readers see the old file or the new one, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def lock_sha256(lock: Lock) -> str:
@@ -181,7 +162,7 @@ def _is_hex(ref: str) -> bool:
     return all(c in "0123456789abcdef" for c in ref) and 7 <= len(ref) <= 40
 
 
-# Values that must agree between a lock and a fresh resolve; timestamps and sources may differ.
+# Values that must agree between a lock and a fresh resolve (`resolve --check`); times and sources may differ.
 COMPARED_FIELDS: tuple[tuple[str, str], ...] = (
     ("nemo_rl", "commit"),
     ("vllm", "commit"),
@@ -194,7 +175,12 @@ COMPARED_FIELDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def differences(locked: Lock, fresh: Lock) -> list[tuple[str, Any, Any]]:
+def differences(locked: Lock, fresh: Lock, *, every_fact: bool = False) -> list[tuple[str, Any, Any]]:
+    """(field, locked value, fresh value) for each fact that differs. By default the facts a build depends on
+    (COMPARED_FIELDS); with every_fact, every field but the resolve times (is a rewrite of the lock worth it?)."""
+    if every_fact:
+        old, new = _flatten(locked.model_dump(mode="json")), _flatten(fresh.model_dump(mode="json"))
+        return [(k, old.get(k), new.get(k)) for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
     out = []
     for section, field in COMPARED_FIELDS:
         old = getattr(getattr(locked, section), field, None) if getattr(locked, section) else None
@@ -202,3 +188,18 @@ def differences(locked: Lock, fresh: Lock) -> list[tuple[str, Any, Any]]:
         if old != new:
             out.append((f"{section}.{field}", old, new))
     return out
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key != "resolved_at":
+                out.update(_flatten(item, f"{prefix}{key}."))
+        return out
+    if isinstance(value, list):
+        out = {}
+        for index, item in enumerate(value):
+            out.update(_flatten(item, f"{prefix}{index}."))
+        return out or {prefix.rstrip("."): []}
+    return {prefix.rstrip("."): value}

@@ -6,7 +6,6 @@ that changes nothing, or whose change upstream already contains, is an error too
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -14,17 +13,11 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from buildkit.errors import InputError, UpstreamMismatch
+from buildkit.files import sha256_bytes, sha256_file
 from buildkit.gitcmd import GitFailed, run_git
+from buildkit.grammar import REPO_PATH_RE
+from buildkit.lock import PatchFact
 from buildkit.pins import Pins
-
-
-class PatchFact(BaseModel):
-    """A declared patch as the lock records it: its bytes are pinned by sha256."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    file: str
-    reason: str
-    sha256: str
 
 
 class TargetHashes(BaseModel):
@@ -43,14 +36,6 @@ class AppliedPatch(BaseModel):
     targets: list[TargetHashes]
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    return sha256_bytes(path.read_bytes())
-
-
 def _parse(text: str, name: str) -> PatchSet:
     try:
         patch = PatchSet.from_string(text)
@@ -60,10 +45,11 @@ def _parse(text: str, name: str) -> PatchSet:
         raise InputError(f"{name}: the patch changes no file")
     for patched in patch:
         path = _target_path(patched.path)
-        if patched.is_added_file or patched.is_removed_file:
-            continue
         if path.startswith("/") or ".." in Path(path).parts:
             raise InputError(f"{name}: patch touches {patched.path!r}, outside the source tree")
+        if not REPO_PATH_RE.fullmatch(path):
+            # Target paths reach the smoke stage of the Dockerfile: plain relative paths only.
+            raise InputError(f"{name}: patch touches {patched.path!r}; expected a plain relative path")
     return patch
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from buildkit import buildx
-from buildkit.buildx import BuilderInfo, EngineNotReady
+from buildkit.build import Builder, provenance_choice
+from buildkit.buildx import BuilderInfo
 from buildkit.engine import Engine, has_credentials, registry_of
+from buildkit.errors import EngineNotReady
 from buildkit.grammar import is_loopback_host
 
 GIB = 2**30
@@ -32,6 +34,17 @@ class Preflight:
     @property
     def failed(self) -> list[Check]:
         return [c for c in self.checks if c.ok is False]
+
+    def builder_facts(self) -> Builder:
+        assert self.builder is not None, "only after a preflight that passed"
+        b = self.builder
+        return Builder(b.name, b.driver, b.endpoint, b.buildkit_version, self.buildx_version, self.engine_version)
+
+    def provenance(self, push: bool) -> tuple[bool, str]:
+        """Whether a provenance attestation can be attached here, and the note the record carries."""
+        assert self.builder is not None, "only after a preflight that passed"
+        store = self.engine.containerd_store() if self.engine is not None else None
+        return provenance_choice(self.builder.attestations, self.builder.driver, store, push)
 
 
 def run_preflight(builder: str | None, platform: str, min_free_gb: float, push: bool, tag: str) -> Preflight:

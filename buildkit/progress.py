@@ -36,7 +36,6 @@ class Step:
 class Progress:
     steps: dict[str, Step] = field(default_factory=dict)
     plain: list[str] = field(default_factory=list)  # non-JSON lines: warnings, the final error
-    warnings: list[str] = field(default_factory=list)
 
     def feed(self, line: str) -> None:
         text = line.rstrip("\n")
@@ -80,13 +79,6 @@ class Progress:
                 if chunk.strip():
                     step.logs.append(chunk)
                     step.log_count += 1
-        for warning in status.get("warnings") or []:
-            short = warning.get("short")
-            if short:
-                try:
-                    self.warnings.append(base64.b64decode(short).decode("utf-8", errors="replace"))
-                except (ValueError, TypeError):
-                    pass
 
     @property
     def total(self) -> int:

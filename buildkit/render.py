@@ -1,20 +1,25 @@
-"""Render templates/Dockerfile.j2 from the lock alone. Jinja2 with StrictUndefined: a missing value is an error,
-never an empty string. The same lock renders the same bytes."""
+"""Render templates/Dockerfile.j2 from the lock, and record what the report needs to know about it.
+
+Jinja2 with StrictUndefined: a missing value is an error, never an empty string. The same lock renders the same
+bytes. The render record (build/render.json) holds upstream's docker/Dockerfile hash, the diff of the rendered file
+against it and the drift findings, so that the report never has to read a source tree.
+"""
 
 from __future__ import annotations
 
 import difflib
+import importlib.resources
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 import jinja2
+from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
 from buildkit.errors import InputError
+from buildkit.files import sha256_bytes, sha256_file
 from buildkit.lock import Lock, lock_sha256
-
-TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
 
 # ARGs the template adds on purpose (later upstream has them too), so the drift check does not flag them.
 TEMPLATE_ADDS_ARGS = frozenset(
@@ -41,10 +46,21 @@ def source_date_epoch(lock: Lock) -> int:
     return int(commit_time(lock).timestamp())
 
 
-def context(lock: Lock, syntax: bool, smoke_base: str | None = None) -> dict[str, Any]:
+def template_dir() -> Path:
+    """templates/ as shipped in the wheel (buildkit/templates), or at the top of a source checkout."""
+    shipped = Path(str(importlib.resources.files("buildkit") / "templates"))
+    if (shipped / "Dockerfile.j2").is_file():
+        return shipped
+    return Path(__file__).resolve().parent.parent / "templates"
+
+
+def context(
+    lock: Lock, syntax: bool, smoke_base: str | None = None, patched: list[tuple[str, str]] | None = None
+) -> dict[str, Any]:
     return {
         "syntax": syntax,
         "smoke_base": smoke_base,
+        "patched": patched or [],
         "buildkit_version": __version__,
         "lock_sha256": lock_sha256(lock),
         "base_image": lock.base_image.pinned,
@@ -59,10 +75,10 @@ def context(lock: Lock, syntax: bool, smoke_base: str | None = None) -> dict[str
     }
 
 
-def template_environment(template_dir: Path = TEMPLATE_DIR) -> jinja2.Environment:
+def template_environment(directory: Path | None = None) -> jinja2.Environment:
     """The one Jinja2 setup for buildkit's templates: a missing value is an error, never an empty string."""
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(template_dir),
+        loader=jinja2.FileSystemLoader(directory or template_dir()),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -72,15 +88,22 @@ def template_environment(template_dir: Path = TEMPLATE_DIR) -> jinja2.Environmen
 
 
 def render_dockerfile(
-    lock: Lock, *, syntax: bool = True, smoke_base: str | None = None, template_dir: Path = TEMPLATE_DIR
+    lock: Lock,
+    *,
+    syntax: bool = True,
+    smoke_base: str | None = None,
+    patched: list[tuple[str, str]] | None = None,
+    directory: Path | None = None,
 ) -> str:
-    """The Dockerfile; with `smoke_base` (an image pinned by digest) it also has the `smoke` target."""
-    env = template_environment(template_dir)
+    """The Dockerfile; with `smoke_base` (an image pinned by digest) it also has the `smoke` target, which checks
+    that each `patched` file (path, sha256 after patching) is in the image as prepared."""
+    directory = directory or template_dir()
+    env = template_environment(directory)
     env.globals["fail"] = _fail
     try:
-        return env.get_template("Dockerfile.j2").render(**context(lock, syntax, smoke_base))
+        return env.get_template("Dockerfile.j2").render(**context(lock, syntax, smoke_base, patched))
     except jinja2.TemplateNotFound as exc:
-        raise InputError(f"template not found: {template_dir / str(exc)}") from None
+        raise InputError(f"template not found: {directory / str(exc)}") from None
     except jinja2.UndefinedError as exc:
         raise InputError(f"templates/Dockerfile.j2 uses a value the lock does not provide: {exc}") from None
     except jinja2.TemplateSyntaxError as exc:
@@ -93,3 +116,73 @@ def unified_diff(upstream: str, rendered: str, upstream_name: str, rendered_name
             upstream.splitlines(keepends=True), rendered.splitlines(keepends=True), upstream_name, rendered_name
         )
     )
+
+
+class RenderRecord(BaseModel):
+    """What `render` produced and what it found upstream: the report's only source about the Dockerfile."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    record_version: Literal[1] = 1
+    buildkit_version: str
+    lock_sha256: str
+    nemo_rl_commit: str
+    dockerfile: str  # the file name in the build directory, e.g. "Dockerfile"
+    dockerfile_sha256: str
+    template_sha256: str
+    syntax: bool
+    smoke_base: str | None
+    upstream_path: str = "docker/Dockerfile"
+    upstream_sha256: str
+    diff: str  # the rendered Dockerfile against upstream's, unified
+    drift: list[str]
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+    def matches(self, dockerfile: Path) -> bool:
+        """Whether the file on disk is still the one this record describes."""
+        try:
+            return sha256_file(dockerfile) == self.dockerfile_sha256
+        except OSError:
+            return False
+
+
+def template_sha256(directory: Path | None = None) -> str:
+    """One hash over every template the Dockerfile is made from (name and bytes, in name order)."""
+    directory = directory or template_dir()
+    parts = [f"{p.name}\0{sha256_file(p)}" for p in sorted(directory.glob("*.j2")) if p.name != "report.md.j2"]
+    return sha256_bytes("\n".join(parts).encode())
+
+
+def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_base: str | None = None):
+    """(Dockerfile text, RenderRecord) for a lock and its prepare record: upstream's docker/Dockerfile is read from
+    the prepared tree's git objects at the locked commit (immutable; patches never touch it)."""
+    from buildkit.drift import drift, shape_of
+    from buildkit.gitcmd import GitFailed, run_git
+
+    patched = [(t.path, t.after) for patch in prepared.patches for t in patch.targets]
+    text = render_dockerfile(lock, syntax=syntax, smoke_base=smoke_base, patched=patched)
+    try:
+        upstream = run_git(["show", f"{lock.nemo_rl.commit}:docker/Dockerfile"], cwd=Path(prepared.tree))
+    except GitFailed:
+        raise InputError(
+            f"upstream has no docker/Dockerfile at {lock.nemo_rl.commit}; the template expects one"
+        ) from None
+    dropped = {extra.name for extra in lock.build.drop_extras}
+    findings = drift(
+        shape_of(upstream, "upstream docker/Dockerfile"), shape_of(text, str(dockerfile)), dropped, TEMPLATE_ADDS_ARGS
+    )
+    record = RenderRecord(
+        buildkit_version=__version__,
+        lock_sha256=lock_sha256(lock),
+        nemo_rl_commit=lock.nemo_rl.commit,
+        dockerfile=dockerfile.name,
+        dockerfile_sha256=sha256_bytes(text.encode()),
+        template_sha256=template_sha256(),
+        syntax=syntax,
+        smoke_base=smoke_base,
+        upstream_sha256=sha256_bytes(upstream.encode()),
+        diff=unified_diff(upstream, text, "upstream docker/Dockerfile", "build/Dockerfile"),
+        drift=findings,
+    )
+    return text, record

@@ -1,7 +1,8 @@
 """The provenance report: every fact taken from the lock and the records the earlier stages wrote, nothing typed in.
 
-`facts()` gathers them into one plain dictionary; the JSON report is that dictionary, the markdown report renders
-it with templates/report.md.j2. Neither reads a clock, so the same inputs give the same bytes.
+`gather()` reads them and `facts()` turns them into one plain dictionary; the JSON report is that dictionary, the
+markdown report renders it with templates/report.md.j2. The report is a pure function of those files: it reads no
+source tree, no cache and no clock, so the same inputs give the same bytes on any machine.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import yaml
 from buildkit import __version__
 from buildkit.build import BuildRecord
 from buildkit.errors import InputError
-from buildkit.gitcmd import GitFailed, run_git
+from buildkit.files import read_record, sha256_bytes
 from buildkit.grammar import one_line_text
-from buildkit.lock import Lock, lock_sha256
-from buildkit.patches import sha256_bytes
-from buildkit.render import TEMPLATE_DIR, render_dockerfile, template_environment, unified_diff
+from buildkit.lock import Lock, lock_sha256, read_lock
+from buildkit.pipeline import Paths, latest_build
+from buildkit.render import RenderRecord, template_environment
 from buildkit.source import PrepareRecord
 from buildkit.verify import VerifyRecord
 
@@ -88,14 +89,41 @@ def read_results(path: Path) -> dict[str, Any]:
     return out
 
 
-def _upstream_dockerfile(prepare: PrepareRecord | None, commit: str) -> str | None:
-    """Upstream's docker/Dockerfile at the locked commit, from the prepared tree's git objects (immutable)."""
-    if prepare is None or not Path(prepare.tree, ".git").exists():
-        return None
+def gather(paths: Paths, record_path: Path | None, results_path: Path | None) -> tuple[dict[str, Any], str | None]:
+    """The report's facts from the lock and the records, and the build record it used (None: nothing built).
+
+    The build record is the one given, else the newest of build/record.json and build/smoke-record.json (as
+    `buildkit verify` picks it); the render record is the one beside that build's Dockerfile."""
+    lock = read_lock(paths.lock)
+    prepare = read_record(paths.prepare_record, PrepareRecord)
+    if record_path is not None:
+        record = read_record(record_path, BuildRecord)
+        if record is None:
+            raise InputError(f"{record_path}: no such build record")
+    else:
+        latest = latest_build(paths)
+        record_path, record = latest if latest else (None, None)
+    smoke = bool(record and record.smoke)
+    rendered = read_record(paths.render_record(smoke), RenderRecord) or read_record(
+        paths.render_record(False), RenderRecord
+    )
+    if rendered is not None and rendered.lock_sha256 != lock_sha256(lock):
+        rendered = None  # rendered from another lock
+    verify = read_record(paths.verify_record, VerifyRecord)
+    if verify and (record is None or verify.image != record.image.tag):
+        verify = None  # it checked another image
+    results = read_results(results_path) if results_path else None
+    used = _shown_path(record_path, paths.project_dir) if record_path else None
+    data = facts(lock, prepare, record, verify, results, rendered, paths=paths, record_name=used)
+    return data, used
+
+
+def _shown_path(path: Path, project_dir: Path) -> str:
+    """A path as the report shows it: relative to the project when inside it, so reports compare across machines."""
     try:
-        return run_git(["show", f"{commit}:docker/Dockerfile"], cwd=Path(prepare.tree))
-    except GitFailed:
-        return None
+        return str(path.resolve().relative_to(project_dir.resolve()))
+    except ValueError:
+        return path.name
 
 
 def _declared_diffs(lock: Lock, project_dir: Path | None) -> list[dict[str, Any]]:
@@ -113,13 +141,11 @@ def _declared_diffs(lock: Lock, project_dir: Path | None) -> list[dict[str, Any]
     return out
 
 
-def _planned_command(lock: Lock, prepare: PrepareRecord | None) -> str:
+def _planned_command(lock: Lock, paths: Paths | None) -> str:
     """The buildx command a build of this lock runs (what `buildkit build --dry-run` prints)."""
     from buildkit.build import plan_for_lock, shell_command
 
-    tree = Path(prepare.tree) if prepare else Path("<prepared NeMo-RL tree>")
-    plan = plan_for_lock(lock, Path("build/Dockerfile"), tree, Path("build/metadata.json"))
-    return shell_command(plan)
+    return shell_command(plan_for_lock(lock, paths or Paths.of(Path("pins.yaml"))))
 
 
 def facts(
@@ -128,7 +154,9 @@ def facts(
     record: BuildRecord | None = None,
     verify: VerifyRecord | None = None,
     results: dict[str, Any] | None = None,
-    project_dir: Path | None = None,
+    rendered: RenderRecord | None = None,
+    paths: Paths | None = None,
+    record_name: str | None = None,
 ) -> dict[str, Any]:
     n, v, pr, w, b = lock.nemo_rl, lock.vllm, lock.vllm_pr, lock.wheel, lock.base_image
     github = "https://github.com/"
@@ -154,11 +182,6 @@ def facts(
             "how": f"tag resolved through {b.source}; {b.platform} manifest {b.manifest_digest}",
         },
     ]
-    upstream = _upstream_dockerfile(prepare, n.commit)
-    rendered = render_dockerfile(lock, syntax=True)
-    dockerfile_diff = (
-        unified_diff(upstream, rendered, "upstream docker/Dockerfile", "build/Dockerfile") if upstream else None
-    )
     built = record is not None and record.outcome == "succeeded"
     buildkit_commands = ["buildkit resolve --check", "buildkit build" + (" --smoke" if record and record.smoke else "")]
     patches = [p.file for p in (prepare.patches if prepare else [])] or [p.file for p in lock.patches]
@@ -194,15 +217,21 @@ def facts(
         "wheel": w.model_dump(mode="json"),
         "base_image": b.model_dump(mode="json"),
         "modifications": [p.model_dump(mode="json") for p in prepare.patches] if prepare else [],
-        "declared_patches": _declared_diffs(lock, project_dir),
+        "declared_patches": _declared_diffs(lock, paths.project_dir if paths else None),
         "dropped_extras": [e.model_dump(mode="json") for e in lock.build.drop_extras],
-        "dockerfile_diff": dockerfile_diff,
+        "dockerfile": (
+            rendered.model_dump(mode="json", include={"dockerfile_sha256", "upstream_path", "upstream_sha256", "drift"})
+            if rendered
+            else None
+        ),
+        "dockerfile_diff": rendered.diff if rendered else None,
         "prepare": (
             {k: getattr(prepare, k) for k in ("tree", "prepared_at", "reused", "fetched", "fetched_bytes")}
             | {"submodules": [s.model_dump() for s in prepare.submodules] if prepare.submodules is not None else None}
             if prepare
             else None
         ),
+        "build_record": record_name,
         "build": (
             record.model_dump(mode="json", exclude={"image", "argv"}) | {"argv": record.argv} if record else None
         ),
@@ -211,7 +240,7 @@ def facts(
         "reproduction": {
             "buildkit": buildkit_commands,
             "manual": manual,
-            "buildx": record.command if record else _planned_command(lock, prepare),
+            "buildx": record.command if record else _planned_command(lock, paths),
             "buildx_from_record": record is not None,
         },
         "results": results,
@@ -219,8 +248,8 @@ def facts(
     }
 
 
-def render_markdown(data: dict[str, Any], template_dir: Path = TEMPLATE_DIR) -> str:
-    env = template_environment(template_dir)
+def render_markdown(data: dict[str, Any]) -> str:
+    env = template_environment()
     env.filters["cell"] = lambda value: str(value).replace("|", "\\|").replace("\n", " ")
     env.filters["mib"] = lambda size: f"{size / 2**20:,.1f} MiB" if isinstance(size, int) else "unknown"
     return env.get_template("report.md.j2").render(**data)

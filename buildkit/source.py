@@ -18,8 +18,9 @@ from pydantic import BaseModel, ConfigDict
 from buildkit import __version__
 from buildkit.cache import prepared_tree
 from buildkit.errors import BuildkitError, UpstreamMismatch
+from buildkit.files import utc_now
 from buildkit.gitcmd import has_commit, run_git
-from buildkit.lock import Lock, utc_now
+from buildkit.lock import Lock
 from buildkit.patches import AppliedPatch, apply_patches, sha256_file
 from buildkit.pins import GitUrlRewrite
 
@@ -96,7 +97,7 @@ def prepare(
     started = time.monotonic()
     repo, commit = lock.nemo_rl.repo, lock.nemo_rl.commit
     tree = prepared_tree(cache_dir, commit)
-    marker = tree.with_name(tree.name + ".prepared.json")
+    marker = _marker(tree)
     config = git_config(rewrites, repo)
     fetched: list[str] = []
 
@@ -174,6 +175,15 @@ def prepare(
     )
     marker.write_text(result.to_json())
     return result
+
+
+def _marker(tree: Path) -> Path:
+    return tree.with_name(tree.name + ".prepared.json")
+
+
+def is_prepared(tree: Path, lock: Lock, submodules: bool = True) -> bool:
+    """Whether `prepare` would leave the tree as it is (it is already what this lock asks for)."""
+    return _already_prepared(tree, _marker(tree), lock.nemo_rl.commit, lock.patches, submodules) is not None
 
 
 def _already_prepared(tree: Path, marker: Path, commit: str, patches: list, submodules: bool) -> PrepareRecord | None:

@@ -1,9 +1,11 @@
-"""Terminal output shared by the commands: rich consoles on stdout and stderr, and the one way errors look."""
+"""Terminal output shared by the commands: rich consoles on stdout and stderr, the one way errors look, and the
+printouts more than one command shows (preflight checks, the prepare summary, drift findings)."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from buildkit.errors import BuildkitError
 
@@ -15,3 +17,37 @@ def print_error(error: BuildkitError) -> None:
     err.print(f"[bold red]error:[/] {escape(error.message)}", markup=True, emoji=False)
     if error.hint:
         err.print(f"  [dim]hint:[/] {escape(error.hint)}", markup=True, emoji=False)
+
+
+def print_checks(checks) -> None:
+    table = Table(show_header=True, title="preflight", title_justify="left")
+    for column in ("check", "result", "detail", "what to do"):
+        table.add_column(column, overflow="fold")
+    marks = {True: "[green]ok[/]", False: "[red]FAIL[/]", None: "[yellow]n/a[/]"}
+    for check in checks:
+        table.add_row(escape(check.name), marks[check.ok], escape(check.detail), escape(check.fix))
+    err.print(table)
+
+
+def print_prepare(record, record_path) -> None:
+    if record.fetched:
+        for line in record.fetched:
+            err.print(f"fetched {escape(line)}")
+        err.print(f"  {record.fetched_bytes / 2**20:.1f} MiB of git objects")
+    else:
+        err.print(f"reused the cached tree at {escape(record.tree)} (nothing fetched)")
+    if record.submodules is None:
+        err.print("submodules skipped (--no-submodules)")
+    else:
+        err.print(f"{len(record.submodules)} submodule(s) at the commits the tree records")
+    for patch in record.patches:
+        targets = ", ".join(t.path for t in patch.targets)
+        err.print(f"applied {escape(patch.file)} to {escape(targets)}: {escape(patch.reason)}")
+    err.print(
+        f"[green]prepared[/] {escape(record.tree)} in {record.seconds:.2f}s; record: {escape(str(record_path))}"
+    )
+
+
+def print_drift(findings: list[str]) -> None:
+    for finding in findings:
+        err.print(f"[yellow]drift[/]: {escape(finding)}")

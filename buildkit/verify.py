@@ -11,9 +11,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
-from buildkit.buildx import EngineNotReady
-from buildkit.errors import InputError
-from buildkit.lock import Lock, lock_sha256, utc_now
+from buildkit.errors import EngineNotReady, InputError
+from buildkit.files import utc_now
+from buildkit.lock import Lock, lock_sha256
 from buildkit.source import PrepareRecord
 
 FINGERPRINT = "/opt/nemo_rl_container_fingerprint"
@@ -38,10 +38,6 @@ class VerifyRecord(BaseModel):
     gpus: bool
     checked_at: str
     results: list[CheckResult]
-
-    @property
-    def passed(self) -> bool:
-        return all(r.status != "fail" for r in self.results)
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"

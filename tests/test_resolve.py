@@ -55,9 +55,9 @@ def test_resolve_table_and_rerun_leaves_lock_alone(project):
     root, cli = project
     first = cli("resolve")
     assert first.code == 0, first.output
-    for column in ("pin", "resolved", "check", "source"):
+    for column in ("pin", "resolved to", "from"):
         assert column in first.stdout
-    assert NEMO_RL_SHA in first.stdout and "wrote" in first.stderr
+    assert NEMO_RL_SHA[:12] in first.stdout and "wrote" in first.stderr
     before = (root / "pins.lock").read_bytes()
     second = cli("resolve")
     assert second.code == 0 and "already up to date" in second.stderr
@@ -147,6 +147,21 @@ def test_github_token_is_sent_only_to_github_and_never_shown(project, upstreams)
     for upstream in (upstreams.wheels, upstreams.registry):
         assert not any(token in str(h) for _, _, h in upstream.log)
     assert token not in result.output and token not in (root / "pins.lock").read_text()
+
+
+def test_resolve_table_fits_80_columns(project):
+    """One line per pin on an 80-column terminal: short SHAs and hosts (the lock and --json keep full values)."""
+    root, cli = project
+    result = cli("resolve", env={"COLUMNS": "80"})
+    assert result.code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), result.stdout
+    rows = {line.split()[0]: line for line in lines if line.strip() and line.split()[0] in
+            ("nemo_rl", "vllm.pr", "vllm", "wheel", "base_image")}  # fmt: skip
+    assert set(rows) == {"nemo_rl", "vllm.pr", "vllm", "wheel", "base_image"}, result.stdout
+    assert NEMO_RL_SHA[:12] in rows["nemo_rl"] and "2026-02-05" in rows["nemo_rl"]
+    assert "#24322" in rows["vllm.pr"] and "0.14.0rc2.dev156+g4a5299c93" in rows["wheel"]
+    assert len(lines) <= 10, "no cell wraps onto a second line"
 
 
 def test_table_title_when_check_passes(project):

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from urllib.parse import urlsplit
 
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from buildkit import ui
+from buildkit import pipeline, ui
 from buildkit.errors import CheckFailed, InputError
-from buildkit.lock import Lock, consistency_problems, default_lock_path, differences, read_lock, write_atomic
-from buildkit.patches import PatchFact, patch_facts
-from buildkit.pins import Pins, load_pins
+from buildkit.lock import Lock, PatchFact, consistency_problems, differences, read_lock
+from buildkit.pins import Pins
+from buildkit.pipeline import Paths
 
 
-def run_resolve(pins_path: Path, lock_path: Path | None, *, json_out: bool, check: bool, offline: bool) -> None:
-    pins = load_pins(pins_path)
-    patches = patch_facts(pins, pins_path.parent)
-    lock_path = lock_path or default_lock_path(pins_path)
+def run_resolve(paths: Paths, *, json_out: bool, check: bool, offline: bool) -> None:
+    pins, patches = pipeline.load_pins_and_patches(paths)
+    lock_path = paths.lock
     if offline:
         _offline(pins, patches, lock_path, json_out=json_out, check=check)
         return
@@ -32,10 +32,8 @@ def run_resolve(pins_path: Path, lock_path: Path | None, *, json_out: bool, chec
         if problems:
             raise CheckFailed(_bullets(f"{lock_path} is stale:", problems), hint="run `buildkit resolve`")
 
-    from buildkit.resolve import Resolver
-
     with ui.err.status("resolving pins (GitHub, wheel index, registry)...", spinner="dots"):
-        fresh = Resolver(pins, patches=patches).resolve()
+        fresh = pipeline.resolve(paths, pins, patches)
 
     if check:
         assert old is not None
@@ -49,11 +47,11 @@ def run_resolve(pins_path: Path, lock_path: Path | None, *, json_out: bool, chec
         ui.err.print(f"[green]ok[/]: {escape(str(lock_path))} is current and upstream agrees")
         return
 
-    if old is not None and _same_facts(old, fresh):
+    if old is not None and not differences(old, fresh, every_fact=True):
         ui.err.print(f"[green]ok[/]: {escape(str(lock_path))} is already up to date (left as it was)")
         _emit(old, json_out, title=str(lock_path))
         return
-    write_atomic(lock_path, fresh.to_json())
+    pipeline.write_lock(paths, fresh)
     _emit(fresh, json_out, title=str(lock_path))
     ui.err.print(f"[green]wrote[/] {escape(str(lock_path))}")
 
@@ -96,59 +94,40 @@ def _emit(lock: Lock, json_out: bool, title: str) -> None:
 
 
 def lock_table(lock: Lock, title: str) -> Table:
-    table = Table(title=escape(title), title_justify="left", show_lines=False)
-    for column in ("pin", "resolved", "check", "source"):
-        table.add_column(column, overflow="fold")
+    """One line per pin that fits an 80-column terminal: short SHAs and hosts; the lock and --json have it all."""
+    table = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("pin", no_wrap=True, min_width=10)
+    table.add_column("resolved to", overflow="ellipsis", no_wrap=True)
+    table.add_column("from", overflow="ellipsis", no_wrap=True, max_width=16)
     n, v, pr, w, b = lock.nemo_rl, lock.vllm, lock.vllm_pr, lock.wheel, lock.base_image
-    rows = [
-        ("nemo_rl", f"{n.ref} -> {n.commit}\n{n.date} {n.subject}", "commit exists", n.source),
-    ]
+    rows = [("nemo_rl", f"{_short_ref(n.ref)} -> {n.commit[:12]} ({n.date[:10]})", _commit_source(n))]
     if pr:
-        rows.append(
-            (
-                f"vllm.pr #{pr.number}",
-                f"{pr.title}\nmerged {pr.merged_at} as {pr.merge_commit}",
-                "merged; = vllm commit",
-                pr.source,
-            )
-        )
+        rows.append(("vllm.pr", f"#{pr.number} merged {pr.merged_at[:10]} as {pr.merge_commit[:12]}", "GitHub API"))
     rows += [
-        ("vllm", f"{v.ref} -> {v.commit}\n{v.date} {v.subject}", "commit exists", v.source),
-        (
-            f"wheel ({w.arch}, {w.variant})",
-            f"{w.url}\n{_size(w.size)}",
-            f"{w.verified_by} ok; version {w.version} names g{v.commit[:9]}",
-            w.listed_in,
-        ),
-        (
-            "base_image",
-            f"{b.ref}\n{b.pinned}",
-            f"{b.platform} manifest {b.manifest_digest}",
-            b.source,
-        ),
+        ("vllm", f"{_short_ref(v.ref)} -> {v.commit[:12]} ({v.date[:10]})", _commit_source(v)),
+        ("wheel", f"{w.version} ({w.arch}, {_size(w.size)})", _host(w.index)),
+        ("base_image", f"{b.tag or b.repository} @ {b.manifest_digest.removeprefix('sha256:')[:12]}", b.registry),
     ]
     for row in rows:
         table.add_row(*(escape(cell) for cell in row))
     return table
 
 
+def _short_ref(ref: str) -> str:
+    return ref[:12] if len(ref) == 40 and all(c in "0123456789abcdef" for c in ref) else ref
+
+
+def _commit_source(fact) -> str:
+    return "GitHub API" if fact.source.startswith("GitHub API") else f"git {_host(fact.repo) or 'file'}"
+
+
+def _host(url: str) -> str:
+    return urlsplit(url).hostname or ""
+
+
 def _size(size: int | None) -> str:
-    if size is None:
-        return "size unknown"
-    return f"{size:,} bytes ({size / 2**20:.1f} MiB)"
+    return "size unknown" if size is None else f"{size / 2**20:.1f} MiB"
 
 
 def _bullets(head: str, lines: list[str]) -> str:
     return head + "".join(f"\n  - {line}" for line in lines)
-
-
-def _same_facts(a: Lock, b: Lock) -> bool:
-    return _without_times(a.model_dump(mode="json")) == _without_times(b.model_dump(mode="json"))
-
-
-def _without_times(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _without_times(v) for k, v in value.items() if k != "resolved_at"}
-    if isinstance(value, list):
-        return [_without_times(v) for v in value]
-    return value

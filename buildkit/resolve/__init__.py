@@ -19,10 +19,10 @@ from typing import TypeVar
 from buildkit import __version__
 from buildkit.cache import default_cache_dir
 from buildkit.errors import UpstreamMismatch
+from buildkit.files import utc_now
 from buildkit.grammar import FULL_SHA_RE
 from buildkit.http import Http
-from buildkit.lock import CommitFact, Lock, PullRequestFact, utc_now
-from buildkit.patches import PatchFact
+from buildkit.lock import CommitFact, Lock, PatchFact, PullRequestFact
 from buildkit.pins import Pins
 from buildkit.resolve.git import GitResolver
 from buildkit.resolve.github import GitHub

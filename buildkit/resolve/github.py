@@ -10,8 +10,9 @@ from urllib.parse import urlsplit
 import requests
 
 from buildkit.errors import InputError, UpstreamMismatch, UpstreamUnreachable
+from buildkit.files import utc_now
 from buildkit.http import Http
-from buildkit.lock import CommitFact, PullRequestFact, utc_now
+from buildkit.lock import CommitFact, PullRequestFact
 
 TOKEN_ENV = "GITHUB_TOKEN"
 

@@ -17,9 +17,10 @@ from typing import Any
 import requests
 
 from buildkit.errors import UpstreamMismatch, UpstreamUnreachable
+from buildkit.files import utc_now
 from buildkit.grammar import IMAGE_REF_RE, is_loopback_host
 from buildkit.http import Http
-from buildkit.lock import ImageFact, utc_now
+from buildkit.lock import ImageFact
 
 INDEX_TYPES = (
     "application/vnd.oci.image.index.v1+json",

@@ -17,9 +17,10 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from buildkit.errors import UpstreamMismatch, UpstreamUnreachable
+from buildkit.files import utc_now
 from buildkit.grammar import https_url
 from buildkit.http import Http
-from buildkit.lock import WheelFact, utc_now
+from buildkit.lock import WheelFact
 
 _CONTENT_RANGE_RE = re.compile(r"bytes \d+-\d+/(\d+)")
 _GIT_HASH_RE = re.compile(r"^g[0-9a-f]{7,40}$")

@@ -1,0 +1,110 @@
+"""Small helpers every stage uses: UTC timestamps, sha256, atomic writes, and reading the records stages write.
+
+Writes are atomic (a temp file in the same directory, fsync, rename), so a failed or killed run leaves the old
+file or the new one, never a mix. A temp file orphaned by a kill in the write window names its process; the next
+write to the same file removes it once that process is gone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from buildkit.errors import InputError
+
+M = TypeVar("M", bound=BaseModel)
+_TEMP_RE = re.compile(r"\.(?P<name>.+)\.(?P<pid>[0-9]+)\.[A-Za-z0-9_]+\.tmp")
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write text to path so that readers see the old file or the new one, never a mix."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_orphans(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}", hint=_write_hint(exc)) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}", hint=_write_hint(exc)) from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_hint(exc: OSError) -> str:
+    import errno
+
+    return {
+        errno.ENOSPC: "the disk is full: free some space",
+        errno.EROFS: "the file system is read-only: choose another directory",
+        errno.EACCES: "no permission: choose a directory you can write",
+        errno.EISDIR: "that path is a directory: give a file path",
+    }.get(exc.errno or 0, "check the path and its directory")
+
+
+def _remove_orphans(path: Path) -> None:
+    """Temp files a killed run left beside `path` (their process is gone)."""
+    for candidate in path.parent.glob(f".{path.name}.*.tmp"):
+        m = _TEMP_RE.fullmatch(candidate.name)
+        if m and m.group("name") == path.name and not _alive(int(m.group("pid"))):
+            candidate.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_record(path: Path, model: type[M]) -> M | None:
+    """A record an earlier stage wrote, or None when that stage has not run; a broken one is bad input."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the record: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise InputError(
+            f"{path}: not a valid record: {where}: {first['msg']}", hint="delete it and rerun the stage that writes it"
+        ) from None

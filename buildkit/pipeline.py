@@ -1,0 +1,291 @@
+"""The pipeline, in order, and the artifact each stage reads and writes:
+
+    resolve   pins.yaml + patch files + upstream  -> pins.lock
+    prepare   pins.lock                            -> NeMo-RL tree in the cache + build/prepare.json
+    render    pins.lock + build/prepare.json       -> build/Dockerfile + build/render.json
+    build     Dockerfile + prepared tree           -> image + build/record.json (+ logs/, metadata.json)
+    verify    image + pins.lock + prepare.json     -> build/verify.json
+    report    pins.lock + the records              -> report.md / report.json
+
+Commands ask this module for their inputs (`load_inputs`), for what is missing or stale (`status`), and run the
+stages through it; every artifact is written atomically. Smoke builds keep their Dockerfile, render record and
+metadata in build/smoke/ and their record in build/smoke-record.json, so a smoke build never overwrites a real one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from buildkit.cache import default_cache_dir, prepared_tree
+from buildkit.errors import CheckFailed, InputError
+
+# The CLI imports this module for its --help (STAGES); everything heavier is imported where it is used.
+if TYPE_CHECKING:
+    from buildkit.build import BuildRecord
+    from buildkit.lock import Lock, PatchFact
+    from buildkit.pins import Pins
+    from buildkit.render import RenderRecord
+    from buildkit.source import PrepareRecord
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    reads: str
+    writes: str
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("resolve", "pins.yaml, patches, upstream", "pins.lock"),
+    Stage("prepare", "pins.lock", "NeMo-RL tree (cache), build/prepare.json"),
+    Stage("render", "pins.lock, prepare.json", "build/Dockerfile, build/render.json"),
+    Stage("build", "Dockerfile, prepared tree", "image, build/record.json, build/logs/"),
+    Stage("verify", "image, pins.lock, prepare.json", "build/verify.json"),
+    Stage("report", "pins.lock, the records", "the report (markdown or JSON)"),
+)
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where every artifact lives; the defaults are computed here and nowhere else."""
+
+    pins: Path
+    lock: Path
+    build_dir: Path
+    cache_dir: Path
+
+    @classmethod
+    def of(
+        cls, pins: Path, lock: Path | None = None, build_dir: Path | None = None, cache_dir: Path | None = None
+    ) -> Paths:
+        return cls(
+            pins=pins,
+            lock=lock or pins.with_name("pins.lock"),
+            build_dir=build_dir or pins.parent / "build",
+            cache_dir=cache_dir or default_cache_dir(),
+        )
+
+    @property
+    def project_dir(self) -> Path:
+        return self.pins.parent
+
+    @property
+    def prepare_record(self) -> Path:
+        return self.build_dir / "prepare.json"
+
+    @property
+    def verify_record(self) -> Path:
+        return self.build_dir / "verify.json"
+
+    @property
+    def logs(self) -> Path:
+        return self.build_dir / "logs"
+
+    def out_dir(self, smoke: bool) -> Path:
+        return self.build_dir / "smoke" if smoke else self.build_dir
+
+    def dockerfile(self, smoke: bool) -> Path:
+        return self.out_dir(smoke) / "Dockerfile"
+
+    def render_record(self, smoke: bool) -> Path:
+        return self.out_dir(smoke) / "render.json"
+
+    def metadata(self, smoke: bool) -> Path:
+        return self.out_dir(smoke) / "metadata.json"
+
+    def build_record(self, smoke: bool) -> Path:
+        return self.build_dir / ("smoke-record.json" if smoke else "record.json")
+
+    def tree(self, commit: str) -> Path:
+        return prepared_tree(self.cache_dir, commit)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What every stage after resolve starts from: the pins, the declared patches and a lock that agrees."""
+
+    paths: Paths
+    pins: Pins
+    patches: list[PatchFact]
+    lock: Lock
+
+    @property
+    def lock_sha256(self) -> str:
+        from buildkit.lock import lock_sha256
+
+        return lock_sha256(self.lock)
+
+
+def load_pins_and_patches(paths: Paths) -> tuple[Pins, list[PatchFact]]:
+    from buildkit.patches import patch_facts
+    from buildkit.pins import load_pins
+
+    pins = load_pins(paths.pins)
+    return pins, patch_facts(pins, paths.project_dir)
+
+
+def lock_state(paths: Paths, pins: Pins, patches: list[PatchFact]) -> tuple[Lock | None, list[str]]:
+    """The lock and what makes it unusable for these pins: (None, [why]) when there is none."""
+    from buildkit.lock import consistency_problems, read_lock
+
+    if not paths.lock.exists():
+        return None, [f"no lock at {paths.lock}"]
+    lock = read_lock(paths.lock)
+    return lock, consistency_problems(pins, lock, patches)
+
+
+def load_inputs(paths: Paths) -> Inputs:
+    """Pins and a lock that agree with them: later stages trust only a lock that is current."""
+    from buildkit.lock import read_lock
+
+    pins, patches = load_pins_and_patches(paths)
+    read_lock(paths.lock)  # a missing or unreadable lock says so plainly before any consistency check
+    lock, problems = lock_state(paths, pins, patches)
+    if problems:
+        raise CheckFailed(
+            f"{paths.lock} does not match the pins:" + "".join(f"\n  - {p}" for p in problems),
+            hint="run `buildkit resolve`",
+        )
+    assert lock is not None
+    return Inputs(paths, pins, patches, lock)
+
+
+def resolve(paths: Paths, pins: Pins, patches: list[PatchFact]) -> Lock:
+    """Every pin turned into a verified fact (network); the caller decides whether to write it."""
+    from buildkit.resolve import Resolver
+
+    return Resolver(pins, cache_dir=paths.cache_dir, patches=patches).resolve()
+
+
+def write_lock(paths: Paths, lock: Lock) -> None:
+    from buildkit.files import write_atomic
+
+    write_atomic(paths.lock, lock.to_json())
+
+
+def ensure_lock(paths: Paths) -> tuple[Inputs, bool]:
+    """A current lock, resolving and writing one when it is missing or stale; (inputs, whether it was written)."""
+    pins, patches = load_pins_and_patches(paths)
+    lock, problems = lock_state(paths, pins, patches)
+    if lock is not None and not problems:
+        return Inputs(paths, pins, patches, lock), False
+    fresh = resolve(paths, pins, patches)
+    write_lock(paths, fresh)
+    return Inputs(paths, pins, patches, fresh), True
+
+
+@dataclass(frozen=True)
+class StageStatus:
+    stage: str
+    current: bool
+    detail: str
+
+
+def status(paths: Paths, smoke: bool = False, submodules: bool = True) -> list[StageStatus]:
+    """What `build` would have to (re)do before running buildx, each stage with the reason; reads only files."""
+    from buildkit.files import read_record
+    from buildkit.lock import lock_sha256
+    from buildkit.render import RenderRecord
+    from buildkit.source import is_prepared
+
+    pins, patches = load_pins_and_patches(paths)
+    lock, problems = lock_state(paths, pins, patches)
+    if lock is None or problems:
+        what = f"{paths.lock} is stale ({problems[0]})" if lock is not None else problems[0]
+        return [
+            StageStatus("resolve", False, f"{what}: resolve the pins and write the lock"),
+            StageStatus("prepare", False, "after resolve"),
+            StageStatus("render", False, "after resolve"),
+        ]
+    out = [StageStatus("resolve", True, f"{paths.lock} is current")]
+    tree = paths.tree(lock.nemo_rl.commit)
+    if is_prepared(tree, lock, submodules):
+        out.append(StageStatus("prepare", True, f"{tree} is prepared for this lock"))
+    else:
+        out.append(StageStatus("prepare", False, f"fetch NeMo-RL {lock.nemo_rl.commit} into {tree}, reset, patch"))
+    rendered = read_record(paths.render_record(smoke), RenderRecord)
+    dockerfile = paths.dockerfile(smoke)
+    if rendered is not None and rendered.lock_sha256 == lock_sha256(lock) and rendered.matches(dockerfile):
+        out.append(StageStatus("render", True, f"{dockerfile} was rendered from this lock"))
+    else:
+        out.append(StageStatus("render", False, f"render {dockerfile}"))
+    return out
+
+
+def prepare(inputs: Inputs, submodules: bool = True) -> PrepareRecord:
+    """NeMo-RL at the locked commit with the declared patches; writes build/prepare.json."""
+    from buildkit.files import write_atomic
+    from buildkit.source import prepare as prepare_tree
+
+    record = prepare_tree(
+        inputs.lock,
+        inputs.lock_sha256,
+        inputs.paths.project_dir,
+        inputs.paths.cache_dir,
+        inputs.pins.git_url_rewrites,
+        submodules=submodules,
+    )
+    write_atomic(inputs.paths.prepare_record, record.to_json())
+    return record
+
+
+def render(
+    inputs: Inputs,
+    prepared: PrepareRecord,
+    *,
+    syntax: bool,
+    smoke_base: str | None = None,
+    output: Path | None = None,
+    refuse_drift: bool = False,
+) -> tuple[str, RenderRecord]:
+    """The Dockerfile and its record (upstream's Dockerfile hash, the diff, the drift), both written atomically.
+    With refuse_drift, drift findings stop the stage before anything is written."""
+    from buildkit.files import write_atomic
+    from buildkit.render import render_stage
+
+    smoke = smoke_base is not None
+    dockerfile = output or inputs.paths.dockerfile(smoke)
+    text, record = render_stage(inputs.lock, prepared, dockerfile, syntax=syntax, smoke_base=smoke_base)
+    if refuse_drift and record.drift:
+        raise CheckFailed(
+            f"upstream docker/Dockerfile at {record.nemo_rl_commit[:12]} has drifted from the template "
+            f"({len(record.drift)} difference(s)):" + "".join(f"\n  - {finding}" for finding in record.drift),
+            hint="update templates/Dockerfile.j2 for the new upstream, or drop --strict to render anyway",
+        )
+    write_atomic(dockerfile, text)
+    write_atomic(dockerfile.with_name("render.json"), record.to_json())
+    return text, record
+
+
+def pin_smoke_base(ref: str, platform: str) -> str:
+    """The smoke build's stand-in base image, pinned by digest like the real one."""
+    from buildkit.grammar import image_ref
+    from buildkit.http import Http
+    from buildkit.resolve.registry import Registry
+
+    try:
+        image_ref(ref)
+    except ValueError as exc:
+        raise InputError(f"--smoke-base: {exc}") from None
+    return Registry(Http()).resolve(ref, platform).pinned
+
+
+def latest_build(paths: Paths) -> tuple[Path, BuildRecord] | None:
+    """The newest build record, real or smoke (by end time), with its path; None when nothing was built.
+
+    verify and report both pick the record this way, so they speak of the same build."""
+    from buildkit.build import BuildRecord
+    from buildkit.files import read_record
+
+    found = []
+    for smoke in (False, True):
+        path = paths.build_record(smoke)
+        record = read_record(path, BuildRecord)
+        if record is not None:
+            found.append((record.ended, path, record))
+    if not found:
+        return None
+    _, path, record = max(found, key=lambda item: item[0])
+    return path, record
