@@ -51,10 +51,38 @@ class Engine:
         root = self.info().get("DockerRootDir") or "/var/lib/docker"
         return root, shutil.disk_usage(root).free if os.path.exists(root) else -1
 
-    def image(self, ref: str) -> ImageInfo | None:
+    def image_attrs(self, ref: str) -> dict[str, Any] | None:
+        """`docker image inspect`, or None when the engine has no such image."""
         try:
-            attrs = self.client.images.get(ref).attrs
+            return self.client.images.get(ref).attrs
         except self._errors:
+            return None
+
+    def run_check(self, image: str, command: list[str], gpus: bool = False) -> tuple[int, str]:
+        """Run a command in a throwaway container with no network: its exit code and combined output. A container
+        that cannot start (the executable is missing) is exit 127 with the engine's reason."""
+        from docker.errors import APIError
+        from docker.types import DeviceRequest
+
+        kwargs = {"device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])]} if gpus else {}
+        container = self.client.containers.create(image, command=command, entrypoint=[], network_disabled=True,
+                                                  **kwargs)  # fmt: skip
+        try:
+            try:
+                container.start()
+            except APIError as exc:
+                if gpus:
+                    raise  # the engine cannot give the container a GPU: the caller says so
+                return 127, str(exc.explanation or exc)
+            code = container.wait(timeout=300).get("StatusCode", 1)
+            output = container.logs(stdout=True, stderr=True).decode("utf-8", errors="replace")
+        finally:
+            container.remove(force=True)
+        return code, output.strip()
+
+    def image(self, ref: str) -> ImageInfo | None:
+        attrs = self.image_attrs(ref)
+        if attrs is None:
             return None
         return ImageInfo(
             id=attrs.get("Id", ""),

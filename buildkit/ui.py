@@ -43,9 +43,7 @@ def print_prepare(record, record_path) -> None:
     for patch in record.patches:
         targets = ", ".join(t.path for t in patch.targets)
         err.print(f"applied {escape(patch.file)} to {escape(targets)}: {escape(patch.reason)}")
-    err.print(
-        f"[green]prepared[/] {escape(record.tree)} in {record.seconds:.2f}s; record: {escape(str(record_path))}"
-    )
+    err.print(f"[green]prepared[/] {escape(record.tree)} in {record.seconds:.2f}s; record: {escape(str(record_path))}")
 
 
 def print_drift(findings: list[str]) -> None:

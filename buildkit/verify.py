@@ -17,7 +17,47 @@ from buildkit.lock import Lock, lock_sha256
 from buildkit.source import PrepareRecord
 
 FINGERPRINT = "/opt/nemo_rl_container_fingerprint"
-SCRIPT = "/opt/nemo-rl/tools/build-custom-vllm.sh"
+WORKDIR = "/opt/nemo-rl"  # where the Dockerfile copies the prepared tree
+GPU_PROBE = (
+    "import torch; print(torch.cuda.is_available()); "
+    "print(torch.cuda.get_device_capability() if torch.cuda.is_available() else ''); "
+    "print(' '.join(torch.cuda.get_arch_list()))"
+)
+
+
+def wanted_archs(cuda_arch_list: str) -> list[tuple[str, tuple[int, int]]]:
+    """TORCH_CUDA_ARCH_LIST entries as (kernel name, compute capability): '9.0' -> ('sm_90', (9, 0)),
+    '9.0a' -> ('sm_90a', (9, 0)), '10.0+PTX' -> ('sm_100', (10, 0))."""
+    out = []
+    for entry in cuda_arch_list.replace(";", " ").split():
+        number = entry.removesuffix("+PTX")
+        suffix = number[-1] if number[-1] in "af" else ""
+        major, minor = number.rstrip("af").split(".")
+        out.append((f"sm_{major}{minor}{suffix}", (int(major), int(minor))))
+    return out
+
+
+def gpu_check_name(cuda_arch_list: str) -> str:
+    return f"a GPU of compute capability {' or '.join(cuda_arch_list.replace(';', ' ').split())}, and its kernels"
+
+
+def judge_gpu(cuda_arch_list: str, code: int, output: str) -> tuple[bool, str]:
+    """The GPU check on GPU_PROBE's output: a GPU whose capability the lock lists, and every listed sm_ kernel in
+    torch's arch list."""
+    lines = output.splitlines()
+    if code != 0 or len(lines) < 3 or lines[0] != "True":
+        return False, " | ".join(lines[-3:]) or "no output"
+    wanted = wanted_archs(cuda_arch_list)
+    found_arches = set(lines[2].split())
+    capability = lines[1].strip()
+    ok_gpu = capability in {f"({major}, {minor})" for _, (major, minor) in wanted}
+    missing = [name for name, _ in wanted if name not in found_arches]
+    reason = f"GPU capability {capability}; torch arch list {lines[2]}"
+    if not ok_gpu:
+        reason += f"; the lock builds for {cuda_arch_list}"
+    if missing:
+        reason += f"; missing {' '.join(missing)}"
+    return ok_gpu and not missing, reason
 
 
 class CheckResult(BaseModel):
@@ -44,45 +84,27 @@ class VerifyRecord(BaseModel):
 
 
 class _Runner:
-    def __init__(self, client, image: str, gpus: bool = False):
-        self.client, self.image, self.gpus = client, image, gpus
+    def __init__(self, engine, image: str, gpus: bool = False):
+        self.engine, self.image, self.gpus = engine, image, gpus
 
     def run(self, *command: str) -> tuple[int, str]:
-        """Run a command in a throwaway container (no network); its exit code and combined output."""
-        from docker.errors import APIError
-        from docker.types import DeviceRequest
-
-        kwargs = {"device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])]} if self.gpus else {}
-        container = self.client.containers.create(
-            self.image, command=list(command), entrypoint=[], network_disabled=True, **kwargs
-        )
-        try:
-            try:
-                container.start()
-            except APIError as exc:  # e.g. the executable is not in the image: the check fails, it says why
-                return 127, str(exc.explanation or exc)
-            code = container.wait(timeout=300).get("StatusCode", 1)
-            output = container.logs(stdout=True, stderr=True).decode("utf-8", errors="replace")
-        finally:
-            container.remove(force=True)
-        return code, output.strip()
+        return self.engine.run_check(self.image, list(command), gpus=self.gpus)
 
 
 def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bool, engine=None) -> VerifyRecord:
-    from docker.errors import APIError, ImageNotFound
+    from docker.errors import APIError
 
     from buildkit.engine import Engine
 
     engine = engine or Engine()
-    try:
-        attrs = engine.client.images.get(image).attrs
-    except ImageNotFound:
-        raise InputError(f"no image {image!r} in the engine", hint="build it first (`buildkit build`)") from None
+    attrs = engine.image_attrs(image)
+    if attrs is None:
+        raise InputError(f"no image {image!r} in the engine", hint="build it first (`buildkit build`)")
     config = attrs.get("Config") or {}
     labels = config.get("Labels") or {}
     env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
     smoke = labels.get("buildkit.smoke") == "true"  # set by the smoke target, inherited by images built on it
-    runner = _Runner(engine.client, image)
+    runner = _Runner(engine, image)
     results: list[CheckResult] = []
 
     def add(name: str, ok: bool | None, reason: str) -> None:
@@ -121,35 +143,25 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
             "container fingerprint exists", code == 0, f"{FINGERPRINT}: {out[:80] if code == 0 else 'missing or empty'}"
         )
 
-        if prepare is None or not prepare.patches:
-            add("patched build-custom-vllm.sh is the recorded one", None, "no prepare record with a patch to compare")
-        else:
-            want = next(
-                (t.after for p in prepare.patches for t in p.targets if t.path == "tools/build-custom-vllm.sh"), None
-            )
-            code, out = runner.run("sha256sum", SCRIPT)
+        targets = [t for patch in prepare.patches for t in patch.targets] if prepare else []
+        if not targets:
+            add("patched files are the recorded ones", None, "no prepare record with a patched file to compare")
+        for target in targets:
+            code, out = runner.run("sha256sum", f"{WORKDIR}/{target.path}")
             have = out.split()[0] if code == 0 and out else "?"
-            add("patched build-custom-vllm.sh is the recorded one", want is not None and have == want,
-                f"sha256 {have[:16]}..., recorded {str(want)[:16]}...")  # fmt: skip
+            add(f"patched {target.path} is the recorded one", have == target.after,
+                f"sha256 {have[:16]}..., recorded {target.after[:16]}...")  # fmt: skip
 
+        gpu_name = gpu_check_name(lock.build.cuda_arch_list)
         if gpus:
-            gpu = _Runner(engine.client, image, gpus=True)
-            probe = ("import torch; print(torch.cuda.is_available()); "
-                     "print(torch.cuda.get_device_capability() if torch.cuda.is_available() else ''); "
-                     "print(' '.join(torch.cuda.get_arch_list()))")  # fmt: skip
+            gpu = _Runner(engine, image, gpus=True)
             try:
-                code, out = gpu.run("python", "-c", probe)
+                code, out = gpu.run("python", "-c", GPU_PROBE)
             except APIError as exc:  # no GPU runtime in this engine: the check fails, and says why
                 code, out = 1, f"the engine cannot give the container a GPU: {exc.explanation or exc}"
-            lines = out.splitlines()
-            ok = code == 0 and len(lines) >= 3 and lines[0] == "True" and lines[1] == "(9, 0)" and "sm_90" in lines[2]
-            add(
-                "a GPU of compute capability 9.0, and sm_90 in torch's arch list",
-                ok,
-                " | ".join(lines[-3:]) or "no output",
-            )
+            add(gpu_name, *judge_gpu(lock.build.cuda_arch_list, code, out))
         else:
-            add("a GPU of compute capability 9.0, and sm_90 in torch's arch list", None, "not asked (--gpus)")
+            add(gpu_name, None, "not asked (--gpus)")
     except APIError as exc:
         raise EngineNotReady(f"the engine refused to run a check container: {exc.explanation or exc}") from None
 

@@ -128,6 +128,8 @@ if ! docker buildx inspect "$BUILDER" >/dev/null 2>&1; then
   docker buildx create --name "$BUILDER" --driver remote "unix://$SOCKET" >/dev/null
 fi
 docker buildx inspect "$BUILDER" --bootstrap >/dev/null
+# Leave it selected, so `buildkit build` and `buildkit doctor` use it without --builder.
+docker buildx use "$BUILDER"
 
 # 7. The stand-in base image: busybox on scratch, built by this BuildKit and pushed to the loopback registry.
 if ! curl -fsS "http://$REGISTRY/v2/buildkit/stand-in-base/manifests/1" \
@@ -146,4 +148,4 @@ EOF
   rm -rf "$ctx"
 fi
 
-say "up: docker $(docker version --format '{{.Server.Version}}'), buildkitd $("$ENGINE_DIR/bin/buildkitd" --version | awk '{print $3}'), buildx $("$ENGINE_DIR/bin/buildx" version | awk '{print $2}'), builder $BUILDER, registry $REGISTRY, stand-in $STAND_IN"
+say "up: docker $(docker version --format '{{.Server.Version}}'), buildkitd $("$ENGINE_DIR/bin/buildkitd" --version | awk '{print $3}'), buildx $("$ENGINE_DIR/bin/buildx" version | awk '{print $2}'), builder $BUILDER (selected), registry $REGISTRY, stand-in $STAND_IN"

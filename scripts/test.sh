@@ -1,18 +1,33 @@
 #!/usr/bin/env bash
 # The test command: install buildkit with its test extras into .venv, bring up the build engine
 # (scripts/engine-up.sh: Docker, a loopback registry, BuildKit and buildx built from their Go modules),
-# run the tests, and take the engine down again. Extra arguments go to pytest.
+# run the tests hermetically, and take the engine down again. Extra arguments go to pytest.
+#
+# Hermetic: pytest runs with fresh, empty HOME, XDG_CACHE_HOME, BUILDKIT_CACHE_DIR and TMPDIR, so nothing an
+# earlier run (or this machine) left behind can make the suite pass. Only Docker's client configuration, where
+# engine-up registered the builder, is kept (DOCKER_CONFIG).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python3 -m venv .venv
 .venv/bin/pip install -q -e '.[test]'
 
+fresh=$(mktemp -d "${TMPDIR:-/tmp}/buildkit-test.XXXXXX")
+cleanup() {
+  if [ -n "${engine_up:-}" ]; then bash scripts/engine-down.sh; fi
+  rm -rf "$fresh"
+}
+trap cleanup EXIT
+
 if [ "$(id -u)" = 0 ]; then
   bash scripts/engine-up.sh
-  trap 'bash scripts/engine-down.sh' EXIT
+  engine_up=1
   export BUILDKIT_ENGINE=required
 else
   echo "test: not root, so no build engine; the tests that need one are skipped here (CI runs them)" >&2
 fi
-.venv/bin/python -m pytest -q "$@"
+
+export DOCKER_CONFIG=${DOCKER_CONFIG:-$HOME/.docker}
+mkdir -p "$fresh/home" "$fresh/cache" "$fresh/buildkit-cache" "$fresh/tmp"
+HOME=$fresh/home XDG_CACHE_HOME=$fresh/cache BUILDKIT_CACHE_DIR=$fresh/buildkit-cache TMPDIR=$fresh/tmp \
+  .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
