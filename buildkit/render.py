@@ -21,10 +21,11 @@ from buildkit.errors import InputError
 from buildkit.files import sha256_bytes, sha256_file
 from buildkit.lock import Lock, lock_sha256
 
-# ARGs the template adds on purpose (later upstream has them too), so the drift check does not flag them.
+# ARGs the template adds on purpose (later upstream has them too), and its own stages: not drift.
 TEMPLATE_ADDS_ARGS = frozenset(
     {"BUILD_CUSTOM_VLLM_URL", "BUILD_CUSTOM_VLLM_REF", "BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION"}
 )
+TEMPLATE_ADDS_STAGES = frozenset({"smoke"})
 
 
 def _fail(message: str) -> NoReturn:
@@ -169,9 +170,9 @@ def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_
             f"upstream has no docker/Dockerfile at {lock.nemo_rl.commit}; the template expects one"
         ) from None
     dropped = {extra.name for extra in lock.build.drop_extras}
-    findings = drift(
-        shape_of(upstream, "upstream docker/Dockerfile"), shape_of(text, str(dockerfile)), dropped, TEMPLATE_ADDS_ARGS
-    )
+    ours = shape_of(text, str(dockerfile))
+    ours.stages = [stage for stage in ours.stages if stage not in TEMPLATE_ADDS_STAGES]
+    findings = drift(shape_of(upstream, "upstream docker/Dockerfile"), ours, dropped, TEMPLATE_ADDS_ARGS)
     record = RenderRecord(
         buildkit_version=__version__,
         lock_sha256=lock_sha256(lock),

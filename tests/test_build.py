@@ -74,13 +74,19 @@ def docker_inspect(ref: str) -> dict:
 def test_smoke_build_on_the_real_engine(project, remote, engine):  # noqa: F811
     root, cli = smoke_project(project, remote)
     lock = json.loads((root / "pins.lock").read_text())
-    result = cli("build", "--smoke", "--builder", engine, "--progress", "plain", "--no-syntax", timeout=600)
+    # As a new user runs it after scripts/engine-up.sh: no --builder (the engine's builder is selected) and no
+    # --no-syntax (a smoke build needs no internet, so no `# syntax=` frontend image from Docker Hub).
+    result = cli("build", "--smoke", "--progress", "plain", timeout=600)
     assert result.code == 0, result.output
     assert "=> [smoke" in result.stderr and "DONE" in result.stderr
+    assert "syntax=" not in (root / "build" / "smoke" / "Dockerfile").read_text()
+    rendered = json.loads((root / "build" / "smoke" / "render.json").read_text())
+    assert rendered["smoke_base"].startswith(STAND_IN_BASE.rsplit(":", 1)[0] + "@sha256:") and not rendered["syntax"]
 
     record = json.loads((root / "build" / "smoke-record.json").read_text())
     assert record["outcome"] == "succeeded" and record["exit_code"] == 0 and record["smoke"]
-    assert record["driver"] == "remote" and record["buildkit_daemon_version"] == "v0.34.2"
+    assert record["builder"] == engine and record["driver"] == "remote"
+    assert record["buildkit_daemon_version"] == "v0.34.2"
     assert record["buildx_version"] == "v0.38.2" and record["metadata_provenance"]
     assert record["provenance"].startswith("not attached: --load into Docker's classic image store")
     assert record["argv"][:3] == ["docker", "buildx", "build"] and "--target" in record["argv"]
@@ -121,14 +127,10 @@ def test_smoke_build_on_the_real_engine(project, remote, engine):  # noqa: F811
 
 
 def test_failing_smoke_build_records_the_failure(project, remote, engine):  # noqa: F811
-    root, cli = project
-    # Without the patch the smoke step's check of the patched script fails inside the build.
-    text = (root / "pins.yaml").read_text()
-    start = text.index("  patches:\n")
-    end = text.index("vllm:\n")
-    (root / "pins.yaml").write_text(text[:start] + "\n" + text[end:])
     root, cli = smoke_project(project, remote)
-    result = cli("build", "--smoke", "--builder", engine, "--progress", "plain", "--no-syntax", timeout=600)
+    # A NEMO_RL_COMMIT other than the locked one fails the smoke step's check inside the build.
+    result = cli("build", "--smoke", "--builder", engine, "--progress", "plain", "--no-syntax", "--",
+                 "--build-arg", "NEMO_RL_COMMIT=0000000", timeout=600)  # fmt: skip
     assert result.code == 6, result.output
     assert "the build failed" in result.stderr and "full log:" in result.stderr
     record = json.loads((root / "build" / "smoke-record.json").read_text())
@@ -274,19 +276,22 @@ def test_verify_the_smoke_image(project, remote, engine):  # noqa: F811
         "NEMO_RL_COMMIT matches the lock": "pass",
         "labels match the lock": "pass",
         "container fingerprint exists": "pass",
-        "patched build-custom-vllm.sh is the recorded one": "pass",
-        "a GPU of compute capability 9.0, and sm_90 in torch's arch list": "skip",
+        "patched tools/build-custom-vllm.sh is the recorded one": "pass",
+        "a GPU of compute capability 9.0, and its kernels": "skip",
     }
     assert json.loads((root / "build" / "verify.json").read_text()) == record
 
-    # The report after the smoke build: components, digest, command and verification, all from the records.
-    report = cli("report", "--record", "build/smoke-record.json")
+    # The report after the smoke build picks the same record verify did (the newest), and says so; its
+    # components, digest, command and verification all come from the records.
+    report = cli("report")
     assert report.code == 0, report.output
+    assert "build record: build/smoke-record.json" in report.stderr and "Nothing has been built" not in report.stdout
+    assert "From the build record `build/smoke-record.json`." in report.stdout
     built = json.loads((root / "build" / "smoke-record.json").read_text())
     assert f"| Digest | `{built['image']['digest']}` |" in report.stdout
     assert built["command"] in report.stdout
     assert "| NEMO_RL_COMMIT matches the lock | pass |" in report.stdout
-    assert "````diff\n--- upstream docker/Dockerfile" in report.stdout, "the prepared tree gives upstream's Dockerfile"
+    assert "````diff\n--- upstream docker/Dockerfile" in report.stdout, "build/smoke/render.json holds the diff"
 
     # A label that no longer matches the lock is caught.
     tampered = root / "tampered"
@@ -339,4 +344,30 @@ def test_verify_gpus_on_an_engine_without_gpus_fails_and_says_why(project, remot
     assert cli("build", "--smoke", "--builder", engine, "--progress", "plain", "--no-syntax", timeout=600).code == 0
     result = cli("verify", "--gpus")
     assert result.code == 1, result.output
-    assert "FAIL  a GPU of compute capability 9.0, and sm_90 in torch's arch list" in result.stderr
+    assert "FAIL  a GPU of compute capability 9.0, and its kernels" in result.stderr
+
+
+def test_verify_follows_the_lock_not_one_build(project, remote, engine):  # noqa: F811
+    """Another lock than the reference one: two patches (every patched file is checked, by the smoke stage inside
+    the build and by verify) and cuda_arch_list "9.0 10.0" (the GPU check asks for one of those)."""
+    root, cli = project
+    (root / "patches" / "research-readme.patch").write_text(
+        "diff --git a/research/README.md b/research/README.md\n--- a/research/README.md\n+++ b/research/README.md\n"
+        "@@ -1 +1,2 @@\n research\n+patched by a second declared patch\n"
+    )
+    text = (root / "pins.yaml").read_text().replace('cuda_arch_list: "9.0"', 'cuda_arch_list: "9.0 10.0"')
+    text = text.replace(
+        "\nvllm:\n",
+        "    - file: patches/research-readme.patch\n      reason: a second patched file\n\nvllm:\n",
+    )
+    (root / "pins.yaml").write_text(text)
+    root, cli = smoke_project(project, remote)
+    built = cli("build", "--smoke", "--progress", "plain", timeout=600)
+    assert built.code == 0, built.output
+    assert "sha256sum -c" in (root / "build" / "smoke" / "Dockerfile").read_text()
+    result = cli("verify", "--gpus", "--json")
+    assert result.code == 1, result.output
+    status = {r["name"]: r["status"] for r in json.loads(result.stdout)["results"]}
+    assert status["patched tools/build-custom-vllm.sh is the recorded one"] == "pass"
+    assert status["patched research/README.md is the recorded one"] == "pass"
+    assert status["a GPU of compute capability 9.0 or 10.0, and its kernels"] == "fail"

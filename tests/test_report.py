@@ -11,13 +11,14 @@ import os
 import shutil
 
 from tests.conftest import REPO_ROOT
+from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "report"
 
 
 def golden_project(tmp_path):
     project = tmp_path / "project"
-    shutil.copytree(FIXTURES, project, ignore=shutil.ignore_patterns("expected.*", "README.md"))
+    shutil.copytree(FIXTURES, project, ignore=shutil.ignore_patterns("expected.*", "README.md", "*.py", "__pycache__"))
     return project
 
 
@@ -124,7 +125,7 @@ def test_the_reference_reports_facts_for_the_reference_pins(project, upstreams):
         "docker buildx build",
         "--build-arg BUILD_CUSTOM_VLLM=1",
         "--target release",
-        "--build-context 'nemo-rl=<prepared NeMo-RL tree>'",
+        "/src/nemo-rl-946862e7755f",  # the prepared tree, as `buildkit build --dry-run` names it
         "--tag nemo-rl:v0.5.0-spec-decode",
         "git submodule update --init --depth 1",
         # GPUs, save/load, run
@@ -166,3 +167,23 @@ def test_the_markdown_parses_cleanly():
         elif token.type in ("th_open", "td_open"):
             widths[-1][-1] += 1
     assert len(widths) == 5 and all(len(set(table)) == 1 and len(table) > 1 for table in widths), widths
+
+
+def test_report_is_a_pure_function_of_the_records(project, remote):  # noqa: F811
+    """What the report shows of upstream's Dockerfile comes from build/render.json, written by render: with the
+    source cache gone (another machine, a cleaned cache) the report is the same, byte for byte."""
+    import hashlib
+
+    root, cli = use_remote(project, remote)
+    assert cli("render").code == 0
+    rendered = json.loads((root / "build" / "render.json").read_text())
+    upstream = (remote.work / "docker" / "Dockerfile").read_bytes()
+    assert rendered["upstream_sha256"] == hashlib.sha256(upstream).hexdigest()
+    dockerfile = (root / "build" / "Dockerfile").read_bytes()
+    assert rendered["dockerfile_sha256"] == hashlib.sha256(dockerfile).hexdigest() and rendered["drift"] == []
+    first = cli("report")
+    assert first.code == 0, first.output
+    assert "````diff\n--- upstream docker/Dockerfile" in first.stdout and "Drift: none" in first.stdout
+    shutil.rmtree(root / "cache")
+    second = cli("report")
+    assert second.code == 0 and second.stdout == first.stdout

@@ -1,0 +1,43 @@
+"""The shape the code promises: commands stay thin and never import each other, and the exit codes a user reads
+in the README and in `--help` are the ones the code uses."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from buildkit.errors import EXIT_CODES
+from tests.conftest import REPO_ROOT
+
+
+def test_commands_never_import_each_other():
+    for path in sorted((REPO_ROOT / "buildkit" / "commands").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        imported = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module] + [
+            alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+        ]
+        assert not [m for m in imported if m.startswith("buildkit.commands")], f"{path.name} imports a command"
+
+
+def test_readme_exit_codes_are_the_codes_the_code_uses():
+    text = (REPO_ROOT / "README.md").read_text()
+    section = text[text.index("## Exit codes") :]
+    rows = dict(re.findall(r"^\| (\d+) \| ([^|]+?) \|", section, re.MULTILINE))
+    assert {int(code): meaning for code, meaning in rows.items()} == dict(EXIT_CODES)
+
+
+def test_help_shows_the_exit_codes_and_the_pipeline(cli):
+    result = cli("--help", env={"COLUMNS": "80"})
+    assert result.code == 0
+    for code, meaning in EXIT_CODES:
+        assert re.search(rf"^\s+{code}\s+{re.escape(meaning)}$", result.stdout, re.MULTILINE), (code, result.stdout)
+    assert all(len(line) <= 80 for line in result.stdout.splitlines())
+    for stage in ("resolve", "prepare", "render", "build", "verify", "report"):
+        assert re.search(rf"^\s+{stage}\s+.* -> ", result.stdout, re.MULTILINE)
+
+
+def test_version(cli):
+    from buildkit import __version__
+
+    result = cli("--version")
+    assert result.code == 0 and result.stdout == f"buildkit {__version__}\n"
