@@ -18,6 +18,21 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
 )
 
 
+# Messages git prints when the remote itself cannot be reached (as opposed to a ref that is missing there).
+_UNREACHABLE_MARKERS = (
+    "Could not resolve host",
+    "Connection refused",
+    "unable to connect",
+    "Failed to connect",
+    "Network is unreachable",
+    "timed out",
+    "does not appear to be a git repository",
+    "Could not read from remote repository",
+    "repository not found",
+    "not found",
+)
+
+
 class BuildkitError(Exception):
     """A failure a user can act on. `str(err)` is the whole message; `hint` says what to do next."""
 
@@ -41,6 +56,16 @@ class UpstreamUnreachable(BuildkitError):
     """No usable answer: connection refused, DNS, timeout, 5xx after retries, rate limit, malformed data."""
 
     exit_code = 3
+
+
+class GitFailed(UpstreamUnreachable):
+    def __init__(self, args: list[str], stderr: str):
+        last = stderr.splitlines()[-1] if stderr else "no output"
+        super().__init__(f"git {' '.join(args[:2])} failed: {last}")
+        self.stderr = stderr
+
+    def remote_unreachable(self) -> bool:
+        return any(m.lower() in self.stderr.lower() for m in _UNREACHABLE_MARKERS)
 
 
 class UpstreamMismatch(BuildkitError):

@@ -6,22 +6,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from buildkit.errors import UpstreamUnreachable
+from buildkit.errors import GitFailed, UpstreamUnreachable
 
 GIT_TIMEOUT = 600.0
-# Messages git prints when the remote itself cannot be reached (as opposed to a ref that is missing there).
-_UNREACHABLE_MARKERS = (
-    "Could not resolve host",
-    "Connection refused",
-    "unable to connect",
-    "Failed to connect",
-    "Network is unreachable",
-    "timed out",
-    "does not appear to be a git repository",
-    "Could not read from remote repository",
-    "repository not found",
-    "not found",
-)
 
 
 def _git_env() -> dict[str, str]:
@@ -55,16 +42,6 @@ def run_git(
     if done.returncode != 0:
         raise GitFailed(args, done.stderr.strip())
     return done.stdout
-
-
-class GitFailed(UpstreamUnreachable):
-    def __init__(self, args: list[str], stderr: str):
-        last = stderr.splitlines()[-1] if stderr else "no output"
-        super().__init__(f"git {' '.join(args[:2])} failed: {last}")
-        self.stderr = stderr
-
-    def remote_unreachable(self) -> bool:
-        return any(m.lower() in self.stderr.lower() for m in _UNREACHABLE_MARKERS)
 
 
 def has_commit(repo: Path, sha: str) -> bool:

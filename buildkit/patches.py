@@ -12,9 +12,9 @@ from pydantic import BaseModel, ConfigDict
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from buildkit.errors import InputError, UpstreamMismatch
+from buildkit.errors import GitFailed, InputError, UpstreamMismatch
 from buildkit.files import sha256_bytes, sha256_file
-from buildkit.gitcmd import GitFailed, run_git
+from buildkit.gitcmd import run_git
 from buildkit.grammar import REPO_PATH_RE
 from buildkit.lock import PatchFact
 from buildkit.pins import Pins

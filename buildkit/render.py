@@ -159,7 +159,8 @@ def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_
     """(Dockerfile text, RenderRecord) for a lock and its prepare record: upstream's docker/Dockerfile is read from
     the prepared tree's git objects at the locked commit (immutable; patches never touch it)."""
     from buildkit.drift import drift, shape_of
-    from buildkit.gitcmd import GitFailed, run_git
+    from buildkit.errors import GitFailed
+    from buildkit.gitcmd import run_git
 
     patched = [(t.path, t.after) for patch in prepared.patches for t in patch.targets]
     text = render_dockerfile(lock, syntax=syntax, smoke_base=smoke_base, patched=patched)

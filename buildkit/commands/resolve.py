@@ -21,7 +21,7 @@ def run_resolve(paths: Paths, *, json_out: bool, check: bool, offline: bool) -> 
     pins, patches = pipeline.load_pins_and_patches(paths)
     lock_path = paths.lock
     if offline:
-        _offline(pins, patches, lock_path, json_out=json_out, check=check)
+        _offline(paths, pins, patches, json_out=json_out, check=check)
         return
 
     old = _previous_lock(lock_path, strict=check)
@@ -69,20 +69,19 @@ def _previous_lock(lock_path: Path, *, strict: bool) -> Lock | None:
         return None
 
 
-def _offline(pins: Pins, patches: list[PatchFact], lock_path: Path, *, json_out: bool, check: bool) -> None:
-    if not lock_path.exists():
-        msg = f"pins valid; no lock at {lock_path} to compare (run `buildkit resolve` with network to write one)"
+def _offline(paths: Paths, pins: Pins, patches: list[PatchFact], *, json_out: bool, check: bool) -> None:
+    lock, problems = pipeline.lock_state(paths, pins, patches)
+    if lock is None:
+        msg = f"pins valid; no lock at {paths.lock} to compare (run `buildkit resolve` with network to write one)"
         if check:
             raise CheckFailed(msg)
         if json_out:
             sys.stdout.write("null\n")
         ui.err.print(f"[green]ok[/]: {escape(msg)}")
         return
-    lock = read_lock(lock_path)
-    problems = consistency_problems(pins, lock, patches)
     if problems:
-        raise CheckFailed(_bullets(f"{lock_path} does not match the pins:", problems), hint="run `buildkit resolve`")
-    _emit(lock, json_out, title=f"{lock_path} (offline: consistent with the pins, upstream not asked)")
+        raise CheckFailed(_bullets(f"{paths.lock} does not match the pins:", problems), hint="run `buildkit resolve`")
+    _emit(lock, json_out, title=f"{paths.lock} (offline: consistent with the pins, upstream not asked)")
     ui.err.print("[green]ok[/]: pins valid and the lock is consistent with them (no network used)")
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from buildkit.errors import UpstreamMismatch, UpstreamUnreachable
+from buildkit.errors import GitFailed, UpstreamMismatch, UpstreamUnreachable
 from buildkit.files import utc_now
-from buildkit.gitcmd import GitFailed, has_commit, run_git
+from buildkit.gitcmd import has_commit, run_git
 from buildkit.grammar import FULL_SHA_RE, SHA_PREFIX_RE
 from buildkit.http import OFFLINE_HINT
 from buildkit.lock import CommitFact
