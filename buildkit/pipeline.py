@@ -195,7 +195,7 @@ def status(paths: Paths, smoke: bool = False, submodules: bool = True) -> list[S
     if lock is None or problems:
         what = f"{paths.lock} is stale ({problems[0]})" if lock is not None else problems[0]
         return [
-            StageStatus("resolve", False, f"{what}: resolve the pins and write the lock"),
+            StageStatus("resolve", False, f"{what}: would resolve the pins and write the lock"),
             StageStatus("prepare", False, "after resolve"),
             StageStatus("render", False, "after resolve"),
         ]
@@ -204,13 +204,13 @@ def status(paths: Paths, smoke: bool = False, submodules: bool = True) -> list[S
     if is_prepared(tree, lock, submodules):
         out.append(StageStatus("prepare", True, f"{tree} is prepared for this lock"))
     else:
-        out.append(StageStatus("prepare", False, f"fetch NeMo-RL {lock.nemo_rl.commit} into {tree}, reset, patch"))
+        out.append(StageStatus("prepare", False, f"would fetch NeMo-RL {lock.nemo_rl.commit} into {tree}, and patch"))
     rendered = read_record(paths.render_record(smoke), RenderRecord)
     dockerfile = paths.dockerfile(smoke)
     if rendered is not None and rendered.lock_sha256 == lock_sha256(lock) and rendered.matches(dockerfile):
         out.append(StageStatus("render", True, f"{dockerfile} was rendered from this lock"))
     else:
-        out.append(StageStatus("render", False, f"render {dockerfile}"))
+        out.append(StageStatus("render", False, f"would render {dockerfile}"))
     return out
 
 

@@ -128,9 +128,9 @@ def test_smoke_build_on_the_real_engine(project, remote, engine):  # noqa: F811
 
 def test_failing_smoke_build_records_the_failure(project, remote, engine):  # noqa: F811
     root, cli = smoke_project(project, remote)
-    # A NEMO_RL_COMMIT other than the locked one fails the smoke step's check inside the build.
+    # An empty BUILD_CUSTOM_VLLM (a later --build-arg wins) fails the smoke step's check inside the build.
     result = cli("build", "--smoke", "--builder", engine, "--progress", "plain", "--no-syntax", "--",
-                 "--build-arg", "NEMO_RL_COMMIT=0000000", timeout=600)  # fmt: skip
+                 "--build-arg", "BUILD_CUSTOM_VLLM=", timeout=600)  # fmt: skip
     assert result.code == 6, result.output
     assert "the build failed" in result.stderr and "full log:" in result.stderr
     record = json.loads((root / "build" / "smoke-record.json").read_text())
