@@ -142,19 +142,68 @@ def consistency_problems(pins: Pins, lock: Lock, patches: list[PatchFact]) -> li
             problems.append(f"vllm.pr: pins say #{pins.vllm.pr}, the lock has no such PR")
         elif lock.vllm_pr.merge_commit != lock.vllm.commit:
             problems.append("vllm: locked commit is not the locked PR's merge commit")
-    wheel = lock.wheel
-    if f"g{lock.vllm.commit[:9]}" not in wheel.version:
-        problems.append(f"wheel {wheel.filename} does not name the locked vLLM commit {lock.vllm.commit[:9]}")
+    elif lock.vllm_pr is not None:
+        problems.append(f"vllm.pr: the lock has PR #{lock.vllm_pr.number}, the pins name none")
+    problems += _wheel_problems(pins, lock)
+    problems += _base_image_problems(pins, lock)
+    if lock.build != pins.build:
+        fields = [f for f in type(pins.build).model_fields if getattr(lock.build, f) != getattr(pins.build, f)]
+        problems.append(f"build: the lock's {', '.join(fields)} differ from the pins")
+    if lock.known_issues != pins.known_issues:
+        problems.append("known_issues: the lock's differ from the pins")
+    return problems
+
+
+def _wheel_problems(pins: Pins, lock: Lock) -> list[str]:
+    """The wheel is the one the pins' index lists for the locked commit: its URL is the index's per-commit
+    directory plus the file, and the file name says vllm, the pinned arch and the locked commit."""
+    from urllib.parse import unquote
+
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    wheel, commit, problems = lock.wheel, lock.vllm.commit, []
+    if wheel.index != pins.wheel_index():
+        problems.append(f"wheel.index: lock has {wheel.index}, the pins (and environment) say {pins.wheel_index()}")
     if wheel.arch != pins.wheel.arch or wheel.variant != pins.wheel.variant:
         problems.append(
             f"wheel: lock has {wheel.arch}/{wheel.variant}, pins say {pins.wheel.arch}/{pins.wheel.variant}"
         )
-    if f"/{lock.vllm.commit}/" not in wheel.url and f"/{lock.vllm.commit}/" not in wheel.listed_in:
-        problems.append(f"wheel URL {wheel.url} is not from the locked commit's index")
-    if lock.base_image.ref != pins.base_image:
-        problems.append(f"base_image: lock has {lock.base_image.ref}, pins say {pins.base_image}")
-    if lock.base_image.platform != pins.build.platform:
-        problems.append(f"base_image platform {lock.base_image.platform} is not build.platform {pins.build.platform}")
+    directory = f"{wheel.index}/{commit}/"
+    if not wheel.url.startswith(directory) or unquote(wheel.url.rsplit("/", 1)[-1]) != wheel.filename:
+        problems.append(f"wheel.url {wheel.url} is not {wheel.filename} in the locked commit's index {directory}")
+    if not wheel.listed_in.startswith(directory):
+        problems.append(f"wheel.listed_in {wheel.listed_in} is not in the locked commit's index {directory}")
+    try:
+        name, version, _, tags = parse_wheel_filename(wheel.filename)
+    except InvalidWheelFilename:
+        return [*problems, f"wheel.filename {wheel.filename!r} is not a wheel file name"]
+    if name != "vllm" or str(version) != wheel.version:
+        problems.append(f"wheel.filename {wheel.filename} is not vllm {wheel.version}")
+    if f"g{commit[:9]}" not in (version.local or "").split("."):
+        problems.append(f"wheel {wheel.filename} does not name the locked vLLM commit {commit[:9]}")
+    if not any(tag.platform.endswith(f"_{wheel.arch}") for tag in tags):
+        problems.append(f"wheel {wheel.filename} is not for {wheel.arch}")
+    return problems
+
+
+def _base_image_problems(pins: Pins, lock: Lock) -> list[str]:
+    """The base image is the pinned reference, and `pinned` (what FROM uses) is derived from the resolved
+    registry, repository and digest, not taken on the lock's word."""
+    from buildkit.resolve.registry import parse_image_ref
+
+    b, problems = lock.base_image, []
+    if b.ref != pins.base_image:
+        problems.append(f"base_image: lock has {b.ref}, pins say {pins.base_image}")
+    if b.platform != pins.build.platform:
+        problems.append(f"base_image platform {b.platform} is not build.platform {pins.build.platform}")
+    pinned = parse_image_ref(pins.base_image)
+    if (b.registry, b.repository, b.tag) != (pinned.registry, pinned.repository, pinned.tag):
+        problems.append(f"base_image: lock names {b.registry}/{b.repository}:{b.tag}, pins say {pins.base_image}")
+    if pinned.digest and pinned.digest not in (b.index_digest, b.manifest_digest):
+        problems.append(f"base_image: the pins name digest {pinned.digest}, the lock resolved another")
+    expected = f"{pinned.name}@{b.index_digest or b.manifest_digest}"
+    if b.pinned != expected:
+        problems.append(f"base_image.pinned: lock has {b.pinned}, its resolved facts give {expected}")
     return problems
 
 

@@ -20,8 +20,8 @@ from buildkit.build import BuildRecord
 from buildkit.errors import InputError
 from buildkit.files import read_record, sha256_bytes
 from buildkit.grammar import one_line_text
-from buildkit.lock import Lock, lock_sha256, read_lock
-from buildkit.pipeline import Paths, latest_build
+from buildkit.lock import Lock, lock_sha256
+from buildkit.pipeline import Paths, latest_build, load_inputs
 from buildkit.render import RenderRecord, template_environment
 from buildkit.source import PrepareRecord
 from buildkit.verify import VerifyRecord
@@ -94,7 +94,7 @@ def gather(paths: Paths, record_path: Path | None, results_path: Path | None) ->
 
     The build record is the one given, else the newest of build/record.json and build/smoke-record.json (as
     `buildkit verify` picks it); the render record is the one beside that build's Dockerfile."""
-    lock = read_lock(paths.lock)
+    lock = load_inputs(paths).lock  # only a lock that agrees with the pins is reported
     prepare = read_record(paths.prepare_record, PrepareRecord)
     if record_path is not None:
         record = read_record(record_path, BuildRecord)

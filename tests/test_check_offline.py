@@ -17,8 +17,11 @@ def resolved(project):
 
 
 def no_network_env():
-    # Endpoints that would refuse every connection: --offline must not try any.
-    return {"BUILDKIT_GITHUB_API": "http://127.0.0.1:9", "BUILDKIT_WHEEL_INDEX": "http://127.0.0.1:9"}
+    # Every HTTP request goes through a proxy that refuses connections: --offline must not try any. (The endpoints
+    # stay as they were: they are inputs the lock is checked against.)
+    proxy = "http://127.0.0.1:9"
+    return {"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "http_proxy": proxy, "https_proxy": proxy, "NO_PROXY": "",
+            "no_proxy": ""}  # fmt: skip
 
 
 def test_check_passes_on_a_fresh_lock_and_writes_nothing(project):

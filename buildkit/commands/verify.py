@@ -10,7 +10,6 @@ from rich.markup import escape
 from buildkit import pipeline, ui
 from buildkit.errors import CheckFailed, InputError
 from buildkit.files import read_record, write_atomic
-from buildkit.lock import read_lock
 from buildkit.pipeline import Paths
 
 
@@ -18,7 +17,7 @@ def verify_command(image: str | None, paths: Paths, gpus: bool, json_out: bool) 
     from buildkit.source import PrepareRecord
     from buildkit.verify import verify_image
 
-    lock = read_lock(paths.lock)
+    lock = pipeline.load_inputs(paths).lock
     prepare = read_record(paths.prepare_record, PrepareRecord)
     if image is None:
         latest = pipeline.latest_build(paths)
