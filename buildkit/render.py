@@ -76,10 +76,11 @@ def context(
     }
 
 
-def template_environment(directory: Path | None = None) -> jinja2.Environment:
+def template_environment(directory: Path | None = None, finalize=None) -> jinja2.Environment:
     """The one Jinja2 setup for buildkit's templates: a missing value is an error, never an empty string."""
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(directory or template_dir()),
+        finalize=finalize,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

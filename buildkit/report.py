@@ -148,6 +148,14 @@ def _planned_command(lock: Lock, paths: Paths | None) -> str:
     return shell_command(plan_for_lock(lock, paths or Paths.of(Path("pins.yaml"))))
 
 
+def _link(url: str | None, repo: str) -> str | None:
+    from urllib.parse import urlsplit
+
+    from buildkit.markdown import safe_url
+
+    return safe_url(url, {"github.com", (urlsplit(repo).hostname or "github.com").lower()})
+
+
 def facts(
     lock: Lock,
     prepare: PrepareRecord | None = None,
@@ -207,12 +215,13 @@ def facts(
         },
         "components": components,
         "commits": commits,
+        # Links only to https:// pages on GitHub (or the repository's own host): never what upstream says blindly.
         "links": {
-            "nemo_rl_commit": n.url
+            "nemo_rl_commit": _link(n.url, n.repo)
             or (f"{n.repo.removesuffix('.git')}/commit/{n.commit}" if n.repo.startswith(github) else None),
-            "vllm_commit": v.url
+            "vllm_commit": _link(v.url, v.repo)
             or (f"{v.repo.removesuffix('.git')}/commit/{v.commit}" if v.repo.startswith(github) else None),
-            "vllm_pr": pr.url if pr else None,
+            "vllm_pr": _link(pr.url, v.repo) if pr else None,
         },
         "wheel": w.model_dump(mode="json"),
         "base_image": b.model_dump(mode="json"),
@@ -249,7 +258,13 @@ def facts(
 
 
 def render_markdown(data: dict[str, Any]) -> str:
-    env = template_environment()
-    env.filters["cell"] = lambda value: str(value).replace("|", "\\|").replace("\n", " ")
+    """The markdown report: every value escaped unless a filter of buildkit.markdown says how it is shown."""
+    from buildkit import markdown
+
+    env = template_environment(finalize=markdown.finalize)
+    env.filters.update(
+        code=markdown.code, cell=markdown.cell, ccell=markdown.code_cell, fence=markdown.fence,
+        paragraphs=markdown.paragraphs, link=markdown.link,
+    )  # fmt: skip
     env.filters["mib"] = lambda size: f"{size / 2**20:,.1f} MiB" if isinstance(size, int) else "unknown"
     return env.get_template("report.md.j2").render(**data)

@@ -8,15 +8,21 @@ from rich.markup import escape
 from rich.table import Table
 
 from buildkit.errors import BuildkitError
+from buildkit.sanitize import strip_controls
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+def safe(text: object) -> str:
+    """Text from outside, ready for a rich console: control characters (ANSI/OSC sequences) out, markup escaped."""
+    return escape(strip_controls(text))
+
+
 def print_error(error: BuildkitError) -> None:
-    err.print(f"[bold red]error:[/] {escape(error.message)}", markup=True, emoji=False)
+    err.print(f"[bold red]error:[/] {safe(error.message)}", markup=True, emoji=False)
     if error.hint:
-        err.print(f"  [dim]hint:[/] {escape(error.hint)}", markup=True, emoji=False)
+        err.print(f"  [dim]hint:[/] {safe(error.hint)}", markup=True, emoji=False)
 
 
 def print_checks(checks) -> None:
@@ -25,27 +31,27 @@ def print_checks(checks) -> None:
         table.add_column(column, overflow="fold")
     marks = {True: "[green]ok[/]", False: "[red]FAIL[/]", None: "[yellow]n/a[/]"}
     for check in checks:
-        table.add_row(escape(check.name), marks[check.ok], escape(check.detail), escape(check.fix))
+        table.add_row(safe(check.name), marks[check.ok], safe(check.detail), safe(check.fix))
     err.print(table)
 
 
 def print_prepare(record, record_path) -> None:
     if record.fetched:
         for line in record.fetched:
-            err.print(f"fetched {escape(line)}")
+            err.print(f"fetched {safe(line)}")
         err.print(f"  {record.fetched_bytes / 2**20:.1f} MiB of git objects")
     else:
-        err.print(f"reused the cached tree at {escape(record.tree)} (nothing fetched)")
+        err.print(f"reused the cached tree at {safe(record.tree)} (nothing fetched)")
     if record.submodules is None:
         err.print("submodules skipped (--no-submodules)")
     else:
         err.print(f"{len(record.submodules)} submodule(s) at the commits the tree records")
     for patch in record.patches:
         targets = ", ".join(t.path for t in patch.targets)
-        err.print(f"applied {escape(patch.file)} to {escape(targets)}: {escape(patch.reason)}")
-    err.print(f"[green]prepared[/] {escape(record.tree)} in {record.seconds:.2f}s; record: {escape(str(record_path))}")
+        err.print(f"applied {safe(patch.file)} to {safe(targets)}: {safe(patch.reason)}")
+    err.print(f"[green]prepared[/] {safe(record.tree)} in {record.seconds:.2f}s; record: {safe(str(record_path))}")
 
 
 def print_drift(findings: list[str]) -> None:
     for finding in findings:
-        err.print(f"[yellow]drift[/]: {escape(finding)}")
+        err.print(f"[yellow]drift[/]: {safe(finding)}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 from tests.conftest import REPO_ROOT
@@ -100,7 +101,7 @@ def test_the_reference_reports_facts_for_the_reference_pins(project, upstreams):
     # The lock now names the real hosts: so does the environment the report runs in.
     result = cli("report", env={"BUILDKIT_WHEEL_INDEX": "https://wheels.vllm.ai"})
     assert result.code == 0, result.output
-    report = result.stdout
+    report = re.sub(r"\\([\\`*_\[\]<>|~])", r"\1", result.stdout)  # as a reader sees it: markdown escapes undone
     assert "**Nothing has been built yet**" in report
     for fact in [
         # Source components

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from rich.console import Group
 from rich.live import Live
-from rich.markup import escape
 from rich.text import Text
 
 from buildkit import pipeline, ui
@@ -56,7 +55,7 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
         ui.err.print("[bold]plan[/] (dry run: nothing is changed)")
         for stage in todo:
             detail = stage.detail + (", nothing to do" if stage.current else "")
-            ui.err.print(f"  - {stage.stage}: {escape(detail)}")
+            ui.err.print(f"  - {stage.stage}: {ui.safe(detail)}")
         if not todo[0].current:
             ui.err.print("  - build: the buildx command needs the locked values: run `buildkit resolve` first")
             return
@@ -71,7 +70,7 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     else:
         with ui.err.status("resolving pins...", spinner="dots"):
             inputs, _ = pipeline.ensure_lock(paths)
-        ui.err.print(f"[green]wrote[/] {escape(str(paths.lock))}")
+        ui.err.print(f"[green]wrote[/] {ui.safe(str(paths.lock))}")
     smoke_base = pipeline.pin_smoke_base(opts.smoke_base, inputs.lock.build.platform) if opts.smoke else None
     if opts.smoke and not syntax:
         ui.err.print("[dim]note[/]: smoke build without a `# syntax=` line: the builder's own frontend, no internet")
@@ -88,14 +87,14 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     builder = checks.builder_facts()
     provenance, provenance_note = checks.provenance(opts.push)
     if not provenance:
-        ui.err.print(f"[yellow]note[/]: provenance attestation {escape(provenance_note)}")
+        ui.err.print(f"[yellow]note[/]: provenance attestation {ui.safe(provenance_note)}")
 
     with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
         prepared = pipeline.prepare(inputs, opts.submodules)
     ui.print_prepare(prepared, paths.prepare_record)
     _, rendered = pipeline.render(inputs, prepared, syntax=syntax, smoke_base=smoke_base)
     ui.print_drift(rendered.drift)
-    ui.err.print(f"[green]rendered[/] {escape(str(paths.dockerfile(opts.smoke)))}")
+    ui.err.print(f"[green]rendered[/] {ui.safe(str(paths.dockerfile(opts.smoke)))}")
 
     plan = plan_for_lock(inputs.lock, paths, smoke=opts.smoke, **_plan_options(opts, provenance=provenance))
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -104,7 +103,7 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     if mode == "auto":
         mode = "live" if sys.stderr.isatty() else "plain"
     view = LiveView(plan) if mode == "live" else PlainView()
-    ui.err.print(f"building {escape(plan.tag)} (target {escape(plan.target)}); full log: {escape(str(log_path))}")
+    ui.err.print(f"building {ui.safe(plan.tag)} (target {ui.safe(plan.target)}); full log: {ui.safe(str(log_path))}")
     from buildkit.build import execute
 
     with view:
@@ -118,7 +117,7 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
             record_path=paths.build_record(opts.smoke),
             on_line=view.update,
         )
-    ui.err.print(f"record: {escape(str(paths.build_record(opts.smoke)))}")
+    ui.err.print(f"record: {ui.safe(str(paths.build_record(opts.smoke)))}")
     if record.outcome == "interrupted":
         raise Interrupted("interrupted: buildx cancelled the build; the record says so")
     if record.outcome == "failed":
@@ -126,8 +125,8 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
             f"the build failed ({record.error or f'buildx exit code {record.exit_code}'})", hint=f"full log: {log_path}"
         )
     ui.err.print(
-        f"[green]built[/] {escape(plan.tag)} in {record.seconds:.1f}s: "
-        f"{record.steps_cached}/{record.steps_total} steps cached; digest {escape(record.image.digest or '?')}"
+        f"[green]built[/] {ui.safe(plan.tag)} in {record.seconds:.1f}s: "
+        f"{record.steps_cached}/{record.steps_total} steps cached; digest {ui.safe(record.image.digest or '?')}"
     )
 
 
@@ -158,19 +157,19 @@ class PlainView:
     def update(self, line: str, progress: Progress) -> None:
         if not line.startswith("{"):
             if line.strip():
-                ui.err.print(escape(line.rstrip()), highlight=False)
+                ui.err.print(ui.safe(line.rstrip()), highlight=False)
             return
         for step in progress.steps.values():
             started, completed, logged = self.seen.get(step.digest, (False, False, 0))
             if step.started and not started:
-                ui.err.print(f"=> {escape(step.name)}")
+                ui.err.print(f"=> {ui.safe(step.name)}")
             new = step.log_count - logged
             if new > 0:
                 for text in list(step.logs)[-min(new, len(step.logs)) :]:
-                    ui.err.print(f"   | {escape(text)}")
+                    ui.err.print(f"   | {ui.safe(text)}")
             if step.completed and not completed:
                 state = "ERROR " + step.error if step.error else ("CACHED" if step.cached else "DONE")
-                ui.err.print(f"   {escape(state)}: {escape(step.name)}")
+                ui.err.print(f"   {ui.safe(state)}: {ui.safe(step.name)}")
             self.seen[step.digest] = (bool(step.started), bool(step.completed), step.log_count)
 
 
@@ -200,7 +199,7 @@ class LiveView:
         elapsed = time.monotonic() - self.started
         clock = f"{int(elapsed) // 60}m{int(elapsed) % 60:02d}s"
         head = Text.from_markup(
-            f"[bold]{escape(self.plan.tag)}[/] target {escape(self.plan.target)} - {clock} - "
+            f"[bold]{ui.safe(self.plan.tag)}[/] target {ui.safe(self.plan.target)} - {clock} - "
             f"{p.done}/{p.total} steps done, {p.cached} cached, {len(p.running())} running"
         )
         parts: list = [head]

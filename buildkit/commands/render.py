@@ -6,7 +6,6 @@ import json
 import sys
 from pathlib import Path
 
-from rich.markup import escape
 from rich.syntax import Syntax
 
 from buildkit import pipeline, ui
@@ -50,4 +49,4 @@ def render_command(
             ui.out.print(Syntax(record.diff, "diff", theme="ansi_dark", word_wrap=True))
         else:
             sys.stdout.write(record.diff)
-    ui.err.print(f"[green]wrote[/] {escape(str(output))} (sha256 {record.dockerfile_sha256[:16]}...)")
+    ui.err.print(f"[green]wrote[/] {ui.safe(str(output))} (sha256 {record.dockerfile_sha256[:16]}...)")

@@ -6,8 +6,6 @@ import json
 import sys
 from pathlib import Path
 
-from rich.markup import escape
-
 from buildkit import ui
 from buildkit.errors import InputError
 from buildkit.files import write_atomic
@@ -22,10 +20,10 @@ def report_command(
     if fmt not in ("markdown", "json"):
         raise InputError(f"--format: expected markdown or json, found {fmt!r}")
     data, used = gather(paths, record_path, results_path)
-    ui.err.print(f"build record: {escape(used) if used else 'none (nothing built yet)'}")
+    ui.err.print(f"build record: {ui.safe(used) if used else 'none (nothing built yet)'}")
     text = json.dumps(data, indent=2) + "\n" if fmt == "json" else render_markdown(data)
     if output is None:
         sys.stdout.write(text)
         return
     write_atomic(output, text)
-    ui.err.print(f"[green]wrote[/] {escape(str(output))}")
+    ui.err.print(f"[green]wrote[/] {ui.safe(str(output))}")

@@ -7,7 +7,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from rich import box
-from rich.markup import escape
 from rich.table import Table
 
 from buildkit import pipeline, ui
@@ -44,16 +43,16 @@ def run_resolve(paths: Paths, *, json_out: bool, check: bool, offline: bool) -> 
             raise CheckFailed(
                 _bullets("upstream no longer agrees with the lock:", lines), hint="run `buildkit resolve`"
             )
-        ui.err.print(f"[green]ok[/]: {escape(str(lock_path))} is current and upstream agrees")
+        ui.err.print(f"[green]ok[/]: {ui.safe(str(lock_path))} is current and upstream agrees")
         return
 
     if old is not None and not differences(old, fresh, every_fact=True):
-        ui.err.print(f"[green]ok[/]: {escape(str(lock_path))} is already up to date (left as it was)")
+        ui.err.print(f"[green]ok[/]: {ui.safe(str(lock_path))} is already up to date (left as it was)")
         _emit(old, json_out, title=str(lock_path))
         return
     pipeline.write_lock(paths, fresh)
     _emit(fresh, json_out, title=str(lock_path))
-    ui.err.print(f"[green]wrote[/] {escape(str(lock_path))}")
+    ui.err.print(f"[green]wrote[/] {ui.safe(str(lock_path))}")
 
 
 def _previous_lock(lock_path: Path, *, strict: bool) -> Lock | None:
@@ -65,7 +64,7 @@ def _previous_lock(lock_path: Path, *, strict: bool) -> Lock | None:
     except InputError as error:
         if strict:
             raise
-        ui.err.print(f"[yellow]note[/]: {escape(error.message)}; it will be replaced once resolve succeeds")
+        ui.err.print(f"[yellow]note[/]: {ui.safe(error.message)}; it will be replaced once resolve succeeds")
         return None
 
 
@@ -77,7 +76,7 @@ def _offline(paths: Paths, pins: Pins, patches: list[PatchFact], *, json_out: bo
             raise CheckFailed(msg)
         if json_out:
             sys.stdout.write("null\n")
-        ui.err.print(f"[green]ok[/]: {escape(msg)}")
+        ui.err.print(f"[green]ok[/]: {ui.safe(msg)}")
         return
     if problems:
         raise CheckFailed(_bullets(f"{paths.lock} does not match the pins:", problems), hint="run `buildkit resolve`")
@@ -94,7 +93,7 @@ def _emit(lock: Lock, json_out: bool, title: str) -> None:
 
 def lock_table(lock: Lock, title: str) -> Table:
     """One line per pin that fits an 80-column terminal: short SHAs and hosts; the lock and --json have it all."""
-    table = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(title=ui.safe(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("pin", no_wrap=True, min_width=10)
     table.add_column("resolved to", overflow="ellipsis", no_wrap=True)
     table.add_column("from", overflow="ellipsis", no_wrap=True, max_width=16)
@@ -108,7 +107,7 @@ def lock_table(lock: Lock, title: str) -> Table:
         ("base_image", f"{b.tag or b.repository} @ {b.manifest_digest.removeprefix('sha256:')[:12]}", b.registry),
     ]
     for row in rows:
-        table.add_row(*(escape(cell) for cell in row))
+        table.add_row(*(ui.safe(cell) for cell in row))
     return table
 
 

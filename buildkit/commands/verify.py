@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import sys
 
-from rich.markup import escape
-
 from buildkit import pipeline, ui
 from buildkit.errors import CheckFailed, InputError
 from buildkit.files import read_record, write_atomic
@@ -30,7 +28,7 @@ def verify_command(image: str | None, paths: Paths, gpus: bool, json_out: bool) 
                 hint="`buildkit verify IMAGE`, or build again",
             )
         image = record.image.tag
-        ui.err.print(f"image {escape(image)}, from {escape(str(record_path))}")
+        ui.err.print(f"image {ui.safe(image)}, from {ui.safe(str(record_path))}")
     with ui.err.status(f"verifying {image}...", spinner="dots"):
         result = verify_image(image, lock, prepare, gpus=gpus)
     write_atomic(paths.verify_record, result.to_json())
@@ -38,8 +36,8 @@ def verify_command(image: str | None, paths: Paths, gpus: bool, json_out: bool) 
         sys.stdout.write(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
     marks = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "skip": "[yellow]skip[/]"}
     for check in result.results:
-        ui.err.print(f"{marks[check.status]}  {escape(check.name)}: {escape(check.reason)}")
-    ui.err.print(f"record: {escape(str(paths.verify_record))}")
+        ui.err.print(f"{marks[check.status]}  {ui.safe(check.name)}: {ui.safe(check.reason)}")
+    ui.err.print(f"record: {ui.safe(str(paths.verify_record))}")
     failed = [c for c in result.results if c.status == "fail"]
     if failed:
         raise CheckFailed(f"{len(failed)} check(s) failed on {image}: {', '.join(c.name for c in failed)}")

@@ -1,0 +1,72 @@
+"""Text from outside is written into the report as text: a PR title, commit subject, date or html_url, a known
+issue, a results file cannot forge sections, tables, links or HTML; and escape sequences from upstream never reach
+the terminal."""
+
+from __future__ import annotations
+
+import json
+
+from markdown_it import MarkdownIt
+
+FORGE = "x\n## Verification\n| all | pass |\n<script>alert(1)</script> [click](javascript:alert(1)) ```"
+ANSI = "\x1b]0;pwned\x07\x1b[2J\x9b31m"
+
+
+def _tokens(text: str):
+    return MarkdownIt("commonmark").enable("table").parse(text)
+
+
+def _shape(text: str):
+    tokens = _tokens(text)
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+    tables = sum(1 for t in tokens if t.type == "table_open")
+    html = [t for t in tokens if t.type in ("html_block", "html_inline")]
+    html += [c for t in tokens for c in (t.children or []) if c.type in ("html_block", "html_inline")]
+    links = [c.attrs.get("href") for t in tokens for c in (t.children or []) if c.type == "link_open"]
+    return headings, tables, html, links
+
+
+def test_hostile_upstream_text_stays_text(project, tmp_path):
+    root, cli = project
+    assert cli("resolve").code == 0
+    honest = cli("report", "--results", str(_results(tmp_path, honest=True)))
+    assert honest.code == 0, honest.output
+
+    lock = json.loads((root / "pins.lock").read_text())
+    lock["vllm_pr"].update(title=FORGE + ANSI, url="javascript:alert(1)", merged_at=FORGE, source=FORGE)
+    lock["vllm"].update(subject=FORGE, date=FORGE, url="https://evil.example.com/x", source=FORGE)
+    lock["nemo_rl"].update(subject="```\n# Forged\n```" + ANSI, url="javascript:alert(1)")
+    lock["wheel"].update(etag=FORGE, last_modified=FORGE)
+    (root / "pins.lock").write_text(json.dumps(lock))
+    hostile = cli("report", "--results", str(_results(tmp_path, honest=False)))
+    assert hostile.code == 0, hostile.output
+
+    want_headings, want_tables, _, want_links = _shape(honest.stdout)
+    headings, tables, html, links = _shape(hostile.stdout)
+    assert headings == want_headings and tables == want_tables, "no section or table was forged"
+    assert not html, "no HTML from upstream"
+    assert all(href.startswith("https://github.com/") for href in links), links
+    assert "javascript:" not in " ".join(links) and "evil.example.com" not in " ".join(links)
+    assert "\x1b" not in hostile.stdout and "\x9b" not in hostile.stdout and "\x07" not in hostile.stdout
+
+
+def _results(tmp_path, honest: bool):
+    path = tmp_path / ("honest.yaml" if honest else "hostile.yaml")
+    if honest:
+        path.write_text("notes: fine\nmetrics:\n  loss: [1, 2]\n")
+    else:
+        path.write_text(
+            'host: "a\\n## Host"\nnotes: "# Forged\\n> quote\\n1. list\\n<script>x</script>"\n'
+            'metrics:\n  "a|b <i>M</i> [x](javascript:y)": ["1|2", "<b>3</b>"]\n'
+        )
+    return path
+
+
+def test_escape_sequences_from_upstream_never_reach_the_terminal(project, upstreams):
+    root, cli = project
+    pull = upstreams.github.pulls[("vllm-project/vllm", 24322)]
+    pull.update(merged=False, merge_commit_sha=None, merged_at=None, state="open" + ANSI)
+    result = cli("resolve")
+    assert result.code == 4, result.output
+    assert "is not merged" in result.stderr
+    assert "\x1b" not in result.output and "\x07" not in result.output and "\x9b" not in result.output
