@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
+from buildkit.errors import InputError
 from buildkit.files import utc_now, write_atomic
 from buildkit.lock import Lock
 from buildkit.progress import Progress
@@ -171,11 +172,15 @@ def run(plan: BuildPlan, log_path: Path, on_line: Callable[[str, Progress], None
     buildx gets its own process group, so Ctrl-C reaches us first: we pass SIGINT on, let buildx cancel the
     build cleanly, and report the run as interrupted.
     """
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = log_path.open("w", encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write the build log {log_path}: {exc.strerror or exc}") from None
     progress = Progress()
     started = time.monotonic()
     interrupted = False
-    with log_path.open("w", encoding="utf-8") as log:
+    with log:
         log.write(f"$ {shell_command(plan)}\n")
         process = subprocess.Popen(
             argv(plan),
