@@ -290,7 +290,7 @@ def test_verify_the_smoke_image(project, remote, engine):  # noqa: F811
     built = json.loads((root / "build" / "smoke-record.json").read_text())
     assert f"| Digest | `{built['image']['digest']}` |" in report.stdout
     assert built["command"] in report.stdout
-    assert "| NEMO_RL_COMMIT matches the lock | pass |" in report.stdout
+    assert "| NEMO\\_RL\\_COMMIT matches the lock | pass |" in report.stdout  # markdown-escaped
     assert "````diff\n--- upstream docker/Dockerfile" in report.stdout, "build/smoke/render.json holds the diff"
 
     # A label that no longer matches the lock is caught.
