@@ -14,14 +14,14 @@ metadata in build/smoke/ and their record in build/smoke-record.json, so a smoke
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from buildkit.cache import default_cache_dir, prepared_tree
 from buildkit.errors import CheckFailed, InputError
 
-# The CLI imports this module for its --help (STAGES); everything heavier is imported where it is used.
+# The CLI imports this module for its --help (STAGES): everything heavier is imported where it is used, and the
+# small types are NamedTuples, which cost a fraction of a dataclass to create (bench/cold_start.py).
 if TYPE_CHECKING:
     from buildkit.build import BuildRecord
     from buildkit.lock import Lock, PatchFact
@@ -30,8 +30,7 @@ if TYPE_CHECKING:
     from buildkit.source import PrepareRecord
 
 
-@dataclass(frozen=True)
-class Stage:
+class Stage(NamedTuple):
     name: str
     reads: str
     writes: str
@@ -47,8 +46,7 @@ STAGES: tuple[Stage, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Paths:
+class Paths(NamedTuple):
     """Where every artifact lives; the defaults are computed here and nowhere else."""
 
     pins: Path
@@ -102,8 +100,7 @@ class Paths:
         return prepared_tree(self.cache_dir, commit)
 
 
-@dataclass(frozen=True)
-class Inputs:
+class Inputs(NamedTuple):
     """What every stage after resolve starts from: the pins, the declared patches and a lock that agrees."""
 
     paths: Paths
@@ -176,8 +173,7 @@ def ensure_lock(paths: Paths) -> tuple[Inputs, bool]:
     return Inputs(paths, pins, patches, fresh), True
 
 
-@dataclass(frozen=True)
-class StageStatus:
+class StageStatus(NamedTuple):
     stage: str
     current: bool
     detail: str
