@@ -9,6 +9,8 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
+import reprlib
+
 
 class BuildkitError(Exception):
     """A failure a user can act on. `str(err)` is the whole message; `hint` says what to do next."""
@@ -39,3 +41,14 @@ class UpstreamMismatch(BuildkitError):
     """Upstream answered, and the answer contradicts the pins."""
 
     exit_code = 4
+
+
+def excerpt(value: object, limit: int = 200) -> str:
+    """`value` quoted for a message, at most about `limit` characters: repr (so a trailing newline or a control
+    character shows), with the middle of long values elided. Bounded work even for a huge nested value."""
+    short = reprlib.Repr()
+    short.maxstring = short.maxother = limit
+    short.maxlevel = 2
+    short.maxlist = short.maxtuple = short.maxdict = short.maxset = 5
+    text = short.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
