@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from buildkit.errors import EngineNotReady, InputError
 
-BUILDER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+BUILDER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # used with fullmatch
 
 
 @dataclass
@@ -49,7 +49,7 @@ def version() -> str:
 
 
 def validate_builder_name(name: str) -> str:
-    if not BUILDER_NAME_RE.match(name):
+    if not BUILDER_NAME_RE.fullmatch(name):
         raise InputError(f"--builder: expected a builder name like 'mybuilder', found {name!r}")
     return name
 

@@ -5,6 +5,8 @@ EXIT_CODES is the one table of exit codes: `buildkit --help` shows it, and a tes
 
 from __future__ import annotations
 
+import reprlib
+
 EXIT_CODES: tuple[tuple[int, str], ...] = (
     (0, "success"),
     (1, "check failed: stale lock, upstream moved, a verify or doctor check"),
@@ -86,3 +88,14 @@ class BuildFailed(BuildkitError):
 
 class Interrupted(BuildkitError):
     exit_code = 130
+
+
+def excerpt(value: object, limit: int = 200) -> str:
+    """`value` quoted for a message, at most about `limit` characters: repr (so a trailing newline or a control
+    character shows), with the middle of long values elided. Bounded work even for a huge nested value."""
+    short = reprlib.Repr()
+    short.maxstring = short.maxother = limit
+    short.maxlevel = 2
+    short.maxlist = short.maxtuple = short.maxdict = short.maxset = 5
+    text = short.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

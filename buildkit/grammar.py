@@ -3,6 +3,10 @@
 Each check returns the value unchanged or raises ValueError with what was expected; pydantic turns that into
 a message naming the key. Keep these tight: a value that passes here is later written into Dockerfiles and
 argv lists without further quoting.
+
+Patterns are unanchored and always used with `fullmatch`: Python's `$` also matches before a final newline, so
+`re.match(r"^release$", "release\\n")` would let a line break into a Dockerfile. The JSON Schema gets `^...$`
+added, which in ECMA-262 means the whole string. `[0-9]`, not `\\d`, which also matches non-ASCII digits.
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, WithJsonSchema
 
-FULL_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
-SHA_PREFIX_RE = re.compile(r"^[0-9a-f]{7,40}$")
-DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+from buildkit.errors import excerpt
+
+FULL_SHA_RE = re.compile(r"[0-9a-f]{40}")
+SHA_PREFIX_RE = re.compile(r"[0-9a-f]{7,40}")
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 
 # git check-ref-format, narrowed: no leading '-', no '..', '//', '@{', trailing '/', '.', or '.lock'.
-_REF_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/+-]{0,254}$")
+_REF_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/+-]{0,254}")
 
 # The distribution reference grammar (github.com/distribution/reference, regexp.go).
 _ALNUM = r"[a-z0-9]+"
@@ -32,18 +38,18 @@ _HOST = rf"(?:{_DOMAIN_NAME}|{_IPV6})"
 _DOMAIN = rf"{_HOST}(?::[0-9]+)?"
 _TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"  # ASCII, as in the distribution grammar
 _NAME = rf"(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
-IMAGE_REF_RE = re.compile(rf"^{_NAME}(?::(?P<tag>{_TAG}))?(?:@(?P<digest>sha256:[0-9a-f]{{64}}))?$")
+IMAGE_REF_RE = re.compile(rf"{_NAME}(?::(?P<tag>{_TAG}))?(?:@(?P<digest>sha256:[0-9a-f]{{64}}))?")
 
-STAGE_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
-PLATFORM_RE = re.compile(r"^linux/(amd64|arm64)$")
-CUDA_ARCH_LIST_RE = re.compile(r"^\d{1,2}\.\d[af]?(\+PTX)?(?:[ ;]\d{1,2}\.\d[af]?(\+PTX)?)*$")
-EXTRA_RE = re.compile(r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$")
-VARIANT_RE = re.compile(r"^(default|[a-z0-9]{2,16})$")
+STAGE_RE = re.compile(r"[a-z][a-z0-9_.-]{0,62}")
+PLATFORM_RE = re.compile(r"linux/(?:amd64|arm64)")
+CUDA_ARCH_LIST_RE = re.compile(r"[0-9]{1,2}\.[0-9][af]?(?:\+PTX)?(?:[ ;][0-9]{1,2}\.[0-9][af]?(?:\+PTX)?)*")
+EXTRA_RE = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
+VARIANT_RE = re.compile(r"default|[a-z0-9]{2,16}")
 # Allowed URL characters: RFC 3986 unreserved, percent-escapes, and the few delimiters paths use. No quotes,
 # whitespace, '$', '`', '\\', ';', '&', '|', '<', '>' -- nothing a shell or a Dockerfile would interpret.
-_URL_CHARS_RE = re.compile(r"^[A-Za-z0-9._~:/%+,=@\[\]-]+$")
-REPO_PATH_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$")
-_TEXT_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,300}$")
+_URL_CHARS_RE = re.compile(r"[A-Za-z0-9._~:/%+,=@\[\]-]+")
+REPO_PATH_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
+_TEXT_RE = re.compile(r"[^\x00-\x1f\x7f]{1,300}")
 
 
 def is_loopback_host(host: str) -> bool:
@@ -57,17 +63,17 @@ def is_loopback_host(host: str) -> bool:
 
 
 def full_sha(value: str) -> str:
-    if not FULL_SHA_RE.match(value):
-        raise ValueError(f"expected a full commit SHA (40 lowercase hex digits), found {value!r}")
+    if not FULL_SHA_RE.fullmatch(value):
+        raise ValueError(f"expected a full commit SHA (40 lowercase hex digits), found {excerpt(value)}")
     return value
 
 
 def git_ref(value: str) -> str:
     """A commit SHA or a 7-39 hex prefix, or a branch or tag name."""
-    if SHA_PREFIX_RE.match(value):
+    if SHA_PREFIX_RE.fullmatch(value):
         return value
     bad = (
-        not _REF_NAME_RE.match(value)
+        not _REF_NAME_RE.fullmatch(value)
         or ".." in value
         or "//" in value
         or "@{" in value
@@ -76,31 +82,31 @@ def git_ref(value: str) -> str:
     if bad:
         raise ValueError(
             "expected a commit SHA (40 lowercase hex), a SHA prefix (7-39 lowercase hex), or a branch or tag "
-            f"name (letters, digits, '._/+-', not starting with '-'), found {value!r}"
+            f"name (letters, digits, '._/+-', not starting with '-'), found {excerpt(value)}"
         )
     return value
 
 
 def _check_url(value: str, schemes: set[str], what: str) -> str:
     parts = urlsplit(value)
-    if not _URL_CHARS_RE.match(value):
+    if not _URL_CHARS_RE.fullmatch(value):
         raise ValueError(
-            f"expected {what} without spaces, quotes, '?query', '#fragment' or shell characters, found {value!r}"
+            f"expected {what} without spaces, quotes, '?query', '#fragment' or shell characters, found {excerpt(value)}"
         )
     if parts.scheme not in schemes:
-        raise ValueError(f"expected {what} ({'/'.join(sorted(schemes))}), found {value!r}")
+        raise ValueError(f"expected {what} ({'/'.join(sorted(schemes))}), found {excerpt(value)}")
     if parts.username or parts.password:
         raise ValueError(f"credentials do not belong in pins; use environment variables, found them in {what}")
     if parts.scheme == "file":
         if parts.netloc or not parts.path.startswith("/"):
-            raise ValueError(f"expected a file:///absolute/path, found {value!r}")
+            raise ValueError(f"expected a file:///absolute/path, found {excerpt(value)}")
         return value
     if not parts.hostname:
-        raise ValueError(f"expected {what} with a host name, found {value!r}")
+        raise ValueError(f"expected {what} with a host name, found {excerpt(value)}")
     if parts.scheme in ("http", "git") and not is_loopback_host(parts.hostname):
         raise ValueError(
             f"plain {parts.scheme}:// is allowed only for loopback hosts (127.0.0.1, localhost, ::1); "
-            f"use https://, found {value!r}"
+            f"use https://, found {excerpt(value)}"
         )
     return value
 
@@ -116,55 +122,54 @@ def git_url(value: str) -> str:
 
 
 def image_ref(value: str) -> str:
-    m = IMAGE_REF_RE.match(value)
+    m = IMAGE_REF_RE.fullmatch(value)
     if not m or len(value) > 512:
         raise ValueError(
             "expected an image reference like registry.example.com/path/name:tag "
-            f"(distribution reference grammar: lowercase path, tag [A-Za-z0-9_.-]), found {value!r}"
+            f"(distribution reference grammar: lowercase path, tag [A-Za-z0-9_.-]), found {excerpt(value)}"
         )
     if not m.group("tag") and not m.group("digest"):
-        raise ValueError(f"expected an image reference with an explicit :tag or @sha256 digest, found {value!r}")
+        raise ValueError(f"expected an image reference with an explicit :tag or @sha256 digest, found {excerpt(value)}")
     return value
 
 
 def image_tag(value: str) -> str:
     """The name:tag the built image gets; no digest (the build produces that)."""
-    m = IMAGE_REF_RE.match(value)
+    m = IMAGE_REF_RE.fullmatch(value)
     if not m or not m.group("tag") or m.group("digest"):
-        raise ValueError(f"expected an image name with a tag, like nemo-rl:v0.5.0-spec-decode, found {value!r}")
+        raise ValueError(f"expected an image name with a tag, like nemo-rl:v0.5.0-spec-decode, found {excerpt(value)}")
     return value
 
 
 def digest(value: str) -> str:
-    if not DIGEST_RE.match(value):
-        raise ValueError(f"expected a digest sha256:<64 lowercase hex>, found {value!r}")
+    if not DIGEST_RE.fullmatch(value):
+        raise ValueError(f"expected a digest sha256:<64 lowercase hex>, found {excerpt(value)}")
     return value
 
 
 def _regex_check(regex: re.Pattern[str], what: str):
     def check(value: str) -> str:
-        if not regex.match(value):
-            raise ValueError(f"expected {what}, found {value!r}")
+        if not regex.fullmatch(value):
+            raise ValueError(f"expected {what}, found {excerpt(value)}")
         return value
 
     return check
 
 
 def one_line_text(value: str) -> str:
-    if not _TEXT_RE.match(value):
-        raise ValueError(f"expected one line of text (1-300 characters, no control characters), found {value!r}")
+    if not _TEXT_RE.fullmatch(value):
+        raise ValueError(f"expected one line of text (1-300 characters, no control characters), found {excerpt(value)}")
     return value
 
 
 def _typed(check, pattern: str, description: str):
     """A str checked by `check` (precise messages) whose JSON Schema carries `pattern` for editors."""
+    # JSON Schema patterns are ECMA-262: anchored (there `$` is the very end), no Python-style named groups.
+    ecma = "^(?:" + re.sub(r"\(\?P<\w+>", "(?:", pattern) + ")$"
     return Annotated[
         str,
         AfterValidator(check),
-        # JSON Schema patterns are ECMA-262: no Python-style named groups.
-        WithJsonSchema(
-            {"type": "string", "pattern": re.sub(r"\(\?P<\w+>", "(?:", pattern), "description": description}
-        ),
+        WithJsonSchema({"type": "string", "pattern": ecma, "description": description}),
     ]
 
 
@@ -172,13 +177,13 @@ def _pattern(regex: re.Pattern[str], what: str, description: str):
     return _typed(_regex_check(regex, what), regex.pattern, description)
 
 
-_LOOPBACK_OR_HTTPS = r"^(https://|http://(127\.|localhost[:/]|localhost$|\[::1\]))[A-Za-z0-9._~:/%+,=@\[\]-]*$"
-_GIT_URL = r"^(https://|file:///|(http|git)://(127\.|localhost[:/]|\[::1\]))[A-Za-z0-9._~:/%+,=@\[\]-]*$"
+_LOOPBACK_OR_HTTPS = r"(?:https://|http://(?:127\.|localhost[:/]|localhost$|\[::1\]))[A-Za-z0-9._~:/%+,=@\[\]-]*"
+_GIT_URL = r"(?:https://|file:///|(?:http|git)://(?:127\.|localhost[:/]|\[::1\]))[A-Za-z0-9._~:/%+,=@\[\]-]*"
 
 FullSha = _typed(full_sha, FULL_SHA_RE.pattern, "Full commit SHA: 40 lowercase hex digits.")
 GitRef = _typed(
     git_ref,
-    r"^([0-9a-f]{7,40}|[A-Za-z0-9_][A-Za-z0-9._/+-]{0,254})$",
+    r"[0-9a-f]{7,40}|[A-Za-z0-9_][A-Za-z0-9._/+-]{0,254}",
     "Commit SHA (full or 7-39 hex prefix), or branch or tag name.",
 )
 HttpsUrl = _typed(https_url, _LOOPBACK_OR_HTTPS, "https:// URL; http:// only for loopback hosts.")

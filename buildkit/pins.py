@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from buildkit.errors import InputError
+from buildkit.errors import InputError, excerpt
 from buildkit.grammar import (
     CudaArchList,
     ExtraName,
@@ -30,6 +30,7 @@ from buildkit.grammar import (
     StageName,
     Variant,
 )
+from buildkit.yamlload import MAX_BYTES, load_yaml
 
 DEFAULT_GITHUB_API = "https://api.github.com"
 DEFAULT_WHEEL_INDEX = "https://wheels.vllm.ai"
@@ -166,19 +167,6 @@ def json_schema() -> dict[str, Any]:
     return schema
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys instead of silently keeping the last one."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
 def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     """1-based line of the YAML node at a pydantic error location, or of its nearest parent."""
     node, line = root, None
@@ -206,40 +194,48 @@ def _describe(err: dict[str, Any]) -> str:
     if kind == "missing":
         return "required key is missing"
     if kind == "string_type":
-        return f"expected a string (quote it in YAML), found {err['input']!r}"
+        return f"expected a string (quote it in YAML), found {excerpt(err['input'])}"
     if kind.endswith("_type") or kind in ("literal_error", "greater_than_equal", "less_than_equal"):
-        return f"{msg}, found {err['input']!r}"
-    return msg
+        return f"{msg}, found {excerpt(err['input'])}"
+    return msg  # the grammars quote what they found through excerpt() already
+
+
+MAX_PROBLEMS_SHOWN = 20
 
 
 def format_validation_error(path: Path, exc: ValidationError, root: yaml.Node | None) -> str:
-    lines = [f"{path}: {exc.error_count()} problem(s):"]
-    for err in exc.errors():
+    errors = exc.errors()
+    lines = [f"{path}: {len(errors)} problem(s):"]
+    for err in errors[:MAX_PROBLEMS_SHOWN]:
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         key = ".".join(str(p) for p in loc) or "(top level)"
+        if len(key) > 120:  # a hostile key name is quoted short like any other value
+            key = key[:117] + "..."
         line = _line_of(root, loc)
         where = f"{path}:{line}" if line else str(path)
         lines.append(f"  {where}: {key}: {_describe(err)}")
+    if len(errors) > MAX_PROBLEMS_SHOWN:
+        lines.append(f"  ... and {len(errors) - MAX_PROBLEMS_SHOWN} more")
     return "\n".join(lines)
 
 
 def load_pins(path: Path) -> Pins:
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)  # bounded: pins.yaml could be a symlink to /dev/zero
     except FileNotFoundError:
         raise InputError(
             f"{path}: no such file", hint="pass --pins PATH, or run from the directory holding it"
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise InputError(f"{path}: larger than {MAX_BYTES:,} bytes; a pins file is a few KiB")
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 -- a SafeLoader subclass
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(f"{where}: not valid YAML: {problem}") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    data, root = load_yaml(text, path)
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of keys (nemo_rl, vllm, ...), found {type(data).__name__}")
     try:

@@ -82,7 +82,7 @@ class Resolver:
             else:
                 vllm = after(pr, lambda: self.commit(pins.vllm.repo, pr.result().merge_commit))
 
-            if vllm_ref and FULL_SHA_RE.match(vllm_ref):
+            if vllm_ref and FULL_SHA_RE.fullmatch(vllm_ref):
                 wheel_dep, commit_of = None, lambda: vllm_ref
             elif vllm_ref:
                 wheel_dep, commit_of = vllm, lambda: vllm.result().commit

@@ -32,11 +32,11 @@ class GitResolver:
     def resolve(self, url: str, ref: str) -> CommitFact:
         repo = self._repo_for(url)
         steps: list[str] = []
-        sha = FULL_SHA_RE.match(ref) and ref
+        sha = FULL_SHA_RE.fullmatch(ref) and ref
         if not sha:
             sha = self._from_ls_remote(url, ref)
             steps.append("git ls-remote")
-        if not sha and SHA_PREFIX_RE.match(ref):
+        if not sha and SHA_PREFIX_RE.fullmatch(ref):
             sha = self._from_history(repo, url, ref)
             steps.append("git fetch (branches and tags)")
         if not sha:
@@ -71,7 +71,7 @@ class GitResolver:
         for name in (f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}", ref):
             if name in tips:
                 return tips[name]
-        if SHA_PREFIX_RE.match(ref):
+        if SHA_PREFIX_RE.fullmatch(ref):
             matches = {sha for sha in tips.values() if sha.startswith(ref)}
             if len(matches) == 1:
                 return matches.pop()

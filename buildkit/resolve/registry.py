@@ -53,7 +53,7 @@ class ImageName:
 
 
 def parse_image_ref(ref: str) -> ImageName:
-    m = IMAGE_REF_RE.match(ref)
+    m = IMAGE_REF_RE.fullmatch(ref)
     if not m:
         raise ValueError(f"not an image reference: {ref!r}")
     domain, path = m.group("domain"), m.group("path")

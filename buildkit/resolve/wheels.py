@@ -22,8 +22,8 @@ from buildkit.grammar import https_url
 from buildkit.http import Http
 from buildkit.lock import WheelFact
 
-_CONTENT_RANGE_RE = re.compile(r"bytes \d+-\d+/(\d+)")
-_GIT_HASH_RE = re.compile(r"^g[0-9a-f]{7,40}$")
+_CONTENT_RANGE_RE = re.compile(r"bytes [0-9]{1,19}-[0-9]{1,19}/([0-9]{1,19})")  # fullmatch
+_GIT_HASH_RE = re.compile(r"g[0-9a-f]{7,40}")  # fullmatch
 MISSING_HINT = (
     "vLLM publishes per-commit wheels for main-branch commits, and some are missing (vllm issues 16217, 30295); "
     "pin a commit that has one, or another wheel.variant"
@@ -94,7 +94,7 @@ def _arch_matches(platform_tag: str, arch: str) -> bool:
 
 def _wheel_variant(version: Version) -> str | None:
     """The variant a version names in its local part: '+g<hash>.cu130' -> cu130, '+cu129' -> cu129."""
-    parts = [p for p in (version.local or "").split(".") if p and not _GIT_HASH_RE.match(p)]
+    parts = [p for p in (version.local or "").split(".") if p and not _GIT_HASH_RE.fullmatch(p)]
     return parts[0] if parts else None
 
 
@@ -146,7 +146,7 @@ def _verify_exists(http: Http, url: str) -> tuple[str, int | None, str | None, s
         raise UpstreamUnreachable(f"{method} {url} answered {response.status_code}")
     size: int | None = None
     if response.status_code == 206:
-        m = _CONTENT_RANGE_RE.match(response.headers.get("Content-Range", ""))
+        m = _CONTENT_RANGE_RE.fullmatch(response.headers.get("Content-Range", ""))
         size = int(m.group(1)) if m else None
     elif response.headers.get("Content-Length", "").isdigit():
         size = int(response.headers["Content-Length"])
