@@ -13,8 +13,6 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from buildkit import __version__
 from buildkit.build import BuildRecord
 from buildkit.errors import InputError
@@ -25,6 +23,7 @@ from buildkit.pipeline import Paths, latest_build, load_inputs
 from buildkit.render import RenderRecord, template_environment
 from buildkit.source import PrepareRecord
 from buildkit.verify import VerifyRecord
+from buildkit.yamlload import load_yaml
 
 # Compute capability -> the GPUs people know it by.
 GPU_FAMILIES = {
@@ -61,10 +60,8 @@ def read_results(path: Path) -> dict[str, Any]:
         metrics = {row[0].strip(): [cell.strip() for cell in row[1:]] for row in rows[1:]}
         data: dict[str, Any] = {"steps": steps, "metrics": metrics}
     else:
-        try:
-            data = yaml.load(text, Loader=yaml.BaseLoader) or {}  # noqa: S506 -- BaseLoader: values stay as written
-        except yaml.YAMLError as exc:
-            raise InputError(f"{path}: not valid YAML: {exc}") from None
+        # Values stay as written; anchors and aliases (alias bombs), duplicate keys and huge documents are refused.
+        data = load_yaml(text, path, keep_strings=True)[0] or {}
         if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
             raise InputError(f"{path}: expected a mapping with `metrics: {{name: [value per step]}}`")
     metrics = data["metrics"]

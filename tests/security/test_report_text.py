@@ -70,3 +70,15 @@ def test_escape_sequences_from_upstream_never_reach_the_terminal(project, upstre
     assert result.code == 4, result.output
     assert "is not merged" in result.stderr
     assert "\x1b" not in result.output and "\x07" not in result.output and "\x9b" not in result.output
+
+
+def test_a_results_file_with_an_alias_bomb_is_refused(project, tmp_path):
+    root, cli = project
+    assert cli("resolve").code == 0
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]" for i in range(1, 10)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(levels) + "\nmetrics:\n  loss: *a9\n")
+    result = cli("report", "--results", str(bomb), timeout=30)
+    assert result.code == 2, result.output
+    assert "bomb.yaml" in result.stderr and len(result.stderr) < 1000
