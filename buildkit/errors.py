@@ -43,6 +43,11 @@ class UpstreamMismatch(BuildkitError):
     exit_code = 4
 
 
+class UpstreamMalformed(UpstreamUnreachable):
+    """Upstream answered, but not usably: larger than its limit, slower than the deadline, or not the shape its
+    protocol promises. Exit 3 like any answer buildkit cannot use."""
+
+
 def excerpt(value: object, limit: int = 200) -> str:
     """`value` quoted for a message, at most about `limit` characters: repr (so a trailing newline or a control
     character shows), with the middle of long values elided. Bounded work even for a huge nested value."""
