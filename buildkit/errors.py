@@ -76,6 +76,11 @@ class UpstreamMismatch(BuildkitError):
     exit_code = 4
 
 
+class UpstreamMalformed(UpstreamUnreachable):
+    """Upstream answered, but not usably: larger than its limit, slower than the deadline, or not the shape its
+    protocol promises. Exit 3 like any answer buildkit cannot use."""
+
+
 class EngineNotReady(BuildkitError):
     """Docker, buildx or the builder is missing or unusable."""
 

@@ -1,34 +1,98 @@
-"""The one place buildkit talks HTTP: timeouts, bounded retries with backoff, a user agent, clear errors.
+"""The one place buildkit talks HTTP: timeouts, a deadline and a size limit on every answer, bounded retries with
+backoff, a user agent, clear errors.
 
-Callers get a `requests.Response` for any answer the server gave (they interpret 404s and 401s themselves) and an
-`UpstreamUnreachable` when there was no usable answer: connection refused, DNS failure, timeout, or a 5xx that
-outlived the retries. Sessions are per thread because resolve runs lookups concurrently.
+Callers get a `Reply` (status, headers and the body, already read within its limit) for any answer the server
+gave -- they interpret 404s and 401s themselves -- or an error:
+  UpstreamUnreachable  no usable answer: connection refused, DNS failure, timeout, or a 5xx after the retries;
+  UpstreamMalformed    an answer buildkit will not use: larger than the limit for its kind, slower than the
+                       deadline (however it trickles), or broken HTTP. Not retried: it would only happen again.
+Every number here can be raised through the environment; a value that is not a sensible number is an
+InputError, never silently replaced. Sessions are per thread because resolve runs lookups concurrently.
 """
 
 from __future__ import annotations
 
+import http.client
+import json
+import math
 import os
+import re
+import socket
 import threading
 import time
-from urllib.parse import urlsplit
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from buildkit import __version__
-from buildkit.errors import UpstreamUnreachable
+from buildkit.errors import InputError, UpstreamMalformed, UpstreamUnreachable, excerpt
 
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
 OFFLINE_HINT = (
     "check the network or the endpoint settings; `buildkit resolve --offline` validates the pins and lock "
     "with no network"
 )
+MAX_REDIRECTS = 10
+KiB, MiB = 1 << 10, 1 << 20
+ENV_TIMEOUT = "BUILDKIT_HTTP_TIMEOUT"
+ENV_DEADLINE = "BUILDKIT_HTTP_DEADLINE"
+ENV_BACKOFF = "BUILDKIT_HTTP_BACKOFF"
 
 
-def _env_float(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
+@dataclass(frozen=True)
+class Limit:
+    """How much of one kind of answer buildkit reads into memory; `env` raises it."""
+
+    what: str
+    env: str
+    default: int
+
+
+# GitHub's commit answers carry the commit's file list and patches, so they get more room than they usually need.
+GITHUB_API = Limit("GitHub API answers", "BUILDKIT_HTTP_MAX_GITHUB", 4 * MiB)
+WHEEL_INDEX = Limit("wheel index pages", "BUILDKIT_HTTP_MAX_INDEX", 4 * MiB)
+# The OCI distribution spec has registries accept manifests of at least 4 MiB; image configs share the limit.
+REGISTRY = Limit("registry manifests and image configs", "BUILDKIT_HTTP_MAX_MANIFEST", 4 * MiB)
+REGISTRY_TOKEN = Limit("registry token answers", "BUILDKIT_HTTP_MAX_TOKEN", 64 * KiB)
+LIMITS = (GITHUB_API, WHEEL_INDEX, REGISTRY, REGISTRY_TOKEN)
+
+_LENGTH_RE = re.compile(r"[0-9]{1,19}")
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One answer, its body read whole (within its limit)."""
+
+    url: str  # where it came from, after redirects
+    status: int
+    reason: str
+    headers: Mapping[str, str]
+    body: bytes
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+    def json(self, what: str) -> Any:
+        try:
+            return json.loads(self.body)
+        except (ValueError, RecursionError):  # RecursionError: JSON nested thousands deep
+            raise UpstreamMalformed(f"{what}: {redact(self.url)} sent something that is not JSON") from None
+
+
+def content_length(value: str | None) -> int | None:
+    """A Content-Length value as a number; ValueError when present but not plain ASCII digits (a sign, '²')."""
+    if value is None:
+        return None
+    if not _LENGTH_RE.fullmatch(value.strip()):
+        raise ValueError(f"Content-Length {excerpt(value, 40)} is not a number of bytes")
+    return int(value)
 
 
 class Http:
@@ -37,10 +101,13 @@ class Http:
         timeout: float | None = None,
         attempts: int = 3,
         backoff: float | None = None,
+        deadline: float | None = None,
     ):
         # Environment knobs exist so tests and slow links can tune them without code.
-        self.timeout = timeout if timeout is not None else _env_float("BUILDKIT_HTTP_TIMEOUT", 20.0)
-        self.backoff = backoff if backoff is not None else _env_float("BUILDKIT_HTTP_BACKOFF", 0.5)
+        self.timeout = timeout if timeout is not None else _env_seconds(ENV_TIMEOUT, 20.0, maximum=3600)
+        self.deadline = deadline if deadline is not None else _env_seconds(ENV_DEADLINE, 60.0, maximum=86400)
+        self.backoff = backoff if backoff is not None else _env_seconds(ENV_BACKOFF, 0.5, maximum=60, zero=True)
+        self.max_bytes = {limit: _env_bytes(limit) for limit in LIMITS}
         self.attempts = max(1, attempts)
         self._local = threading.local()
 
@@ -49,7 +116,11 @@ class Http:
         if session is None:
             session = requests.Session()
             session.headers["User-Agent"] = f"buildkit/{__version__}"
+            # Uncompressed answers: the limits then count what is held, and no small answer inflates into a big one.
+            session.headers["Accept-Encoding"] = "identity"
             session.trust_env = True  # honour HTTPS_PROXY / NO_PROXY like curl does
+            for scheme in ("http://", "https://"):
+                session.mount(scheme, _DeadlineAdapter())
             self._local.session = session
         return session
 
@@ -58,49 +129,269 @@ class Http:
         method: str,
         url: str,
         *,
+        limit: Limit | None,
         headers: dict[str, str] | None = None,
         params: dict[str, str] | None = None,
         allow_redirects: bool = True,
-        stream: bool = False,
-    ) -> requests.Response:
+    ) -> Reply:
+        """One request, retried on connection problems, timeouts and 5xx. `limit`: the kind of answer, which
+        caps the body read; None reads no body (HEAD, or a GET whose headers are all that is wanted)."""
         host = urlsplit(url).netloc
         last_problem = ""
         for attempt in range(1, self.attempts + 1):
+            deadline = _Deadline(self.deadline)
             try:
-                response = self._session().request(
-                    method,
-                    url,
-                    headers=headers,
-                    params=params,
-                    timeout=(min(self.timeout, 10.0), self.timeout),
-                    allow_redirects=allow_redirects,
-                    stream=stream,
-                )
+                with deadline:
+                    reply = self._attempt(method, url, limit, headers, params, allow_redirects)
             except requests.exceptions.Timeout:
                 last_problem = f"no answer within {self.timeout:g}s"
-            except requests.exceptions.ConnectionError as exc:
-                last_problem = _connection_problem(exc)
-            except requests.exceptions.RequestException as exc:
-                last_problem = type(exc).__name__
+            except (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+                if deadline.expired:
+                    raise self._too_slow(method, url) from None
+                # A read timeout in the middle of the body arrives as a ConnectionError.
+                timed_out = "timed out" in str(exc)
+                last_problem = f"no answer within {self.timeout:g}s" if timed_out else _connection_problem(exc)
+            except (
+                requests.RequestException,
+                urllib3.exceptions.HTTPError,
+                http.client.HTTPException,
+                ValueError,
+            ) as exc:
+                # Broken HTTP (a bad header, a redirect to nowhere): it would be just as broken the next time.
+                if deadline.expired:
+                    raise self._too_slow(method, url) from None
+                raise UpstreamMalformed(f"{method} {redact(url)}: {_malformed_problem(exc)}") from None
             else:
-                if response.status_code not in RETRY_STATUSES:
-                    return response
-                last_problem = f"HTTP {response.status_code} {response.reason}"
-                response.close()
+                if deadline.expired:  # a body cut short by the deadline can look complete
+                    raise self._too_slow(method, url)
+                if reply.status not in RETRY_STATUSES:
+                    return reply
+                last_problem = f"HTTP {reply.status} {excerpt(reply.reason, 60)[1:-1]}"
             if attempt < self.attempts:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
         raise UpstreamUnreachable(
-            f"{method} {_redact(url)}: {last_problem} (host {host}, {self.attempts} attempts)", hint=OFFLINE_HINT
+            f"{method} {redact(url)}: {last_problem} (host {host}, {self.attempts} attempts)", hint=OFFLINE_HINT
         )
 
-    def get(self, url: str, **kwargs) -> requests.Response:
-        return self.request("GET", url, **kwargs)
+    def _attempt(
+        self,
+        method: str,
+        url: str,
+        limit: Limit | None,
+        headers: dict[str, str] | None,
+        params: dict[str, str] | None,
+        allow_redirects: bool,
+    ) -> Reply:
+        """Follow redirects here rather than in requests' Session, which reads a redirect's whole body (however
+        long; even with allow_redirects=False) and decides itself where credentials go: here they never leave the
+        origin they were given for. So the request is prepared by the session and sent by its adapter."""
+        session = self._session()
+        origin = _origin(url)
+        for _ in range(MAX_REDIRECTS + 1):
+            prepared = session.prepare_request(requests.Request(method, url, headers=headers, params=params))
+            # Proxies (HTTPS_PROXY, NO_PROXY) and TLS settings from the environment, as Session.request does;
+            # stream: the body is read below, within its limit.
+            settings = session.merge_environment_settings(prepared.url, {}, True, None, None)
+            response = session.get_adapter(prepared.url).send(
+                prepared, timeout=(min(self.timeout, 10.0), self.timeout), **settings
+            )
+            try:
+                target = session.get_redirect_target(response) if allow_redirects else None
+                if target is None:
+                    body = self._read(response, limit, method, url) if limit and method != "HEAD" else b""
+                    return Reply(response.url, response.status_code, response.reason or "", response.headers, body)
+            finally:
+                response.close()  # a redirect's body is never read
+            try:
+                next_url = urljoin(response.url, target)
+                scheme = urlsplit(next_url).scheme
+            except ValueError:  # e.g. "http://[zz/"
+                scheme = ""
+            if scheme not in ("http", "https"):
+                raise UpstreamMalformed(f"{method} {redact(url)}: redirected to an unusable URL {excerpt(target, 80)}")
+            if headers and _origin(next_url) != origin:
+                headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+            if response.status_code == 303 and method != "HEAD":
+                method = "GET"
+            url, params = next_url, None
+        raise UpstreamMalformed(f"{method} {redact(url)}: more than {MAX_REDIRECTS} redirects")
 
-    def head(self, url: str, **kwargs) -> requests.Response:
-        return self.request("HEAD", url, **kwargs)
+    def _read(self, response: requests.Response, limit: Limit, method: str, url: str) -> bytes:
+        cap = self.max_bytes[limit]
+        try:
+            declared = content_length(response.headers.get("Content-Length"))
+        except ValueError:
+            declared = None  # urllib3 ignores it too, and reads until the server closes: the cap still holds
+        if declared is not None and declared > cap:
+            raise self._too_large(method, url, limit)
+        body = bytearray()
+        for chunk in response.iter_content(chunk_size=16 * KiB):
+            body += chunk
+            if len(body) > cap:
+                raise self._too_large(method, url, limit)
+        return bytes(body)
+
+    def _too_large(self, method: str, url: str, limit: Limit) -> UpstreamMalformed:
+        return UpstreamMalformed(
+            f"{method} {redact(url)}: the answer is larger than {_size(self.max_bytes[limit])}, the limit for "
+            f"{limit.what}",
+            hint=f"if that is expected, raise it with {limit.env}=<bytes>",
+        )
+
+    def _too_slow(self, method: str, url: str) -> UpstreamMalformed:
+        return UpstreamMalformed(
+            f"{method} {redact(url)}: no complete answer within {self.deadline:g}s, the limit per request",
+            hint=f"on a slow link, raise it with {ENV_DEADLINE}=<seconds>",
+        )
+
+    def get(self, url: str, *, limit: Limit | None, **kwargs: Any) -> Reply:
+        return self.request("GET", url, limit=limit, **kwargs)
+
+    def head(self, url: str, **kwargs: Any) -> Reply:
+        return self.request("HEAD", url, limit=None, **kwargs)
 
 
-def _connection_problem(exc: requests.exceptions.ConnectionError) -> str:
+# The deadline: a per-read timeout lets a server that sends one byte every few seconds hold a request for ever, and
+# a read can block deep inside http.client (in the headers, in a chunk). So a timer shuts down the sockets of the
+# request when its time is up, wherever it is blocked. Connections find the request they serve through a
+# thread-local, since the thread that asks is the one that reads.
+_current = threading.local()
+
+
+class _Deadline:
+    def __init__(self, seconds: float):
+        self.expired = False
+        self._watched: list[HTTPConnection | socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        _current.deadline = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+        _current.deadline = None
+
+    def watch(self, target: HTTPConnection | socket.socket) -> None:
+        with self._lock:
+            self._watched.append(target)
+            if self.expired:
+                _shut(target)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for target in self._watched:
+                _shut(target)
+
+
+def _shut(target: HTTPConnection | socket.socket) -> None:
+    sock = target if isinstance(target, socket.socket) else target.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked recv, unlike close()
+        except OSError:
+            pass
+
+
+def _watch(target: HTTPConnection | socket.socket | None) -> None:
+    deadline = getattr(_current, "deadline", None)
+    if deadline is not None and target is not None:
+        deadline.watch(target)
+
+
+class _Watched:
+    """Connection mixin: registers with the current request's deadline. The connection itself while it connects
+    (its socket appears before the TLS handshake), and the socket for the request, since http.client lets go of
+    `sock` once the answer starts when the server closes after it."""
+
+    sock: socket.socket | None
+
+    def connect(self) -> None:
+        _watch(self)  # type: ignore[arg-type]
+        super().connect()  # type: ignore[misc]
+        _watch(self.sock)
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _watch(self.sock)  # a reused connection; a new one registers in connect()
+        super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+class _WatchedHTTPConnection(_Watched, HTTPConnection):
+    pass
+
+
+class _WatchedHTTPSConnection(_Watched, HTTPSConnection):
+    pass
+
+
+class _HTTPPool(HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _HTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
+_POOLS = {"http": _HTTPPool, "https": _HTTPSPool}
+
+
+class _DeadlineAdapter(HTTPAdapter):
+    """requests' adapter with connections that obey the deadline (direct, and through an HTTP(S) proxy)."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = _POOLS
+
+    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
+        manager = super().proxy_manager_for(proxy, **kwargs)
+        if not proxy.lower().startswith("socks"):  # SOCKS pools have their own connection classes
+            manager.pool_classes_by_scheme = _POOLS
+        return manager
+
+
+def _env_seconds(name: str, default: float, *, maximum: float, zero: bool = False) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    low_ok = value >= 0 if zero else value > 0
+    if not (math.isfinite(value) and low_ok and value <= maximum):
+        lowest = "0" if zero else "more than 0"
+        raise InputError(
+            f"${name}: expected a number of seconds, {lowest} and at most {maximum:g}, found {excerpt(raw, 40)}",
+            hint=f"unset it for the default ({default:g})",
+        )
+    return value
+
+
+def _env_bytes(limit: Limit) -> int:
+    raw = os.environ.get(limit.env, "").strip()
+    if not raw:
+        return limit.default
+    if not re.fullmatch(r"[0-9]{1,10}", raw) or not 0 < int(raw) <= 1 << 30:
+        raise InputError(
+            f"${limit.env}: expected a number of bytes from 1 to {1 << 30} (1 GiB), found {excerpt(raw, 40)}",
+            hint=f"unset it for the default ({limit.default})",
+        )
+    return int(raw)
+
+
+def _size(n: int) -> str:
+    if n >= MiB and n % MiB == 0:
+        return f"{n // MiB} MiB"
+    if n >= KiB and n % KiB == 0:
+        return f"{n // KiB} KiB"
+    return f"{n:,} bytes"
+
+
+def _connection_problem(exc: requests.exceptions.RequestException) -> str:
     text = str(exc)
     for needle, meaning in (
         ("Connection refused", "connection refused"),
@@ -109,7 +400,9 @@ def _connection_problem(exc: requests.exceptions.ConnectionError) -> str:
         ("Network is unreachable", "network unreachable"),
         ("RemoteDisconnected", "connection dropped by the server"),
         ("Connection reset", "connection reset"),
+        ("IncompleteRead", "the answer ended before the length it announced"),
         ("Connection aborted", "connection dropped by the server"),
+        ("Connection broken", "connection dropped by the server"),
         ("CERTIFICATE_VERIFY_FAILED", "TLS certificate not trusted"),
     ):
         if needle in text:
@@ -117,7 +410,24 @@ def _connection_problem(exc: requests.exceptions.ConnectionError) -> str:
     return "connection failed"
 
 
-def _redact(url: str) -> str:
-    """URLs never carry credentials in buildkit, but never echo a query string (tokens live there elsewhere)."""
+def _malformed_problem(exc: Exception) -> str:
+    """What was wrong, in a few words. Never str(exc): it can quote request headers, and so a token."""
+    if isinstance(exc, requests.exceptions.ContentDecodingError):
+        return "an answer that cannot be decoded"
+    if isinstance(exc, requests.exceptions.InvalidHeader):
+        return "a malformed header"
+    if isinstance(exc, (requests.exceptions.InvalidSchema, requests.exceptions.InvalidURL)):
+        return "a redirect to an unusable URL"
+    return f"a malformed answer ({type(exc).__name__})"
+
+
+def _origin(url: str) -> tuple[str, str]:
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+    return parts.scheme.lower(), parts.netloc.rpartition("@")[2].lower()
+
+
+def redact(url: str) -> str:
+    """A URL for messages: no credentials, no query string (tokens live there elsewhere), at most 200 characters."""
+    parts = urlsplit(url)
+    text = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+    return text if len(text) <= 200 else text[:197] + "..."

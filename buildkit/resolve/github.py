@@ -3,18 +3,56 @@
 from __future__ import annotations
 
 import os
+import re
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-import requests
+from pydantic import field_validator
 
-from buildkit.errors import InputError, UpstreamMismatch, UpstreamUnreachable
+from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
 from buildkit.files import utc_now
-from buildkit.http import Http
+from buildkit.grammar import FullSha, HttpsUrl
+from buildkit.http import GITHUB_API, Http, Reply
 from buildkit.lock import CommitFact, PullRequestFact
+from buildkit.resolve.shapes import Answer, Line, Timestamp, one_line, parse
 
 TOKEN_ENV = "GITHUB_TOKEN"
+
+
+# The fields buildkit reads from GitHub's answers, typed (see shapes.py).
+class _Committer(Answer):
+    date: Timestamp
+
+
+class _CommitDetail(Answer):
+    message: str
+    committer: _Committer
+
+    @field_validator("message")
+    @classmethod
+    def _subject_is_one_line(cls, message: str) -> str:
+        one_line(_subject(message))
+        return message
+
+
+class _Commit(Answer):
+    sha: FullSha
+    commit: _CommitDetail
+    html_url: HttpsUrl | None = None
+
+
+class _Pull(Answer):
+    merged: bool
+    state: Line = "unknown"
+    title: Line = ""
+    merged_at: Timestamp | None = None
+    merge_commit_sha: FullSha | None = None
+    html_url: HttpsUrl | None = None
+
+
+def _subject(message: str) -> str:
+    return message.split("\n", 1)[0].removesuffix("\r")
 
 
 class GitHub:
@@ -34,36 +72,33 @@ class GitHub:
             return None
         return segments[0], segments[1]
 
-    def _get(self, path: str, what: str) -> dict[str, Any]:
+    def _get(self, path: str, what: str) -> Any:
         url = f"{self.api}{path}"
         headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
-        response = self.http.get(url, headers=headers)
-        self._raise_for_rate_limit(response)
-        if response.status_code == 401:
+        reply = self.http.get(url, limit=GITHUB_API, headers=headers)
+        self._raise_for_rate_limit(reply)
+        if reply.status == 401:
             raise UpstreamUnreachable(
                 f"GitHub API rejected the credentials for {what} (401)", hint=f"check ${TOKEN_ENV}, or unset it"
             )
-        if response.status_code in (404, 422):
-            raise UpstreamMismatch(f"{what}: not found on GitHub ({response.status_code} from {url})")
-        if response.status_code != 200:
-            raise UpstreamUnreachable(f"GitHub API answered {response.status_code} for {what} ({url})")
-        try:
-            data = response.json()
-        except ValueError:
-            raise UpstreamUnreachable(f"GitHub API sent something that is not JSON for {what} ({url})") from None
-        if not isinstance(data, dict):
-            raise UpstreamUnreachable(f"GitHub API sent an unexpected answer for {what} ({url})")
-        return data
+        if reply.status in (404, 422):
+            raise UpstreamMismatch(f"{what}: not found on GitHub ({reply.status} from {url})")
+        if reply.status != 200:
+            raise UpstreamUnreachable(f"GitHub API answered {reply.status} for {what} ({url})")
+        return reply.json(f"GitHub API answer for {what}")
 
-    def _raise_for_rate_limit(self, response: requests.Response) -> None:
-        if response.status_code not in (403, 429) or response.headers.get("X-RateLimit-Remaining") != "0":
+    def _raise_for_rate_limit(self, reply: Reply) -> None:
+        if reply.status not in (403, 429) or reply.headers.get("X-RateLimit-Remaining") != "0":
             return
-        reset = response.headers.get("X-RateLimit-Reset", "")
+        reset = reply.headers.get("X-RateLimit-Reset", "")
         when = "later"
-        if reset.isdigit():
-            when = datetime.fromtimestamp(int(reset), UTC).strftime("at %Y-%m-%d %H:%M:%S UTC")
+        if re.fullmatch(r"[0-9]{1,12}", reset):
+            try:
+                when = datetime.fromtimestamp(int(reset), UTC).strftime("at %Y-%m-%d %H:%M:%S UTC")
+            except (OverflowError, OSError, ValueError):
+                pass  # a reset time past what a clock can show: "later" it is
         hint = (
             f"the limit for ${TOKEN_ENV} is used up; wait, or use another token"
             if self._token
@@ -74,22 +109,18 @@ class GitHub:
     def commit(self, repo_url: str, ref: str) -> CommitFact:
         owner, repo = self._require(repo_url)
         path = f"/repos/{owner}/{repo}/commits/{ref}"
-        data = self._get(path, f"{owner}/{repo} ref {ref!r}")
-        try:
-            sha = data["sha"]
-            message = data["commit"]["message"]
-            date = data["commit"]["committer"]["date"]
-        except (KeyError, TypeError):
-            raise UpstreamUnreachable(f"GitHub API answer for {owner}/{repo}@{ref} lacks sha/message/date") from None
+        what = f"{owner}/{repo} ref {ref!r}"
+        found = parse(_Commit, self._get(path, what), f"GitHub API answer for {what}")
+        sha = found.sha
         if all(c in "0123456789abcdef" for c in ref) and not sha.startswith(ref):
             raise UpstreamMismatch(f"{owner}/{repo}: {ref!r} resolved to {sha}, which does not start with it")
         return CommitFact(
             repo=repo_url,
             ref=ref,
             commit=sha,
-            date=date,
-            subject=message.splitlines()[0] if message else "",
-            url=data.get("html_url"),
+            date=found.commit.committer.date,
+            subject=_subject(found.commit.message),
+            url=found.html_url,
             source=f"GitHub API {self.api}{path}",
             resolved_at=utc_now(),
         )
@@ -97,26 +128,25 @@ class GitHub:
     def pull(self, repo_url: str, number: int) -> PullRequestFact:
         owner, repo = self._require(repo_url)
         path = f"/repos/{owner}/{repo}/pulls/{number}"
-        data = self._get(path, f"{owner}/{repo} PR #{number}")
-        if not data.get("merged"):
-            state = data.get("state", "unknown")
+        what = f"{owner}/{repo} PR #{number}"
+        pull = parse(_Pull, self._get(path, what), f"GitHub API answer for {what}")
+        if not pull.merged:
             raise UpstreamMismatch(
-                f"{owner}/{repo} PR #{number} is not merged (state: {state}); no merge commit to build",
+                f"{what} is not merged (state: {pull.state}); no merge commit to build",
                 hint="pin vllm.ref to a commit instead, or wait for the merge",
             )
-        try:
-            return PullRequestFact(
-                number=number,
-                title=data.get("title", ""),
-                state=data.get("state", ""),
-                merged_at=data["merged_at"],
-                merge_commit=data["merge_commit_sha"],
-                url=data.get("html_url") or f"https://github.com/{owner}/{repo}/pull/{number}",
-                source=f"GitHub API {self.api}{path}",
-                resolved_at=utc_now(),
-            )
-        except (KeyError, ValueError):
-            raise UpstreamUnreachable(f"GitHub API answer for PR #{number} lacks merged_at/merge_commit_sha") from None
+        if pull.merged_at is None or pull.merge_commit_sha is None:
+            raise UpstreamMalformed(f"GitHub API answer for {what}: merged, but without merged_at/merge_commit_sha")
+        return PullRequestFact(
+            number=number,
+            title=pull.title,
+            state=pull.state,
+            merged_at=pull.merged_at,
+            merge_commit=pull.merge_commit_sha,
+            url=pull.html_url or f"https://github.com/{owner}/{repo}/pull/{number}",
+            source=f"GitHub API {self.api}{path}",
+            resolved_at=utc_now(),
+        )
 
     def _require(self, repo_url: str) -> tuple[str, str]:
         found = self.owner_repo(repo_url)

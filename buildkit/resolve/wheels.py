@@ -7,7 +7,6 @@ parsed platform tag and variant, never by position.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -16,18 +15,28 @@ from urllib.parse import quote, unquote, urldefrag, urljoin
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
-from buildkit.errors import UpstreamMismatch, UpstreamUnreachable
+from buildkit.errors import UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable, excerpt
 from buildkit.files import utc_now
 from buildkit.grammar import https_url
-from buildkit.http import Http
+from buildkit.http import WHEEL_INDEX, Http, Reply, content_length, redact
 from buildkit.lock import WheelFact
+from buildkit.resolve.shapes import Answer, Line, parse
 
-_CONTENT_RANGE_RE = re.compile(r"bytes [0-9]{1,19}-[0-9]{1,19}/([0-9]{1,19})")  # fullmatch
+_HEADER_TEXT_RE = re.compile(r"[\x20-\x7e]{1,256}")  # ETag, Last-Modified: printable ASCII
+_CONTENT_RANGE_RE = re.compile(r"bytes [0-9]{1,19}-[0-9]{1,19}/([0-9]{1,19}|\*)")  # fullmatch; * = size unknown
 _GIT_HASH_RE = re.compile(r"g[0-9a-f]{7,40}")  # fullmatch
 MISSING_HINT = (
     "vLLM publishes per-commit wheels for main-branch commits, and some are missing (vllm issues 16217, 30295); "
     "pin a commit that has one, or another wheel.variant"
 )
+
+
+class _MetadataEntry(Answer):
+    """One wheel in metadata.json; the fields buildkit reads."""
+
+    filename: Line
+    path: Line  # relative to the metadata's directory
+    variant: Line | None = None
 
 
 @dataclass(frozen=True)
@@ -53,28 +62,25 @@ class _Links(HTMLParser):
 def _listing(http: Http, base: str) -> tuple[str, list[Listed]]:
     """The wheels the index lists for one commit+variant: metadata.json first, the PEP 503 page as fallback."""
     meta_url = f"{base}/vllm/metadata.json"
-    response = http.get(meta_url)
-    if response.status_code == 200:
+    reply = http.get(meta_url, limit=WHEEL_INDEX)
+    broken: UpstreamMalformed | None = None
+    if reply.status == 200:
+        what = f"the wheel index's {redact(meta_url)}"
         try:
-            entries = json.loads(response.text)
+            entries = parse(list[_MetadataEntry], reply.json(what), what)
             listed = [
-                Listed(
-                    filename=e["filename"],
-                    # `path` is relative to the metadata's directory; keep escapes the index already made.
-                    url=urljoin(meta_url, quote(e["path"], safe="/%")),
-                    variant=e.get("variant"),
-                    sha256=None,
-                )
+                # Keep escapes the index already made in `path`.
+                Listed(e.filename, urljoin(meta_url, quote(e.path, safe="/%")), e.variant, sha256=None)
                 for e in entries
             ]
             return meta_url, listed
-        except (ValueError, KeyError, TypeError):
-            pass  # a broken metadata.json: the PEP 503 page is the standard answer
+        except UpstreamMalformed as exc:
+            broken = exc  # the PEP 503 page is the standard answer; this error is kept in case it is missing
     page_url = f"{base}/vllm/index.html"
-    response = http.get(page_url)
-    if response.status_code == 200:
+    reply = http.get(page_url, limit=WHEEL_INDEX)
+    if reply.status == 200:
         parser = _Links()
-        parser.feed(response.text)
+        parser.feed(reply.text())
         listed = []
         for href in parser.hrefs:
             url, fragment = urldefrag(urljoin(page_url, href))
@@ -83,9 +89,11 @@ def _listing(http: Http, base: str) -> tuple[str, list[Listed]]:
                 sha = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else None
                 listed.append(Listed(filename=name, url=url, variant=None, sha256=sha))
         return page_url, listed
-    if response.status_code in (403, 404):
+    if reply.status in (403, 404):
+        if broken:
+            raise broken
         raise UpstreamMismatch(f"no wheel index for this commit: {meta_url} and {page_url} are missing", MISSING_HINT)
-    raise UpstreamUnreachable(f"wheel index answered {response.status_code} for {page_url}")
+    raise UpstreamUnreachable(f"wheel index answered {reply.status} for {redact(page_url)}")
 
 
 def _arch_matches(platform_tag: str, arch: str) -> bool:
@@ -113,15 +121,15 @@ def choose_wheel(listed: list[Listed], commit: str, arch: str, variant: str) -> 
         if named_variant not in (None, wanted_variant):
             continue
         chosen.append((item, version))
-    names = ", ".join(i.filename for i in listed) or "none"
     if not chosen:
         raise UpstreamMismatch(
-            f"no vllm wheel for linux {arch}, variant {variant}, at commit {commit}; the index lists: {names}",
+            f"no vllm wheel for linux {arch}, variant {variant}, at commit {commit}; the index lists: "
+            + _names([i.filename for i in listed]),
             MISSING_HINT,
         )
     if len(chosen) > 1:
         raise UpstreamMismatch(
-            f"several vllm wheels fit linux {arch}, variant {variant}: " + ", ".join(i.filename for i, _ in chosen)
+            f"several vllm wheels fit linux {arch}, variant {variant}: " + _names([i.filename for i, _ in chosen])
         )
     item, version = chosen[0]
     if f"g{commit[:9]}" not in (version.local or "").split("."):
@@ -132,25 +140,54 @@ def choose_wheel(listed: list[Listed], commit: str, arch: str, variant: str) -> 
     return item, version
 
 
+def _names(filenames: list[str]) -> str:
+    """The first names, about 200 characters of them: an index can list thousands, and long ones."""
+    shown: list[str] = []
+    for name in filenames:
+        name = name if len(name) <= 100 else name[:97] + "..."
+        if shown and sum(len(n) + 2 for n in shown) + len(name) > 200:
+            break
+        shown.append(name)
+    more = len(filenames) - len(shown)
+    return (", ".join(shown) or "none") + (f" and {more} more" if more else "")
+
+
 def _verify_exists(http: Http, url: str) -> tuple[str, int | None, str | None, str | None]:
     """HEAD the wheel (following redirects); if HEAD is refused, GET one byte. Never download the wheel."""
-    response = http.head(url, allow_redirects=True)
+    reply = http.head(url, allow_redirects=True)
     method = "HEAD"
-    if response.status_code in (403, 405, 501):
+    if reply.status in (403, 405, 501):
         method = "GET Range: bytes=0-0"
-        response = http.get(url, headers={"Range": "bytes=0-0"}, stream=True, allow_redirects=True)
-        response.close()  # only the headers are wanted
-    if response.status_code == 404:
+        reply = http.get(url, limit=None, headers={"Range": "bytes=0-0"})  # only the headers are wanted
+    if reply.status == 404:
         raise UpstreamMismatch(f"the index lists the wheel, but it is missing: {url} answered 404", MISSING_HINT)
-    if response.status_code not in (200, 206):
-        raise UpstreamUnreachable(f"{method} {url} answered {response.status_code}")
+    if reply.status not in (200, 206):
+        raise UpstreamUnreachable(f"{method} {redact(url)} answered {reply.status}")
     size: int | None = None
-    if response.status_code == 206:
-        m = _CONTENT_RANGE_RE.fullmatch(response.headers.get("Content-Range", ""))
-        size = int(m.group(1)) if m else None
-    elif response.headers.get("Content-Length", "").isdigit():
-        size = int(response.headers["Content-Length"])
-    return method, size, response.headers.get("ETag"), response.headers.get("Last-Modified")
+    if reply.status == 206:
+        m = _CONTENT_RANGE_RE.fullmatch(reply.headers.get("Content-Range", ""))
+        if not m:
+            raise _bad_header(method, url, reply, "Content-Range")
+        size = int(m.group(1)) if m.group(1) != "*" else None
+    else:
+        try:
+            size = content_length(reply.headers.get("Content-Length"))
+        except ValueError:
+            raise _bad_header(method, url, reply, "Content-Length") from None
+    return method, size, _header_text(method, url, reply, "ETag"), _header_text(method, url, reply, "Last-Modified")
+
+
+def _header_text(method: str, url: str, reply: Reply, name: str) -> str | None:
+    """A header that goes into the lock as it is: printable ASCII, not too long."""
+    value = reply.headers.get(name)
+    if value is not None and not _HEADER_TEXT_RE.fullmatch(value):
+        raise _bad_header(method, url, reply, name)
+    return value
+
+
+def _bad_header(method: str, url: str, reply: Reply, name: str) -> UpstreamMalformed:
+    value = excerpt(reply.headers.get(name), 80)
+    return UpstreamMalformed(f"{method} {redact(url)}: malformed {name} header {value} in the answer")
 
 
 def resolve_wheel(http: Http, index: str, commit: str, arch: str, variant: str) -> WheelFact:

@@ -67,8 +67,8 @@ def test_escape_sequences_from_upstream_never_reach_the_terminal(project, upstre
     pull = upstreams.github.pulls[("vllm-project/vllm", 24322)]
     pull.update(merged=False, merge_commit_sha=None, merged_at=None, state="open" + ANSI)
     result = cli("resolve")
-    assert result.code == 4, result.output
-    assert "is not merged" in result.stderr
+    assert result.code == 3, result.output  # refused as a malformed answer, quoted with its escapes visible
+    assert "PR #24322" in result.stderr
     assert "\x1b" not in result.output and "\x07" not in result.output and "\x9b" not in result.output
 
 
@@ -82,3 +82,26 @@ def test_a_results_file_with_an_alias_bomb_is_refused(project, tmp_path):
     result = cli("report", "--results", str(bomb), timeout=30)
     assert result.code == 2, result.output
     assert "bomb.yaml" in result.stderr and len(result.stderr) < 1000
+
+
+def test_every_error_message_is_printed_without_control_characters(tmp_path):
+    """The one way errors reach the terminal (ui.print_error) strips them, whatever the message holds."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    script = tmp_path / "raise.py"
+    script.write_text(
+        "import sys\n"
+        "from buildkit import cli\n"
+        "from buildkit.errors import UpstreamMismatch\n"
+        "def app():\n"
+        "    raise UpstreamMismatch('title ' + sys.argv[1] + ' end', hint='hint ' + sys.argv[1])\n"
+        "cli.app = app\n"
+        "cli.main()\n"
+    )
+    done = subprocess.run([sys.executable, str(script), ANSI], capture_output=True, text=True, cwd=REPO_ROOT,
+                          env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert done.returncode == 4, done.stderr
+    assert "title" in done.stderr and "\x1b" not in done.stderr and "\x07" not in done.stderr
