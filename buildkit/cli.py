@@ -329,8 +329,10 @@ def main() -> None:
     except Exception as err:  # noqa: BLE001 -- a bug: say so briefly; the traceback is one variable away
         if os.environ.get("BUILDKIT_DEBUG"):
             raise
+        from buildkit.ui import without_secrets
+
         sys.stderr.write(
-            f"buildkit: internal error: {type(err).__name__}: {err}\n"
+            f"buildkit: internal error: {type(err).__name__}: {without_secrets(str(err))}\n"
             "  rerun with BUILDKIT_DEBUG=1 for the traceback, and please report it\n"
         )
         sys.exit(70)

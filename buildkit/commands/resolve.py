@@ -34,8 +34,11 @@ def run_resolve(pins_path: Path, lock_path: Path | None, *, json_out: bool, chec
 
     from buildkit.resolve import Resolver
 
+    resolver = Resolver(pins, patches=patches)
+    for note in resolver.notes:
+        ui.err.print(f"[yellow]note[/]: {escape(note)}")
     with ui.err.status("resolving pins (GitHub, wheel index, registry)...", spinner="dots"):
-        fresh = Resolver(pins, patches=patches).resolve()
+        fresh = resolver.resolve()
 
     if check:
         assert old is not None
