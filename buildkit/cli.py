@@ -61,7 +61,8 @@ def resolve(
     resolves the base image tag to its digests. Lookups run concurrently.
 
     Endpoints move with $BUILDKIT_GITHUB_API and $BUILDKIT_WHEEL_INDEX (they win over pins); $GITHUB_TOKEN raises the
-    GitHub rate limit and never appears in output or the lock.
+    GitHub rate limit, is sent only to api.github.com or $BUILDKIT_GITHUB_API (not to an API named in pins), and
+    never appears in output or the lock. Answers are bounded: $BUILDKIT_HTTP_DEADLINE, $BUILDKIT_HTTP_MAX_* (README).
 
     \b
     Examples:
