@@ -89,7 +89,8 @@ def resolve(
     resolves the base image tag to its digests. Lookups run concurrently.
 
     Endpoints move with $BUILDKIT_GITHUB_API and $BUILDKIT_WHEEL_INDEX (they win over pins); $GITHUB_TOKEN raises the
-    GitHub rate limit and never appears in output or the lock.
+    GitHub rate limit, is sent only to api.github.com or $BUILDKIT_GITHUB_API (not to an API named in pins), and
+    never appears in output or the lock. Answers are bounded: $BUILDKIT_HTTP_DEADLINE, $BUILDKIT_HTTP_MAX_* (README).
 
     \b
     Examples:
@@ -366,8 +367,10 @@ def main() -> None:
     except Exception as err:  # noqa: BLE001 -- a bug: say so briefly; the traceback is one variable away
         if os.environ.get("BUILDKIT_DEBUG"):
             raise
+        from buildkit.ui import without_secrets
+
         sys.stderr.write(
-            f"buildkit: internal error: {type(err).__name__}: {err}\n"
+            f"buildkit: internal error: {type(err).__name__}: {without_secrets(str(err))}\n"
             "  rerun with BUILDKIT_DEBUG=1 for the traceback, and please report it\n"
         )
         sys.exit(70)

@@ -29,6 +29,7 @@ from buildkit.grammar import (
     RepoPath,
     StageName,
     Variant,
+    https_url,
 )
 from buildkit.yamlload import MAX_BYTES, load_yaml
 
@@ -154,10 +155,26 @@ class Pins(_Strict):
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def github_api(self) -> str:
-        return (os.environ.get(ENV_GITHUB_API) or self.endpoints.github_api or DEFAULT_GITHUB_API).rstrip("/")
+        return (_url_from_env(ENV_GITHUB_API) or self.endpoints.github_api or DEFAULT_GITHUB_API).rstrip("/")
+
+    def github_api_named_by_pins(self) -> bool:
+        """Whether the GitHub API base comes from this file, which a change to the repository can edit (and so
+        earns no token), rather than from the environment or the default."""
+        return not _url_from_env(ENV_GITHUB_API) and self.endpoints.github_api is not None
 
     def wheel_index(self) -> str:
-        return (os.environ.get(ENV_WHEEL_INDEX) or self.endpoints.wheel_index or DEFAULT_WHEEL_INDEX).rstrip("/")
+        return (_url_from_env(ENV_WHEEL_INDEX) or self.endpoints.wheel_index or DEFAULT_WHEEL_INDEX).rstrip("/")
+
+
+def _url_from_env(name: str) -> str | None:
+    """An endpoint from the environment, held to the same grammar as in pins (https://, http:// on loopback)."""
+    value = os.environ.get(name)
+    if not value:
+        return None
+    try:
+        return https_url(value)
+    except ValueError as exc:
+        raise InputError(f"${name}: {exc}") from None
 
 
 def json_schema() -> dict[str, Any]:

@@ -149,11 +149,16 @@ def load_inputs(paths: Paths) -> Inputs:
     return Inputs(paths, pins, patches, lock)
 
 
-def resolve(paths: Paths, pins: Pins, patches: list[PatchFact]) -> Lock:
-    """Every pin turned into a verified fact (network); the caller decides whether to write it."""
+def resolve(paths: Paths, pins: Pins, patches: list[PatchFact], on_note=None) -> Lock:
+    """Every pin turned into a verified fact (network); the caller decides whether to write it. `on_note` hears what
+    the user should know first (e.g. that a token is withheld from an API named in pins.yaml)."""
     from buildkit.resolve import Resolver
 
-    return Resolver(pins, cache_dir=paths.cache_dir, patches=patches).resolve()
+    resolver = Resolver(pins, cache_dir=paths.cache_dir, patches=patches)
+    for note in resolver.notes:
+        if on_note:
+            on_note(note)
+    return resolver.resolve()
 
 
 def write_lock(paths: Paths, lock: Lock) -> None:
@@ -162,13 +167,13 @@ def write_lock(paths: Paths, lock: Lock) -> None:
     write_atomic(paths.lock, lock.to_json())
 
 
-def ensure_lock(paths: Paths) -> tuple[Inputs, bool]:
+def ensure_lock(paths: Paths, on_note=None) -> tuple[Inputs, bool]:
     """A current lock, resolving and writing one when it is missing or stale; (inputs, whether it was written)."""
     pins, patches = load_pins_and_patches(paths)
     lock, problems = lock_state(paths, pins, patches)
     if lock is not None and not problems:
         return Inputs(paths, pins, patches, lock), False
-    fresh = resolve(paths, pins, patches)
+    fresh = resolve(paths, pins, patches, on_note)
     write_lock(paths, fresh)
     return Inputs(paths, pins, patches, fresh), True
 

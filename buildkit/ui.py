@@ -3,6 +3,8 @@ printouts more than one command shows (preflight checks, the prepare summary, dr
 
 from __future__ import annotations
 
+import os
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -14,9 +16,21 @@ out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+SECRET_ENV = ("GITHUB_TOKEN",)
+
+
+def without_secrets(text: str) -> str:
+    """The last guard: a secret from the environment never reaches the terminal, whatever an upstream echoed."""
+    for name in SECRET_ENV:
+        secret = os.environ.get(name, "")
+        if len(secret) >= 8:  # tokens are long; a short value would blank out ordinary words
+            text = text.replace(secret, f"${name}")
+    return text
+
+
 def safe(text: object) -> str:
     """Text from outside, ready for a rich console: control characters (ANSI/OSC sequences) out, markup escaped."""
-    return escape(strip_controls(text))
+    return escape(without_secrets(strip_controls(text)))
 
 
 def print_error(error: BuildkitError) -> None:

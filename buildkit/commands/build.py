@@ -69,7 +69,9 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
         inputs = pipeline.load_inputs(paths)
     else:
         with ui.err.status("resolving pins...", spinner="dots"):
-            inputs, _ = pipeline.ensure_lock(paths)
+            inputs, _ = pipeline.ensure_lock(
+                paths, on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}")
+            )
         ui.err.print(f"[green]wrote[/] {ui.safe(str(paths.lock))}")
     smoke_base = pipeline.pin_smoke_base(opts.smoke_base, inputs.lock.build.platform) if opts.smoke else None
     if opts.smoke and not syntax:

@@ -32,7 +32,9 @@ def run_resolve(paths: Paths, *, json_out: bool, check: bool, offline: bool) -> 
             raise CheckFailed(_bullets(f"{lock_path} is stale:", problems), hint="run `buildkit resolve`")
 
     with ui.err.status("resolving pins (GitHub, wheel index, registry)...", spinner="dots"):
-        fresh = pipeline.resolve(paths, pins, patches)
+        fresh = pipeline.resolve(
+            paths, pins, patches, on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}")
+        )
 
     if check:
         assert old is not None

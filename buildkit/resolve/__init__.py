@@ -25,7 +25,7 @@ from buildkit.http import Http
 from buildkit.lock import CommitFact, Lock, PatchFact, PullRequestFact
 from buildkit.pins import Pins
 from buildkit.resolve.git import GitResolver
-from buildkit.resolve.github import GitHub
+from buildkit.resolve.github import GitHub, token_for
 from buildkit.resolve.registry import Registry
 from buildkit.resolve.wheels import resolve_wheel
 
@@ -43,7 +43,10 @@ class Resolver:
         self.pins = pins
         self.patches = patches or []
         self.http = http or Http()
-        self.github = GitHub(self.http, pins.github_api())
+        api = pins.github_api()
+        token, note = token_for(api, pins.github_api_named_by_pins())
+        self.notes = [note] if note else []  # for the user, once: the command prints them
+        self.github = GitHub(self.http, api, token)
         self.git = GitResolver(cache_dir or default_cache_dir())
         self.registry = Registry(self.http)
 

@@ -1,4 +1,10 @@
-"""Resolve commits and pull requests through the GitHub REST API (github.com or GitHub Enterprise)."""
+"""Resolve commits and pull requests through the GitHub REST API (github.com or GitHub Enterprise).
+
+GITHUB_TOKEN is the user's credential (often CI's), so `token_for` decides where it may go: to api.github.com, or
+to an API base the user names in the environment ($BUILDKIT_GITHUB_API); never to one that comes from pins.yaml,
+which a pull request can edit, and never in cleartext to a host that is not loopback. buildkit/http.py keeps it
+from following a redirect to another host.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +18,34 @@ from pydantic import field_validator
 
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
 from buildkit.files import utc_now
-from buildkit.grammar import FullSha, HttpsUrl
+from buildkit.grammar import FullSha, HttpsUrl, is_loopback_host
 from buildkit.http import GITHUB_API, Http, Reply
 from buildkit.lock import CommitFact, PullRequestFact
+from buildkit.pins import DEFAULT_GITHUB_API, ENV_GITHUB_API
 from buildkit.resolve.shapes import Answer, Line, Timestamp, one_line, parse
 
 TOKEN_ENV = "GITHUB_TOKEN"
+_TOKEN_RE = re.compile(r"[!-~]{1,4096}")  # it goes into a header: printable ASCII, no spaces or line breaks
+
+
+def token_for(api_base: str, named_by_pins: bool) -> tuple[str | None, str | None]:
+    """$GITHUB_TOKEN when it may be sent to `api_base`, else None and a note saying why (never the token)."""
+    token = os.environ.get(TOKEN_ENV) or None
+    if token is None:
+        return None, None
+    if not _TOKEN_RE.fullmatch(token):
+        raise InputError(f"${TOKEN_ENV} holds characters a GitHub token cannot have (spaces, line breaks, ...)")
+    parts = urlsplit(api_base)
+    host = parts.hostname or api_base
+    if parts.scheme != "https" and not is_loopback_host(host):
+        return None, f"${TOKEN_ENV} is not sent to {host} over plain http; resolving anonymously"
+    if named_by_pins and api_base.rstrip("/") != DEFAULT_GITHUB_API:
+        return None, (
+            f"${TOKEN_ENV} is not sent to {host}: that GitHub API comes from pins.yaml (endpoints.github_api), "
+            f"which a change to the repository can point anywhere; resolving anonymously. To trust it, set "
+            f"${ENV_GITHUB_API} to it in the environment"
+        )
+    return token, None
 
 
 # The fields buildkit reads from GitHub's answers, typed (see shapes.py).
@@ -57,9 +85,10 @@ def _subject(message: str) -> str:
 
 class GitHub:
     def __init__(self, http: Http, api_base: str, token: str | None = None):
+        """`token`: sent with every request; pass what `token_for` allows."""
         self.http = http
         self.api = api_base.rstrip("/")
-        self._token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+        self._token = token
 
     def owner_repo(self, repo_url: str) -> tuple[str, str] | None:
         """(owner, repo) when the URL is on github.com or on the configured API's own host (Enterprise)."""
@@ -87,6 +116,9 @@ class GitHub:
             raise UpstreamMismatch(f"{what}: not found on GitHub ({reply.status} from {url})")
         if reply.status != 200:
             raise UpstreamUnreachable(f"GitHub API answered {reply.status} for {what} ({url})")
+        if self._token and self._token.encode() in reply.body:
+            # An answer that repeats the token would carry it into messages and the lock.
+            raise UpstreamMalformed(f"GitHub API answer for {what} repeats the ${TOKEN_ENV} sent with it; refused")
         return reply.json(f"GitHub API answer for {what}")
 
     def _raise_for_rate_limit(self, reply: Reply) -> None:

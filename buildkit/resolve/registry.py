@@ -133,8 +133,7 @@ class Registry:
         if scheme.lower() != "bearer":
             raise UpstreamUnreachable(
                 f"registry {image.registry} wants {excerpt(scheme, 40) if scheme else 'unknown'} credentials for "
-                f"{image.repository}; "
-                "buildkit resolves public images with anonymous bearer tokens",
+                f"{image.repository}; buildkit resolves public images with anonymous bearer tokens",
                 hint="use a public base image, or a mirror on a reachable registry",
             )
         params = dict(_CHALLENGE_PARAM_RE.findall(params_text))
@@ -153,9 +152,10 @@ class Registry:
             )
         what = f"registry {image.registry}: the token answer"
         answer = parse(_Token, reply.json(what), what)
-        if not (answer.token or answer.access_token):
+        bearer = answer.token or answer.access_token
+        if not bearer:
             raise UpstreamMalformed(f"registry {image.registry}: token endpoint sent no token")
-        return answer.token or answer.access_token  # type: ignore[return-value]
+        return bearer
 
     def _manifest(self, image: ImageName, reference: str, token: list[str | None]) -> tuple[str, str, dict[str, Any]]:
         reply = self._get(image, f"manifests/{reference}", token, ACCEPT)

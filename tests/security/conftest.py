@@ -4,7 +4,6 @@ the child's wall time and peak memory (so "bounded" is measured, not assumed).""
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
 import sys
 import threading
@@ -58,17 +57,19 @@ class Run(Result):
 def measured(cli: Cli, *args: str, env: dict[str, str] | None = None, timeout: float = 30) -> Run:
     """`cli(*args)` as a child process; its own rusage comes from wait4 (not the sum over all children)."""
 
-    def limit_memory() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_CAP, ADDRESS_SPACE_CAP))
-
+    # `python -m buildkit.cli`, with the cap set first (inside the child: preexec_fn is unsafe with threads running).
+    launcher = (
+        "import resource, runpy, sys; "
+        f"resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE_CAP}, {ADDRESS_SPACE_CAP})); "
+        "sys.argv[0] = 'buildkit'; runpy.run_module('buildkit.cli', run_name='__main__', alter_sys=True)"
+    )
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "buildkit.cli", *args],
+        [sys.executable, "-c", launcher, *args],
         cwd=cli.cwd,
         env={**cli.env, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        preexec_fn=limit_memory,
     )
     out: dict[str, bytes] = {}
     readers = [

@@ -193,3 +193,29 @@ def redirect_same_path(target: str, status: int = 302, endless_body: bool = Fals
             h.send(b"x" * 65536)
 
     return behave
+
+
+# Well-formed GitHub answers, to serve as they are or with one field changed.
+
+
+def github_commit(sha: str, **changes: Any) -> dict[str, Any]:
+    data = {
+        "sha": sha,
+        "html_url": f"https://github.com/x/y/commit/{sha}",
+        "commit": {"message": "subject\n\nbody", "committer": {"date": "2026-02-05T18:32:11Z"}},
+    }
+    data.update(changes)
+    return data
+
+
+def github_pull(number: int, merge_commit: str, **changes: Any) -> dict[str, Any]:
+    data = {
+        "merged": True,
+        "state": "closed",
+        "title": "feat: spec decode with draft models",
+        "merged_at": "2026-01-19T21:04:56Z",
+        "merge_commit_sha": merge_commit,
+        "html_url": f"https://github.com/vllm-project/vllm/pull/{number}",
+    }
+    data.update(changes)
+    return data

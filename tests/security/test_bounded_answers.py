@@ -65,16 +65,16 @@ def test_a_raised_limit_lets_a_bigger_answer_through(index):
 @pytest.mark.parametrize("in_headers", [False, True], ids=["body", "headers"])
 def test_trickle_ends_at_the_deadline(index, in_headers):
     cli, hostile = index
-    hostile.route(META, trickle(0.2, in_headers=in_headers))
-    env = {"BUILDKIT_HTTP_DEADLINE": "1", "BUILDKIT_HTTP_TIMEOUT": "5"}
+    hostile.route(META, trickle(0.1, in_headers=in_headers))  # each byte well within the per-read timeout
+    env = {"BUILDKIT_HTTP_DEADLINE": "0.5", "BUILDKIT_HTTP_TIMEOUT": "5"}
     run = measured(cli, "resolve", env=env)
-    run.assert_refused(3, META, "no complete answer within 1s", "BUILDKIT_HTTP_DEADLINE", within=4)
+    run.assert_refused(3, META, "no complete answer within 0.5s", "BUILDKIT_HTTP_DEADLINE", within=4)
 
 
-def test_answer_shorter_than_its_length(index):
+def test_answer_shorter_than_its_length(index, monkeypatch):
     cli, hostile = index
     hostile.route(META, lying_length(10_000, b'[{"filename": '))
-    measured(cli, "resolve").assert_refused(3, META, "ended before the length it announced")
+    assert_error(resolve_error(cli, monkeypatch), 3, META, "ended before the length it announced")
 
 
 def test_redirect_body_is_never_read(index, elsewhere):
@@ -121,10 +121,10 @@ def test_wheel_with_a_non_ascii_etag(index, monkeypatch):
     assert_error(resolve_error(cli, monkeypatch), 3, "malformed ETag header")
 
 
-def test_a_huge_reason_phrase_is_not_echoed(index):
+def test_a_huge_reason_phrase_is_not_echoed(index, monkeypatch):
     cli, hostile = index
     hostile.route(META, raw(b"HTTP/1.1 503 " + b"R" * 60_000 + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
-    measured(cli, "resolve").assert_refused(3, "HTTP 503", "3 attempts")
+    assert_error(resolve_error(cli, monkeypatch), 3, "HTTP 503", "3 attempts")
 
 
 def test_a_redirect_to_a_broken_url(index, monkeypatch):
@@ -133,13 +133,13 @@ def test_a_redirect_to_a_broken_url(index, monkeypatch):
     assert_error(resolve_error(cli, monkeypatch), 3, META, "redirected to an unusable URL 'http://[zz/'")
 
 
-def test_a_long_listing_is_named_briefly(index):
+def test_a_long_listing_is_named_briefly(index, monkeypatch):
     cli, hostile = index
     others = [{"filename": f"vllm-0.1+g{i:09x}-cp38-abi3-manylinux_2_31_aarch64.whl", "path": "x"} for i in range(5000)]
     hostile.route(META, json_answer(others))
-    run = measured(cli, "resolve")
-    run.assert_refused(4, "no vllm wheel for linux x86_64", "vllm-0.1+g000000000-cp38", "more")
-    assert re.search(r"and 499[0-9] more", run.stderr), run.stderr
+    error = resolve_error(cli, monkeypatch)
+    assert_error(error, 4, "no vllm wheel for linux x86_64", "vllm-0.1+g000000000-cp38", "more")
+    assert re.search(r"and 499[0-9] more", error.message), error.message
 
 
 INVALID_LIMITS = [
@@ -165,7 +165,7 @@ def test_invalid_limits_in_the_environment_are_input_errors(project, monkeypatch
     assert_error(resolve_error(cli, monkeypatch), 2, f"${name}", needle)
 
 
-@pytest.mark.parametrize("value", ["nan", "inf", "-1", "abc"])
+@pytest.mark.parametrize("value", ["nan", "-1"])  # and the rest of INVALID_LIMITS above, in-process
 def test_cli_invalid_timeout_is_an_input_error(project, value):
     root, cli = project
     run = measured(cli, "resolve", env={"BUILDKIT_HTTP_TIMEOUT": value})

@@ -13,31 +13,15 @@ import pytest
 
 from tests.fake_upstreams import BASE_REPO, BASE_TAG, NEMO_RL_SHA, VLLM_PR, VLLM_SHA
 from tests.security.conftest import assert_error, measured, resolve_error
-from tests.security.hostile import answer, endless, json_answer, raw
+from tests.security.hostile import answer, endless, github_commit, github_pull, json_answer, raw
 
 NEMO_COMMITS = "/repos/NVIDIA-NeMo/RL/commits/"
 VLLM_COMMITS = "/repos/vllm-project/vllm/commits/"
 VLLM_PULL = f"/repos/vllm-project/vllm/pulls/{VLLM_PR}"
 
 
-def commit(sha: str, **changes) -> dict:
-    data = {
-        "sha": sha,
-        "html_url": f"https://github.com/x/y/commit/{sha}",
-        "commit": {"message": "subject\n\nbody", "committer": {"date": "2026-02-05T18:32:11Z"}},
-    }
-    data.update(changes)
-    return data
-
-
-PULL = {
-    "merged": True,
-    "state": "closed",
-    "title": "feat: spec decode with draft models",
-    "merged_at": "2026-01-19T21:04:56Z",
-    "merge_commit_sha": VLLM_SHA,
-    "html_url": f"https://github.com/vllm-project/vllm/pull/{VLLM_PR}",
-}
+commit = github_commit
+PULL = github_pull(VLLM_PR, VLLM_SHA)
 
 
 @pytest.fixture
