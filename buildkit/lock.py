@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from buildkit.errors import InputError
+from buildkit.errors import InputError, excerpt
 from buildkit.grammar import Digest, FullSha, GitRef, GitUrl, HttpsUrl, ImageRef
 from buildkit.pins import Build, KnownIssue, Pins
 
@@ -101,13 +101,23 @@ class Lock(_Fact):
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=False) + "\n"
 
 
+MAX_LOCK_BYTES = 1 << 20  # a lock is a few KiB
+
+
 def read_lock(path: Path) -> Lock:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_LOCK_BYTES + 1)
+        if len(raw) > MAX_LOCK_BYTES:
+            raise InputError(f"{path}: larger than {MAX_LOCK_BYTES} bytes: not a lock", hint="run `buildkit resolve`")
+        data = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise InputError(f"{path}: no lock yet", hint="run `buildkit resolve` to write one") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not a readable lock: {exc}", hint="run `buildkit resolve` to rewrite it") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else excerpt(str(exc))
+        raise InputError(f"{path}: not a readable lock: {reason}", hint="run `buildkit resolve` to rewrite it") from (
+            None
+        )
     try:
         return Lock.model_validate(data)
     except ValidationError as exc:

@@ -60,3 +60,13 @@ def test_a_hand_edited_lock_is_refused_everywhere(project, name):
         assert result.code == 1, (args, result.output)
         assert "does not match the pins" in result.stderr and message in result.stderr, (args, result.stderr)
     assert not (root / "build").exists(), "nothing was rendered or recorded from the tampered lock"
+
+
+def test_a_huge_or_deeply_nested_lock_is_bad_input(project):
+    root, cli = project
+    (root / "pins.lock").write_text("[" * 100_000 + "]" * 100_000)
+    result = cli("resolve", "--offline")
+    assert result.code == 2 and "not a readable lock: nested too deeply" in result.stderr, result.output
+    (root / "pins.lock").write_text('{"x": "' + "a" * (2 << 20) + '"}')
+    result = cli("resolve", "--offline")
+    assert result.code == 2 and "not a lock" in result.stderr and len(result.stderr) < 500, result.output
