@@ -102,6 +102,7 @@ class Lock(_Fact):
 
 
 MAX_LOCK_BYTES = 1 << 20  # a lock is a few KiB
+REWRITE_HINT = "run `buildkit resolve` to rewrite it"
 
 
 def read_lock(path: Path) -> Lock:
@@ -115,9 +116,7 @@ def read_lock(path: Path) -> Lock:
         raise InputError(f"{path}: no lock yet", hint="run `buildkit resolve` to write one") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else excerpt(str(exc))
-        raise InputError(f"{path}: not a readable lock: {reason}", hint="run `buildkit resolve` to rewrite it") from (
-            None
-        )
+        raise InputError(f"{path}: not a readable lock: {reason}", hint=REWRITE_HINT) from None
     try:
         return Lock.model_validate(data)
     except ValidationError as exc:
