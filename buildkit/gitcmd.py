@@ -4,7 +4,8 @@ Every git call runs with hooks and fsmonitor off and replace refs ignored: the c
 else may have written, and these are the ways a repository makes git run a command or show other objects. `-c`
 config wins over the repository's own, and git hands it on to the gits it starts (submodules included) through
 GIT_CONFIG_PARAMETERS. The other ways (filters, ssh commands, ...) are refused by the cache checks (source.py,
-resolve/git.py).
+resolve/git.py). Repositories buildkit makes get no templates: a user's own template may hold hooks, which those
+checks would refuse.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ SAFE_CONFIG = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "
 
 def _git_env() -> dict[str, str]:
     env = dict(os.environ)
-    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_ASKPASS="true")
+    # An empty template dir: no templates, whatever the user's config or environment names.
+    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_ASKPASS="true", GIT_TEMPLATE_DIR="")
     return env
 
 
