@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -330,3 +331,65 @@ def test_git_config_from_the_command_line_reaches_submodule_gits(remote, tmp_pat
     assert not ran.exists()
     git("submodule", "update", "-q", "--force", cwd=work)
     assert ran.exists(), "control: plain git runs the planted hook"
+
+
+@pytest.fixture
+def plain_remote(tmp_path):
+    """A small repository with history on `git daemon`, for resolve's git cache."""
+    from tests.gitserver import GitDaemon, commit_all
+
+    work = tmp_path / "work"
+    work.mkdir()
+    git("init", "-q", "-b", "main", cwd=work)
+    shas = []
+    for i in range(3):
+        (work / "file.txt").write_text(f"{i}\n")
+        shas.append(commit_all(work, f"change {i}"))
+    served = tmp_path / "served"
+    served.mkdir()
+    daemon = GitDaemon(served)
+    daemon.publish(work, "RL.git")
+    yield daemon, work, shas
+    daemon.stop()
+
+
+def resolve_prefix(project, daemon, sha: str) -> dict:
+    root, cli = project
+    (root / "pins.lock").unlink(missing_ok=True)
+    pins = root / "pins.yaml"
+    text = pins.read_text().replace("https://github.com/NVIDIA-NeMo/RL.git", f"{daemon.url}RL.git")
+    pins.write_text(re.sub(r'ref: "[0-9a-f]+"', f'ref: "{sha[:8]}"', text, count=1))
+    result = cli("resolve", "--json")
+    assert result.code == 0, result.output
+    return json.loads(result.stdout)["nemo_rl"]
+
+
+def test_resolve_cache_with_planted_hook_and_config_is_reset(project, plain_remote, tmp_path):
+    from tests.gitserver import commit_all
+
+    daemon, work, shas = plain_remote
+    resolve_prefix(project, daemon, shas[0])
+    [cache] = (tmp_path / "cache" / "git").glob("*.git")
+    script, ran = tripwire(tmp_path, "resolve-hook")
+    plant(cache / "hooks" / "reference-transaction", script)
+    git("config", "--file", str(cache / "config"), "core.sshCommand", str(script), cwd=cache)
+    (work / "file.txt").write_text("3\n")
+    commit_all(work, "change 3")
+    daemon.publish(work, "RL.git")  # so that the next fetch updates refs (and would run the hook)
+    fact = resolve_prefix(project, daemon, shas[1])
+    assert fact["commit"] == shas[1] and not ran.exists()
+    assert fact["source"].startswith("git cache reset: unexpected hook reference-transaction"), fact["source"]
+    assert not (cache / "hooks" / "reference-transaction").exists()
+
+
+def test_resolve_cache_with_garbage_objects_is_fetched_afresh(project, plain_remote, tmp_path):
+    daemon, _, shas = plain_remote
+    resolve_prefix(project, daemon, shas[0])
+    [cache] = (tmp_path / "cache" / "git").glob("*.git")
+    for path in (cache / "objects").rglob("*"):
+        if path.is_file() and path.parent.name != "info":
+            path.chmod(0o644)
+            path.write_bytes(os.urandom(path.stat().st_size or 64))
+    fact = resolve_prefix(project, daemon, shas[1])
+    assert fact["commit"] == shas[1] and fact["subject"] == "change 1"
+    assert fact["source"].startswith("git cache reset: "), fact["source"]
