@@ -152,7 +152,7 @@ def prepare(
         try:
             facts, applied = _verify_prepared(tree, modules, commit, lock.patches, project_dir, submodules)
             return record(reused=True, fetched=[], fetched_bytes=0, submodules=facts, patches=applied)
-        except (_Damaged, BuildkitError, OSError):
+        except (_Damaged, BuildkitError, OSError, ValueError):
             pass  # not what this lock asks for (any more): prepare it below
     _remove(marker)
 
@@ -170,6 +170,10 @@ def prepare(
             if not cached or exc.remote_unreachable():
                 raise
             reason = exc.message
+        except OSError as exc:  # a file where a directory should be, one that cannot be removed, ...
+            if not cached:
+                raise InputError(f"cannot prepare {tree}: {exc}", hint="check the cache directory") from None
+            reason = f"{exc.filename or tree}: {exc.strerror or exc}"
         # A damaged cache entry: start again from an empty one (once; it is not cached the second time).
         _discard(tree, reason, fetched)
         modules = {}
@@ -236,7 +240,9 @@ def _reset_to_pristine(
 
     if submodules:
         _check_gitfiles(tree, modules, gitlinks)
-        before = {path: (flag, sha) for flag, sha, path in _submodule_status(tree, config)}
+        # What each submodule had checked out: one already at its recorded commit needs no fetch.
+        top = tree.resolve()
+        before = {work.relative_to(top).as_posix(): _head(module) for module, work in modules.items()}
         run_git(["submodule", "sync", "-q", "--recursive"], cwd=tree, config=config)
         _check_entry(tree, repo)  # sync wrote the URLs from .gitmodules: each submodule git dir must agree
         run_git(
@@ -245,7 +251,7 @@ def _reset_to_pristine(
         run_git(["submodule", "foreach", "-q", "--recursive", "git clean -q -ffdx"], cwd=tree, config=config)
         status = _submodule_status(tree, config)
         for _flag, sha, path in status:
-            if before.get(path) != (" ", sha):
+            if before.get(path) != sha:
                 fetched.append(f"submodule {path} at {sha} (shallow)")
         wrong = [f"{path} ({flag!r})" for flag, _, path in status if flag != " "]
         if wrong:
@@ -274,7 +280,7 @@ def is_prepared(tree: Path, lock: Lock, project_dir: Path, submodules: bool = Tr
         modules = _check_entry(tree, lock.nemo_rl.repo)
         _verify_prepared(tree, modules, lock.nemo_rl.commit, lock.patches, project_dir, submodules)
         return True
-    except (_Damaged, BuildkitError, OSError):
+    except (_Damaged, BuildkitError, OSError, ValueError):
         return False
 
 
@@ -299,7 +305,7 @@ def _verify_prepared(
 ) -> tuple[list[SubmoduleFact] | None, list[AppliedPatch]]:
     """The submodules and patch records of a tree that is exactly what `prepare` makes of this lock, checked against
     the commit itself; raises _Damaged otherwise. Writes nothing in the cache."""
-    if (tree / ".git" / "HEAD").read_text().strip() != commit:
+    if _head(tree / ".git") != commit:
         raise _Damaged(f"HEAD is not {commit[:12]}")
     listing = _listing(tree, commit)
     applied, patched = _patched(tree, commit, listing, patches, project_dir)
@@ -467,13 +473,17 @@ def _check_work(
             if not submodules:
                 raise _Damaged(f"submodule {prefix}{path} is checked out")
             module = _module_of(sub, modules)
-            if (module / "HEAD").read_text().strip() != sha:
+            if _head(module) != sha:
                 raise _Damaged(f"submodule {prefix}{path} is not at {sha[:12]}")
             facts.append(SubmoduleFact(path=prefix + path, commit=sha))
             facts += _check_work(tree, sub, modules, _listing(module, sha), {}, True, f"{prefix}{path}/")
         return facts
     except OSError as exc:
         raise _Damaged(f"cannot read {exc.filename or work}: {exc.strerror or exc}") from None
+
+
+def _head(git_dir: Path) -> str:
+    return (git_dir / "HEAD").read_text(errors="replace").strip()
 
 
 def _read(path: str) -> bytes:
@@ -484,7 +494,7 @@ def _read(path: str) -> bytes:
 def _module_of(work: Path, modules: dict[Path, Path]) -> Path:
     """The submodule git dir work's .git links to: one of the checked ones, whose work tree work is."""
     gitfile = work / ".git"
-    text = gitfile.read_text() if gitfile.is_file() and not gitfile.is_symlink() else ""
+    text = gitfile.read_text(errors="replace") if gitfile.is_file() and not gitfile.is_symlink() else ""
     if not text.startswith("gitdir: "):
         raise _Damaged(f"{gitfile} does not link to a submodule git dir")
     module = (work / text.removeprefix("gitdir: ").strip()).resolve()

@@ -109,6 +109,30 @@ def test_fsmonitor_command_never_runs(project, remote, tmp_path, side):  # noqa:
     assert "fsmonitor" not in (tree / side.git_dir / "config").read_text()
 
 
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("core.sshCommand", "{script}"),
+        ("include.path", "{included}"),  # a config file elsewhere, naming an fsmonitor command
+        ("diff.external", "{script}"),
+        ("remote.origin.url", "git://127.0.0.1:9/elsewhere.git"),
+        ("core.worktree", "{tmp}"),
+        ("submodule.x.update", "!{script}"),
+    ],
+)
+def test_any_config_buildkit_does_not_write_resets_the_entry(project, remote, tmp_path, key, value):  # noqa: F811
+    cli, tree = prepared(project, remote)
+    script, ran = tripwire(tmp_path, "config")
+    (tmp_path / "included").write_text(f"[core]\n\tfsmonitor = {script}\n")
+    value = value.format(script=script, included=tmp_path / "included", tmp=tmp_path)
+    plant_config(tree, SIDES["superproject"], key, value)
+    tamper(tree / "nemo_rl/package_info.py")
+    record = prepare(cli)
+    assert resets(record) == [f"cache entry reset: unexpected git config {key.lower()} in .git"]
+    assert f"{key.lower()}={value}" not in git("config", "--file", str(tree / ".git" / "config"), "--list", cwd=tree)
+    assert not ran.exists()
+
+
 @pytest.mark.parametrize("how", ["hooks dir", "core.hooksPath"])
 def test_post_checkout_hook_never_runs(project, remote, tmp_path, side, how):  # noqa: F811
     cli, tree = prepared(project, remote)
@@ -210,6 +234,43 @@ def test_untracked_file_in_the_submodule_is_removed(project, remote):  # noqa: F
     assert not (tree / SUB / "extra.py").exists()
 
 
+def test_nested_submodule_is_checked_like_the_others(project, remote, tmp_path):  # noqa: F811
+    """A submodule of the submodule (named unlike its path, as upstream's are): checked against its own commit, and
+    config planted in its git dir resets the entry."""
+    from tests.gitserver import commit_all
+
+    rewrite = f"url.{remote.daemon.url}test/.insteadOf=https://github.com/test/"
+    nested = tmp_path / "nested"
+    nested.mkdir()
+    git("init", "-q", "-b", "main", cwd=nested)
+    (nested / "nested.py").write_text("NESTED = 1\n")
+    commit_all(nested, "nested 1")
+    remote.daemon.publish(nested, "test/Nested.git")
+    megatron = tmp_path / "megatron"
+    git("-c", rewrite, "submodule", "add", "-q", "--name", "nested-name", "https://github.com/test/Nested.git",
+        "third_party/nested", cwd=megatron)  # fmt: skip
+    commit_all(megatron, "megatron 2")
+    remote.daemon.publish(megatron, "test/Megatron-LM.git")
+    git("-c", rewrite, "fetch", "-q", "origin", "main", cwd=remote.work / SUB)
+    git("checkout", "-q", "FETCH_HEAD", cwd=remote.work / SUB)
+    moved = commit_all(remote.work, "bump megatron")
+    remote.daemon.publish(remote.work, "RL.git")
+
+    root, cli = use_remote(project, remote, ref=moved)
+    first = prepare(cli)
+    assert [s["path"] for s in first["submodules"]] == [SUB, f"{SUB}/third_party/nested"]
+    assert prepare(cli)["reused"]
+    tree = Path(first["tree"])
+    module = tree / ".git" / "modules" / SUB / "modules" / "nested-name"
+    script, ran = tripwire(tmp_path, "ssh")
+    git("config", "--file", str(module / "config"), "core.sshCommand", str(script), cwd=tree)
+    tamper(tree / SUB / "third_party/nested/nested.py")
+    record = prepare(cli)
+    assert resets(record) == [f"cache entry reset: unexpected git config core.sshcommand in {module.relative_to(tree)}"]
+    assert (tree / SUB / "third_party/nested/nested.py").read_text() == "NESTED = 1\n"
+    assert not ran.exists()
+
+
 def loose(kind: str, data: bytes) -> tuple[str, bytes]:
     body = f"{kind} {len(data)}\0".encode() + data
     return hashlib.sha1(body).hexdigest(), zlib.compress(body)
@@ -243,7 +304,15 @@ def test_forged_object_in_the_cache_does_not_reach_the_tree(project, remote, sid
 
 @pytest.mark.parametrize(
     "damage",
-    ["no .git/HEAD", "no objects", "garbage objects", "no commit", ".git is a file", "tree is a file"],
+    [
+        "no .git/HEAD",
+        "no objects",
+        "garbage objects",
+        "no commit",
+        "index is a directory",
+        ".git is a file",
+        "tree is a file",
+    ],  # fmt: skip
 )
 def test_corrupted_cache_entry_is_prepared_afresh(project, remote, damage):  # noqa: F811
     cli, tree = prepared(project, remote)
@@ -261,6 +330,9 @@ def test_corrupted_cache_entry_is_prepared_afresh(project, remote, damage):  # n
         for path in objects.iterdir():
             if path.name != "info":
                 shutil.rmtree(path)
+    elif damage == "index is a directory":
+        (tree / ".git" / "index").unlink()
+        (tree / ".git" / "index").mkdir()
     elif damage == ".git is a file":
         shutil.rmtree(tree / ".git")
         (tree / ".git").write_text("gitdir: /nonexistent\n")
