@@ -143,8 +143,8 @@ def inspect_git_dir(git_dir: Path, allowed) -> tuple[str | None, dict[str, str]]
     """
     if git_dir.is_symlink() or not git_dir.is_dir():
         return "not a directory", {}
-    for name in ("HEAD", "config", "objects"):
-        if (git_dir / name).is_symlink() or not os.path.exists(git_dir / name):
+    for name, kind in (("HEAD", os.path.isfile), ("config", os.path.isfile), ("objects", os.path.isdir)):
+        if os.path.islink(git_dir / name) or not kind(git_dir / name):
             return f"no {name}", {}
     for name in _PLANTED:
         if os.path.lexists(git_dir / name):
