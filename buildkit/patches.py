@@ -57,6 +57,11 @@ def _target_path(path: str) -> str:
     return path.removeprefix("a/").removeprefix("b/")
 
 
+def patch_targets(text: str, name: str) -> list[str]:
+    """The paths a patch touches, relative to the source tree."""
+    return [_target_path(p.path) for p in _parse(text, name)]
+
+
 def patch_facts(pins: Pins, project_dir: Path) -> list[PatchFact]:
     """Read and hash every declared patch (resolve records these in the lock)."""
     facts = []

@@ -202,7 +202,7 @@ def status(paths: Paths, smoke: bool = False, submodules: bool = True) -> list[S
         ]
     out = [StageStatus("resolve", True, f"{paths.lock} is current")]
     tree = paths.tree(lock.nemo_rl.commit)
-    if is_prepared(tree, lock, submodules):
+    if is_prepared(tree, lock, paths.project_dir, submodules):
         out.append(StageStatus("prepare", True, f"{tree} is prepared for this lock"))
     else:
         out.append(StageStatus("prepare", False, f"would fetch NeMo-RL {lock.nemo_rl.commit} into {tree}, and patch"))

@@ -52,7 +52,8 @@ def print_checks(checks) -> None:
 def print_prepare(record, record_path) -> None:
     if record.fetched:
         for line in record.fetched:
-            err.print(f"fetched {safe(line)}")
+            # A cache entry reset (a tampered or damaged cache) is said as it is; the rest are fetches.
+            err.print(safe(line) if line.startswith("cache entry reset") else f"fetched {safe(line)}")
         err.print(f"  {record.fetched_bytes / 2**20:.1f} MiB of git objects")
     else:
         err.print(f"reused the cached tree at {safe(record.tree)} (nothing fetched)")

@@ -3,16 +3,21 @@
 `git ls-remote` answers branch and tag names and full SHAs at branch tips; a bare commit SHA is fetched by id
 (shallow, commit objects only where the server allows filters). A SHA prefix that no ref tip starts with needs
 the history of the branches, fetched once into a cache that later runs reuse.
+
+The cache is untrusted: a cached repository holding config buildkit does not write, attributes, alternates or
+hooks, or one git cannot read, is deleted and fetched afresh (the fact's `source` says why).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 from pathlib import Path
 
-from buildkit.errors import GitFailed, UpstreamMismatch, UpstreamUnreachable
+from buildkit.errors import GitFailed, InputError, UpstreamMismatch, UpstreamUnreachable
 from buildkit.files import utc_now
-from buildkit.gitcmd import has_commit, run_git
+from buildkit.gitcmd import has_commit, inspect_git_dir, run_git, written_by_init
 from buildkit.grammar import FULL_SHA_RE, SHA_PREFIX_RE
 from buildkit.http import OFFLINE_HINT
 from buildkit.lock import CommitFact
@@ -22,16 +27,39 @@ class GitResolver:
     def __init__(self, cache_dir: Path):
         self.cache_dir = cache_dir
 
-    def _repo_for(self, url: str) -> Path:
+    def _repo_for(self, url: str, damaged: str | None = None) -> tuple[Path, str | None]:
+        """The cache repository for url, and why an earlier one was deleted (None when it was not)."""
         path = self.cache_dir / "git" / (hashlib.sha256(url.encode()).hexdigest()[:20] + ".git")
+        if os.path.lexists(path) and not damaged:
+            damaged, _ = inspect_git_dir(path, lambda key, value: _cache_config(url, key, value))
+        if os.path.lexists(path) and damaged:
+            try:
+                if path.is_symlink() or path.is_file():
+                    path.unlink()
+                else:
+                    shutil.rmtree(path)
+            except OSError as exc:
+                raise InputError(
+                    f"cannot delete the damaged git cache {path} ({damaged}): {exc.strerror or exc}",
+                    hint=f"delete {path} by hand, then run buildkit again",
+                ) from None
         if not (path / "HEAD").exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             run_git(["init", "--quiet", "--bare", str(path)])
-        return path
+        return path, damaged
 
     def resolve(self, url: str, ref: str) -> CommitFact:
-        repo = self._repo_for(url)
-        steps: list[str] = []
+        try:
+            return self._resolve(url, ref)
+        except GitFailed as exc:
+            if exc.remote_unreachable():
+                raise
+            # Git could not use the cached repository (garbage objects, half deleted): once more from an empty one.
+            return self._resolve(url, ref, damaged=exc.message)
+
+    def _resolve(self, url: str, ref: str, damaged: str | None = None) -> CommitFact:
+        repo, reset = self._repo_for(url, damaged)
+        steps: list[str] = [f"git cache reset: {reset}"] if reset else []
         sha = FULL_SHA_RE.fullmatch(ref) and ref
         if not sha:
             sha = self._from_ls_remote(url, ref)
@@ -100,3 +128,13 @@ class GitResolver:
             ):
                 raise UpstreamMismatch(f"{url}: commit {refspecs[0]} does not exist there") from None
             raise
+
+
+def _cache_config(url: str, key: str, value: str) -> bool:
+    """What `git init --bare` and a partial fetch by URL write (git records the URL as a promisor remote)."""
+    return written_by_init(key, value, bare=True) or (key, value) in {
+        ("core.repositoryformatversion", "1"),
+        (f"remote.{url}.promisor", "true"),
+        (f"remote.{url}.partialclonefilter", "tree:0"),
+        ("extensions.partialclone", url),
+    }
