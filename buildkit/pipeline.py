@@ -135,17 +135,16 @@ def lock_state(paths: Paths, pins: Pins, patches: list[PatchFact]) -> tuple[Lock
 
 def load_inputs(paths: Paths) -> Inputs:
     """Pins and a lock that agree with them: later stages trust only a lock that is current."""
-    from buildkit.lock import read_lock
+    from buildkit.lock import consistency_problems, read_lock
 
     pins, patches = load_pins_and_patches(paths)
-    read_lock(paths.lock)  # a missing or unreadable lock says so plainly before any consistency check
-    lock, problems = lock_state(paths, pins, patches)
+    lock = read_lock(paths.lock)  # a missing or unreadable lock says so plainly
+    problems = consistency_problems(pins, lock, patches)
     if problems:
         raise CheckFailed(
             f"{paths.lock} does not match the pins:" + "".join(f"\n  - {p}" for p in problems),
             hint="run `buildkit resolve`",
         )
-    assert lock is not None
     return Inputs(paths, pins, patches, lock)
 
 
@@ -184,8 +183,9 @@ class StageStatus(NamedTuple):
     detail: str
 
 
-def status(paths: Paths, smoke: bool = False, submodules: bool = True) -> list[StageStatus]:
-    """What `build` would have to (re)do before running buildx, each stage with the reason; reads only files."""
+def status(paths: Paths, smoke: bool = False, submodules: bool = True) -> tuple[list[StageStatus], Inputs | None]:
+    """What `build` would have to (re)do before running buildx, each stage with the reason, and the inputs when the
+    lock is current (`build --dry-run`); reads only files."""
     from buildkit.files import read_record
     from buildkit.lock import lock_sha256
     from buildkit.render import RenderRecord
@@ -199,7 +199,7 @@ def status(paths: Paths, smoke: bool = False, submodules: bool = True) -> list[S
             StageStatus("resolve", False, f"{what}: would resolve the pins and write the lock"),
             StageStatus("prepare", False, "after resolve"),
             StageStatus("render", False, "after resolve"),
-        ]
+        ], None
     out = [StageStatus("resolve", True, f"{paths.lock} is current")]
     tree = paths.tree(lock.nemo_rl.commit)
     if is_prepared(tree, lock, paths.project_dir, submodules):
@@ -212,7 +212,7 @@ def status(paths: Paths, smoke: bool = False, submodules: bool = True) -> list[S
         out.append(StageStatus("render", True, f"{dockerfile} was rendered from this lock"))
     else:
         out.append(StageStatus("render", False, f"would render {dockerfile}"))
-    return out
+    return out, Inputs(paths, pins, patches, lock)
 
 
 def prepare(inputs: Inputs, submodules: bool = True) -> PrepareRecord:

@@ -83,14 +83,6 @@ class VerifyRecord(BaseModel):
         return self.model_dump_json(indent=2) + "\n"
 
 
-class _Runner:
-    def __init__(self, engine, image: str, gpus: bool = False):
-        self.engine, self.image, self.gpus = engine, image, gpus
-
-    def run(self, *command: str) -> tuple[int, str]:
-        return self.engine.run_check(self.image, list(command), gpus=self.gpus)
-
-
 def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bool, engine=None) -> VerifyRecord:
     from docker.errors import APIError
 
@@ -104,7 +96,10 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
     labels = config.get("Labels") or {}
     env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
     smoke = labels.get("buildkit.smoke") == "true"  # set by the smoke target, inherited by images built on it
-    runner = _Runner(engine, image)
+
+    def run(*command: str) -> tuple[int, str]:
+        return engine.run_check(image, list(command))
+
     results: list[CheckResult] = []
 
     def add(name: str, ok: bool | None, reason: str) -> None:
@@ -118,11 +113,11 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
             add("vllm version names the locked commit", None, "a smoke image has no vLLM installed")
             add("sglang is not importable", None, "a smoke image has no Python environment")
         else:
-            code, out = runner.run("python", "-c", "import vllm; print(vllm.__version__)")
+            code, out = run("python", "-c", "import vllm; print(vllm.__version__)")
             ok = code == 0 and f"g{commit[:9]}" in out
             add("vllm version names the locked commit", ok, f"vllm.__version__ = {out.splitlines()[-1] if out else '?'}"
                 f"; expected +g{commit[:9]}")  # fmt: skip
-            code, out = runner.run("python", "-c", "import sglang")
+            code, out = run("python", "-c", "import sglang")
             add("sglang is not importable", code != 0 and "ModuleNotFoundError" in out,
                 "import sglang fails: ModuleNotFoundError" if code != 0 else "import sglang succeeded")  # fmt: skip
 
@@ -138,7 +133,7 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
         wrong = [f"{k}={labels.get(k, '<missing>')}" for k, v in expected.items() if labels.get(k) != v]
         add("labels match the lock", not wrong, "; ".join(wrong) or f"{len(expected)} labels as locked")
 
-        code, out = runner.run("sh", "-c", f"test -s {FINGERPRINT} && head -c 200 {FINGERPRINT}")
+        code, out = run("sh", "-c", f"test -s {FINGERPRINT} && head -c 200 {FINGERPRINT}")
         add(
             "container fingerprint exists", code == 0, f"{FINGERPRINT}: {out[:80] if code == 0 else 'missing or empty'}"
         )
@@ -147,16 +142,15 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
         if not targets:
             add("patched files are the recorded ones", None, "no prepare record with a patched file to compare")
         for target in targets:
-            code, out = runner.run("sha256sum", f"{WORKDIR}/{target.path}")
+            code, out = run("sha256sum", f"{WORKDIR}/{target.path}")
             have = out.split()[0] if code == 0 and out else "?"
             add(f"patched {target.path} is the recorded one", have == target.after,
                 f"sha256 {have[:16]}..., recorded {target.after[:16]}...")  # fmt: skip
 
         gpu_name = gpu_check_name(lock.build.cuda_arch_list)
         if gpus:
-            gpu = _Runner(engine, image, gpus=True)
             try:
-                code, out = gpu.run("python", "-c", GPU_PROBE)
+                code, out = engine.run_check(image, ["python", "-c", GPU_PROBE], gpus=True)
             except APIError as exc:  # no GPU runtime in this engine: the check fails, and says why
                 code, out = 1, f"the engine cannot give the container a GPU: {exc.explanation or exc}"
             add(gpu_name, *judge_gpu(lock.build.cuda_arch_list, code, out))

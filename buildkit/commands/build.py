@@ -50,28 +50,26 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     if opts.builder:
         buildx.validate_builder_name(opts.builder)
     syntax = opts.syntax if opts.syntax is not None else not opts.smoke
-    todo = pipeline.status(paths, smoke=opts.smoke, submodules=opts.submodules)
     if opts.dry_run:
+        todo, inputs = pipeline.status(paths, smoke=opts.smoke, submodules=opts.submodules)
         ui.err.print("[bold]plan[/] (dry run: nothing is changed)")
         for stage in todo:
             detail = stage.detail + (", nothing to do" if stage.current else "")
             ui.err.print(f"  - {stage.stage}: {ui.safe(detail)}")
-        if not todo[0].current:
+        if inputs is None:
             ui.err.print("  - build: the buildx command needs the locked values: run `buildkit resolve` first")
             return
-        inputs = pipeline.load_inputs(paths)
         plan = plan_for_lock(inputs.lock, paths, smoke=opts.smoke, **_plan_options(opts, provenance=True))
         ui.err.print("  - build: the command below")
         sys.stdout.write(shell_command(plan) + "\n")
         return
 
-    if todo[0].current:
-        inputs = pipeline.load_inputs(paths)
-    else:
-        with ui.err.status("resolving pins...", spinner="dots"):
-            inputs, _ = pipeline.ensure_lock(
-                paths, on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}")
-            )
+    # Prepare and render always run (each leaves work that is already done as it is); resolve only when needed.
+    with ui.err.status("checking the lock (resolving the pins if it is missing or stale)...", spinner="dots"):
+        inputs, wrote = pipeline.ensure_lock(
+            paths, on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}")
+        )
+    if wrote:
         ui.err.print(f"[green]wrote[/] {ui.safe(str(paths.lock))}")
     smoke_base = pipeline.pin_smoke_base(opts.smoke_base, inputs.lock.build.platform) if opts.smoke else None
     if opts.smoke and not syntax:
