@@ -51,11 +51,14 @@ class BuildPlan:
 
 
 def build_args(lock: Lock) -> tuple[tuple[str, str], ...]:
+    from buildkit.render import wheel_path
+
     return (
         ("BUILD_CUSTOM_VLLM", "1"),
         ("BUILD_CUSTOM_VLLM_URL", lock.vllm.repo),
         ("BUILD_CUSTOM_VLLM_REF", lock.vllm.commit),
-        ("BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION", lock.wheel.url),
+        # The file the vllm-wheel stage fetched from the locked URL (and checked against the locked sha256).
+        ("BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION", wheel_path(lock)),
         ("NEMO_RL_COMMIT", lock.nemo_rl.commit),
     )
 

@@ -25,6 +25,8 @@ def _git_env() -> dict[str, str]:
     env = dict(os.environ)
     # An empty template dir: no templates, whatever the user's config or environment names.
     env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_ASKPASS="true", GIT_TEMPLATE_DIR="")
+    # Reads never rewrite an index (`status` would put this clone's stat data back into a reproducible tree).
+    env["GIT_OPTIONAL_LOCKS"] = "0"
     return env
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.resources
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, NoReturn
@@ -23,9 +24,14 @@ from buildkit.lock import Lock, lock_sha256
 
 # ARGs the template adds on purpose (later upstream has them too), and its own stages: not drift.
 TEMPLATE_ADDS_ARGS = frozenset(
-    {"BUILD_CUSTOM_VLLM_URL", "BUILD_CUSTOM_VLLM_REF", "BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION"}
+    {
+        "BUILD_CUSTOM_VLLM_URL",
+        "BUILD_CUSTOM_VLLM_REF",
+        "BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION",
+        "SOURCE_DATE_EPOCH",
+    }
 )
-TEMPLATE_ADDS_STAGES = frozenset({"smoke"})
+TEMPLATE_ADDS_STAGES = frozenset({"smoke", "vllm-wheel"})
 
 
 def _fail(message: str) -> NoReturn:
@@ -67,12 +73,37 @@ def context(
         "base_image": lock.base_image.pinned,
         "nemo_rl": {"repo": lock.nemo_rl.repo, "commit": lock.nemo_rl.commit},
         "vllm": {"repo": lock.vllm.repo, "commit": lock.vllm.commit},
-        "wheel_url": lock.wheel.url,
+        "wheel": wheel_context(lock),
         "cuda_arch_list": lock.build.cuda_arch_list,
         "target": lock.build.target,
         "drop_extras": {extra.name: extra.reason for extra in lock.build.drop_extras},
         "version": lock.build.tag.rsplit(":", 1)[1],
         "created": commit_time(lock).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+WHEEL_DIR = "/opt/vllm-wheel"  # where the build mounts the wheel stage
+_WHEEL_FILENAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+!-]{0,250}\.whl")  # fullmatch: a plain file name
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")  # fullmatch
+
+
+def wheel_path(lock: Lock) -> str:
+    """The wheel inside the build: the file BuildKit fetched (and checked) in the vllm-wheel stage."""
+    if not _WHEEL_FILENAME_RE.fullmatch(lock.wheel.filename):
+        raise InputError(f"lock: wheel.filename {lock.wheel.filename!r} is not a plain wheel file name")
+    return f"{WHEEL_DIR}/{lock.wheel.filename}"
+
+
+def wheel_context(lock: Lock) -> dict[str, Any]:
+    sha256 = lock.wheel.sha256
+    if sha256 is not None and not _SHA256_RE.fullmatch(sha256):
+        raise InputError(f"lock: wheel.sha256 {sha256!r} is not 64 lowercase hex digits")
+    return {
+        "url": lock.wheel.url,
+        "filename": lock.wheel.filename,
+        "sha256": sha256,
+        "dir": WHEEL_DIR,
+        "path": wheel_path(lock),
     }
 
 

@@ -55,7 +55,7 @@ class SubmoduleFact(BaseModel):
 
 class PrepareRecord(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    record_version: Literal[1] = 1
+    record_version: Literal[2] = 2  # 2: trees made reproducible (older markers make prepare run again)
     buildkit_version: str
     lock_sha256: str
     prepared_at: str
@@ -186,6 +186,7 @@ def prepare(
         raise UpstreamMismatch(
             f"after patching, changed files {sorted(changed)} differ from the patches' targets {sorted(expected)}"
         )
+    make_reproducible(tree, _check_entry(tree, repo), _commit_epoch(lock))
     result = record(
         reused=reused,
         fetched=fetched,
@@ -266,6 +267,48 @@ def _reset_to_pristine(
     facts = _check_work(tree, tree, modules, listing, {}, submodules)
     _check_index_flags(tree, facts)
     return reused, facts
+
+
+def make_reproducible(tree: Path, modules: dict[Path, Path], epoch: int) -> None:
+    """Make the tree's bytes a function of the commit alone, not of when, where or how often it was cloned:
+    upstream's Dockerfile copies all of it, .git included, into the image. In each git dir (superproject and
+    submodules):
+      - reflogs, FETCH_HEAD and ORIG_HEAD go (times of local operations, the URL fetched from);
+      - the index is rebuilt from HEAD with `git read-tree`: no stat data of this clone (git re-hashes the files on
+        its next status, and with GIT_OPTIONAL_LOCKS=0 buildkit's own calls never write it back);
+      - the objects are repacked into one pack, single-threaded and without reusing deltas: the fetched pack is
+        whatever the server sent, and what an earlier commit in a reused cache entry left is dropped; `git prune`
+        then drops it from the shallow list too.
+    Then every file and directory gets the commit time as mtime and mode 0644/0755 (0444/0555 where read-only),
+    whatever the umask, so the named context is the same on every machine (git keeps only the executable bit).
+    """
+    quiet = {"GIT_OPTIONAL_LOCKS": "0"}
+    pack = ["-c", "pack.threads=1", "-c", "pack.writeReverseIndex=false", "-c", "repack.writeBitmaps=false"]
+    for git_dir, work in ((tree / ".git", tree), *modules.items()):
+        for name in ("logs", "FETCH_HEAD", "ORIG_HEAD"):
+            _remove(git_dir / name)
+        (git_dir / "index").unlink(missing_ok=True)
+        run_git(["read-tree", "HEAD"], cwd=work, env=quiet)
+        run_git(["repack", "-a", "-d", "-F", "-q"], cwd=work, config=pack, env=quiet)
+        run_git(["prune", "--expire=now"], cwd=work, env=quiet)
+    for root, dirnames, filenames in os.walk(tree, topdown=False):
+        for name in (*filenames, *dirnames):
+            _normalize(os.path.join(root, name), epoch)
+    _normalize(str(tree), epoch)
+
+
+def _normalize(path: str, epoch: int) -> None:
+    info = os.lstat(path)
+    if not stat.S_ISLNK(info.st_mode):  # a link's own mode means nothing (and cannot be set on Linux)
+        mode = 0o755 if info.st_mode & stat.S_IXUSR or stat.S_ISDIR(info.st_mode) else 0o644
+        os.chmod(path, mode if info.st_mode & stat.S_IWUSR else mode & ~0o222)
+    os.utime(path, (epoch, epoch), follow_symlinks=False)
+
+
+def _commit_epoch(lock: Lock) -> int:
+    from buildkit.render import source_date_epoch
+
+    return source_date_epoch(lock)
 
 
 def _marker(tree: Path) -> Path:

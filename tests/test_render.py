@@ -72,7 +72,11 @@ def test_render_prepares_patches_records_and_writes_the_dockerfile(project, remo
     assert "\nuv sync --link-mode symlink --locked --extra sglang" not in text
     assert "# buildkit: dropped by pins (build.drop_extras): sgl-kernel build fetches DeepGEMM" in text
     assert f"ARG BUILD_CUSTOM_VLLM_REF={lock['vllm']['commit']}" in text
-    assert f"ARG BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION={lock['wheel']['url']}" in text
+    # The wheel comes from a stage of its own, which BuildKit fetches and checks against the locked sha256.
+    wheel = lock["wheel"]
+    assert f"ARG BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION=/opt/vllm-wheel/{wheel['filename']}" in text
+    assert f"\nADD --checksum=sha256:{wheel['sha256']} {wheel['url']} /{wheel['filename']}\n" in text
+    assert "--mount=type=bind,from=vllm-wheel,target=/opt/vllm-wheel" in text
     assert 'ENV TORCH_CUDA_ARCH_LIST="9.0"' in text
     assert f"ENV NEMO_RL_COMMIT={remote.commit}" in text
     assert 'org.opencontainers.image.created="2026-02-05T18:32:11Z"' in text
@@ -81,7 +85,7 @@ def test_render_prepares_patches_records_and_writes_the_dockerfile(project, remo
     # BuildKit's own parser reads it, with upstream's four stages and every upstream step kept.
     commands = dockerfile.parse_string(text)
     stages = [c.value[-1] for c in commands if c.cmd == "FROM"]
-    assert stages == ["nemo-rl", "base", "hermetic", "release"]
+    assert stages == ["nemo-rl", "vllm-wheel", "base", "hermetic", "release"]
     for extra in ("vllm", "mcore", "automodel"):
         assert f"\nuv sync --link-mode symlink --locked --extra {extra} --no-install-project" in text
 
@@ -250,5 +254,5 @@ def test_buildkit_itself_reads_the_rendered_dockerfile(project, remote, engine):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     targets = [line.split()[0] for line in done.stdout.splitlines()[1:] if line.strip()]
-    assert targets == ["nemo-rl", "base", "hermetic", "release"]
+    assert targets == ["nemo-rl", "vllm-wheel", "base", "hermetic", "release"]
     assert "release (default)" in done.stdout
