@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -25,6 +26,7 @@ from buildkit.errors import InputError
 from buildkit.files import utc_now, write_atomic
 from buildkit.lock import Lock
 from buildkit.progress import Progress
+from buildkit.reproduce import ReproCheck
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,9 @@ class BuildPlan:
     cache_from: tuple[str, ...] = ()
     cache_to: tuple[str, ...] = ()
     push: bool = False
+    export: bool = True  # load into Docker (or push, with `push`); a rebuild for comparison only writes a layout
+    oci_layout: Path | None = None  # also write the image as an OCI layout directory (reproducibility check)
+    no_cache: bool = False
     extra: tuple[str, ...] = field(default_factory=tuple)
 
     def env(self) -> dict[str, str]:
@@ -103,11 +108,48 @@ def argv(plan: BuildPlan) -> list[str]:
         args += ["--cache-from", spec]
     for spec in plan.cache_to:
         args += ["--cache-to", spec]
-    args.append("--push" if plan.push else "--load")
+    # Every exporter rewrites file times in the layers to SOURCE_DATE_EPOCH (BuildKit 0.13+): with the lock's
+    # epoch, builds at different times give the same layers.
+    if plan.export:
+        args += [
+            "--output",
+            "type=image,push=true,rewrite-timestamp=true" if plan.push else "type=docker,rewrite-timestamp=true",
+        ]
+    if plan.oci_layout is not None:
+        args += ["--output", f"type=oci,dest={_csv_safe(plan.oci_layout)},tar=false,rewrite-timestamp=true"]
+    if plan.no_cache:
+        args.append("--no-cache")
     args.append("--progress=rawjson")  # one JSON status per line: buildkit.progress follows it
     args += list(plan.extra)
     args.append(str(plan.tree))
     return args
+
+
+def _csv_safe(path: Path) -> str:
+    """A path inside buildx's comma-separated --output value: refused if it would change the value's meaning."""
+    text = str(path)
+    if any(c in text for c in ",\"'\n="):
+        raise InputError(f"{text}: the build directory's path may not hold , = or quotes (buildx --output syntax)")
+    return text
+
+
+# BuildKit's words when an `ADD --checksum` source has other bytes (source/http/source.go).
+_DIGEST_MISMATCH_RE = re.compile(
+    r"digest mismatch for (?P<url>\S+): (?P<got>sha256:[0-9a-f]{64}) \(expected: (?P<want>sha256:[0-9a-f]{64})\)"
+)
+
+
+def explain_failure(error: str | None, lock: Lock) -> tuple[str, str] | None:
+    """(message, hint) for failures buildkit can name better than BuildKit's last line, else None."""
+    m = _DIGEST_MISMATCH_RE.search(error or "")
+    if m:
+        what = "the vLLM wheel" if m.group("want") == f"sha256:{lock.wheel.sha256}" else m.group("url")
+        return (
+            f"{what} changed upstream: {m.group('url')} now has {m.group('got')}, the lock expects {m.group('want')}",
+            "the build stopped before using it; check with `buildkit resolve --check --deep`, and only if the new "
+            "bytes are trusted run `buildkit resolve` to lock them",
+        )
+    return None
 
 
 def shell_command(plan: BuildPlan) -> str:
@@ -156,6 +198,7 @@ class BuildRecord(BaseModel):
     steps_cached: int
     log: str
     metadata_file: str
+    reproducibility: ReproCheck | None = None  # `build --check-reproducible`: the rebuild and the comparison
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"

@@ -229,6 +229,26 @@ def build(
             show_default=False,
         ),
     ] = None,
+    check_reproducible: Annotated[
+        bool,
+        typer.Option(
+            "--check-reproducible",
+            help="After the build, rebuild with no cache from a second clone of NeMo-RL and compare the two images "
+            "file by file: exit 0 when identical, 1 naming what differs. Needs disk for two more copies of the image.",
+        ),
+    ] = False,
+    rebuild_builder: Annotated[
+        str | None,
+        typer.Option("--rebuild-builder", help="Run the --check-reproducible rebuild on this builder instead."),
+    ] = None,
+    allow_drift: Annotated[
+        bool,
+        typer.Option(
+            "--allow-drift",
+            help="Build even when upstream's docker/Dockerfile has drifted from the template (the record and report "
+            "keep the findings). Without it, drift stops the build before anything is written (exit 1).",
+        ),
+    ] = False,
     build_dir: BuildDirOption = None,
     cache_dir: CacheDirOption = None,
     submodules: SubmodulesOption = True,
@@ -237,15 +257,17 @@ def build(
 
     Runs the earlier stages that are missing or stale, checks the engine (`buildkit doctor`), then runs buildx with
     the rendered Dockerfile, `--build-context nemo-rl=<prepared tree>`, the target, platform and tag, the custom
-    vLLM build args from the lock, SOURCE_DATE_EPOCH (the NeMo-RL commit time), a metadata file and provenance
-    (mode=max) where the driver supports it. Live progress on a terminal, the full log in build/logs/, and the
-    record in build/record.json. Anything after `--` goes to buildx unchanged. Ctrl-C cancels cleanly (exit 130).
+    vLLM build args from the lock, SOURCE_DATE_EPOCH (the NeMo-RL commit time) with `rewrite-timestamp=true` on the
+    exporter, a metadata file and provenance (mode=max) where the driver supports it. Live progress on a terminal,
+    the full log in build/logs/, and the record in build/record.json. Anything after `--` goes to buildx unchanged.
+    Ctrl-C cancels cleanly (exit 130).
 
     \b
     Examples:
       buildkit build --dry-run                  # the exact command, with the locked values
       buildkit build --builder remote-bk        # any buildx builder, used the same way
       buildkit build --smoke --progress plain   # the CI smoke build
+      buildkit build --smoke --check-reproducible   # build, rebuild from a clean cache, compare
       buildkit build -- --no-cache              # extra buildx flags
     """
     from buildkit.commands.build import BuildOptions, build_command
@@ -255,8 +277,11 @@ def build(
     opts = BuildOptions(
         builder=builder, push=push, sbom=sbom, cache_from=cache_from, cache_to=cache_to, progress=progress,
         dry_run=dry_run, smoke=smoke, smoke_base=smoke_base, min_free_gb=min_free_gb, submodules=submodules,
-        syntax=syntax, extra=list(ctx.args),
+        syntax=syntax, extra=list(ctx.args), allow_drift=allow_drift, check_reproducible=check_reproducible,
+        rebuild_builder=rebuild_builder,
     )  # fmt: skip
+    if rebuild_builder and not check_reproducible:
+        raise typer.BadParameter("only with --check-reproducible", param_hint="--rebuild-builder")
     build_command(_paths(pins, lock, build_dir, cache_dir), opts)
 
 

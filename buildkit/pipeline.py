@@ -23,7 +23,7 @@ from buildkit.errors import CheckFailed, InputError
 # The CLI imports this module for its --help (STAGES): everything heavier is imported where it is used, and the
 # small types are NamedTuples, which cost a fraction of a dataclass to create (bench/cold_start.py).
 if TYPE_CHECKING:
-    from buildkit.build import BuildRecord
+    from buildkit.build import BuildPlan, BuildRecord
     from buildkit.lock import Lock, PatchFact
     from buildkit.pins import Pins
     from buildkit.render import RenderRecord
@@ -92,6 +92,10 @@ class Paths(NamedTuple):
 
     def metadata(self, smoke: bool) -> Path:
         return self.out_dir(smoke) / "metadata.json"
+
+    def repro_dir(self, smoke: bool) -> Path:
+        """OCI layouts of a reproducibility check (kept only when the two images differ)."""
+        return self.out_dir(smoke) / "repro"
 
     def build_record(self, smoke: bool) -> Path:
         return self.build_dir / ("smoke-record.json" if smoke else "record.json")
@@ -258,6 +262,50 @@ def render(
     write_atomic(dockerfile, text)
     write_atomic(dockerfile.with_name("render.json"), record.to_json())
     return text, record
+
+
+def check_reproducible(
+    inputs: Inputs,
+    plan: BuildPlan,
+    record: BuildRecord,
+    record_path: Path,
+    *,
+    rebuild_builder: str | None,
+    submodules: bool,
+    log_path: Path,
+    on_prepared,
+    on_line,
+) -> BuildRecord:
+    """After a build that also wrote an OCI layout: prepare a second clone in a fresh cache directory, rebuild from
+    it with no cache (on `rebuild_builder` if given), compare the two images, and rewrite the build record with the
+    outcome (identical or not). A rebuild that fails raises BuildFailed and leaves the record as the build wrote it."""
+    from dataclasses import replace
+
+    from buildkit.files import write_atomic
+    from buildkit.reproduce import rebuild_and_compare, second_cache_dir
+    from buildkit.source import prepare as prepare_tree
+
+    with second_cache_dir() as cache:
+        second = prepare_tree(
+            inputs.lock,
+            inputs.lock_sha256,
+            inputs.paths.project_dir,
+            Path(cache),
+            inputs.pins.git_url_rewrites,
+            submodules=submodules,
+        )
+        on_prepared(second)
+        check = rebuild_and_compare(
+            replace(plan, builder=rebuild_builder or plan.builder),
+            Path(second.tree),
+            inputs.paths.repro_dir(record.smoke),
+            log_path,
+            rebuild_builder or record.builder,
+            on_line,
+        )
+    updated = record.model_copy(update={"reproducibility": check})
+    write_atomic(record_path, updated.to_json())
+    return updated
 
 
 def pin_smoke_base(ref: str, platform: str) -> str:

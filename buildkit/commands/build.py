@@ -32,6 +32,9 @@ class BuildOptions:
     submodules: bool
     syntax: bool | None  # None: the default, which is no `# syntax=` line for --smoke (it must work offline)
     extra: list[str]
+    allow_drift: bool = False
+    check_reproducible: bool = False
+    rebuild_builder: str | None = None
 
 
 def doctor_command(builder: str | None, min_free_gb: float, push: bool, tag: str, platform: str) -> None:
@@ -47,8 +50,9 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     from buildkit import buildx
     from buildkit.build import plan_for_lock, shell_command
 
-    if opts.builder:
-        buildx.validate_builder_name(opts.builder)
+    for name in (opts.builder, opts.rebuild_builder):
+        if name:
+            buildx.validate_builder_name(name)
     syntax = opts.syntax if opts.syntax is not None else not opts.smoke
     if opts.dry_run:
         todo, inputs = pipeline.status(paths, smoke=opts.smoke, submodules=opts.submodules)
@@ -92,11 +96,20 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
         prepared = pipeline.prepare(inputs, opts.submodules)
     ui.print_prepare(prepared, paths.prepare_record)
-    _, rendered = pipeline.render(inputs, prepared, syntax=syntax, smoke_base=smoke_base)
+    _, rendered = pipeline.render(
+        inputs, prepared, syntax=syntax, smoke_base=smoke_base, refuse_drift=not opts.allow_drift
+    )
     ui.print_drift(rendered.drift)
     ui.err.print(f"[green]rendered[/] {ui.safe(str(paths.dockerfile(opts.smoke)))}")
 
     plan = plan_for_lock(inputs.lock, paths, smoke=opts.smoke, **_plan_options(opts, provenance=provenance))
+    if opts.check_reproducible:
+        from dataclasses import replace
+
+        from buildkit.reproduce import first_layout, prepare_layouts
+
+        prepare_layouts(paths.repro_dir(opts.smoke))
+        plan = replace(plan, oci_layout=first_layout(paths.repro_dir(opts.smoke)).resolve())
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     log_path = (paths.logs / f"build-{stamp}{'-smoke' if opts.smoke else ''}.log").resolve()
     mode = opts.progress
@@ -121,12 +134,66 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     if record.outcome == "interrupted":
         raise Interrupted("interrupted: buildx cancelled the build; the record says so")
     if record.outcome == "failed":
-        raise BuildFailed(
-            f"the build failed ({record.error or f'buildx exit code {record.exit_code}'})", hint=f"full log: {log_path}"
+        from buildkit.build import explain_failure
+
+        message, hint = explain_failure(record.error, inputs.lock) or (
+            f"the build failed ({record.error or f'buildx exit code {record.exit_code}'})",
+            f"full log: {log_path}",
         )
+        raise BuildFailed(message, hint=hint)
     ui.err.print(
         f"[green]built[/] {ui.safe(plan.tag)} in {record.seconds:.1f}s: "
         f"{record.steps_cached}/{record.steps_total} steps cached; digest {ui.safe(record.image.digest or '?')}"
+    )
+    if opts.check_reproducible:
+        _check_reproducible(inputs, plan, record, paths, opts, mode, stamp)
+
+
+def _check_reproducible(inputs, plan: BuildPlan, record, paths: Paths, opts: BuildOptions, mode: str, stamp: str):
+    log_path = (paths.logs / f"rebuild-{stamp}{'-smoke' if opts.smoke else ''}.log").resolve()
+    ui.err.print(
+        "reproducibility: rebuilding with no cache from a second clone"
+        + (f" on builder {ui.safe(opts.rebuild_builder)}" if opts.rebuild_builder else "")
+        + f"; full log: {ui.safe(str(log_path))}"
+    )
+    view = LiveView(plan) if mode == "live" else PlainView()
+    status = ui.err.status("preparing a second clone of NeMo-RL in a fresh cache directory...", spinner="dots")
+    status.start()
+
+    entered = []
+
+    def prepared(second) -> None:
+        status.stop()
+        view.__enter__()
+        entered.append(view)
+
+    try:
+        record = pipeline.check_reproducible(
+            inputs,
+            plan,
+            record,
+            paths.build_record(opts.smoke),
+            rebuild_builder=opts.rebuild_builder,
+            submodules=opts.submodules,
+            log_path=log_path,
+            on_prepared=prepared,
+            on_line=view.update,
+        )
+    finally:
+        status.stop()
+        for started in entered:
+            started.__exit__(None, None, None)
+    check = record.reproducibility
+    assert check is not None
+    for line in check.summary:
+        ui.err.print(f"  {ui.safe(line)}", highlight=False)
+    if not check.identical:
+        raise CheckFailed(
+            "not reproducible: the rebuild from a clean cache differs (details in the record and the report)",
+            hint=f"the two images are kept as OCI layouts in {paths.repro_dir(opts.smoke)}",
+        )
+    ui.err.print(
+        f"[green]reproducible[/]: rebuilt from a clean cache, identical digest {ui.safe(check.manifest_digest or '?')}"
     )
 
 

@@ -1,0 +1,139 @@
+"""`buildkit build --check-reproducible`: is the image a function of the lock alone? Rebuild it from a clean cache
+(`--no-cache`), from a second clone of NeMo-RL in a fresh cache directory (so another path, other clone times), and
+optionally on a second builder; then compare the two images file by file (buildkit.imagediff).
+
+The first image is the build the user asked for, which also writes an OCI layout; the rebuild writes only its OCI
+layout. Equal images: the layouts are deleted (they are as large as the image) and the record keeps the digests.
+Different images: both layouts stay in build/repro/ for a closer look, and the record names what differs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from buildkit.errors import BuildFailed, InputError
+from buildkit.files import utc_now
+from buildkit.imagediff import ImageComparison, compare, summary
+
+if TYPE_CHECKING:  # build.py holds the record this module's models go into
+    from buildkit.build import BuildPlan
+
+
+class Rebuild(BaseModel):
+    """The second build: where and how it ran."""
+
+    model_config = ConfigDict(extra="forbid")
+    builder: str
+    no_cache: bool
+    second_clone: bool  # from a tree prepared afresh in its own cache directory
+    started: str
+    ended: str
+    seconds: float
+    outcome: Literal["succeeded", "failed", "interrupted"]
+    steps_total: int
+    steps_cached: int
+    log: str
+
+
+class ReproCheck(BaseModel):
+    """The outcome that goes into the build record and the report's Reproducibility section."""
+
+    model_config = ConfigDict(extra="forbid")
+    identical: bool
+    manifest_digest: str | None  # the platform image manifest, when both builds agree
+    config_digest: str | None
+    rebuild: Rebuild
+    summary: list[str]
+    comparison: ImageComparison
+    layouts_kept: list[str]  # the OCI layouts left for inspection (none when identical)
+
+
+def first_layout(repro_dir: Path) -> Path:
+    return repro_dir / "first"
+
+
+def prepare_layouts(repro_dir: Path) -> None:
+    """An empty build/repro/: layouts of an earlier check must not be compared with this one's."""
+    try:
+        if repro_dir.exists():
+            shutil.rmtree(repro_dir)
+        repro_dir.mkdir(parents=True)
+    except OSError as exc:
+        raise InputError(f"cannot empty {repro_dir}: {exc.strerror or exc}") from None
+
+
+def rebuild_and_compare(
+    plan: BuildPlan,
+    second_tree: Path,
+    repro_dir: Path,
+    log_path: Path,
+    builder_name: str,
+    on_line,
+) -> ReproCheck:
+    """Rebuild `plan` (whose first build already wrote `first_layout(repro_dir)`) from `second_tree` with no cache,
+    and compare. Raises BuildFailed when the rebuild itself fails."""
+    from buildkit.build import run
+
+    second = repro_dir / "second"
+    rebuild_plan = replace(
+        plan,
+        tree=second_tree,
+        export=False,
+        push=False,
+        oci_layout=second,
+        no_cache=True,
+        provenance=False,  # the attestation holds build times; the image is what is compared
+        sbom=False,
+        cache_from=(),
+        cache_to=(),
+        metadata_file=repro_dir / "second.metadata.json",
+    )
+    started = utc_now()
+    result = run(rebuild_plan, log_path, on_line)
+    outcome = "interrupted" if result.interrupted else ("succeeded" if result.exit_code == 0 else "failed")
+    facts = Rebuild(
+        builder=builder_name,
+        no_cache=True,
+        second_clone=True,
+        started=started,
+        ended=utc_now(),
+        seconds=round(result.seconds, 3),
+        outcome=outcome,
+        steps_total=result.progress.total,
+        steps_cached=result.progress.cached,
+        log=str(log_path),
+    )
+    if outcome != "succeeded":
+        failed = result.progress.failed()
+        raise BuildFailed(
+            f"the rebuild for the reproducibility check {outcome}"
+            + (f" ({failed[0].error})" if failed and failed[0].error else ""),
+            hint=f"full log: {log_path}",
+        )
+    comparison = compare(first_layout(repro_dir), second, plan.platform)
+    kept: list[str] = []
+    if comparison.identical:
+        shutil.rmtree(first_layout(repro_dir), ignore_errors=True)
+        shutil.rmtree(second, ignore_errors=True)
+    else:
+        kept = [str(first_layout(repro_dir)), str(second)]
+    return ReproCheck(
+        identical=comparison.identical,
+        manifest_digest=comparison.manifest_digest_a if comparison.identical else None,
+        config_digest=comparison.config_digest_a if comparison.identical else None,
+        rebuild=facts,
+        summary=summary(comparison),
+        comparison=comparison,
+        layouts_kept=kept,
+    )
+
+
+def second_cache_dir() -> tempfile.TemporaryDirectory:
+    """Where the second clone goes: a fresh cache directory, removed afterwards."""
+    return tempfile.TemporaryDirectory(prefix="buildkit-rebuild-")
