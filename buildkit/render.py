@@ -34,6 +34,23 @@ TEMPLATE_ADDS_ARGS = frozenset(
 TEMPLATE_ADDS_STAGES = frozenset({"smoke", "vllm-wheel"})
 
 
+# What the release target's steps fetch as it is on build day: the report lists these instead of claiming that the
+# lock pins everything. The smoke target fetches nothing of the kind.
+UNPINNED_INPUTS = (
+    "apt packages (jq, curl, git, rsync, wget, less, vim, gnupg, nsight-systems-cli) from the base image's Ubuntu "
+    "mirrors and NVIDIA's devtools repository, at whatever versions `apt-get update` finds",
+    "NVIDIA's CUDA repository key, fetched over plain HTTP by `apt-key adv --fetch-keys`",
+    "CMake 3.31.1 from GitHub releases, by version (no checksum)",
+    "uv from its installer script (`curl ... | sh`) and Python from `uv python install`, by version (no checksum)",
+    "vLLM's source, cloned at the locked commit by tools/build-custom-vllm.sh inside a RUN (pinned by commit, but "
+    "not a build input BuildKit sees), and torch from the PyTorch index by version",
+    "Python packages that `uv lock` re-resolves on build day after build-custom-vllm.sh points pyproject.toml at the "
+    "local vLLM (the other uv sync steps are --locked, their hashes checked by uv)",
+    "NeMo-RL's history: the release stage runs `git fetch --unshallow` against GitHub when the tree is shallow (it "
+    "is), so the image's .git holds what GitHub serves that day",
+)
+
+
 def _fail(message: str) -> NoReturn:
     raise InputError(f"templates/Dockerfile.j2: {message}")
 
@@ -168,6 +185,7 @@ class RenderRecord(BaseModel):
     upstream_sha256: str
     diff: str  # the rendered Dockerfile against upstream's, unified
     drift: list[str]
+    unpinned: list[str] = []  # inputs the rendered target fetches unpinned (UNPINNED_INPUTS; none for smoke)
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
@@ -218,5 +236,6 @@ def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_
         upstream_sha256=sha256_bytes(upstream.encode()),
         diff=unified_diff(upstream, text, "upstream docker/Dockerfile", "build/Dockerfile"),
         drift=findings,
+        unpinned=[] if smoke_base else list(UNPINNED_INPUTS),
     )
     return text, record

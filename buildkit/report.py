@@ -20,7 +20,7 @@ from buildkit.files import read_record, sha256_bytes
 from buildkit.grammar import one_line_text
 from buildkit.lock import Lock, lock_sha256
 from buildkit.pipeline import Paths, latest_build, load_inputs
-from buildkit.render import RenderRecord, template_environment
+from buildkit.render import RenderRecord, commit_time, source_date_epoch, template_environment
 from buildkit.source import PrepareRecord
 from buildkit.verify import VerifyRecord
 from buildkit.yamlload import load_yaml
@@ -239,10 +239,18 @@ def facts(
         ),
         "build_record": record_name,
         "build": (
-            record.model_dump(mode="json", exclude={"image", "argv"}) | {"argv": record.argv} if record else None
+            record.model_dump(mode="json", exclude={"image", "argv", "reproducibility"}) | {"argv": record.argv}
+            if record
+            else None
         ),
         "image": record.image.model_dump(mode="json") if record else None,
         "verification": verify.model_dump(mode="json") if verify else None,
+        "reproducibility": {
+            "source_date_epoch": record.source_date_epoch if record else source_date_epoch(lock),
+            "created": commit_time(lock).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "check": record.reproducibility.model_dump(mode="json") if record and record.reproducibility else None,
+            "unpinned": rendered.unpinned if rendered else None,
+        },
         "reproduction": {
             "buildkit": buildkit_commands,
             "manual": manual,
