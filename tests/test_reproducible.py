@@ -66,3 +66,88 @@ def test_prepared_tree_is_the_same_bytes_from_any_cache_dir_umask_and_history(pr
     assert git("status", "--porcelain", cwd=tree_b) == "M tools/build-custom-vllm.sh"
     assert git("rev-parse", "HEAD", cwd=tree_b) == remote.commit
     git("fsck", "--no-dangling", cwd=tree_b)
+
+
+def _smoke_project(project, remote):  # noqa: F811
+    from tests.test_build import smoke_project
+
+    return smoke_project(project, remote)
+
+
+def test_two_smoke_builds_from_two_clones_at_two_times_with_the_cache_pruned_give_one_digest(
+    project,
+    remote,  # noqa: F811
+    engine,
+    tmp_path,
+):
+    """As the issue measured it: one lock, the build cache pruned in between, a second BUILDKIT_CACHE_DIR (so a
+    second clone at another path), later in time. Same image manifest and config digest."""
+    import subprocess
+    import time
+
+    root, cli = _smoke_project(project, remote)
+    records = []
+    for n, cache in enumerate(("cache", "cache-second")):
+        if n:
+            subprocess.run(["docker", "buildx", "prune", "-af", "--builder", engine], check=True, capture_output=True)
+            time.sleep(1.1)  # another second on the clock: nothing may depend on it
+        result = cli(
+            "build", "--smoke", "--progress", "plain", env={"BUILDKIT_CACHE_DIR": str(tmp_path / cache)}, timeout=600
+        )
+        assert result.code == 0, result.output
+        records.append(json.loads((root / "build" / "smoke-record.json").read_text()))
+    first, second = records
+    assert first["image"]["digest"] and first["image"]["config_digest"]
+    assert second["steps_cached"] < second["steps_total"] // 2, "the second build really ran (cache pruned)"
+    assert (second["image"]["digest"], second["image"]["config_digest"]) == (
+        first["image"]["digest"],
+        first["image"]["config_digest"],
+    )
+    assert "rewrite-timestamp=true" in " ".join(first["argv"])
+
+
+def test_check_reproducible_on_the_smoke_build(project, remote, engine):  # noqa: F811
+    root, cli = _smoke_project(project, remote)
+    result = cli("build", "--smoke", "--check-reproducible", "--progress", "plain", timeout=900)
+    assert result.code == 0, result.output
+    record = json.loads((root / "build" / "smoke-record.json").read_text())
+    check = record["reproducibility"]
+    assert check["identical"] and check["rebuild"]["no_cache"] and check["rebuild"]["second_clone"]
+    assert check["manifest_digest"].startswith("sha256:") and check["layouts_kept"] == []
+    assert f"identical digest {check['manifest_digest']}" in result.stderr
+    assert not any((root / "build" / "smoke" / "repro").iterdir()), "the layouts of identical images are deleted"
+    report = cli("report")
+    assert report.code == 0, report.output
+    section = report.stdout.split("## Reproducibility", 1)[1].split("\n## ", 1)[0]
+    assert "**identical**" in section and check["manifest_digest"] in section
+    assert "Every input of this target is pinned" in section
+
+
+def test_a_step_that_writes_the_date_is_caught_and_the_file_named(tmp_path, engine):
+    """The rebuild and comparison of `--check-reproducible`, on a Dockerfile with a deliberately
+    non-deterministic step."""
+    from buildkit.build import BuildPlan, run
+    from buildkit.reproduce import first_layout, prepare_layouts, rebuild_and_compare
+    from tests.engine import STAND_IN_BASE
+
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "Dockerfile").write_text(
+        f"FROM {STAND_IN_BASE} AS smoke\nRUN echo steady > /steady && date +%s%N > /stamp\n"
+    )
+    repro = tmp_path / "repro"
+    prepare_layouts(repro)
+    plan = BuildPlan(
+        dockerfile=context / "Dockerfile", tree=context, target="smoke", platform="linux/amd64", tag="repro:test",
+        build_args=(), metadata_file=tmp_path / "metadata.json", source_date_epoch=1770316331, builder=engine,
+        provenance=False, export=False, oci_layout=first_layout(repro),
+    )  # fmt: skip
+    first = run(plan, tmp_path / "first.log", lambda line, progress: None)
+    assert first.exit_code == 0, (tmp_path / "first.log").read_text()[-2000:]
+    check = rebuild_and_compare(plan, context, repro, tmp_path / "second.log", engine, lambda line, progress: None)
+    assert not check.identical
+    [stamp] = [f for f in check.comparison.files if f.path == "/stamp"]
+    assert stamp.change == "changed" and "content" in stamp.fields
+    assert not any(f.path == "/steady" for f in check.comparison.files)
+    assert any("/stamp" in line for line in check.summary), check.summary
+    assert check.layouts_kept and all(Path(p).is_dir() for p in check.layouts_kept)
