@@ -26,6 +26,7 @@ from typing import IO, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from buildkit.errors import InputError, excerpt
+from buildkit.sanitize import strip_controls
 
 MAX_JSON_BYTES = 4 * 1024 * 1024  # index, manifest or config; real ones are a few KiB
 MAX_JSON_DEPTH = 64
@@ -124,13 +125,9 @@ class Image:
     config: dict[str, Any]
     layers: list[Descriptor]
 
-    def diff_id(self, index: int) -> str | None:
-        rootfs = self.config.get("rootfs")
-        diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
-        if isinstance(diff_ids, list) and len(diff_ids) == len(self.layers):
-            value = diff_ids[index]
-            return value if isinstance(value, str) and DIGEST_RE.fullmatch(value) else None
-        return None
+    def diff_id(self, index: int) -> str:
+        """The sha256 of layer `index` uncompressed, as the config records it (checked by `resolve_image`)."""
+        return self.config["rootfs"]["diff_ids"][index]
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,8 +242,8 @@ class _CheckedStream(io.RawIOBase):
 class OciLayout:
     """An OCI image layout on disk, a directory or a tar file. Use it as a context manager: a tar stays open."""
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, path: Path | str):
+        path = self.path = Path(path)
         self._tar: tarfile.TarFile | None = None
         self._members: dict[str, tarfile.TarInfo] = {}
         if path.is_dir():
@@ -352,9 +349,9 @@ class OciLayout:
             stream.verify()
         return _parse_json(data, f"{self.path}: {what} {descriptor.digest}")
 
-    def read_layer(self, descriptor: Descriptor, diff_id: str | None, what: str) -> Layer:
+    def read_layer(self, descriptor: Descriptor, diff_id: str, what: str) -> Layer:
         """Every entry of a layer, in tar order, with regular files' content hashed on the way. The blob is checked
-        against its descriptor and the uncompressed stream against `diff_id` (when given) before this returns."""
+        against its descriptor and the uncompressed stream against `diff_id` before this returns."""
         compression = _LAYER_COMPRESSION.get(descriptor.media_type)
         if compression is None:
             raise InputError(
@@ -487,18 +484,31 @@ def _parse_json(data: bytes, what: str) -> dict[str, Any]:
         raise InputError(f"{what} is not JSON ({excerpt(str(exc), 120)})") from None
     if not isinstance(value, dict):
         raise InputError(f"{what} is not a JSON object")
-    _check_depth(value, what)
+    _check_shape(value, what)
     return value
 
 
-def _check_depth(value: Any, what: str) -> None:
-    # Comparisons walk these documents recursively; real ones are a few levels deep.
+def _check_shape(value: Any, what: str) -> None:
+    """Refuse what later steps cannot handle: nesting deeper than real documents have (the comparison walks them
+    recursively), and strings that are not Unicode (JSON's lone "\\udc80" escapes: they cannot be written back)."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if depth > MAX_JSON_DEPTH:
             raise InputError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep")
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        if isinstance(item, dict):
+            strings: list[Any] = list(item)
+            children: Any = item.values()
+        elif isinstance(item, list):
+            strings, children = [], item
+        else:
+            strings, children = [item], ()
+        for text in strings:
+            if isinstance(text, str):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise InputError(f"{what} has a string that is not valid Unicode") from None
         stack.extend((child, depth + 1) for child in children)
 
 
@@ -526,7 +536,7 @@ def resolve_image(layout: OciLayout, platform: str) -> Image:
         if descriptor.platform is None or platform_matches(wanted, descriptor.platform):
             candidates.append(descriptor)  # without a platform, the config's os and architecture decide below
         else:
-            others.add(str(descriptor.platform))
+            others.add(strip_controls(descriptor.platform))
 
     for descriptor in index.manifests:
         if descriptor.media_type in INDEX_TYPES:
@@ -562,4 +572,15 @@ def resolve_image(layout: OciLayout, platform: str) -> Image:
         )
         if not platform_matches(wanted, have):
             raise InputError(f"{source}: no image for platform {wanted} (it has {excerpt(str(have), 80)})")
+    rootfs = config.get("rootfs")
+    diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
+    if (
+        not isinstance(diff_ids, list)
+        or len(diff_ids) != len(parsed.layers)
+        or not all(isinstance(d, str) and DIGEST_RE.fullmatch(d) for d in diff_ids)
+    ):
+        raise InputError(
+            f"{source}: config {parsed.config.digest} does not list a sha256 diff_id for each of the "
+            f"{len(parsed.layers)} layers in rootfs.diff_ids"
+        )
     return Image(source, chosen, manifest, parsed.config, config, parsed.layers)

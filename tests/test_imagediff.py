@@ -364,6 +364,20 @@ def test_an_uncompressed_layer_that_is_not_its_diff_id_is_refused(tmp_path):
         compare(tmp_path, a, b)
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"diff_ids": [sha(b"one")]}, r"does not list a sha256 diff_id for each of the 2 layers"),
+        ({"diff_ids": ["md5:x", "md5:y"]}, r"does not list a sha256 diff_id"),
+        # JSON can escape a lone surrogate; no such string could be written to the build record.
+        ({"labels": {"x": "\ud800"}}, r"config sha256:\w+ has a string that is not valid Unicode"),
+    ],
+)
+def test_a_config_that_does_not_describe_its_layers_is_refused(tmp_path, options, message):
+    with pytest.raises(InputError, match=message):
+        compare(tmp_path, image([BASE, [F("x")]]), image([BASE, [F("x")]], **options))
+
+
 def test_a_tar_layout_never_takes_a_blob_from_a_name_of_its_choosing(tmp_path):
     a, b = image([BASE, [F("stamp", b"1")]]), image([BASE, [F("stamp", b"2")]])
     target = b.layers[1].removeprefix("sha256:")
