@@ -241,7 +241,8 @@ def _differing_layers(image_a: Image, image_b: Image) -> list[LayerDifference]:
 def _read(layout: OciLayout, image: Image, index: int) -> Layer:
     if index >= len(image.layers):
         return Layer([], "")  # the other image has a layer here and this one has none: compare with nothing
-    return layout.read_layer(image.layers[index], image.diff_id(index), f"layer {index}")
+    # Counted from 1 in messages, as in `summary`.
+    return layout.read_layer(image.layers[index], image.diff_id(index), f"layer {index + 1} of {len(image.layers)}")
 
 
 def _compare_layer(

@@ -181,8 +181,8 @@ def platform_matches(wanted: Platform, have: Platform) -> bool:
 
 class _CheckedStream(io.RawIOBase):
     """A stream that hashes and counts what passes through it. Reading never goes more than one byte past `size`
-    (a blob longer than its descriptor, or a file that keeps growing, stops there). `verify` says whether what was
-    read is what the descriptor promised; `drain` reads the rest first."""
+    (a blob longer than its descriptor, or a file that keeps growing, stops there). `verify` reads the rest and
+    raises InputError unless all of it is what the descriptor promised."""
 
     def __init__(self, raw: IO[bytes], what: str, digest: str | None, size: int | None, watch_zeros: bool = False):
         self._raw = raw
@@ -345,7 +345,7 @@ class OciLayout:
             )
         stream = self.blob(descriptor, what, MAX_JSON_BYTES)
         with stream:
-            data = stream.read(MAX_JSON_BYTES + 1)
+            data = stream.readall()  # at most one byte more than the descriptor's size, which is within the bound
             stream.verify()
         return _parse_json(data, f"{self.path}: {what} {descriptor.digest}")
 
