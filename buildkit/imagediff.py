@@ -113,11 +113,11 @@ class ImageComparison(BaseModel):
 FILE_FIELDS = ("type", "size", "mode", "mtime", "uid", "gid", "uname", "gname", "linkname", "content", "pax")
 
 
-def compare_images(
+def compare(
     a: Path | str,
     b: Path | str,
-    *,
     platform: str = "linux/amd64",
+    *,
     all_layers: bool = False,
     max_files: int = MAX_FILES,
 ) -> ImageComparison:

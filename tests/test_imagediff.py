@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from buildkit import imagediff
 from buildkit.errors import InputError
-from buildkit.imagediff import FieldDifference, ImageComparison, compare_images, summary
+from buildkit.imagediff import FieldDifference, ImageComparison, summary
 from tests.engine import STAND_IN_BASE
 
 GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
@@ -168,7 +169,7 @@ BASE = [F("bin", kind=tarfile.DIRTYPE, mode=0o755), F("bin/sh", b"#!busybox\n", 
 def compare(tmp_path: Path, a: Spec, b: Spec, form_a: str = "tar", form_b: str = "tar", **options) -> ImageComparison:
     (tmp_path / "a").mkdir(exist_ok=True)
     (tmp_path / "b").mkdir(exist_ok=True)
-    result = compare_images(a.write(tmp_path / "a", form_a), b.write(tmp_path / "b", form_b), **options)
+    result = imagediff.compare(a.write(tmp_path / "a", form_a), b.write(tmp_path / "b", form_b), **options)
     # Whatever it holds, it goes into the build record as JSON and comes back the same.
     assert ImageComparison.model_validate_json(result.model_dump_json()) == result
     return result
@@ -389,7 +390,7 @@ def test_a_tar_layout_never_takes_a_blob_from_a_name_of_its_choosing(tmp_path):
     (tmp_path / "b").mkdir()
     path_b = b.write(tmp_path / "b", "tar", extra=planted, skip={target})
     with pytest.raises(InputError, match=f"blobs/sha256/{target} is missing from the layout"):
-        compare_images(a.write(tmp_path / "a", "dir"), path_b)
+        imagediff.compare(a.write(tmp_path / "a", "dir"), path_b)
 
 
 def test_a_blob_that_is_a_link_is_refused(tmp_path):
@@ -400,7 +401,7 @@ def test_a_blob_that_is_a_link_is_refused(tmp_path):
     path_b = b.write(tmp_path / "b", "dir", skip={target})
     (path_b / "blobs" / "sha256" / target).symlink_to(elsewhere)
     with pytest.raises(InputError, match=f"blobs/sha256/{target} cannot be read"):
-        compare_images(a.write(tmp_path / "a", "dir"), path_b)
+        imagediff.compare(a.write(tmp_path / "a", "dir"), path_b)
 
     # In a tar, a symlink entry with a blob's name is not that blob either.
     path_t = b.write(tmp_path / "t", "tar", skip={target})
@@ -409,7 +410,7 @@ def test_a_blob_that_is_a_link_is_refused(tmp_path):
         link.type, link.linkname = tarfile.SYMTYPE, "../../index.json"
         tar.addfile(link)
     with pytest.raises(InputError, match="is not a regular file in the tar"):
-        compare_images(a.write(tmp_path / "a", "dir"), path_t)
+        imagediff.compare(a.write(tmp_path / "a", "dir"), path_t)
 
 
 def test_the_file_list_is_capped_and_the_rest_counted(tmp_path):
@@ -500,7 +501,7 @@ def test_a_layout_that_is_missing_or_damaged_is_one_clear_error(tmp_path, name, 
     good = image([BASE]).write(tmp_path / "good", "dir")
     for a, b in ((damaged, good), (good, damaged)):
         with pytest.raises(InputError, match=message):
-            compare_images(a, b)
+            imagediff.compare(a, b)
 
 
 # --- real buildx output ------------------------------------------------------------------------------------------
@@ -526,7 +527,7 @@ def test_real_buildx_images_that_record_the_time_differ_in_that_file(engine, tmp
     # The uuid makes the two builds differ even when both run within the same second.
     dockerfile = f"FROM {STAND_IN_BASE}\nRUN date > /stamp && cat /proc/sys/kernel/random/uuid >> /stamp\n"
     first, second = (buildx_oci(engine, tmp_path, name, dockerfile) for name in ("first", "second"))
-    result = compare_images(first, second)
+    result = imagediff.compare(first, second)
     assert not result.identical and result.first_differing_layer == result.layers_a - 1
     [layer] = result.layers  # the base image's layers are the same blobs
     assert "date > /stamp" in (layer.created_by or "")
@@ -539,6 +540,6 @@ def test_real_buildx_images_that_record_the_time_differ_in_that_file(engine, tmp
 def test_real_buildx_images_without_the_time_are_identical(engine, tmp_path):
     dockerfile = f"FROM {STAND_IN_BASE}\nRUN echo hello > /greeting && mkdir -p /opt/app\n"
     first, second = (buildx_oci(engine, tmp_path, name, dockerfile) for name in ("first", "second"))
-    result = compare_images(first, second)
+    result = imagediff.compare(first, second)
     assert result.identical, summary(result)
     assert summary(result)[0].startswith(f"identical: manifest {result.manifest_digest_a}")
