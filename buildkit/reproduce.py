@@ -121,6 +121,7 @@ def rebuild_and_compare(
     if comparison.identical:
         shutil.rmtree(first_layout(repro_dir), ignore_errors=True)
         shutil.rmtree(second, ignore_errors=True)
+        rebuild_plan.metadata_file.unlink(missing_ok=True)
     else:
         kept = [str(first_layout(repro_dir)), str(second)]
     return ReproCheck(

@@ -186,7 +186,7 @@ def prepare(
         raise UpstreamMismatch(
             f"after patching, changed files {sorted(changed)} differ from the patches' targets {sorted(expected)}"
         )
-    make_reproducible(tree, _check_entry(tree, repo), _commit_epoch(lock))
+    make_reproducible(tree, _check_entry(tree, repo))
     result = record(
         reused=reused,
         fetched=fetched,
@@ -269,7 +269,7 @@ def _reset_to_pristine(
     return reused, facts
 
 
-def make_reproducible(tree: Path, modules: dict[Path, Path], epoch: int) -> None:
+def make_reproducible(tree: Path, modules: dict[Path, Path]) -> None:
     """Make the tree's bytes a function of the commit alone, not of when, where or how often it was cloned:
     upstream's Dockerfile copies all of it, .git included, into the image. In each git dir (superproject and
     submodules):
@@ -279,8 +279,10 @@ def make_reproducible(tree: Path, modules: dict[Path, Path], epoch: int) -> None
       - the objects are repacked into one pack, single-threaded and without reusing deltas: the fetched pack is
         whatever the server sent, and what an earlier commit in a reused cache entry left is dropped; `git prune`
         then drops it from the shallow list too.
-    Then every file and directory gets the commit time as mtime and mode 0644/0755 (0444/0555 where read-only),
-    whatever the umask, so the named context is the same on every machine (git keeps only the executable bit).
+    Then every file and directory gets mode 0644/0755 (0444/0555 where read-only) whatever the umask, so the named
+    context is the same on every machine (git keeps only the executable bit). File times are left as they are: the
+    exporter clamps them to SOURCE_DATE_EPOCH (`rewrite-timestamp=true`), and BuildKit's incremental context
+    transfer tells changed files by time and size, so equal times would let it keep a stale file of equal size.
     """
     quiet = {"GIT_OPTIONAL_LOCKS": "0"}
     pack = ["-c", "pack.threads=1", "-c", "pack.writeReverseIndex=false", "-c", "repack.writeBitmaps=false"]
@@ -291,24 +293,20 @@ def make_reproducible(tree: Path, modules: dict[Path, Path], epoch: int) -> None
         run_git(["read-tree", "HEAD"], cwd=work, env=quiet)
         run_git(["repack", "-a", "-d", "-F", "-q"], cwd=work, config=pack, env=quiet)
         run_git(["prune", "--expire=now"], cwd=work, env=quiet)
-    for root, dirnames, filenames in os.walk(tree, topdown=False):
+    for root, dirnames, filenames in os.walk(tree):
         for name in (*filenames, *dirnames):
-            _normalize(os.path.join(root, name), epoch)
-    _normalize(str(tree), epoch)
+            _normalize_mode(os.path.join(root, name))
+    _normalize_mode(str(tree))
 
 
-def _normalize(path: str, epoch: int) -> None:
+def _normalize_mode(path: str) -> None:
     info = os.lstat(path)
-    if not stat.S_ISLNK(info.st_mode):  # a link's own mode means nothing (and cannot be set on Linux)
-        mode = 0o755 if info.st_mode & stat.S_IXUSR or stat.S_ISDIR(info.st_mode) else 0o644
-        os.chmod(path, mode if info.st_mode & stat.S_IWUSR else mode & ~0o222)
-    os.utime(path, (epoch, epoch), follow_symlinks=False)
-
-
-def _commit_epoch(lock: Lock) -> int:
-    from buildkit.render import source_date_epoch
-
-    return source_date_epoch(lock)
+    if stat.S_ISLNK(info.st_mode):  # a link's own mode means nothing (and cannot be set on Linux)
+        return
+    mode = 0o755 if info.st_mode & stat.S_IXUSR or stat.S_ISDIR(info.st_mode) else 0o644
+    mode = mode if info.st_mode & stat.S_IWUSR else mode & ~0o222
+    if stat.S_IMODE(info.st_mode) != mode:
+        os.chmod(path, mode)
 
 
 def _marker(tree: Path) -> Path:
