@@ -14,20 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from smoke_project import BUILDKIT, smoke_project
 
-from tests.engine import BUILDER, STAND_IN_BASE, engine_problem  # noqa: E402
-from tests.fake_upstreams import pins_text, reference_upstreams  # noqa: E402
-from tests.nemo_repo import make_remote  # noqa: E402
+from tests.engine import BUILDER
 
 
 def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
@@ -40,43 +34,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    problem = engine_problem()
-    if problem:
-        sys.exit(f"bench: {problem}; run scripts/engine-up.sh first")
-
-    up = reference_upstreams()
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp_path = Path(tmp)
-        remote = make_remote(tmp_path)
-        try:
-            project = tmp_path / "project"
-            project.mkdir()
-            (project / "patches").mkdir()
-            patch = ROOT / "patches" / "build-custom-vllm-wheel-location.patch"
-            (project / "patches" / patch.name).write_text(patch.read_text())
-            text = pins_text(STAND_IN_BASE).replace("https://github.com/NVIDIA-NeMo/RL.git", remote.url)
-            text = text.replace('"946862e7"', f'"{remote.commit}"')
-            text += (
-                f"\ngit_url_rewrites:\n  - url: {remote.daemon.url}test/\n    instead_of: https://github.com/test/\n"
-            )
-            (project / "pins.yaml").write_text(text)
-            env = {**os.environ, **up.env(), "BUILDKIT_CACHE_DIR": str(tmp_path / "cache")}
-            buildkit = [sys.executable, "-m", "buildkit.cli"]
-            ours = [*buildkit, "build", "--smoke", "--builder", BUILDER, "--progress", "plain", "--no-syntax"]
-            subprocess.run([*buildkit, "resolve"], cwd=project, env=env, check=True, capture_output=True)
-            subprocess.run(ours, cwd=project, env=env, check=True, capture_output=True)  # fills the cache
-            record = json.loads((project / "build" / "smoke-record.json").read_text())
-            bare = record["argv"]
-            bare_env = {**env, "SOURCE_DATE_EPOCH": str(record["source_date_epoch"])}
-            timed(bare, project, bare_env)
-            samples_ours, samples_bare = [], []
-            for _ in range(args.repeat):
-                samples_ours.append(timed(ours, project, env))
-                samples_bare.append(timed(bare, project, bare_env))
-            cached = json.loads((project / "build" / "smoke-record.json").read_text())
-        finally:
-            remote.daemon.stop()
-            up.stop()
+    with smoke_project() as (project, env, _):
+        ours = [*BUILDKIT, "build", "--smoke", "--builder", BUILDER, "--progress", "plain", "--no-syntax"]
+        subprocess.run(ours, cwd=project, env=env, check=True, capture_output=True)  # fills the cache
+        record = json.loads((project / "build" / "smoke-record.json").read_text())
+        bare = record["argv"]
+        bare_env = {**env, "SOURCE_DATE_EPOCH": str(record["source_date_epoch"])}
+        timed(bare, project, bare_env)
+        samples_ours, samples_bare = [], []
+        for _ in range(args.repeat):
+            samples_ours.append(timed(ours, project, env))
+            samples_bare.append(timed(bare, project, bare_env))
+        cached = json.loads((project / "build" / "smoke-record.json").read_text())
 
     m_ours, m_bare = statistics.median(samples_ours), statistics.median(samples_bare)
     print(f"no-op rebuild of the smoke target, median of {args.repeat} alternating runs")
