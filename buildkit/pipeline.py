@@ -257,7 +257,8 @@ def render(
         raise CheckFailed(
             f"upstream docker/Dockerfile at {record.nemo_rl_commit[:12]} has drifted from the template "
             f"({len(record.drift)} difference(s)):" + "".join(f"\n  - {finding}" for finding in record.drift),
-            hint="update templates/Dockerfile.j2 for the new upstream, or drop --strict to render anyway",
+            hint="update templates/Dockerfile.j2 for the new upstream; to go on anyway: `buildkit build --allow-drift` "
+            "(or `buildkit render` without --strict)",
         )
     write_atomic(dockerfile, text)
     write_atomic(dockerfile.with_name("render.json"), record.to_json())

@@ -34,10 +34,11 @@ def test_dry_run_prints_the_command_with_the_locked_values_and_changes_nothing(p
         "BUILD_CUSTOM_VLLM=1",
         f"BUILD_CUSTOM_VLLM_URL={lock['vllm']['repo']}",
         f"BUILD_CUSTOM_VLLM_REF={lock['vllm']['commit']}",
-        f"BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION={lock['wheel']['url']}",
+        f"BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION=/opt/vllm-wheel/{lock['wheel']['filename']}",
         f"NEMO_RL_COMMIT={lock['nemo_rl']['commit']}",
     ]
-    assert "--provenance=mode=max" in words and "--load" in words and "--metadata-file" in words
+    assert "--provenance=mode=max" in words and "--metadata-file" in words
+    assert pairs["--output"] == "type=docker,rewrite-timestamp=true"  # loaded into Docker, times clamped
     assert words[-2] == "--no-cache" and words[-1] == pairs["--build-context"].removeprefix("nemo-rl=")
     assert not (root / "build").exists()
 
@@ -103,6 +104,7 @@ def test_smoke_build_on_the_real_engine(project, remote, engine):  # noqa: F811
     assert labels["org.opencontainers.image.revision"] == lock["nemo_rl"]["commit"]
     assert labels["buildkit.vllm.commit"] == lock["vllm"]["commit"]
     assert labels["buildkit.vllm.wheel"] == lock["wheel"]["url"]
+    assert labels["buildkit.vllm.wheel.sha256"] == lock["wheel"]["sha256"]
     assert labels["org.opencontainers.image.created"] == "2026-02-05T18:32:11Z"
     env = dict(e.split("=", 1) for e in inspected["Config"]["Env"])
     assert env["NEMO_RL_COMMIT"] == lock["nemo_rl"]["commit"] and env["TORCH_CUDA_ARCH_LIST"] == "9.0"
@@ -116,7 +118,8 @@ def test_smoke_build_on_the_real_engine(project, remote, engine):  # noqa: F811
     )  # fmt: skip
     prepared = json.loads((root / "build" / "prepare.json").read_text())
     assert f"export VLLM_GIT_REF={lock['vllm']['commit']}" in run.stdout
-    assert f"export VLLM_PRECOMPILED_WHEEL_LOCATION={lock['wheel']['url']}" in run.stdout
+    # The wheel the vllm-wheel stage fetched (BuildKit checked its sha256), mounted where the build args say.
+    assert f"export VLLM_PRECOMPILED_WHEEL_LOCATION=/opt/vllm-wheel/{lock['wheel']['filename']}" in run.stdout
     assert prepared["patches"][0]["targets"][0]["after"] in run.stdout
 
     # A second build of the same inputs is served from the cache.
@@ -170,7 +173,8 @@ def test_smoke_push_attaches_provenance_and_the_registry_confirms_the_digest(pro
     )  # fmt: skip
     assert result.code == 0, result.output
     record = json.loads((root / "build" / "smoke-record.json").read_text())
-    assert record["provenance"] == "attached (mode=max)" and "--push" in record["argv"]
+    assert record["provenance"] == "attached (mode=max)"
+    assert "type=image,push=true,rewrite-timestamp=true" in record["argv"]
     digest = record["image"]["digest"]
     manifest = subprocess.run(
         ["curl", "-fsS", "-H", "Accept: application/vnd.oci.image.index.v1+json",

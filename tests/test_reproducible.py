@@ -150,3 +150,58 @@ def test_a_step_that_writes_the_date_is_caught_and_the_file_named(tmp_path, engi
     assert not any(f.path == "/steady" for f in check.comparison.files)
     assert any("/stamp" in line for line in check.summary), check.summary
     assert check.layouts_kept and all(Path(p).is_dir() for p in check.layouts_kept)
+
+
+def test_a_wheel_whose_bytes_changed_upstream_fails_the_build_with_both_digests(
+    project,
+    remote,  # noqa: F811
+    upstreams,
+    engine,
+):
+    import random
+
+    # Bytes no earlier build can have cached under the locked sha256 (BuildKit keys the download by checksum).
+    seed = random.randrange(1, 2**31)
+    root, cli = _smoke_project(project, remote)
+    lock = json.loads((root / "pins.lock").read_text())
+    wheel = upstreams.wheels.files[f"/{lock['vllm']['commit']}/{lock['wheel']['filename']}"]
+    wheel.seed = seed
+    assert cli("resolve").code == 0
+    locked = json.loads((root / "pins.lock").read_text())["wheel"]["sha256"]
+    assert locked == wheel.sha256()
+
+    wheel.seed = seed + 1  # upstream replaces the bytes; size and ETag stay
+    result = cli("build", "--smoke", "--progress", "plain", timeout=600)
+    assert result.code == 6, result.output
+    [message] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert "the vLLM wheel changed upstream" in message
+    assert f"now has sha256:{wheel.sha256()}" in message and f"the lock expects sha256:{locked}" in message
+    assert "buildkit resolve --check --deep" in result.stderr
+    assert json.loads((root / "build" / "smoke-record.json").read_text())["outcome"] == "failed"
+
+
+def test_drift_stops_the_build_unless_allowed(project, remote, engine):  # noqa: F811
+    from tests.nemo_repo import SHAPE
+
+    later = SHAPE.read_text().replace("ARG BUILD_CUSTOM_VLLM\n", "ARG BUILD_CUSTOM_VLLM\nARG SKIP_VLLM_BUILD\n")
+    moved = remote.new_commit("docker/Dockerfile", later, "upstream adds a build arg")
+    root, cli = _smoke_project(project, remote)
+    text = (root / "pins.yaml").read_text().replace(f'"{remote.commit}"', f'"{moved}"')
+    (root / "pins.yaml").write_text(text)
+    assert cli("resolve").code == 0
+
+    refused = cli("build", "--smoke", "--progress", "plain", timeout=600)
+    assert refused.code == 1, refused.output
+    assert "has drifted from the template" in refused.stderr and "ARG SKIP_VLLM_BUILD" in refused.stderr
+    assert "--allow-drift" in refused.stderr
+    assert (
+        not (root / "build" / "smoke" / "Dockerfile").exists() and not (root / "build" / "smoke-record.json").exists()
+    )
+
+    allowed = cli("build", "--smoke", "--allow-drift", "--progress", "plain", timeout=600)
+    assert allowed.code == 0, allowed.output
+    assert "drift: upstream has ARG SKIP_VLLM_BUILD" in allowed.stderr
+    rendered = json.loads((root / "build" / "smoke" / "render.json").read_text())
+    assert rendered["drift"] == ["upstream has ARG SKIP_VLLM_BUILD that the template does not know"]
+    report = cli("report")
+    assert "upstream has ARG SKIP_VLLM_BUILD" in report.stdout
