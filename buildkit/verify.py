@@ -130,6 +130,8 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
             "buildkit.vllm.wheel": lock.wheel.url,
             "buildkit.lock.sha256": lock_sha256(lock),
         }
+        if lock.wheel.sha256:  # the bytes BuildKit checked when it fetched the wheel
+            expected["buildkit.vllm.wheel.sha256"] = lock.wheel.sha256
         wrong = [f"{k}={labels.get(k, '<missing>')}" for k, v in expected.items() if labels.get(k) != v]
         add("labels match the lock", not wrong, "; ".join(wrong) or f"{len(expected)} labels as locked")
 
