@@ -178,7 +178,8 @@ def _migrate(path: Path, data: Any) -> Any:
     if type(version) is not int or version not in READABLE_VERSIONS:  # not bool: True == 1
         found = "no lock_version" if version is None else f"lock_version {excerpt(version, 40)}"
         raise InputError(
-            f"{path}: {found}: this buildkit reads lock versions {', '.join(map(str, READABLE_VERSIONS))}",
+            f"{path}: invalid lock: {found}; this buildkit reads lock versions "
+            + " and ".join(map(str, READABLE_VERSIONS)),
             hint="run `buildkit resolve` to rewrite it, or use the buildkit that wrote it",
         )
     wheel = data.get("wheel")

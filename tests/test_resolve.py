@@ -10,9 +10,9 @@ from tests.fake_upstreams import (
     BASE_REPO,
     BASE_TAG,
     NEMO_RL_SHA,
+    TEST_WHEEL_SIZE,
     VLLM_PR,
     VLLM_SHA,
-    TEST_WHEEL_SIZE,
     WHEEL_CU130_X86,
     WHEEL_X86,
 )

@@ -120,7 +120,7 @@ class WheelProgress:
         self.bar: Progress | None = None
         self.task: TaskID | None = None
         self.started = 0.0
-        self.first_byte = 0
+        self.first_byte = self.last_done = 0
         self.next_percent = 10
         self.next_time = 0.0
 
@@ -147,14 +147,14 @@ class WheelProgress:
     def _started(self, event: DownloadEvent) -> None:
         if self.status is not None:
             self.status.stop()
-        first = self.started == 0.0
-        self.started, self.first_byte = time.monotonic(), event.done
+        first, had = self.started == 0.0, self.last_done
+        self.started, self.first_byte, self.last_done = time.monotonic(), event.done, event.done
         self.next_time = self.started + self.EVERY_SECONDS
         if first:
             ui.err.print(f"wheel: downloading {ui.safe(event.filename)} ({_size(event.total)}) to hash it")
         if event.resumed_at:
             ui.err.print(f"wheel: resumed at {event.resumed_at:,} bytes")
-        elif not first:
+        elif had:
             ui.err.print("wheel: starting over")
         if self.live:
             if self.bar is None:
@@ -171,6 +171,7 @@ class WheelProgress:
             self.bar.update(self.task, completed=event.done)
 
     def _advanced(self, event: DownloadEvent) -> None:
+        self.last_done = event.done
         if self.bar is not None:
             self.bar.update(self.task, completed=event.done)
             return
