@@ -47,6 +47,12 @@ def run_resolve(
         problems = consistency_problems(pins, old, patches)
         if problems:
             raise CheckFailed(_bullets(f"{lock_path} is stale:", problems), hint="run `buildkit resolve`")
+        if deep and old.wheel.sha256 is None:
+            raise CheckFailed(
+                f"{lock_path}: wheel.sha256: the lock has none ({old.wheel.not_content_addressed}), so --deep has "
+                "nothing to compare the wheel's bytes with",
+                hint="run `buildkit resolve` (without --no-wheel-download) to hash the wheel",
+            )
 
     # --check stays cheap: HEAD tells the wheel's URL, size and ETag; only --deep reads its bytes (below).
     with ui.err.status("resolving pins (GitHub, wheel index, registry)...", spinner="dots") as status:
@@ -73,11 +79,13 @@ def run_resolve(
             _check_bytes(paths, old, fresh)
         agrees = "upstream agrees (the wheel's bytes too)" if deep else "upstream agrees"
         ui.err.print(f"[green]ok[/]: {ui.safe(str(lock_path))} is current and {agrees}")
+        _warn(old)
         return
 
     if old is not None and not differences(old, fresh, every_fact=True):
         ui.err.print(f"[green]ok[/]: {ui.safe(str(lock_path))} is already up to date (left as it was)")
         _emit(old, json_out, title=str(lock_path))
+        _warn(old)
         return
     pipeline.write_lock(paths, fresh)
     _emit(fresh, json_out, title=str(lock_path))
@@ -89,13 +97,11 @@ def _check_bytes(paths: Paths, old: Lock, fresh: Lock) -> None:
     """--deep: the wheel downloaded afresh (not from the cache) hashes to the locked sha256."""
     with WheelProgress(None) as progress:
         measured = pipeline.measure_wheel(paths, fresh.wheel, progress)
-    locked = old.wheel.sha256
-    if measured != locked:
-        why = "" if locked else f" (not content-addressed: {old.wheel.not_content_addressed})"
+    if measured != old.wheel.sha256:
         raise CheckFailed(
             _bullets(
                 "upstream no longer agrees with the lock:",
-                [f"wheel.sha256: lock has {locked!r}{why}, upstream now says {measured!r}"],
+                [f"wheel.sha256: lock has {old.wheel.sha256!r}, upstream now says {measured!r}"],
             ),
             hint="run `buildkit resolve`",
         )
@@ -104,7 +110,7 @@ def _check_bytes(paths: Paths, old: Lock, fresh: Lock) -> None:
 def _warn(lock: Lock) -> None:
     warning = content_warning(lock)
     if warning:
-        ui.err.print(f"[yellow]warning[/]: {ui.safe(warning)}")
+        ui.warn(warning)
 
 
 class WheelProgress:
@@ -233,6 +239,7 @@ def _offline(paths: Paths, pins: Pins, patches: list[PatchFact], *, json_out: bo
         raise CheckFailed(_bullets(f"{paths.lock} does not match the pins:", problems), hint="run `buildkit resolve`")
     _emit(lock, json_out, title=f"{paths.lock} (offline: consistent with the pins, upstream not asked)")
     ui.err.print("[green]ok[/]: pins valid and the lock is consistent with them (no network used)")
+    _warn(lock)
 
 
 def _emit(lock: Lock, json_out: bool, title: str) -> None:
