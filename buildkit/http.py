@@ -376,9 +376,16 @@ class _Deadline:
         _current.deadline = self._outer
 
     def postpone(self, seconds: float) -> None:
-        # No lock, no wake-up: the waiting thread finds the later time when it wakes at the earlier one.
-        if self._due is not None:
-            self._due = time.monotonic() + seconds
+        """Move the time up to `seconds` from now (later or, when the stall timeout is the shorter, earlier)."""
+        due, now = self._due, time.monotonic()
+        if due is None:
+            return
+        if now + seconds >= due:
+            self._due = now + seconds  # later: the thread finds it when it wakes at the earlier time
+            return
+        with self._lock:
+            self._due = now + seconds
+            self._wake.notify()
 
     def watch(self, target: HTTPConnection | socket.socket) -> None:
         with self._lock:
