@@ -104,26 +104,27 @@ class Stream:
         self.headers: Mapping[str, str] = response.headers
         self._http, self._response, self._deadline, self._limit, self._asked = http, response, deadline, limit, asked
 
-    def chunks(self, size: int) -> Iterator[bytes]:
+    def chunks(self, size: int, held: int = 0) -> Iterator[bytes]:
         """The body, `size` bytes at a time (the last chunk shorter). Held to the stall timeout: it fails when less
         than STALL_BYTES arrive within BUILDKIT_HTTP_STALL seconds (a trickle, a hung server), and to the limit for
-        its kind. The per-read timeout still applies."""
+        its kind, counting the `held` bytes the caller already has (the start of a resumed download). The per-read
+        timeout still applies."""
         client, deadline, url = self._http, self._deadline, self._asked
         cap = client.max_bytes[self._limit]
         try:
             declared = content_length(self.headers.get("Content-Length"))
         except ValueError:
             declared = None  # urllib3 reads until the server closes: the cap still holds
-        if declared is not None and declared > cap:
-            raise client._too_large("GET", url, self._limit)
+        if declared is not None and held + declared > cap:
+            raise client.too_large("GET", url, self._limit)
         deadline.postpone(client.stall)
         received = unstalled = 0
         read = self._response.raw.read
         try:
             while chunk := read(size):
                 received += len(chunk)
-                if received > cap:
-                    raise client._too_large("GET", url, self._limit)
+                if held + received > cap:
+                    raise client.too_large("GET", url, self._limit)
                 if received - unstalled >= STALL_BYTES:
                     unstalled = received
                     deadline.postpone(client.stall)
@@ -313,15 +314,15 @@ class Http:
         except ValueError:
             declared = None  # urllib3 ignores it too, and reads until the server closes: the cap still holds
         if declared is not None and declared > cap:
-            raise self._too_large(method, url, limit)
+            raise self.too_large(method, url, limit)
         body = bytearray()
         for chunk in response.iter_content(chunk_size=16 * KiB):
             body += chunk
             if len(body) > cap:
-                raise self._too_large(method, url, limit)
+                raise self.too_large(method, url, limit)
         return bytes(body)
 
-    def _too_large(self, method: str, url: str, limit: Limit) -> UpstreamMalformed:
+    def too_large(self, method: str, url: str, limit: Limit) -> UpstreamMalformed:
         return UpstreamMalformed(
             f"{method} {redact(url)}: the answer is larger than {_size(self.max_bytes[limit])}, the limit for "
             f"{limit.what}",

@@ -104,9 +104,12 @@ def test_an_interrupted_download_resumes_on_the_next_resolve(project, upstreams)
     assert not (root / "pins.lock").exists()
     part = entry(root, upstreams) / f"{WHEEL_X86}.part"
     assert part.stat().st_size == 150_000
-    lock = resolved(cli)
+    again = cli("resolve", "--json")
+    assert again.code == 0, again.output
     assert upstreams.wheels.wheel_gets()[-1].get("Range") == "bytes=150000-"
-    assert lock["wheel"]["sha256"] == hashlib.sha256(served(upstreams).data()).hexdigest()
+    assert json.loads(again.stdout)["wheel"]["sha256"] == hashlib.sha256(served(upstreams).data()).hexdigest()
+    assert "wheel: resumed at 150,000 bytes" in again.stderr
+    assert "wheel: hashed 0.2 MiB (0.1 MiB downloaded in " in again.stderr  # the part was hashed, not fetched
     assert not part.exists()
 
 
@@ -232,7 +235,8 @@ def test_plain_progress_lines_off_a_terminal(project, upstreams):
     assert lines[0] == f"wheel: downloading {WHEEL_X86} (8.0 MiB) to hash it"
     assert f"wheel: resumed at {3 * MiB:,} bytes" in lines
     assert any(line.startswith("wheel: 50% (4.0 of 8.0 MiB), ") and line.endswith(" MiB/s") for line in lines), lines
-    assert lines[-1].startswith("wheel: downloaded 8.0 MiB in ") and lines[-1].endswith(served(upstreams).sha256())
+    assert lines[-1].startswith("wheel: downloaded 8.0 MiB in "), lines  # resumed: no byte came twice
+    assert lines[-1].endswith(f"MiB/s), sha256 {served(upstreams).sha256()}")
     assert len(lines) <= 14, lines  # a handful: every 10% at most
     assert "\r" not in result.stderr and "\x1b" not in result.stderr
     again = cli("resolve")
@@ -334,3 +338,29 @@ def test_an_incoherent_wheel_fact_is_refused(project):
         (root / "pins.lock").write_text(json.dumps(lock))
         result = cli("resolve", "--offline")
         assert result.code == 2 and "invalid lock" in result.stderr and needle in result.stderr, result.output
+
+
+def test_build_resolves_a_stale_lock_and_tells_of_the_download(project, upstreams, monkeypatch):
+    """`buildkit build` (pipeline.ensure_lock, which has no progress view) hears of the download in notes; a lock
+    the user chose not to hash is used as it is, with the warning."""
+    from buildkit import pipeline
+
+    root, cli = project
+    for name, value in cli.env.items():
+        monkeypatch.setenv(name, value)
+    paths = pipeline.Paths.of(root / "pins.yaml")
+    notes: list[str] = []
+    inputs, wrote = pipeline.ensure_lock(paths, on_note=notes.append)
+    assert wrote and inputs.lock.wheel.content_addressed
+    assert notes == [
+        f"wheel: downloading {WHEEL_X86} (0.2 MiB) to hash it",
+        f"wheel: downloaded, sha256 {served(upstreams).sha256()}",
+    ]
+    (root / "pins.lock").unlink()
+    shutil.rmtree(root / "cache" / "wheels")
+    assert cli("resolve", "--no-wheel-download").code == 0
+    notes.clear()
+    inputs, wrote = pipeline.ensure_lock(paths, on_note=notes.append)
+    assert not wrote and not inputs.lock.wheel.content_addressed
+    assert notes == [f"the locked wheel is not content-addressed ({SKIPPED_REASON}); run `buildkit resolve` "
+                     "without --no-wheel-download to hash it"]  # fmt: skip

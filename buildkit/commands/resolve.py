@@ -122,11 +122,11 @@ class WheelProgress:
 
     def __init__(self, status: Status | None):
         self.status = status
-        self.live = ui.err.is_terminal
         self.bar: Progress | None = None
         self.task: TaskID | None = None
-        self.started = 0.0
-        self.first_byte = self.last_done = 0
+        self.began = 0.0  # when the first attempt started; 0: none yet
+        self.done = 0  # bytes of the file so far
+        self.received = 0  # bytes that came over the network in this run (a resumed part not counted)
         self.next_percent = 10
         self.next_time = 0.0
 
@@ -146,55 +146,55 @@ class WheelProgress:
         elif event.kind == "started":
             self._started(event)
         elif event.kind == "advanced":
+            self.received += event.done - self.done
+            self.done = event.done
             self._advanced(event)
         elif event.kind == "finished":
             self._finished(event)
 
     def _started(self, event: DownloadEvent) -> None:
+        """An attempt starts: the first one, or one that resumes (or restarts) after a broken transfer."""
         if self.status is not None:
             self.status.stop()
-        first, had = self.started == 0.0, self.last_done
-        self.started, self.first_byte, self.last_done = time.monotonic(), event.done, event.done
-        self.next_time = self.started + self.EVERY_SECONDS
-        if first:
+        if not self.began:
+            self.began = time.monotonic()
+            self.next_time = self.began + self.EVERY_SECONDS
             ui.err.print(f"wheel: downloading {ui.safe(event.filename)} ({_size(event.total)}) to hash it")
         if event.resumed_at:
             ui.err.print(f"wheel: resumed at {event.resumed_at:,} bytes")
-        elif had:
+        elif self.done:
             ui.err.print("wheel: starting over")
-        if self.live:
+        self.done = event.done
+        if ui.err.is_terminal:
             if self.bar is None:
                 self.bar = Progress(
                     TextColumn("wheel"),
                     BarColumn(),
-                    DownloadColumn(),
+                    DownloadColumn(binary_units=True),
                     TransferSpeedColumn(),
                     TimeRemainingColumn(),
                     console=ui.err,
                 )
-                self.task = self.bar.add_task("wheel", total=event.total, completed=event.done)
+                self.task = self.bar.add_task("wheel", total=event.total)
                 self.bar.start()
             self.bar.update(self.task, completed=event.done)
 
     def _advanced(self, event: DownloadEvent) -> None:
-        self.last_done = event.done
         if self.bar is not None:
             self.bar.update(self.task, completed=event.done)
             return
-        if self.live:
-            return
         now = time.monotonic()
         percent = event.done * 100 // event.total if event.total else None
-        if (percent is not None and percent >= self.next_percent and event.done < event.total) or now >= self.next_time:
-            self.next_time = now + self.EVERY_SECONDS
-            if percent is not None:
-                self.next_percent = percent - percent % 10 + 10
-            shown = (
-                f"{percent}% ({event.done / 2**20:.1f} of {_size(event.total)})"
-                if percent is not None
-                else (f"{event.done / 2**20:.1f} MiB")
-            )
-            ui.err.print(f"wheel: {shown}, {self._rate(event.done, now)}")
+        at_step = percent is not None and percent >= self.next_percent and event.done < event.total
+        if ui.err.is_terminal or not (at_step or now >= self.next_time):
+            return
+        self.next_time = now + self.EVERY_SECONDS
+        if percent is None:
+            shown = f"{event.done / 2**20:.1f} MiB"
+        else:
+            self.next_percent = percent - percent % 10 + 10
+            shown = f"{percent}% ({event.done / 2**20:.1f} of {_size(event.total)})"
+        ui.err.print(f"wheel: {shown}, {self._rate(now)}")
 
     def _finished(self, event: DownloadEvent) -> None:
         if self.bar is not None:
@@ -202,14 +202,15 @@ class WheelProgress:
             self.bar.stop()
             self.bar = None
         now = time.monotonic()
-        ui.err.print(
-            f"wheel: downloaded {event.done / 2**20:.1f} MiB in {now - self.started:.1f}s "
-            f"({self._rate(event.done, now)}), sha256 {ui.safe(event.sha256)}"
-        )
+        took = f"in {now - self.began:.1f}s ({self._rate(now)})"
+        if self.received == event.done:
+            what = f"downloaded {event.done / 2**20:.1f} MiB {took}"
+        else:
+            what = f"hashed {event.done / 2**20:.1f} MiB ({self.received / 2**20:.1f} MiB downloaded {took})"
+        ui.err.print(f"wheel: {what}, sha256 {ui.safe(event.sha256)}")
 
-    def _rate(self, done: int, now: float) -> str:
-        seconds = max(now - self.started, 1e-3)
-        return f"{(done - self.first_byte) / seconds / 2**20:.1f} MiB/s"
+    def _rate(self, now: float) -> str:
+        return f"{self.received / max(now - self.began, 1e-3) / 2**20:.1f} MiB/s"
 
 
 def _previous_lock(lock_path: Path, *, strict: bool) -> Lock | None:

@@ -152,6 +152,8 @@ def download(http: Http, url: str, filename: str, size: int | None, etag: str | 
     """Download url into `part` (continuing what it holds), hashing as the bytes are written; (sha256, size).
     A broken transfer is resumed up to the Http's attempts; after the last, the part is kept for the next run.
     A size other than HEAD's is UpstreamMismatch; a part known to be bad is removed."""
+    if size is not None and size > http.max_bytes[WHEEL]:
+        raise http.too_large("GET", url, WHEEL)  # before a byte is read, or a part continued
     problem: UpstreamUnreachable | None = None
     for attempt in range(1, http.attempts + 1):
         if attempt > 1:
@@ -218,7 +220,7 @@ def _receive(answer: Stream, part: Path, have: int, digest, url: str, filename: 
             out.seek(have)
             sink = _Sink(digest, out, have)
             try:
-                for chunk in answer.chunks(CHUNK):
+                for chunk in answer.chunks(CHUNK, held=have):
                     done += len(chunk)
                     if size is not None and done > size:
                         raise UpstreamMismatch(f"GET {redact(url)}: the wheel is more than HEAD's {size:,} bytes")

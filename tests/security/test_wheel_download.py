@@ -80,6 +80,7 @@ def test_a_declared_length_over_the_limit_is_refused_before_reading(wheel_server
     result = run(cli, env={"BUILDKIT_HTTP_MAX_WHEEL": "1000000"})
     assert result.code == 3 and "the limit for wheels" in result.stderr, result.output
     assert result.seconds < 5
+    assert [r.method for r in hostile.log if r.path.startswith(WHEEL)] == ["HEAD"], "HEAD's size is enough to refuse"
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-1", str(2**41), "1e9"])
