@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from buildkit.lock import Lock, PatchFact, WheelFact
     from buildkit.pins import Pins
     from buildkit.render import RenderRecord
+    from buildkit.resolve import WheelBytes
     from buildkit.resolve.download import OnProgress
     from buildkit.source import PrepareRecord
 
@@ -173,17 +174,17 @@ def resolve(
     patches: list[PatchFact],
     on_note: OnNote | None = None,
     *,
-    download_wheel: bool = True,
+    wheel_bytes: WheelBytes = "download",
     on_progress: OnProgress | None = None,
 ) -> Lock:
     """Every pin turned into a verified fact (network); the caller decides whether to write it. `on_note` hears what
     the user should know first (e.g. that a token is withheld from an API named in pins.yaml). The wheel is
-    downloaded and hashed once all lookups succeeded (`on_progress` hears about it), or, with download_wheel
-    False, hashed only if the cache already has it."""
+    downloaded and hashed once all lookups succeeded (`on_progress` hears about it); `wheel_bytes` "cache": hashed
+    only if the cache already has it; "none": not at all."""
     from buildkit.resolve import Resolver
 
     resolver = Resolver(
-        pins, cache_dir=paths.cache_dir, patches=patches, download_wheel=download_wheel, on_progress=on_progress
+        pins, cache_dir=paths.cache_dir, patches=patches, wheel_bytes=wheel_bytes, on_progress=on_progress
     )
     for note in resolver.notes:
         if on_note:

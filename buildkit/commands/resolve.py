@@ -62,7 +62,7 @@ def run_resolve(
                 pins,
                 patches,
                 on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"),
-                download_wheel=download_wheel and not check,
+                wheel_bytes="none" if check else "download" if download_wheel else "cache",
                 on_progress=progress,
             )
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from buildkit import __version__
 from buildkit.cache import default_cache_dir
@@ -35,6 +35,9 @@ from buildkit.resolve.registry import Registry
 from buildkit.resolve.wheels import FoundWheel, resolve_wheel, wheel_fact
 
 T = TypeVar("T")
+# What resolve does with the wheel's bytes: download them (or reuse the cache), take their hash from the cache only
+# (--no-wheel-download), or leave them alone (--check, which compares what HEAD says).
+WheelBytes = Literal["download", "cache", "none"]
 
 
 class Resolver:
@@ -45,11 +48,11 @@ class Resolver:
         cache_dir: Path | None = None,
         patches: list[PatchFact] | None = None,
         *,
-        download_wheel: bool = True,
+        wheel_bytes: WheelBytes = "download",
         on_progress: OnProgress | None = None,
     ):
-        """download_wheel False: the wheel's sha256 only from the cache, where an earlier resolve put it; else the
-        lock says it is not content-addressed. on_progress hears about the download."""
+        """wheel_bytes: see WheelBytes; without a hash the lock says the wheel is not content-addressed.
+        on_progress hears about the download."""
         self.pins = pins
         self.patches = patches or []
         self.http = http or Http()
@@ -60,7 +63,7 @@ class Resolver:
         self.cache_dir = cache_dir or default_cache_dir()
         self.git = GitResolver(self.cache_dir)
         self.registry = Registry(self.http)
-        self.download_wheel = download_wheel
+        self.wheel_bytes = wheel_bytes
         self.on_progress = on_progress
 
     def commit(self, repo: str, ref: str) -> CommitFact:
@@ -138,12 +141,13 @@ class Resolver:
         )
 
     def hash_wheel(self, found: FoundWheel) -> WheelFact:
-        """The wheel's fact with the sha256 of its bytes: cached, or downloaded now (unless download_wheel is off)."""
-        if self.download_wheel:
+        """The wheel's fact with the sha256 of its bytes: cached, or downloaded now (as wheel_bytes allows)."""
+        hashed = None
+        if self.wheel_bytes == "download":
             hashed = download.fetch(self.http, self.cache_dir, found, self.on_progress)
-        else:
+        elif self.wheel_bytes == "cache":
             hashed = download.cached(self.cache_dir, found, self.on_progress)
-        if hashed is None:
+        if hashed is None:  # ("none" is --check's: that fact is compared with the lock, never written)
             return wheel_fact(found, None, SKIPPED_REASON)
         return wheel_fact(found, hashed.sha256, None)
 
