@@ -40,9 +40,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable, excerpt
 from buildkit.files import _write_hint, write_atomic
-from buildkit.http import OFFLINE_HINT, WHEEL, Http, Stream, redact
+from buildkit.http import OFFLINE_HINT, WHEEL, Http, Stream, content_length, redact
 from buildkit.lock import Sha256Hex
-from buildkit.resolve.wheels import MISSING_HINT, FoundWheel
+from buildkit.resolve.wheels import CONTENT_RANGE_RE, MISSING_HINT, FoundWheel
 
 # 1 MiB: large enough that hashing and writing cost little per call, small enough for smooth progress.
 CHUNK = 1 << 20
@@ -166,11 +166,12 @@ def download(http: Http, url: str, filename: str, size: int | None, etag: str | 
             problem = exc  # the bytes so far stay in the part: the next attempt continues them
     assert problem is not None
     have = _part_size(part)
+    own = problem.hint if problem.hint != OFFLINE_HINT else None  # e.g. raise the stall timeout
     raise UpstreamUnreachable(
         f"{problem.message}; the download of {filename} stopped at {have:,}"
         + (f" of {size:,} bytes" if size is not None else " bytes")
         + f" ({http.attempts} attempts)",
-        hint=problem.hint or (RESUME_HINT if have else OFFLINE_HINT),
+        hint="; ".join(h for h in (RESUME_HINT if have else None, own) if h) or OFFLINE_HINT,
     )
 
 
@@ -289,13 +290,9 @@ class _Sink:
 def _check_continues(answer: Stream, url: str, have: int, size: int | None) -> None:
     """A 206 continues the part only when it starts where the part ends, in a file of HEAD's size."""
     value = answer.headers.get("Content-Range", "")
-    parts = value.removeprefix("bytes ").replace("/", "-").split("-")
-    try:
-        start, _end, total = int(parts[0]), int(parts[1]), parts[2]
-        total_ok = total == "*" or size is None or int(total) == size
-    except (ValueError, IndexError):
-        start, total_ok = -1, False
-    if not value.startswith("bytes ") or start != have or not total_ok:
+    m = CONTENT_RANGE_RE.fullmatch(value)
+    same_file = m is not None and (m["size"] == "*" or size is None or int(m["size"]) == size)
+    if not m or int(m["start"]) != have or not same_file:
         raise UpstreamMalformed(
             f"GET {redact(url)}: asked for the bytes from {have:,}, the answer's Content-Range is {excerpt(value, 80)}"
         )
@@ -303,9 +300,12 @@ def _check_continues(answer: Stream, url: str, have: int, size: int | None) -> N
 
 def _check_length(answer: Stream, url: str, size: int | None) -> None:
     """A 200 that announces another size than HEAD is refused before its body is read."""
-    declared = answer.headers.get("Content-Length", "")
-    if size is not None and declared.isascii() and declared.strip().isdigit() and int(declared) != size:
-        raise UpstreamMismatch(f"GET {redact(url)}: the wheel is {int(declared):,} bytes, HEAD said {size:,}")
+    try:
+        declared = content_length(answer.headers.get("Content-Length"))
+    except ValueError:
+        declared = None  # then the bytes are counted as they come
+    if size is not None and declared is not None and declared != size:
+        raise UpstreamMismatch(f"GET {redact(url)}: the wheel is {declared:,} bytes, HEAD said {size:,}")
 
 
 def _hash_part(part: Path, have: int):
@@ -360,6 +360,8 @@ def _read_record(path: Path) -> _Record | None:
 @contextmanager
 def _locked(entry: Path, filename: str, on_progress: OnProgress | None) -> Iterator[None]:
     """One process at a time in an entry (two resolves sharing a cache dir): the second waits, then reuses."""
+    if _exists(entry / ".lock") and _regular_size(entry / ".lock") is None:
+        _drop(entry, entry / ".lock")  # planted: a symlink or a directory
     try:
         fd = os.open(entry / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as exc:
@@ -427,9 +429,16 @@ def _make_dir(entry: Path) -> None:
 def _clear(entry: Path) -> None:
     """Everything in a damaged entry but the lock file (which the caller holds)."""
     try:
-        for child in entry.iterdir():
-            if child.name != ".lock":
-                shutil.rmtree(child) if _is_dir(child) else child.unlink()
+        children = [child for child in entry.iterdir() if child.name != ".lock"]
+    except OSError as exc:
+        raise _cache_error(entry, exc) from None
+    for child in children:
+        _drop(entry, child)
+
+
+def _drop(entry: Path, path: Path) -> None:
+    try:
+        shutil.rmtree(path) if _is_dir(path) else path.unlink(missing_ok=True)
     except OSError as exc:
         raise InputError(
             f"cannot delete the damaged wheel cache entry {entry}: {exc.strerror or exc}",

@@ -24,7 +24,8 @@ from buildkit.lock import SHA256_HEX_RE, WheelFact
 from buildkit.resolve.shapes import Answer, Line, parse
 
 _HEADER_TEXT_RE = re.compile(r"[\x20-\x7e]{1,256}")  # ETag, Last-Modified: printable ASCII
-_CONTENT_RANGE_RE = re.compile(r"bytes [0-9]{1,19}-[0-9]{1,19}/([0-9]{1,19}|\*)")  # fullmatch; * = size unknown
+# fullmatch; * = size unknown
+CONTENT_RANGE_RE = re.compile(r"bytes (?P<start>[0-9]{1,19})-[0-9]{1,19}/(?P<size>[0-9]{1,19}|\*)")
 _GIT_HASH_RE = re.compile(r"g[0-9a-f]{7,40}")  # fullmatch
 MISSING_HINT = (
     "vLLM publishes per-commit wheels for main-branch commits, and some are missing (vllm issues 16217, 30295); "
@@ -185,10 +186,10 @@ def _verify_exists(http: Http, url: str) -> tuple[str, int | None, str | None, s
         raise UpstreamUnreachable(f"{method} {redact(url)} answered {reply.status}")
     size: int | None = None
     if reply.status == 206:
-        m = _CONTENT_RANGE_RE.fullmatch(reply.headers.get("Content-Range", ""))
+        m = CONTENT_RANGE_RE.fullmatch(reply.headers.get("Content-Range", ""))
         if not m:
             raise _bad_header(method, url, reply, "Content-Range")
-        size = int(m.group(1)) if m.group(1) != "*" else None
+        size = int(m["size"]) if m["size"] != "*" else None
     else:
         try:
             size = content_length(reply.headers.get("Content-Length"))
