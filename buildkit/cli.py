@@ -110,7 +110,7 @@ def resolve(
     Examples:
       buildkit resolve                 # write pins.lock
       buildkit resolve --check         # CI: is the lock current, does upstream agree?
-      buildkit resolve --check --deep  # ... and do the wheel's bytes still hash to the locked sha256?
+      buildkit resolve --check --deep  # ... and the wheel's bytes, downloaded afresh
       buildkit resolve --offline       # no network: pins valid, lock consistent?
       buildkit resolve --json | jq .wheel.url
     """
