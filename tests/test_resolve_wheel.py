@@ -13,6 +13,7 @@ from buildkit.lock import SKIPPED_REASON
 from buildkit.resolve.download import entry_dir
 from tests.conftest import REPO_ROOT, Cli
 from tests.fake_upstreams import TEST_WHEEL_SIZE, VLLM_SHA, WHEEL_X86, pins_text
+from tests.test_render import remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
 
 MiB = 1 << 20
 
@@ -364,3 +365,20 @@ def test_build_resolves_a_stale_lock_and_tells_of_the_download(project, upstream
     assert not wrote and not inputs.lock.wheel.content_addressed
     assert notes == [f"the locked wheel is not content-addressed ({SKIPPED_REASON}); run `buildkit resolve` "
                      "without --no-wheel-download to hash it"]  # fmt: skip
+
+
+def test_render_warns_of_a_lock_that_is_not_content_addressed(project, remote):  # noqa: F811
+    """The later stages read such a lock (the user chose it, or it is a version-1 lock describing past builds)
+    and say so in one line."""
+    from tests.test_render import point_pins_at
+
+    root, cli = project
+    point_pins_at(root, remote)
+    assert cli("resolve", "--no-wheel-download").code == 0
+    result = cli("render")
+    assert result.code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: the locked wheel is not content-addressed ({SKIPPED_REASON}); run `buildkit resolve` without "
+        "--no-wheel-download to hash it"
+    ]
