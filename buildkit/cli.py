@@ -81,27 +81,49 @@ def resolve(
     offline: Annotated[
         bool, typer.Option("--offline", help="No network: validate the pins, and the lock against them.")
     ] = False,
+    deep: Annotated[
+        bool,
+        typer.Option("--deep", help="With --check: download the wheel afresh and compare its sha256 with the lock."),
+    ] = False,
+    no_wheel_download: Annotated[
+        bool,
+        typer.Option(
+            "--no-wheel-download",
+            help="Do not download the wheel: its sha256 comes from the cache if an earlier resolve put it there; "
+            "otherwise the lock says the wheel is not content-addressed.",
+        ),
+    ] = False,
 ) -> None:
     """Turn every pin into a verified fact and write the lock.
 
     Resolves the NeMo-RL and vLLM refs to full SHAs (GitHub API for github.com, git for other remotes), checks the
     vLLM PR is merged as the pinned commit, finds the wheel in the per-commit index and verifies it with HEAD, and
-    resolves the base image tag to its digests. Lookups run concurrently.
+    resolves the base image tag to its digests. Lookups run concurrently. Then the wheel is downloaded once and its
+    sha256 recorded (the build checks it): kept in the cache dir, reused by later resolves, resumed if interrupted.
 
     Endpoints move with $BUILDKIT_GITHUB_API and $BUILDKIT_WHEEL_INDEX (they win over pins); $GITHUB_TOKEN raises the
     GitHub rate limit, is sent only to api.github.com or $BUILDKIT_GITHUB_API (not to an API named in pins), and
-    never appears in output or the lock. Answers are bounded: $BUILDKIT_HTTP_DEADLINE, $BUILDKIT_HTTP_MAX_* (README).
+    never appears in output or the lock. Answers are bounded: $BUILDKIT_HTTP_DEADLINE, $BUILDKIT_HTTP_MAX_* (README);
+    the wheel by $BUILDKIT_HTTP_MAX_WHEEL and the stall timeout $BUILDKIT_HTTP_STALL.
 
     \b
     Examples:
       buildkit resolve                 # write pins.lock
       buildkit resolve --check         # CI: is the lock current, does upstream agree?
+      buildkit resolve --check --deep  # ... and the wheel's bytes, downloaded afresh
       buildkit resolve --offline       # no network: pins valid, lock consistent?
       buildkit resolve --json | jq .wheel.url
     """
+    if deep and (not check or offline):
+        raise typer.BadParameter("needs --check, and the network (not --offline)", param_hint="--deep")
+    if no_wheel_download and (check or offline):
+        raise typer.BadParameter("only applies when resolve writes the lock", param_hint="--no-wheel-download")
     from buildkit.commands.resolve import run_resolve
 
-    run_resolve(_paths(pins, lock), json_out=json_out, check=check, offline=offline)
+    run_resolve(
+        _paths(pins, lock), json_out=json_out, check=check, offline=offline, deep=deep,
+        download_wheel=not no_wheel_download,
+    )  # fmt: skip
 
 
 CacheDirOption = Annotated[

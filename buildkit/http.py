@@ -2,7 +2,9 @@
 backoff, a user agent, clear errors.
 
 Callers get a `Reply` (status, headers and the body, already read within its limit) for any answer the server
-gave -- they interpret 404s and 401s themselves -- or an error:
+gave -- they interpret 404s and 401s themselves -- or an error. `stream()` is the one exception to reading whole
+answers: a wheel (hundreds of MiB) is read in chunks by its caller, held to a stall timeout instead of the deadline.
+Errors:
   UpstreamUnreachable  no usable answer: connection refused, DNS failure, timeout, or a 5xx after the retries;
   UpstreamMalformed    an answer buildkit will not use: larger than the limit for its kind, slower than the
                        deadline (however it trickles), or broken HTTP. Not retried: it would only happen again.
@@ -20,7 +22,8 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -40,10 +43,13 @@ OFFLINE_HINT = (
     "with no network"
 )
 MAX_REDIRECTS = 10
-KiB, MiB = 1 << 10, 1 << 20
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 ENV_TIMEOUT = "BUILDKIT_HTTP_TIMEOUT"
 ENV_DEADLINE = "BUILDKIT_HTTP_DEADLINE"
 ENV_BACKOFF = "BUILDKIT_HTTP_BACKOFF"
+ENV_STALL = "BUILDKIT_HTTP_STALL"
+# A streamed body is stalled when less than this arrives within the stall timeout (60 s: about 17 KiB/s).
+STALL_BYTES = MiB
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,7 @@ class Limit:
     what: str
     env: str
     default: int
+    maximum: int = GiB  # what the variable may raise it to: answers held in memory stay below 1 GiB
 
 
 # GitHub's commit answers carry the commit's file list and patches, so they get more room than they usually need.
@@ -61,7 +68,9 @@ WHEEL_INDEX = Limit("wheel index pages", "BUILDKIT_HTTP_MAX_INDEX", 4 * MiB)
 # The OCI distribution spec has registries accept manifests of at least 4 MiB; image configs share the limit.
 REGISTRY = Limit("registry manifests and image configs", "BUILDKIT_HTTP_MAX_MANIFEST", 4 * MiB)
 REGISTRY_TOKEN = Limit("registry token answers", "BUILDKIT_HTTP_MAX_TOKEN", 64 * KiB)
-LIMITS = (GITHUB_API, WHEEL_INDEX, REGISTRY, REGISTRY_TOKEN)
+# Streamed to disk, never held: vLLM's CUDA wheels are about 0.5 GiB today, so 4 GiB leaves room to grow.
+WHEEL = Limit("wheels", "BUILDKIT_HTTP_MAX_WHEEL", 4 * GiB, maximum=1 << 40)
+LIMITS = (GITHUB_API, WHEEL_INDEX, REGISTRY, REGISTRY_TOKEN, WHEEL)
 
 _LENGTH_RE = re.compile(r"[0-9]{1,19}")
 
@@ -86,6 +95,56 @@ class Reply:
             raise UpstreamMalformed(f"{what}: {redact(self.url)} sent something that is not JSON") from None
 
 
+class Stream:
+    """An answer whose body its reader takes in chunks (Http.stream): status and headers first, then `chunks`."""
+
+    def __init__(self, http: Http, response: requests.Response, deadline: _Deadline, limit: Limit, asked: str):
+        self.url = response.url  # after redirects
+        self.status = response.status_code
+        self.headers: Mapping[str, str] = response.headers
+        self._http, self._response, self._deadline, self._limit, self._asked = http, response, deadline, limit, asked
+
+    def chunks(self, size: int, held: int = 0) -> Iterator[bytes]:
+        """The body, `size` bytes at a time (the last chunk shorter). Held to the stall timeout: it fails when less
+        than STALL_BYTES arrive within BUILDKIT_HTTP_STALL seconds (a trickle, a hung server), and to the limit for
+        its kind, counting the `held` bytes the caller already has (the start of a resumed download). The per-read
+        timeout still applies."""
+        client, deadline, url = self._http, self._deadline, self._asked
+        cap = client.max_bytes[self._limit]
+        try:
+            declared = content_length(self.headers.get("Content-Length"))
+        except ValueError:
+            declared = None  # urllib3 reads until the server closes: the cap still holds
+        if declared is not None and held + declared > cap:
+            raise client.too_large("GET", url, self._limit)
+        deadline.postpone(client.stall)
+        received = unstalled = 0
+        read = self._response.raw.read
+        try:
+            while chunk := read(size):
+                received += len(chunk)
+                if held + received > cap:
+                    raise client.too_large("GET", url, self._limit)
+                if received - unstalled >= STALL_BYTES:
+                    unstalled = received
+                    deadline.postpone(client.stall)
+                yield chunk
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+            if deadline.expired:
+                raise self._stalled(received) from None
+            problem = f"no data within {client.timeout:g}s" if "timed out" in str(exc) else _connection_problem(exc)
+            raise UpstreamUnreachable(f"GET {redact(url)}: {problem} after {received:,} bytes") from None
+        if deadline.expired:  # the stall shut the socket: the end of the body is not the end of the answer
+            raise self._stalled(received)
+
+    def _stalled(self, received: int) -> UpstreamUnreachable:
+        return UpstreamUnreachable(
+            f"GET {redact(self._asked)}: stalled: less than {_size(STALL_BYTES)} in {self._http.stall:g}s "
+            f"after {received:,} bytes",
+            hint=f"on a slow link, raise the stall timeout with {ENV_STALL}=<seconds>",
+        )
+
+
 def content_length(value: str | None) -> int | None:
     """A Content-Length value as a number; ValueError when present but not plain ASCII digits (a sign, '²')."""
     if value is None:
@@ -107,6 +166,7 @@ class Http:
         self.timeout = timeout if timeout is not None else _env_seconds(ENV_TIMEOUT, 20.0, maximum=3600)
         self.deadline = deadline if deadline is not None else _env_seconds(ENV_DEADLINE, 60.0, maximum=86400)
         self.backoff = backoff if backoff is not None else _env_seconds(ENV_BACKOFF, 0.5, maximum=60, zero=True)
+        self.stall = _env_seconds(ENV_STALL, 60.0, maximum=3600)
         self.max_bytes = {limit: _env_bytes(limit) for limit in LIMITS}
         self.attempts = max(1, attempts)
         self._local = threading.local()
@@ -142,25 +202,14 @@ class Http:
             deadline = _Deadline(self.deadline)
             try:
                 with deadline:
-                    reply = self._attempt(method, url, limit, headers, params, allow_redirects)
-            except requests.exceptions.Timeout:
-                last_problem = f"no answer within {self.timeout:g}s"
-            except (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
-                if deadline.expired:
-                    raise self._too_slow(method, url) from None
-                # A read timeout in the middle of the body arrives as a ConnectionError.
-                timed_out = "timed out" in str(exc)
-                last_problem = f"no answer within {self.timeout:g}s" if timed_out else _connection_problem(exc)
-            except (
-                requests.RequestException,
-                urllib3.exceptions.HTTPError,
-                http.client.HTTPException,
-                ValueError,
-            ) as exc:
-                # Broken HTTP (a bad header, a redirect to nowhere): it would be just as broken the next time.
-                if deadline.expired:
-                    raise self._too_slow(method, url) from None
-                raise UpstreamMalformed(f"{method} {redact(url)}: {_malformed_problem(exc)}") from None
+                    response = self._open(method, url, headers, params, allow_redirects)
+                    try:
+                        body = self._read(response, limit, method, url) if limit and method != "HEAD" else b""
+                    finally:
+                        response.close()
+                    reply = Reply(response.url, response.status_code, response.reason or "", response.headers, body)
+            except Exception as exc:  # noqa: BLE001 -- sorted by _failure; what it does not know is re-raised
+                last_problem = self._failure(exc, deadline, method, url)
             else:
                 if deadline.expired:  # a body cut short by the deadline can look complete
                     raise self._too_slow(method, url)
@@ -173,35 +222,77 @@ class Http:
             f"{method} {redact(url)}: {last_problem} (host {host}, {self.attempts} attempts)", hint=OFFLINE_HINT
         )
 
-    def _attempt(
+    @contextmanager
+    def stream(self, url: str, *, limit: Limit, headers: dict[str, str] | None = None) -> Iterator[Stream]:
+        """One GET whose body the caller reads in chunks (`Stream.chunks`), for answers too big to hold: a wheel
+        of hundreds of MiB that takes minutes on a slow link. Connect, redirects and headers are held to the
+        deadline like any request; the body to the stall timeout instead. Redirects as in `request`.
+
+        Not retried: the caller knows how many bytes it has and resumes from there. UpstreamUnreachable means
+        the transfer broke (refused, dropped, timed out, stalled: worth resuming); UpstreamMalformed, an answer
+        that would be just as bad again (larger than the limit, broken HTTP)."""
+        deadline = _Deadline(self.deadline)
+        with deadline:
+            try:
+                response = self._open("GET", url, headers, None, True)
+            except Exception as exc:  # noqa: BLE001 -- sorted by _failure
+                problem = self._failure(exc, deadline, "GET", url)
+                raise UpstreamUnreachable(f"GET {redact(url)}: {problem}", hint=OFFLINE_HINT) from None
+            try:
+                yield Stream(self, response, deadline, limit, url)
+            finally:
+                response.close()
+
+    def _failure(self, exc: Exception, deadline: _Deadline, method: str, url: str) -> str:
+        """What went wrong with one attempt, when another might go better: a timeout or a broken connection.
+        An answer that would be just as broken again, or too slow for the deadline, is raised as UpstreamMalformed;
+        anything else is not an HTTP problem and is raised as it is."""
+        if isinstance(exc, requests.exceptions.Timeout):
+            return f"no answer within {self.timeout:g}s"
+        if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError)):
+            if deadline.expired:
+                raise self._too_slow(method, url) from None
+            # A read timeout in the middle of the body arrives as a ConnectionError.
+            return f"no answer within {self.timeout:g}s" if "timed out" in str(exc) else _connection_problem(exc)
+        if isinstance(
+            exc, (requests.RequestException, urllib3.exceptions.HTTPError, http.client.HTTPException, ValueError)
+        ):
+            # Broken HTTP (a bad header, a redirect to nowhere): it would be just as broken the next time.
+            if deadline.expired:
+                raise self._too_slow(method, url) from None
+            raise UpstreamMalformed(f"{method} {redact(url)}: {_malformed_problem(exc)}") from None
+        raise exc
+
+    def _open(
         self,
         method: str,
         url: str,
-        limit: Limit | None,
         headers: dict[str, str] | None,
         params: dict[str, str] | None,
         allow_redirects: bool,
-    ) -> Reply:
-        """Follow redirects here rather than in requests' Session, which reads a redirect's whole body (however
-        long; even with allow_redirects=False) and decides itself where credentials go: here they never leave the
-        origin they were given for. So the request is prepared by the session and sent by its adapter."""
+    ) -> requests.Response:
+        """The final answer, its body not yet read. Follow redirects here rather than in requests' Session, which
+        reads a redirect's whole body (however long; even with allow_redirects=False) and decides itself where
+        credentials go: here they never leave the origin they were given for. So the request is prepared by the
+        session and sent by its adapter."""
         session = self._session()
         origin = _origin(url)
         for _ in range(MAX_REDIRECTS + 1):
             prepared = session.prepare_request(requests.Request(method, url, headers=headers, params=params))
             # Proxies (HTTPS_PROXY, NO_PROXY) and TLS settings from the environment, as Session.request does;
-            # stream: the body is read below, within its limit.
+            # stream: the caller reads the body, within its limit.
             settings = session.merge_environment_settings(prepared.url, {}, True, None, None)
             response = session.get_adapter(prepared.url).send(
                 prepared, timeout=(min(self.timeout, 10.0), self.timeout), **settings
             )
             try:
                 target = session.get_redirect_target(response) if allow_redirects else None
-                if target is None:
-                    body = self._read(response, limit, method, url) if limit and method != "HEAD" else b""
-                    return Reply(response.url, response.status_code, response.reason or "", response.headers, body)
-            finally:
-                response.close()  # a redirect's body is never read
+            except BaseException:
+                response.close()
+                raise
+            if target is None:
+                return response
+            response.close()  # a redirect's body is never read
             try:
                 next_url = urljoin(response.url, target)
                 scheme = urlsplit(next_url).scheme
@@ -223,15 +314,15 @@ class Http:
         except ValueError:
             declared = None  # urllib3 ignores it too, and reads until the server closes: the cap still holds
         if declared is not None and declared > cap:
-            raise self._too_large(method, url, limit)
+            raise self.too_large(method, url, limit)
         body = bytearray()
         for chunk in response.iter_content(chunk_size=16 * KiB):
             body += chunk
             if len(body) > cap:
-                raise self._too_large(method, url, limit)
+                raise self.too_large(method, url, limit)
         return bytes(body)
 
-    def _too_large(self, method: str, url: str, limit: Limit) -> UpstreamMalformed:
+    def too_large(self, method: str, url: str, limit: Limit) -> UpstreamMalformed:
         return UpstreamMalformed(
             f"{method} {redact(url)}: the answer is larger than {_size(self.max_bytes[limit])}, the limit for "
             f"{limit.what}",
@@ -259,21 +350,43 @@ _current = threading.local()
 
 
 class _Deadline:
+    """Shuts the request's sockets when its time is up. `postpone` moves the time (a streamed body is held to
+    the stall timeout: each chunk that arrives buys more time), so one thread waits per request, as a Timer did."""
+
     def __init__(self, seconds: float):
         self.expired = False
         self._watched: list[HTTPConnection | socket.socket] = []
         self._lock = threading.Lock()
-        self._timer = threading.Timer(seconds, self._expire)
-        self._timer.daemon = True
+        self._wake = threading.Condition(self._lock)
+        self._seconds = seconds
+        self._due: float | None = None
+        self._outer: _Deadline | None = None
+        self._thread = threading.Thread(target=self._run, name="http-deadline", daemon=True)
 
     def __enter__(self) -> _Deadline:
+        self._outer = getattr(_current, "deadline", None)
         _current.deadline = self
-        self._timer.start()
+        self._due = time.monotonic() + self._seconds
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
-        _current.deadline = None
+        with self._lock:
+            self._due = None
+            self._wake.notify()
+        _current.deadline = self._outer
+
+    def postpone(self, seconds: float) -> None:
+        """Move the time up to `seconds` from now (later or, when the stall timeout is the shorter, earlier)."""
+        due, now = self._due, time.monotonic()
+        if due is None:
+            return
+        if now + seconds >= due:
+            self._due = now + seconds  # later: the thread finds it when it wakes at the earlier time
+            return
+        with self._lock:
+            self._due = now + seconds
+            self._wake.notify()
 
     def watch(self, target: HTTPConnection | socket.socket) -> None:
         with self._lock:
@@ -281,11 +394,16 @@ class _Deadline:
             if self.expired:
                 _shut(target)
 
-    def _expire(self) -> None:
+    def _run(self) -> None:
         with self._lock:
-            self.expired = True
-            for target in self._watched:
-                _shut(target)
+            while self._due is not None:
+                left = self._due - time.monotonic()
+                if left <= 0:
+                    self.expired = True
+                    for target in self._watched:
+                        _shut(target)
+                    return
+                self._wake.wait(left)
 
 
 def _shut(target: HTTPConnection | socket.socket) -> None:
@@ -375,15 +493,18 @@ def _env_bytes(limit: Limit) -> int:
     raw = os.environ.get(limit.env, "").strip()
     if not raw:
         return limit.default
-    if not re.fullmatch(r"[0-9]{1,10}", raw) or not 0 < int(raw) <= 1 << 30:
+    if not re.fullmatch(r"[0-9]{1,19}", raw) or not 0 < int(raw) <= limit.maximum:
         raise InputError(
-            f"${limit.env}: expected a number of bytes from 1 to {1 << 30} (1 GiB), found {excerpt(raw, 40)}",
+            f"${limit.env}: expected a number of bytes from 1 to {limit.maximum} ({_size(limit.maximum)}), "
+            f"found {excerpt(raw, 40)}",
             hint=f"unset it for the default ({limit.default})",
         )
     return int(raw)
 
 
 def _size(n: int) -> str:
+    if n >= GiB and n % GiB == 0:
+        return f"{n // GiB} GiB"
     if n >= MiB and n % MiB == 0:
         return f"{n // MiB} MiB"
     if n >= KiB and n % KiB == 0:

@@ -8,16 +8,42 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
 
 from buildkit.errors import InputError, excerpt
-from buildkit.grammar import Digest, FullSha, GitRef, GitUrl, HttpsUrl, ImageRef
+from buildkit.grammar import Digest, FullSha, GitRef, GitUrl, HttpsUrl, ImageRef, OneLine
 from buildkit.pins import Build, KnownIssue, Pins
 
-LOCK_VERSION = 1
+# 2: the wheel is content-addressed (wheel.sha256 is measured; the index's claim moved to wheel.index_sha256).
+# Version 1 locks are read, migrated in memory, and reported stale; they are never written.
+LOCK_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+
+SHA256_HEX_RE = re.compile(r"[0-9a-f]{64}")
+SKIPPED_REASON = "resolve --no-wheel-download was given: the wheel's bytes were not hashed; the build trusts its URL"
+V1_REASON = "written by lock version 1, before wheels were hashed"
+V1_STALE = "lock version 1: the wheel is not content-addressed; run `buildkit resolve`"
+
+
+def _sha256_hex(value: str) -> str:
+    if not SHA256_HEX_RE.fullmatch(value):
+        raise ValueError(f"expected a sha256 (64 lowercase hex digits), found {excerpt(value)}")
+    return value
+
+
+Sha256Hex = Annotated[str, AfterValidator(_sha256_hex), WithJsonSchema({"type": "string", "pattern": "^[0-9a-f]{64}$"})]
 
 
 class _Fact(BaseModel):
@@ -64,10 +90,21 @@ class WheelFact(_Fact):
     size: int | None
     etag: str | None = None
     last_modified: str | None = None
-    sha256: str | None = Field(default=None, description="From the index's #sha256= fragment, when it gives one.")
+    sha256: Sha256Hex | None = Field(description="Of the bytes, measured by resolve downloading the wheel.")
+    index_sha256: Sha256Hex | None = Field(description="What the index's #sha256= fragment claimed, if it gave one.")
+    content_addressed: bool = Field(description="True when sha256 was measured; the build then checks the bytes.")
+    not_content_addressed: OneLine | None = Field(description="Why the wheel is not content-addressed, when it is not.")
     listed_in: str = Field(description="The metadata.json or PEP 503 page that listed the wheel.")
     verified_by: Literal["HEAD", "GET Range: bytes=0-0"]
     resolved_at: str
+
+    @model_validator(mode="after")
+    def _coherent(self) -> WheelFact:
+        if self.content_addressed != (self.sha256 is not None):
+            raise ValueError("content_addressed must be true exactly when sha256 is set")
+        if self.content_addressed == (self.not_content_addressed is not None):
+            raise ValueError("not_content_addressed gives the reason exactly when the wheel is not content-addressed")
+        return self
 
 
 class ImageFact(_Fact):
@@ -84,7 +121,8 @@ class ImageFact(_Fact):
 
 
 class Lock(_Fact):
-    lock_version: Literal[1] = LOCK_VERSION
+    # 1 only in memory, for a version-1 lock read and migrated by read_lock: it is stale (consistency_problems).
+    lock_version: Literal[1, 2] = LOCK_VERSION
     buildkit_version: str
     pins_sha256: str
     resolved_at: str
@@ -98,7 +136,12 @@ class Lock(_Fact):
     known_issues: list[KnownIssue]
 
     def to_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=False) + "\n"
+        data = self.model_dump(mode="json")
+        if self.lock_version == 1:
+            # A migrated lock serializes as the version-1 lock it was read from, so its hash (lock_sha256, which
+            # labels and records carry) stays the one its builds were stamped with.
+            data["wheel"] = _wheel_as_v1(data["wheel"])
+        return json.dumps(data, indent=2, sort_keys=False) + "\n"
 
 
 MAX_LOCK_BYTES = 1 << 20  # a lock is a few KiB
@@ -118,12 +161,54 @@ def read_lock(path: Path) -> Lock:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else excerpt(str(exc))
         raise InputError(f"{path}: not a readable lock: {reason}", hint=REWRITE_HINT) from None
     try:
-        return Lock.model_validate(data)
+        return Lock.model_validate(_migrate(path, data))
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()
         )
         raise InputError(f"{path}: invalid lock: {problems}", hint="run `buildkit resolve` to rewrite it") from None
+
+
+def _migrate(path: Path, data: Any) -> Any:
+    """A lock of any readable version in the current shape (conda-lock's habit: read old, write new). A version-1
+    lock keeps lock_version 1 in memory, so consistency_problems calls it stale and to_json gives back its bytes."""
+    if not isinstance(data, dict):
+        return data  # validation says what is wrong
+    version = data.get("lock_version")
+    if type(version) is not int or version not in READABLE_VERSIONS:  # not bool: True == 1
+        found = "no lock_version" if version is None else f"lock_version {excerpt(version, 40)}"
+        raise InputError(
+            f"{path}: invalid lock: {found}; this buildkit reads lock versions "
+            + " and ".join(map(str, READABLE_VERSIONS)),
+            hint="run `buildkit resolve` to rewrite it, or use the buildkit that wrote it",
+        )
+    wheel = data.get("wheel")
+    if version == 1 and isinstance(wheel, dict):
+        wheel = {k: v for k, v in wheel.items() if k != "sha256"}
+        wheel.update(
+            sha256=None,
+            index_sha256=data["wheel"].get("sha256"),
+            content_addressed=False,
+            not_content_addressed=V1_REASON,
+        )
+        data = {**data, "wheel": wheel}
+    return data
+
+
+def _wheel_as_v1(wheel: dict[str, Any]) -> dict[str, Any]:
+    """The wheel as lock version 1 wrote it: `sha256` held the index's claim, in the place it still has."""
+    new = ("index_sha256", "content_addressed", "not_content_addressed")
+    return {k: (wheel["index_sha256"] if k == "sha256" else v) for k, v in wheel.items() if k not in new}
+
+
+def content_warning(lock: Lock) -> str | None:
+    """The one line commands print when they load a lock whose wheel is not content-addressed."""
+    if lock.wheel.content_addressed:
+        return None
+    return (
+        f"the locked wheel is not content-addressed ({lock.wheel.not_content_addressed}); "
+        "run `buildkit resolve` without --no-wheel-download to hash it"
+    )
 
 
 def lock_sha256(lock: Lock) -> str:
@@ -133,7 +218,7 @@ def lock_sha256(lock: Lock) -> str:
 
 def consistency_problems(pins: Pins, lock: Lock, patches: list[PatchFact]) -> list[str]:
     """What makes a lock unusable for these pins (and these patch files), checked with no network."""
-    problems: list[str] = []
+    problems: list[str] = [V1_STALE] if lock.lock_version == 1 else []
     if [p.model_dump() for p in patches] != [p.model_dump() for p in lock.patches]:
         changed = [p.file for p in patches if p not in lock.patches] or [p.file for p in lock.patches]
         problems.append(f"declared patches changed since the lock was written: {', '.join(changed)}")

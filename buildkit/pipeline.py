@@ -23,11 +23,17 @@ from buildkit.errors import CheckFailed, InputError
 # The CLI imports this module for its --help (STAGES): everything heavier is imported where it is used, and the
 # small types are NamedTuples, which cost a fraction of a dataclass to create (bench/cold_start.py).
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from buildkit.build import BuildPlan, BuildRecord
-    from buildkit.lock import Lock, PatchFact
+    from buildkit.lock import Lock, PatchFact, WheelFact
     from buildkit.pins import Pins
     from buildkit.render import RenderRecord
+    from buildkit.resolve import WheelBytes
+    from buildkit.resolve.download import OnProgress
     from buildkit.source import PrepareRecord
+
+    OnNote = Callable[[str], None]
 
 
 class Stage(NamedTuple):
@@ -137,31 +143,66 @@ def lock_state(paths: Paths, pins: Pins, patches: list[PatchFact]) -> tuple[Lock
     return lock, consistency_problems(pins, lock, patches)
 
 
-def load_inputs(paths: Paths) -> Inputs:
-    """Pins and a lock that agree with them: later stages trust only a lock that is current."""
-    from buildkit.lock import consistency_problems, read_lock
+def load_inputs(paths: Paths, on_note: OnNote | None = None) -> Inputs:
+    """Pins and a lock that agree with them: later stages trust only a lock that is current. `on_note` hears the
+    warning for a lock whose wheel is not content-addressed.
+
+    A version-1 lock is stale for `resolve --check` and `build` (which resolve it again), but the stages that
+    describe what was built from it (render, verify, report) still read it, as a lock whose wheel is not
+    content-addressed: its hash is the one its records and image labels carry."""
+    from buildkit.lock import V1_STALE, consistency_problems, read_lock
 
     pins, patches = load_pins_and_patches(paths)
     lock = read_lock(paths.lock)  # a missing or unreadable lock says so plainly
-    problems = consistency_problems(pins, lock, patches)
+    problems = [p for p in consistency_problems(pins, lock, patches) if p != V1_STALE]
     if problems:
         raise CheckFailed(
             f"{paths.lock} does not match the pins:" + "".join(f"\n  - {p}" for p in problems),
             hint="run `buildkit resolve`",
         )
+    _warn(lock, on_note)
     return Inputs(paths, pins, patches, lock)
 
 
-def resolve(paths: Paths, pins: Pins, patches: list[PatchFact], on_note=None) -> Lock:
+def _warn(lock: Lock, on_note: OnNote | None) -> None:
+    from buildkit.lock import content_warning
+
+    warning = content_warning(lock)
+    if warning and on_note:
+        on_note(warning)
+
+
+def resolve(
+    paths: Paths,
+    pins: Pins,
+    patches: list[PatchFact],
+    on_note: OnNote | None = None,
+    *,
+    wheel_bytes: WheelBytes = "download",
+    on_progress: OnProgress | None = None,
+) -> Lock:
     """Every pin turned into a verified fact (network); the caller decides whether to write it. `on_note` hears what
-    the user should know first (e.g. that a token is withheld from an API named in pins.yaml)."""
+    the user should know first (e.g. that a token is withheld from an API named in pins.yaml). The wheel is
+    downloaded and hashed once all lookups succeeded (`on_progress` hears about it); `wheel_bytes` "cache": hashed
+    only if the cache already has it; "none": not at all."""
     from buildkit.resolve import Resolver
 
-    resolver = Resolver(pins, cache_dir=paths.cache_dir, patches=patches)
+    resolver = Resolver(
+        pins, cache_dir=paths.cache_dir, patches=patches, wheel_bytes=wheel_bytes, on_progress=on_progress
+    )
     for note in resolver.notes:
         if on_note:
             on_note(note)
     return resolver.resolve()
+
+
+def measure_wheel(paths: Paths, wheel: WheelFact, on_progress: OnProgress | None = None) -> str:
+    """The sha256 of the wheel's bytes as upstream serves them now, downloaded afresh: not from the cache, into a
+    temporary file that is removed (`resolve --check --deep`)."""
+    from buildkit.http import Http
+    from buildkit.resolve.download import measure_afresh
+
+    return measure_afresh(Http(), paths.cache_dir, wheel.url, wheel.filename, wheel.size, wheel.etag, on_progress)
 
 
 def write_lock(paths: Paths, lock: Lock) -> None:
@@ -170,15 +211,37 @@ def write_lock(paths: Paths, lock: Lock) -> None:
     write_atomic(paths.lock, lock.to_json())
 
 
-def ensure_lock(paths: Paths, on_note=None) -> tuple[Inputs, bool]:
-    """A current lock, resolving and writing one when it is missing or stale; (inputs, whether it was written)."""
+def ensure_lock(
+    paths: Paths, on_note: OnNote | None = None, on_progress: OnProgress | None = None
+) -> tuple[Inputs, bool]:
+    """A current lock, resolving and writing one when it is missing or stale (a version-1 lock is); (inputs, whether
+    it was written). Without on_progress, the wheel download is told through on_note in a few lines."""
     pins, patches = load_pins_and_patches(paths)
     lock, problems = lock_state(paths, pins, patches)
     if lock is not None and not problems:
+        _warn(lock, on_note)
         return Inputs(paths, pins, patches, lock), False
-    fresh = resolve(paths, pins, patches, on_note)
+    if on_progress is None and on_note is not None:
+        on_progress = _download_notes(on_note)
+    fresh = resolve(paths, pins, patches, on_note, on_progress=on_progress)
     write_lock(paths, fresh)
     return Inputs(paths, pins, patches, fresh), True
+
+
+def _download_notes(on_note: OnNote) -> OnProgress:
+    """The wheel download as notes: where it starts or resumes, and its hash (for callers with no progress view)."""
+
+    def note(event) -> None:
+        mib = f"{event.total / 2**20:.1f} MiB" if event.total is not None else "size unknown"
+        if event.kind == "started":
+            at = f", resuming at {event.resumed_at:,} bytes" if event.resumed_at else ""
+            on_note(f"wheel: downloading {event.filename} ({mib}) to hash it{at}")
+        elif event.kind == "cached":
+            on_note(f"wheel: reused from cache, sha256 {event.sha256}")
+        elif event.kind == "finished":
+            on_note(f"wheel: downloaded, sha256 {event.sha256}")
+
+    return note
 
 
 class StageStatus(NamedTuple):

@@ -39,6 +39,11 @@ def print_error(error: BuildkitError) -> None:
         err.print(f"  [dim]hint:[/] {safe(error.hint)}", markup=True, emoji=False)
 
 
+def warn(text: str) -> None:
+    """A one-line warning on stderr (e.g. lock.content_warning: the locked wheel is not content-addressed)."""
+    err.print(f"[yellow]warning[/]: {safe(text)}")
+
+
 def print_checks(checks) -> None:
     table = Table(show_header=True, title="preflight", title_justify="left")
     for column in ("check", "result", "detail", "what to do"):

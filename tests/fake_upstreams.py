@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
@@ -30,12 +33,15 @@ WHEEL_VERSION = "0.14.0rc2.dev156+g4a5299c93"
 WHEEL_X86 = f"vllm-{WHEEL_VERSION}-cp38-abi3-manylinux_2_31_x86_64.whl"
 WHEEL_ARM = f"vllm-{WHEEL_VERSION}-cp38-abi3-manylinux_2_31_aarch64.whl"
 WHEEL_CU130_X86 = f"vllm-{WHEEL_VERSION}.cu130-cp38-abi3-manylinux_2_31_x86_64.whl"
-WHEEL_SIZE = 452_718_563
+WHEEL_SIZE = 452_718_563  # the reference wheel's size, as wheels.vllm.ai serves it
+# What the fake index serves by default: real bytes, but few of them, so the suite stays fast (the reference-facts
+# test in test_report.py serves WHEEL_SIZE).
+TEST_WHEEL_SIZE = 256 * 1024
 BASE_REPO = "nvidia/cuda-dl-base"
 BASE_TAG = "25.05-cuda12.9-devel-ubuntu24.04"
 
-DROP = object()  # close the connection without answering
-Answer = tuple[int, dict[str, str], bytes]
+DROP = object()  # close the connection without answering; as a body chunk: cut the answer off there
+Answer = tuple[int, dict[str, str], "bytes | Iterator[bytes]"]
 
 
 @dataclass
@@ -73,11 +79,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         for name, value in headers.items():
             self.send_header(name, value)
-        if "Content-Length" not in headers:
+        if "Content-Length" not in headers and isinstance(body, bytes):
             self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        if method != "HEAD":
+        if method == "HEAD":
+            return
+        if isinstance(body, bytes):
             self.wfile.write(body)
+            return
+        try:
+            for chunk in body:  # a big body, made as it is sent
+                if chunk is DROP:
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                self.wfile.write(chunk)
+        except OSError:
+            self.close_connection = True  # the client went away
 
     def do_GET(self) -> None:
         self._serve("GET")
@@ -212,11 +230,56 @@ class FakeGitHub(Upstream):
         return _json(404, {"message": "Not Found"})
 
 
+_BLOCK = 1 << 20
+
+
+@lru_cache(maxsize=4)
+def _block_base(seed: int) -> bytes:
+    return random.Random(seed).randbytes(_BLOCK)
+
+
 @dataclass
 class WheelFile:
+    """A wheel's bytes: deterministic for (seed, size), made on demand in 1 MiB blocks (a 432 MiB wheel costs no
+    memory). Change `seed` to change the bytes and nothing else (same size, same ETag)."""
+
     size: int
     etag: str
     last_modified: str = "Tue, 20 Jan 2026 03:12:44 GMT"
+    seed: int = 0
+    served_size: int | None = None  # a GET serves this many bytes (HEAD still says `size`): a lying server
+
+    def chunks(self, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        """The bytes [start, end) of the file, in blocks: each block is a fixed random block with its index in
+        front, so no two blocks are equal."""
+        end = self.length if end is None else end
+        base = _block_base(self.seed)
+        index = start // _BLOCK
+        while start < end:
+            block = index.to_bytes(8, "big") + base[8:]
+            offset = start - index * _BLOCK
+            piece = block[offset : min(_BLOCK, end - index * _BLOCK)]
+            yield piece
+            start += len(piece)
+            index += 1
+
+    @property
+    def length(self) -> int:
+        return self.size if self.served_size is None else self.served_size
+
+    def data(self) -> bytes:
+        return b"".join(self.chunks())
+
+    def sha256(self) -> str:
+        return _sha256_of(self.seed, self.length)
+
+
+@lru_cache(maxsize=16)
+def _sha256_of(seed: int, size: int) -> str:
+    digest = hashlib.sha256()
+    for chunk in WheelFile(size, "", seed=seed).chunks():
+        digest.update(chunk)
+    return digest.hexdigest()
 
 
 class FakeWheelIndex(Upstream):
@@ -231,11 +294,18 @@ class FakeWheelIndex(Upstream):
         self.without_metadata = False
         self.encode_metadata_paths = True
         self.redirect_wheels = False
+        self.ranges = True  # False: Range is ignored, every GET is a 200 with the whole file
+        self.cuts: list[int] = []  # each wheel GET takes the first: its body is cut off after that many bytes
+        self.wheel_size = TEST_WHEEL_SIZE
 
-    def add(self, commit: str, filename: str, variant: str = "default", size: int = WHEEL_SIZE) -> None:
+    def add(self, commit: str, filename: str, variant: str = "default", size: int | None = None) -> None:
         self.listings.setdefault(commit, {}).setdefault(variant, []).append(filename)
         etag = '"' + hashlib.md5(filename.encode()).hexdigest() + '-52"'
-        self.files[f"/{commit}/{filename}"] = WheelFile(size=size, etag=etag)
+        self.files[f"/{commit}/{filename}"] = WheelFile(size=self.wheel_size if size is None else size, etag=etag)
+
+    def wheel_gets(self) -> list[dict[str, str]]:
+        """The headers of every GET of a wheel's bytes (not the one-byte probe): what was downloaded, and how."""
+        return [h for m, p, h in self.log if m == "GET" and p.endswith(".whl") and h.get("Range") != "bytes=0-0"]
 
     def _variant_of(self, filename: str) -> str | None:
         version = filename.split("-")[1]
@@ -282,14 +352,20 @@ class FakeWheelIndex(Upstream):
                 return _json(200, entries)
             if parts[-1] == "index.html":
                 links = "\n".join(
-                    f'    <a href="{quote(up + n)}#sha256={hashlib.sha256(n.encode()).hexdigest()}">{n}</a><br/>'
+                    f'    <a href="{quote(up + n)}#sha256={self._sha256(commit, n)}">{n}</a><br/>'
                     for n in sorted(names)
                 )
                 html = f"<!DOCTYPE html>\n<html>\n  <body>\n{links}\n  </body>\n</html>\n"
                 return 200, {"Content-Type": "text/html"}, html.encode()
         return 404, {"Content-Type": "text/plain"}, b"Not Found"
 
+    def _sha256(self, commit: str, filename: str) -> str:
+        wheel = self.files.get(f"/{commit}/{filename}")
+        return wheel.sha256() if wheel else hashlib.sha256(filename.encode()).hexdigest()
+
     def _wheel(self, method: str, decoded: str, headers: dict[str, str]) -> Answer:
+        """HEAD, and GET with RFC 9110 ranges: `Range: bytes=N-` (or N-M) answered 206 with Content-Range, unless
+        `If-Range` names another ETag (then 200, the whole file); a range past the end is 416."""
         wheel = self.files.get(decoded)
         if wheel is None:
             return 404, {"Content-Type": "text/plain"}, b"Not Found"
@@ -298,10 +374,29 @@ class FakeWheelIndex(Upstream):
             if self.refuse_head:
                 return 405, {"Allow": "GET"}, b""
             return 200, {**common, "Content-Length": str(wheel.size)}, b""
-        if headers.get("Range") == "bytes=0-0":
-            return 206, {**common, "Content-Range": f"bytes 0-0/{wheel.size}"}, b"P"
-        # A full download is never what buildkit should ask for: make it loud in the log.
-        return 200, {**common, "X-Full-Download": "1"}, b"PK" + b"\0" * 1024
+        length = wheel.length
+        start, end, status = 0, length, 200
+        wanted = headers.get("Range", "")
+        if self.ranges and wanted.startswith("bytes=") and headers.get("If-Range", wheel.etag) == wheel.etag:
+            first, _, last = wanted.removeprefix("bytes=").partition("-")
+            start, end, status = int(first), min(int(last) + 1 if last else length, length), 206
+            if start >= length:
+                return 416, {**common, "Content-Range": f"bytes */{length}"}, b""
+            common["Content-Range"] = f"bytes {start}-{end - 1}/{length}"
+        with self._lock:
+            cut = self.cuts.pop(0) if self.cuts else None
+        return status, {**common, "Content-Length": str(end - start)}, self._body(wheel, start, end, cut)
+
+    @staticmethod
+    def _body(wheel: WheelFile, start: int, end: int, cut: int | None) -> Iterator[bytes]:
+        sent = 0
+        for chunk in wheel.chunks(start, end):
+            if cut is not None and sent + len(chunk) >= cut:
+                yield chunk[: cut - sent]
+                yield DROP
+                return
+            sent += len(chunk)
+            yield chunk
 
 
 class FakeRegistry(Upstream):
@@ -421,13 +516,14 @@ class Upstreams:
             upstream.stop()
 
 
-def reference_upstreams() -> Upstreams:
-    """All three servers, started, holding the reference build's facts."""
+def reference_upstreams(wheel_size: int = TEST_WHEEL_SIZE) -> Upstreams:
+    """All three servers, started, holding the reference build's facts (the wheels `wheel_size` bytes long)."""
     github = FakeGitHub()
     github.add_commit("NVIDIA-NeMo/RL", NEMO_RL_SHA, NEMO_RL_SUBJECT + "\n\nSigned-off-by: dev", NEMO_RL_DATE, "main")
     github.add_commit("vllm-project/vllm", VLLM_SHA, VLLM_SUBJECT, VLLM_DATE, "main")
     github.add_pull("vllm-project/vllm", VLLM_PR, VLLM_PR_TITLE, VLLM_SHA, "2026-01-19T21:04:56Z")
     wheels = FakeWheelIndex()
+    wheels.wheel_size = wheel_size
     # Listed out of order on purpose, with the other architecture first: position must not decide.
     wheels.add(VLLM_SHA, WHEEL_ARM)
     wheels.add(VLLM_SHA, WHEEL_X86)
@@ -450,7 +546,7 @@ def pins_text(base_image: str, **overrides: str) -> str:
 
 
 if __name__ == "__main__":
-    up = reference_upstreams()
+    up = reference_upstreams(wheel_size=WHEEL_SIZE)
     print("# Fake GitHub, wheel index and registry on loopback. Ctrl-C stops them.")
     for name, value in up.env().items():
         print(f"export {name}={value}")

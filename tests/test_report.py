@@ -85,7 +85,14 @@ def test_the_reference_reports_facts_for_the_reference_pins(project, upstreams):
 
     The reference pins are resolved against the loopback stand-ins of GitHub, the wheel index and the registry;
     the stand-ins' addresses are then mapped back to the real hosts they stand in for."""
+    from tests.fake_upstreams import WHEEL_SIZE
+
     root, cli = project
+    # The wheel at its real size: resolve downloads and hashes all 452,718,563 bytes, as it would the real one.
+    # The fake makes them as it sends them, and this one test pays about 2 s for it (the rest serve 256 KiB):
+    # a smaller stand-in would leave the size in the report a number the test chose, not the reference's.
+    for wheel in upstreams.wheels.files.values():
+        wheel.size = WHEEL_SIZE
     assert cli("resolve").code == 0, "resolve"
     lock_text = (root / "pins.lock").read_text()
     lock_text = lock_text.replace(upstreams.wheels.url, "https://wheels.vllm.ai")
@@ -118,6 +125,7 @@ def test_the_reference_reports_facts_for_the_reference_pins(project, upstreams):
         "https://wheels.vllm.ai/4a5299c93ff97c26def537b92562df5ada530fea/"
         "vllm-0.14.0rc2.dev156%2Bg4a5299c93-cp38-abi3-manylinux_2_31_x86_64.whl",
         "verified with `HEAD`",
+        f"Size {WHEEL_SIZE} bytes",
         # Local modifications
         "-GIT_REF=${2:-cc99baf14dacc2497d0c5ed84e076ef2c37f6a4d}",
         "+GIT_REF=${2:-4a5299c93ff97c26def537b92562df5ada530fea}",

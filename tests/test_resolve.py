@@ -3,16 +3,17 @@ and a token-auth registry."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from tests.fake_upstreams import (
     BASE_REPO,
     BASE_TAG,
     NEMO_RL_SHA,
+    TEST_WHEEL_SIZE,
     VLLM_PR,
     VLLM_SHA,
     WHEEL_CU130_X86,
-    WHEEL_SIZE,
     WHEEL_X86,
 )
 
@@ -34,8 +35,13 @@ def test_resolve_json_carries_every_fact(project, upstreams):
     assert lock["vllm_pr"]["merge_commit"] == VLLM_SHA and lock["vllm_pr"]["number"] == VLLM_PR
     assert lock["wheel"]["url"] == upstreams.wheels.url + WHEEL_URL_PATH
     assert lock["wheel"]["filename"] == WHEEL_X86  # not the aarch64 wheel listed first
-    assert lock["wheel"]["size"] == WHEEL_SIZE and lock["wheel"]["verified_by"] == "HEAD"
+    assert lock["wheel"]["size"] == TEST_WHEEL_SIZE and lock["wheel"]["verified_by"] == "HEAD"
     assert lock["wheel"]["etag"] and lock["wheel"]["last_modified"]
+    served = upstreams.wheels.files[f"/{VLLM_SHA}/{WHEEL_X86}"]
+    assert lock["wheel"]["sha256"] == hashlib.sha256(served.data()).hexdigest()
+    assert lock["wheel"]["content_addressed"] is True and lock["wheel"]["not_content_addressed"] is None
+    assert lock["wheel"]["index_sha256"] is None  # metadata.json gives no hash
+    assert lock["lock_version"] == 2
     index_digest = upstreams.registry.tags[(BASE_REPO, BASE_TAG)]
     assert lock["base_image"]["index_digest"] == index_digest
     assert lock["base_image"]["manifest_digest"] == upstreams.registry.platform_digest(
@@ -45,8 +51,8 @@ def test_resolve_json_carries_every_fact(project, upstreams):
     assert lock["build"]["drop_extras"][0]["name"] == "sglang"
     assert len(lock["known_issues"]) == 3
     assert json.loads((root / "pins.lock").read_text()) == lock
-    # The wheel is checked, never downloaded.
-    assert not [p for m, p, h in upstreams.wheels.log if p.endswith(".whl") and m == "GET"]
+    # The wheel is downloaded once, whole, after HEAD.
+    assert [h.get("Range") for h in upstreams.wheels.wheel_gets()] == [None]
     # The registry was asked through the anonymous token flow.
     assert any(p.startswith("/token?") for _, p, _ in upstreams.registry.log)
 
@@ -101,7 +107,8 @@ def test_pep503_fallback_records_sha256(project, upstreams):
     lock = lock_of(cli("resolve", "--json"))
     assert lock["wheel"]["listed_in"].endswith("/vllm/index.html")
     assert lock["wheel"]["url"] == upstreams.wheels.url + WHEEL_URL_PATH
-    assert lock["wheel"]["sha256"] and len(lock["wheel"]["sha256"]) == 64
+    # The page's #sha256= is the index's claim; it agreed with the bytes resolve measured.
+    assert lock["wheel"]["index_sha256"] == lock["wheel"]["sha256"] and len(lock["wheel"]["sha256"]) == 64
 
 
 def test_unencoded_metadata_path_is_encoded_like_the_index(project, upstreams):
@@ -114,17 +121,18 @@ def test_head_refused_falls_back_to_one_byte_range(project, upstreams):
     root, cli = project
     upstreams.wheels.refuse_head = True
     lock = lock_of(cli("resolve", "--json"))
-    assert lock["wheel"]["verified_by"] == "GET Range: bytes=0-0" and lock["wheel"]["size"] == WHEEL_SIZE
+    assert lock["wheel"]["verified_by"] == "GET Range: bytes=0-0" and lock["wheel"]["size"] == TEST_WHEEL_SIZE
     gets = [h for m, p, h in upstreams.wheels.log if p.endswith(".whl") and m == "GET"]
-    assert gets and all(h.get("Range") == "bytes=0-0" for h in gets)
+    # The one-byte probe, then the download.
+    assert [h.get("Range") for h in gets] == ["bytes=0-0", None] and lock["wheel"]["content_addressed"]
 
 
 def test_wheel_redirect_is_followed(project, upstreams):
     root, cli = project
     upstreams.wheels.redirect_wheels = True
     lock = lock_of(cli("resolve", "--json"))
-    assert lock["wheel"]["size"] == WHEEL_SIZE
-    assert any(p.startswith("/blobs/") for _, p, _ in upstreams.wheels.log)
+    assert lock["wheel"]["size"] == TEST_WHEEL_SIZE and lock["wheel"]["content_addressed"]
+    assert [m for m, p, _ in upstreams.wheels.log if p.startswith("/blobs/")] == ["HEAD", "GET"]
 
 
 def test_single_platform_base_image_is_checked_through_its_config(project, upstreams):

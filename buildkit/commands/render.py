@@ -13,7 +13,7 @@ from buildkit.pipeline import Paths
 
 
 def prepare_command(paths: Paths, submodules: bool, json_out: bool) -> None:
-    inputs = pipeline.load_inputs(paths)
+    inputs = pipeline.load_inputs(paths, on_note=ui.warn)
     with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
         record = pipeline.prepare(inputs, submodules)
     if json_out:
@@ -25,7 +25,7 @@ def prepare_command(paths: Paths, submodules: bool, json_out: bool) -> None:
 def render_command(
     paths: Paths, output: Path | None, *, submodules: bool, diff: bool, strict: bool, syntax: bool, json_out: bool
 ) -> None:
-    inputs = pipeline.load_inputs(paths)
+    inputs = pipeline.load_inputs(paths, on_note=ui.warn)
     with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
         prepared = pipeline.prepare(inputs, submodules)
     if not json_out:

@@ -1,22 +1,39 @@
-"""`buildkit resolve`: pins -> lock, `--check` against upstream, `--offline` consistency."""
+"""`buildkit resolve`: pins -> lock (the wheel downloaded and hashed, with its progress shown), `--check` against
+upstream (`--deep`: the wheel's bytes too), `--offline` consistency."""
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from rich import box
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.status import Status
 from rich.table import Table
 
 from buildkit import pipeline, ui
 from buildkit.errors import CheckFailed, InputError
-from buildkit.lock import Lock, PatchFact, consistency_problems, differences, read_lock
+from buildkit.lock import Lock, PatchFact, consistency_problems, content_warning, differences, read_lock
 from buildkit.pins import Pins
 from buildkit.pipeline import Paths
+from buildkit.resolve.download import DownloadEvent
 
 
-def run_resolve(paths: Paths, *, json_out: bool, check: bool, offline: bool) -> None:
+def run_resolve(
+    paths: Paths, *, json_out: bool, check: bool, offline: bool, deep: bool = False, download_wheel: bool = True
+) -> None:
+    """deep (with check): the wheel's bytes are downloaded afresh and their sha256 compared with the lock.
+    download_wheel False: the lock's wheel is hashed only if the cache has it (else: not content-addressed)."""
     pins, patches = pipeline.load_pins_and_patches(paths)
     lock_path = paths.lock
     if offline:
@@ -30,11 +47,24 @@ def run_resolve(paths: Paths, *, json_out: bool, check: bool, offline: bool) -> 
         problems = consistency_problems(pins, old, patches)
         if problems:
             raise CheckFailed(_bullets(f"{lock_path} is stale:", problems), hint="run `buildkit resolve`")
+        if deep and old.wheel.sha256 is None:
+            raise CheckFailed(
+                f"{lock_path}: wheel.sha256: the lock has none ({old.wheel.not_content_addressed}), so --deep has "
+                "nothing to compare the wheel's bytes with",
+                hint="run `buildkit resolve` (without --no-wheel-download) to hash the wheel",
+            )
 
-    with ui.err.status("resolving pins (GitHub, wheel index, registry)...", spinner="dots"):
-        fresh = pipeline.resolve(
-            paths, pins, patches, on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}")
-        )
+    # --check stays cheap: HEAD tells the wheel's URL, size and ETag; only --deep reads its bytes (below).
+    with ui.err.status("resolving pins (GitHub, wheel index, registry)...", spinner="dots") as status:
+        with WheelProgress(status) as progress:
+            fresh = pipeline.resolve(
+                paths,
+                pins,
+                patches,
+                on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"),
+                wheel_bytes="none" if check else "download" if download_wheel else "cache",
+                on_progress=progress,
+            )
 
     if check:
         assert old is not None
@@ -45,16 +75,142 @@ def run_resolve(paths: Paths, *, json_out: bool, check: bool, offline: bool) -> 
             raise CheckFailed(
                 _bullets("upstream no longer agrees with the lock:", lines), hint="run `buildkit resolve`"
             )
-        ui.err.print(f"[green]ok[/]: {ui.safe(str(lock_path))} is current and upstream agrees")
+        if deep:
+            _check_bytes(paths, old, fresh)
+        agrees = "upstream agrees (the wheel's bytes too)" if deep else "upstream agrees"
+        ui.err.print(f"[green]ok[/]: {ui.safe(str(lock_path))} is current and {agrees}")
+        _warn(old)
         return
 
     if old is not None and not differences(old, fresh, every_fact=True):
         ui.err.print(f"[green]ok[/]: {ui.safe(str(lock_path))} is already up to date (left as it was)")
         _emit(old, json_out, title=str(lock_path))
+        _warn(old)
         return
     pipeline.write_lock(paths, fresh)
     _emit(fresh, json_out, title=str(lock_path))
     ui.err.print(f"[green]wrote[/] {ui.safe(str(lock_path))}")
+    _warn(fresh)
+
+
+def _check_bytes(paths: Paths, old: Lock, fresh: Lock) -> None:
+    """--deep: the wheel downloaded afresh (not from the cache) hashes to the locked sha256."""
+    with WheelProgress(None) as progress:
+        measured = pipeline.measure_wheel(paths, fresh.wheel, progress)
+    if measured != old.wheel.sha256:
+        raise CheckFailed(
+            _bullets(
+                "upstream no longer agrees with the lock:",
+                [f"wheel.sha256: lock has {old.wheel.sha256!r}, upstream now says {measured!r}"],
+            ),
+            hint="run `buildkit resolve`",
+        )
+
+
+def _warn(lock: Lock) -> None:
+    warning = content_warning(lock)
+    if warning:
+        ui.warn(warning)
+
+
+class WheelProgress:
+    """The wheel download on stderr: on a terminal a bar with size, rate and time left; otherwise a handful of
+    plain lines (every 10% or 10 s). The resolve spinner is stopped when the download starts, so the two never
+    draw at once (the download runs after every lookup has finished)."""
+
+    EVERY_SECONDS = 10.0
+
+    def __init__(self, status: Status | None):
+        self.status = status
+        self.bar: Progress | None = None
+        self.task: TaskID | None = None
+        self.began = 0.0  # when the first attempt started; 0: none yet
+        self.done = 0  # bytes of the file so far
+        self.received = 0  # bytes that came over the network in this run (a resumed part not counted)
+        self.next_percent = 10
+        self.next_time = 0.0
+
+    def __enter__(self) -> WheelProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()  # also when the download failed: the error is printed below the bar
+            self.bar = None
+
+    def __call__(self, event: DownloadEvent) -> None:
+        if event.kind == "cached":
+            ui.err.print(f"wheel: reused from cache, sha256 {ui.safe(event.sha256)}")
+        elif event.kind == "waiting":
+            ui.err.print("wheel: waiting for another buildkit that is downloading it into the same cache")
+        elif event.kind == "started":
+            self._started(event)
+        elif event.kind == "advanced":
+            self.received += event.done - self.done
+            self.done = event.done
+            self._advanced(event)
+        elif event.kind == "finished":
+            self._finished(event)
+
+    def _started(self, event: DownloadEvent) -> None:
+        """An attempt starts: the first one, or one that resumes (or restarts) after a broken transfer."""
+        if self.status is not None:
+            self.status.stop()
+        if not self.began:
+            self.began = time.monotonic()
+            self.next_time = self.began + self.EVERY_SECONDS
+            ui.err.print(f"wheel: downloading {ui.safe(event.filename)} ({_size(event.total)}) to hash it")
+        if event.resumed_at:
+            ui.err.print(f"wheel: resumed at {event.resumed_at:,} bytes")
+        elif self.done:
+            ui.err.print("wheel: starting over")
+        self.done = event.done
+        if ui.err.is_terminal:
+            if self.bar is None:
+                self.bar = Progress(
+                    TextColumn("wheel"),
+                    BarColumn(),
+                    DownloadColumn(binary_units=True),
+                    TransferSpeedColumn(),
+                    TimeRemainingColumn(),
+                    console=ui.err,
+                )
+                self.task = self.bar.add_task("wheel", total=event.total)
+                self.bar.start()
+            self.bar.update(self.task, completed=event.done)
+
+    def _advanced(self, event: DownloadEvent) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=event.done)
+            return
+        now = time.monotonic()
+        percent = event.done * 100 // event.total if event.total else None
+        at_step = percent is not None and percent >= self.next_percent and event.done < event.total
+        if ui.err.is_terminal or not (at_step or now >= self.next_time):
+            return
+        self.next_time = now + self.EVERY_SECONDS
+        if percent is None:
+            shown = f"{event.done / 2**20:.1f} MiB"
+        else:
+            self.next_percent = percent - percent % 10 + 10
+            shown = f"{percent}% ({event.done / 2**20:.1f} of {_size(event.total)})"
+        ui.err.print(f"wheel: {shown}, {self._rate(now)}")
+
+    def _finished(self, event: DownloadEvent) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=event.done)
+            self.bar.stop()
+            self.bar = None
+        now = time.monotonic()
+        took = f"in {now - self.began:.1f}s ({self._rate(now)})"
+        if self.received == event.done:
+            what = f"downloaded {event.done / 2**20:.1f} MiB {took}"
+        else:
+            what = f"hashed {event.done / 2**20:.1f} MiB ({self.received / 2**20:.1f} MiB downloaded {took})"
+        ui.err.print(f"wheel: {what}, sha256 {ui.safe(event.sha256)}")
+
+    def _rate(self, now: float) -> str:
+        return f"{self.received / max(now - self.began, 1e-3) / 2**20:.1f} MiB/s"
 
 
 def _previous_lock(lock_path: Path, *, strict: bool) -> Lock | None:
@@ -84,6 +240,7 @@ def _offline(paths: Paths, pins: Pins, patches: list[PatchFact], *, json_out: bo
         raise CheckFailed(_bullets(f"{paths.lock} does not match the pins:", problems), hint="run `buildkit resolve`")
     _emit(lock, json_out, title=f"{paths.lock} (offline: consistent with the pins, upstream not asked)")
     ui.err.print("[green]ok[/]: pins valid and the lock is consistent with them (no network used)")
+    _warn(lock)
 
 
 def _emit(lock: Lock, json_out: bool, title: str) -> None:

@@ -15,7 +15,7 @@ def verify_command(image: str | None, paths: Paths, gpus: bool, json_out: bool) 
     from buildkit.source import PrepareRecord
     from buildkit.verify import verify_image
 
-    lock = pipeline.load_inputs(paths).lock
+    lock = pipeline.load_inputs(paths, on_note=ui.warn).lock
     prepare = read_record(paths.prepare_record, PrepareRecord)
     if image is None:
         latest = pipeline.latest_build(paths)

@@ -7,6 +7,9 @@ Dependencies between lookups:
   vllm PR                 independent
   vllm commit             needs the PR's merge commit only when no ref is pinned
   wheel                   needs the full vLLM commit (known at once when the pin is a full SHA)
+
+The wheel's bytes are downloaded and hashed after all lookups have succeeded (a failed lookup wastes no
+download, and the download's progress has the terminal to itself).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from buildkit import __version__
 from buildkit.cache import default_cache_dir
@@ -22,14 +25,19 @@ from buildkit.errors import UpstreamMismatch
 from buildkit.files import utc_now
 from buildkit.grammar import FULL_SHA_RE
 from buildkit.http import Http
-from buildkit.lock import CommitFact, Lock, PatchFact, PullRequestFact
+from buildkit.lock import SKIPPED_REASON, CommitFact, Lock, PatchFact, PullRequestFact, WheelFact
 from buildkit.pins import Pins
+from buildkit.resolve import download
+from buildkit.resolve.download import OnProgress
 from buildkit.resolve.git import GitResolver
 from buildkit.resolve.github import GitHub, token_for
 from buildkit.resolve.registry import Registry
-from buildkit.resolve.wheels import resolve_wheel
+from buildkit.resolve.wheels import FoundWheel, resolve_wheel, wheel_fact
 
 T = TypeVar("T")
+# What resolve does with the wheel's bytes: download them (or reuse the cache), take their hash from the cache only
+# (--no-wheel-download), or leave them alone (--check, which compares what HEAD says).
+WheelBytes = Literal["download", "cache", "none"]
 
 
 class Resolver:
@@ -39,7 +47,12 @@ class Resolver:
         http: Http | None = None,
         cache_dir: Path | None = None,
         patches: list[PatchFact] | None = None,
+        *,
+        wheel_bytes: WheelBytes = "download",
+        on_progress: OnProgress | None = None,
     ):
+        """wheel_bytes: see WheelBytes; without a hash the lock says the wheel is not content-addressed.
+        on_progress hears about the download."""
         self.pins = pins
         self.patches = patches or []
         self.http = http or Http()
@@ -47,8 +60,11 @@ class Resolver:
         token, note = token_for(api, pins.github_api_named_by_pins())
         self.notes = [note] if note else []  # for the user, once: the command prints them
         self.github = GitHub(self.http, api, token)
-        self.git = GitResolver(cache_dir or default_cache_dir())
+        self.cache_dir = cache_dir or default_cache_dir()
+        self.git = GitResolver(self.cache_dir)
         self.registry = Registry(self.http)
+        self.wheel_bytes = wheel_bytes
+        self.on_progress = on_progress
 
     def commit(self, repo: str, ref: str) -> CommitFact:
         if self.github.owner_repo(repo):
@@ -117,12 +133,23 @@ class Resolver:
             nemo_rl=nemo.result(),
             vllm=vllm_fact,
             vllm_pr=pr_fact,
-            wheel=wheel.result(),
+            wheel=self.hash_wheel(wheel.result()),
             base_image=base.result(),
             build=pins.build,
             patches=self.patches,
             known_issues=pins.known_issues,
         )
+
+    def hash_wheel(self, found: FoundWheel) -> WheelFact:
+        """The wheel's fact with the sha256 of its bytes: cached, or downloaded now (as wheel_bytes allows)."""
+        hashed = None
+        if self.wheel_bytes == "download":
+            hashed = download.fetch(self.http, self.cache_dir, found, self.on_progress)
+        elif self.wheel_bytes == "cache":
+            hashed = download.cached(self.cache_dir, found, self.on_progress)
+        if hashed is None:  # ("none" is --check's: that fact is compared with the lock, never written)
+            return wheel_fact(found, None, SKIPPED_REASON)
+        return wheel_fact(found, hashed.sha256, None)
 
 
 def _copy_result(source: Future, target: Future) -> None:

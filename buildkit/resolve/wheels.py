@@ -1,4 +1,5 @@
-"""Find the precompiled vLLM wheel for a commit in the per-commit index, and prove it exists without downloading it.
+"""Find the precompiled vLLM wheel for a commit in the per-commit index, and prove it exists with HEAD. The bytes
+are hashed by resolve/download.py; `wheel_fact` joins both into the lock's WheelFact.
 
 Index layout (wheels.vllm.ai): `{index}/{commit}[/{variant}]/vllm/metadata.json`, with the PEP 503 page
 `.../vllm/index.html` beside it. A commit lists wheels for several architectures and variants: choose by
@@ -8,7 +9,7 @@ parsed platform tag and variant, never by position.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from html.parser import HTMLParser
 from urllib.parse import quote, unquote, urldefrag, urljoin
 
@@ -19,11 +20,12 @@ from buildkit.errors import UpstreamMalformed, UpstreamMismatch, UpstreamUnreach
 from buildkit.files import utc_now
 from buildkit.grammar import https_url
 from buildkit.http import WHEEL_INDEX, Http, Reply, content_length, redact
-from buildkit.lock import WheelFact
+from buildkit.lock import SHA256_HEX_RE, WheelFact
 from buildkit.resolve.shapes import Answer, Line, parse
 
 _HEADER_TEXT_RE = re.compile(r"[\x20-\x7e]{1,256}")  # ETag, Last-Modified: printable ASCII
-_CONTENT_RANGE_RE = re.compile(r"bytes [0-9]{1,19}-[0-9]{1,19}/([0-9]{1,19}|\*)")  # fullmatch; * = size unknown
+# fullmatch; * = size unknown
+CONTENT_RANGE_RE = re.compile(r"bytes (?P<start>[0-9]{1,19})-[0-9]{1,19}/(?P<size>[0-9]{1,19}|\*)")
 _GIT_HASH_RE = re.compile(r"g[0-9a-f]{7,40}")  # fullmatch
 MISSING_HINT = (
     "vLLM publishes per-commit wheels for main-branch commits, and some are missing (vllm issues 16217, 30295); "
@@ -44,7 +46,26 @@ class Listed:
     filename: str
     url: str
     variant: str | None  # None: the index did not say (PEP 503 page)
-    sha256: str | None
+    sha256: str | None  # the #sha256= fragment as the PEP 503 page gives it, unchecked
+
+
+@dataclass(frozen=True)
+class FoundWheel:
+    """The wheel the index lists for the commit, as HEAD saw it: every WheelFact field but the measured hash."""
+
+    index: str
+    variant: str
+    arch: str
+    filename: str
+    version: str
+    url: str
+    size: int | None
+    etag: str | None
+    last_modified: str | None
+    index_sha256: str | None
+    listed_in: str
+    verified_by: str
+    resolved_at: str
 
 
 class _Links(HTMLParser):
@@ -153,7 +174,7 @@ def _names(filenames: list[str]) -> str:
 
 
 def _verify_exists(http: Http, url: str) -> tuple[str, int | None, str | None, str | None]:
-    """HEAD the wheel (following redirects); if HEAD is refused, GET one byte. Never download the wheel."""
+    """HEAD the wheel (following redirects); if HEAD is refused, GET one byte. The download is download.py's."""
     reply = http.head(url, allow_redirects=True)
     method = "HEAD"
     if reply.status in (403, 405, 501):
@@ -165,10 +186,10 @@ def _verify_exists(http: Http, url: str) -> tuple[str, int | None, str | None, s
         raise UpstreamUnreachable(f"{method} {redact(url)} answered {reply.status}")
     size: int | None = None
     if reply.status == 206:
-        m = _CONTENT_RANGE_RE.fullmatch(reply.headers.get("Content-Range", ""))
+        m = CONTENT_RANGE_RE.fullmatch(reply.headers.get("Content-Range", ""))
         if not m:
             raise _bad_header(method, url, reply, "Content-Range")
-        size = int(m.group(1)) if m.group(1) != "*" else None
+        size = int(m["size"]) if m["size"] != "*" else None
     else:
         try:
             size = content_length(reply.headers.get("Content-Length"))
@@ -190,7 +211,8 @@ def _bad_header(method: str, url: str, reply: Reply, name: str) -> UpstreamMalfo
     return UpstreamMalformed(f"{method} {redact(url)}: malformed {name} header {value} in the answer")
 
 
-def resolve_wheel(http: Http, index: str, commit: str, arch: str, variant: str) -> WheelFact:
+def resolve_wheel(http: Http, index: str, commit: str, arch: str, variant: str) -> FoundWheel:
+    """The commit's wheel for arch and variant, chosen from the index and checked with HEAD (no download)."""
     base = f"{index}/{commit}" if variant == "default" else f"{index}/{commit}/{variant}"
     listed_in, listed = _listing(http, base)
     item, version = choose_wheel(listed, commit, arch, variant)
@@ -198,8 +220,16 @@ def resolve_wheel(http: Http, index: str, commit: str, arch: str, variant: str) 
         url = https_url(item.url)
     except ValueError as exc:
         raise UpstreamMismatch(f"the index points the wheel at a URL buildkit will not use: {exc}") from None
+    index_sha256 = None
+    if item.sha256 is not None:
+        index_sha256 = item.sha256.lower()  # hex digits in either case are the same hash
+        if not SHA256_HEX_RE.fullmatch(index_sha256):
+            raise UpstreamMalformed(
+                f"the wheel index {redact(listed_in)} gives {item.filename} a malformed #sha256= "
+                f"{excerpt(item.sha256, 80)}"
+            )
     method, size, etag, last_modified = _verify_exists(http, url)
-    return WheelFact(
+    return FoundWheel(
         index=index,
         variant=variant,
         arch=arch,
@@ -209,8 +239,18 @@ def resolve_wheel(http: Http, index: str, commit: str, arch: str, variant: str) 
         size=size,
         etag=etag,
         last_modified=last_modified,
-        sha256=item.sha256,
+        index_sha256=index_sha256,
         listed_in=listed_in,
         verified_by=method,
         resolved_at=utc_now(),
+    )
+
+
+def wheel_fact(found: FoundWheel, sha256: str | None, not_content_addressed: str | None) -> WheelFact:
+    """The lock's fact: what the index and HEAD said, and the sha256 measured by downloading (or why there is none)."""
+    return WheelFact(
+        **asdict(found),
+        sha256=sha256,
+        content_addressed=sha256 is not None,
+        not_content_addressed=not_content_addressed,
     )

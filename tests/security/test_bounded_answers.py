@@ -34,7 +34,7 @@ def index(project, hostile):
     """The reference project with the hostile server as its wheel index (GitHub and registry stay well-behaved)."""
     root, cli = project
     cli.env["BUILDKIT_WHEEL_INDEX"] = hostile.url
-    hostile.route(WHEEL, answer(200, b"", {"Content-Length": "452718563", **WHEEL_HEADERS}))
+    hostile.route(WHEEL, answer(200, b"PK" + bytes(1022), WHEEL_HEADERS))  # a well-behaved wheel: resolve downloads it
     return cli, hostile
 
 
