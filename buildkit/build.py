@@ -133,23 +133,29 @@ def _csv_safe(path: Path) -> str:
     return text
 
 
-# BuildKit's words when an `ADD --checksum` source has other bytes (source/http/source.go).
+# BuildKit's words when an `ADD --checksum` source has other bytes (source/http/source.go), in its two forms:
+# "digest mismatch for URL: GOT (expected: WANT)" and "digest mismatch GOT: WANT".
 _DIGEST_MISMATCH_RE = re.compile(
-    r"digest mismatch for (?P<url>\S+): (?P<got>sha256:[0-9a-f]{64}) \(expected: (?P<want>sha256:[0-9a-f]{64})\)"
+    r"digest mismatch (?:for (?P<url>\S+): )?(?P<first>sha256:[0-9a-f]{64})(?::| \(expected:) "
+    r"(?P<second>sha256:[0-9a-f]{64})"
 )
 
 
 def explain_failure(error: str | None, lock: Lock) -> tuple[str, str] | None:
     """(message, hint) for failures buildkit can name better than BuildKit's last line, else None."""
     m = _DIGEST_MISMATCH_RE.search(error or "")
-    if m:
-        what = "the vLLM wheel" if m.group("want") == f"sha256:{lock.wheel.sha256}" else m.group("url")
-        return (
-            f"{what} changed upstream: {m.group('url')} now has {m.group('got')}, the lock expects {m.group('want')}",
-            "the build stopped before using it; check with `buildkit resolve --check --deep`, and only if the new "
-            "bytes are trusted run `buildkit resolve` to lock them",
-        )
-    return None
+    if not m or not lock.wheel.sha256:
+        return None
+    locked = f"sha256:{lock.wheel.sha256}"
+    digests = {m.group("first"), m.group("second")}
+    if locked not in digests:
+        return None  # another checksum than the wheel's
+    (got,) = digests - {locked} or {locked}
+    return (
+        f"the vLLM wheel changed upstream: {m.group('url') or lock.wheel.url} now has {got}, the lock expects {locked}",
+        "the build stopped before using it; check with `buildkit resolve --check --deep`, and only if the new bytes "
+        "are trusted run `buildkit resolve` to lock them",
+    )
 
 
 def shell_command(plan: BuildPlan) -> str:
