@@ -55,7 +55,7 @@ class SubmoduleFact(BaseModel):
 
 class PrepareRecord(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    record_version: Literal[2] = 2  # 2: trees made reproducible (older markers make prepare run again)
+    record_version: Literal[1, 2] = 2  # 2: the tree was made reproducible; a marker of 1 makes prepare run again
     buildkit_version: str
     lock_sha256: str
     prepared_at: str
@@ -335,7 +335,8 @@ def _hinted(marker: Path, commit: str, patches: list[PatchFact], submodules: boo
     except (OSError, ValueError):
         return False
     return (
-        previous.commit == commit
+        previous.record_version == 2
+        and previous.commit == commit
         and (previous.submodules is not None) == submodules
         and [(p.file, p.sha256) for p in previous.patches] == [(p.file, p.sha256) for p in patches]
     )
