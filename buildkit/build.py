@@ -128,7 +128,7 @@ def argv(plan: BuildPlan) -> list[str]:
 def _csv_safe(path: Path) -> str:
     """A path inside buildx's comma-separated --output value: refused if it would change the value's meaning."""
     text = str(path)
-    if any(c in text for c in ",\"'\n="):
+    if any(c in text for c in ",\"'\n\r="):
         raise InputError(f"{text}: the build directory's path may not hold , = or quotes (buildx --output syntax)")
     return text
 
@@ -143,7 +143,10 @@ _DIGEST_MISMATCH_RE = re.compile(
 
 def explain_failure(error: str | None, lock: Lock) -> tuple[str, str] | None:
     """(message, hint) for failures buildkit can name better than BuildKit's last line, else None."""
-    m = _DIGEST_MISMATCH_RE.search(error or "")
+    # A RUN's failure quotes its whole script, which holds text from the pins: never read it as BuildKit's words.
+    if not error or "did not complete successfully" in error:
+        return None
+    m = _DIGEST_MISMATCH_RE.search(error)
     if not m or not lock.wheel.sha256:
         return None
     locked = f"sha256:{lock.wheel.sha256}"

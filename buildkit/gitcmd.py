@@ -151,6 +151,12 @@ def inspect_git_dir(git_dir: Path, allowed) -> tuple[str | None, dict[str, str]]
     for name in _PLANTED:
         if os.path.lexists(git_dir / name):
             return f"unexpected {name}", {}
+    # No link anywhere inside: git writes and deletes through them (repack, prune), into whatever they point at.
+    for root, dirnames, filenames in os.walk(git_dir):
+        for name in (*dirnames, *filenames):
+            if os.path.islink(os.path.join(root, name)):
+                where = os.path.relpath(os.path.join(root, name), git_dir)
+                return f"unexpected link {where}", {}
     hooks = git_dir / "hooks"
     try:
         planted = [h.name for h in hooks.iterdir() if not h.name.endswith(".sample")] if hooks.exists() else []

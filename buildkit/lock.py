@@ -251,7 +251,7 @@ def consistency_problems(pins: Pins, lock: Lock, patches: list[PatchFact]) -> li
 def _wheel_problems(pins: Pins, lock: Lock) -> list[str]:
     """The wheel is the one the pins' index lists for the locked commit: its URL is the index's per-commit
     directory plus the file, and the file name says vllm, the pinned arch and the locked commit."""
-    from urllib.parse import unquote
+    from urllib.parse import unquote, urlsplit
 
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
@@ -263,6 +263,11 @@ def _wheel_problems(pins: Pins, lock: Lock) -> list[str]:
             f"wheel: lock has {wheel.arch}/{wheel.variant}, pins say {pins.wheel.arch}/{pins.wheel.variant}"
         )
     directory = f"{wheel.index}/{commit}/"
+    # No "." or ".." segment (plain or %-encoded): a server that normalizes paths would serve another file.
+    if any(unquote(part) in (".", "..") for part in urlsplit(wheel.url).path.split("/")):
+        problems.append(f"wheel.url {wheel.url} has a '.' or '..' path segment")
+    if wheel.sha256 and wheel.index_sha256 and wheel.sha256 != wheel.index_sha256:
+        problems.append("wheel: the measured sha256 and the index's sha256 differ")
     if not wheel.url.startswith(directory) or unquote(wheel.url.rsplit("/", 1)[-1]) != wheel.filename:
         problems.append(f"wheel.url {wheel.url} is not {wheel.filename} in the locked commit's index {directory}")
     if not wheel.listed_in.startswith(directory):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from buildkit.errors import BuildFailed, InputError
+from buildkit.errors import BuildFailed, InputError, Interrupted
 from buildkit.files import utc_now
 from buildkit.imagediff import ImageComparison, compare, summary
 
@@ -59,11 +59,26 @@ def first_layout(repro_dir: Path) -> Path:
 
 
 def prepare_layouts(repro_dir: Path) -> None:
-    """An empty build/repro/: layouts of an earlier check must not be compared with this one's."""
+    """An empty build/repro/: layouts of an earlier check must not be compared with this one's. Only what a check
+    leaves there is deleted; anything else is the user's, and stops the check."""
+    ours = {"first", "second", "second.metadata.json"}
     try:
+        if repro_dir.is_symlink() or (repro_dir.exists() and not repro_dir.is_dir()):
+            raise InputError(f"{repro_dir} is not a directory buildkit made", hint="move it away, then run again")
         if repro_dir.exists():
-            shutil.rmtree(repro_dir)
-        repro_dir.mkdir(parents=True)
+            others = sorted(p.name for p in repro_dir.iterdir() if p.name not in ours)
+            if others:
+                raise InputError(
+                    f"{repro_dir} holds files buildkit did not put there ({', '.join(others[:3])})",
+                    hint="move them away (or pick another --build-dir), then run again",
+                )
+            for name in ours:
+                path = repro_dir / name
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                elif path.exists() or path.is_symlink():
+                    path.unlink()
+        repro_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot empty {repro_dir}: {exc.strerror or exc}") from None
 
@@ -80,6 +95,7 @@ def rebuild_and_compare(
     and compare. Raises BuildFailed when the rebuild itself fails."""
     from buildkit.build import run
 
+    repro_dir = repro_dir.resolve()
     second = repro_dir / "second"
     rebuild_plan = replace(
         plan,
@@ -109,12 +125,14 @@ def rebuild_and_compare(
         steps_cached=result.progress.cached,
         log=str(log_path),
     )
+    if outcome == "interrupted":
+        raise Interrupted("interrupted: buildx cancelled the rebuild of the reproducibility check")
     if outcome != "succeeded":
         failed = result.progress.failed()
         raise BuildFailed(
-            f"the rebuild for the reproducibility check {outcome}"
+            "the rebuild for the reproducibility check failed"
             + (f" ({failed[0].error})" if failed and failed[0].error else ""),
-            hint=f"full log: {log_path}",
+            hint=f"full log: {log_path}; the first build's OCI layout is left in {first_layout(repro_dir)}",
         )
     comparison = compare(first_layout(repro_dir), second, plan.platform)
     kept: list[str] = []

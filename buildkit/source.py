@@ -284,7 +284,8 @@ def make_reproducible(tree: Path, modules: dict[Path, Path]) -> None:
     exporter clamps them to SOURCE_DATE_EPOCH (`rewrite-timestamp=true`), and BuildKit's incremental context
     transfer tells changed files by time and size, so equal times would let it keep a stale file of equal size.
     """
-    quiet = {"GIT_OPTIONAL_LOCKS": "0"}
+    # Only buildkit's settings: a user's pack.window, core.compression or index.version would change the bytes.
+    quiet = {"GIT_OPTIONAL_LOCKS": "0", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
     pack = ["-c", "pack.threads=1", "-c", "pack.writeReverseIndex=false", "-c", "repack.writeBitmaps=false"]
     for git_dir, work in ((tree / ".git", tree), *modules.items()):
         for name in ("logs", "FETCH_HEAD", "ORIG_HEAD"):
@@ -349,6 +350,11 @@ def _verify_prepared(
     the commit itself; raises _Damaged otherwise. Writes nothing in the cache."""
     if _head(tree / ".git") != commit:
         raise _Damaged(f"HEAD is not {commit[:12]}")
+    for git_dir in (tree / ".git", *modules):
+        if any(os.path.lexists(git_dir / name) for name in ("logs", "FETCH_HEAD", "ORIG_HEAD")) or (
+            len(list((git_dir / "objects" / "pack").glob("*.pack"))) != 1
+        ):
+            raise _Damaged(f"{git_dir.relative_to(tree.parent)} is not as make_reproducible left it")
     listing = _listing(tree, commit)
     applied, patched = _patched(tree, commit, listing, patches, project_dir)
     facts = _check_work(tree, tree, modules, listing, patched, submodules)

@@ -225,3 +225,21 @@ def test_both_of_buildkits_digest_mismatch_messages_are_named(project, remote): 
         assert f"now has {other}, the lock expects {locked}" in message and "--deep" in hint
     assert explain_failure(f"digest mismatch {other}: sha256:{'cd' * 32}", lock) is None
     assert explain_failure("exit code 1", lock) is None
+
+
+def test_the_check_deletes_only_what_it_left_in_the_repro_dir(tmp_path):
+    from buildkit.errors import InputError
+    from buildkit.reproduce import prepare_layouts
+
+    repro = tmp_path / "repro"
+    (repro / "first" / "blobs").mkdir(parents=True)
+    (repro / "second.metadata.json").write_text("{}")
+    prepare_layouts(repro)
+    assert repro.is_dir() and not any(repro.iterdir())
+    (repro / "notes.txt").write_text("mine\n")
+    try:
+        prepare_layouts(repro)
+        raise AssertionError("a file buildkit did not write was deleted")
+    except InputError as exc:
+        assert "notes.txt" in exc.message
+    assert (repro / "notes.txt").read_text() == "mine\n"

@@ -475,3 +475,35 @@ def test_resolve_cache_with_garbage_objects_is_fetched_afresh(project, plain_rem
     fact = resolve_prefix(project, daemon, shas[1])
     assert fact["commit"] == shas[1] and fact["subject"] == "change 1"
     assert fact["source"].startswith("git cache reset: "), fact["source"]
+
+
+def test_a_link_inside_a_cached_git_dir_resets_the_entry_and_spares_its_target(project, remote, tmp_path):  # noqa: F811
+    """make_reproducible repacks and prunes: through a planted link it would delete another repository's objects."""
+    from tests.gitserver import commit_all
+
+    cli, tree = prepared(project, remote)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    git("init", "-q", cwd=victim)
+    (victim / "precious.txt").write_text("keep me\n")
+    commit_all(victim, "precious")
+    git("repack", "-a", "-d", "-q", cwd=victim)
+    victim_packs = sorted(p.name for p in (victim / ".git" / "objects" / "pack").iterdir())
+    pack = tree / ".git" / "objects" / "pack"
+    shutil.rmtree(pack)
+    pack.symlink_to(victim / ".git" / "objects" / "pack")
+    (tree / "nemo_rl" / "__init__.py").write_text("tampered = True\n")  # so that the fast path is not taken
+
+    record = prepare(cli)
+    assert any("unexpected link objects/pack" in reset for reset in resets(record)), record["fetched"]
+    assert sorted(p.name for p in (victim / ".git" / "objects" / "pack").iterdir()) == victim_packs
+    git("fsck", cwd=victim)
+    assert git("log", "--format=%s", cwd=victim) == "precious"
+    assert not (tree / ".git" / "objects" / "pack").is_symlink()
+
+
+def test_a_reused_tree_is_still_as_make_reproducible_left_it(project, remote):  # noqa: F811
+    cli, tree = prepared(project, remote)
+    (tree / ".git" / "FETCH_HEAD").write_text("planted\n")  # e.g. someone ran `git fetch` in the cache
+    prepare(cli)
+    assert not (tree / ".git" / "FETCH_HEAD").exists()
