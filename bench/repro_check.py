@@ -16,16 +16,8 @@ import argparse
 import json
 import statistics
 import subprocess
-import time
-from pathlib import Path
 
-from smoke_project import BUILDKIT, smoke_project
-
-
-def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
-    started = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - started
+from smoke_project import BUILDKIT, smoke_project, timed
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +20,13 @@ from tests.fake_upstreams import pins_text, reference_upstreams  # noqa: E402
 from tests.nemo_repo import make_remote  # noqa: E402
 
 BUILDKIT = [sys.executable, "-m", "buildkit.cli"]
+
+
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+    """Seconds one command takes, its output discarded."""
+    started = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
 
 
 @contextmanager

@@ -220,6 +220,10 @@ class RunResult:
     progress: Progress
     seconds: float
 
+    @property
+    def outcome(self) -> Literal["succeeded", "failed", "interrupted"]:
+        return "interrupted" if self.interrupted else ("succeeded" if self.exit_code == 0 else "failed")
+
 
 def run(plan: BuildPlan, log_path: Path, on_line: Callable[[str, Progress], None]) -> RunResult:
     """Run buildx, feeding every output line to the progress model, the log file and `on_line`.
@@ -334,7 +338,7 @@ def execute(
             image = image.model_copy(
                 update={"id": info.id, "size": info.size, "layers": info.layers, "labels": info.labels}
             )
-    outcome = "interrupted" if result.interrupted else ("succeeded" if result.exit_code == 0 else "failed")
+    outcome = result.outcome
     error = None
     if outcome == "failed":
         failed = result.progress.failed()

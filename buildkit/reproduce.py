@@ -112,7 +112,7 @@ def rebuild_and_compare(
     )
     started = utc_now()
     result = run(rebuild_plan, log_path, on_line)
-    outcome = "interrupted" if result.interrupted else ("succeeded" if result.exit_code == 0 else "failed")
+    outcome = result.outcome
     facts = Rebuild(
         builder=builder_name,
         no_cache=True,

@@ -115,7 +115,7 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     mode = opts.progress
     if mode == "auto":
         mode = "live" if sys.stderr.isatty() else "plain"
-    view = LiveView(plan) if mode == "live" else PlainView()
+    view = _view(plan, mode)
     ui.err.print(f"building {ui.safe(plan.tag)} (target {ui.safe(plan.target)}); full log: {ui.safe(str(log_path))}")
     from buildkit.build import execute
 
@@ -156,7 +156,7 @@ def _check_reproducible(inputs, plan: BuildPlan, record, paths: Paths, opts: Bui
         + (f" on builder {ui.safe(opts.rebuild_builder)}" if opts.rebuild_builder else "")
         + f"; full log: {ui.safe(str(log_path))}"
     )
-    view = LiveView(plan) if mode == "live" else PlainView()
+    view = _view(plan, mode)
     status = ui.err.status("preparing a second clone of NeMo-RL in a fresh cache directory...", spinner="dots")
     status.start()
 
@@ -207,6 +207,10 @@ def _plan_options(opts: BuildOptions, provenance: bool) -> dict:
         "push": opts.push,
         "extra": tuple(opts.extra),
     }
+
+
+def _view(plan: BuildPlan, mode: str) -> LiveView | PlainView:
+    return LiveView(plan) if mode == "live" else PlainView()
 
 
 class PlainView:
