@@ -25,7 +25,7 @@ mkdir -p "$ENGINE_DIR/bin" "$ENGINE_DIR/logs" "$RUN_DIR" /run/buildkit
 
 # 1. Debian packages.
 missing=()
-for pkg in docker.io docker-registry busybox-static git curl; do
+for pkg in docker.io docker-registry busybox-static git curl squashfs-tools; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 command -v go >/dev/null || die "Go is needed to build BuildKit and buildx (it is on this kind of machine)"
