@@ -6,10 +6,12 @@ set -uo pipefail
 ENGINE_DIR=${BUILDKIT_ENGINE_DIR:-/var/cache/buildkit-engine}
 RUN_DIR=/run/buildkit-engine
 
-if docker buildx inspect buildkit-engine >/dev/null 2>&1; then
-  docker buildx rm buildkit-engine >/dev/null 2>&1 || true
-fi
-for name in buildkitd registry dockerd; do
+for builder in buildkit-engine buildkit-engine-b; do
+  if docker buildx inspect "$builder" >/dev/null 2>&1; then
+    docker buildx rm "$builder" >/dev/null 2>&1 || true
+  fi
+done
+for name in buildkitd buildkitd-b registry dockerd; do
   pidfile="$RUN_DIR/$name.pid"
   [ -f "$pidfile" ] || continue
   pid=$(cat "$pidfile")

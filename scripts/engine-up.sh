@@ -3,7 +3,10 @@
 #   - Docker from Debian's docker.io (for --load and inspection), started with --bridge=none --iptables=false;
 #   - a registry from Debian's docker-registry on 127.0.0.1:5000, holding a stand-in base image;
 #   - a standalone BuildKit daemon and the buildx plugin, built from their Go modules with the machine's Go;
-#   - a buildx builder "buildkit-engine" with the remote driver, pointing at that daemon.
+#   - a buildx builder "buildkit-engine" with the remote driver, pointing at that daemon;
+#   - a second BuildKit daemon with its own state and a builder "buildkit-engine-b" for it: the "other machine" of
+#     the shared-cache and rebuild-on-another-builder tests (`docker buildx prune --builder buildkit-engine-b -af`
+#     empties it).
 # Idempotent: what is already up is left as it is. Needs root. `scripts/engine-down.sh` takes it all down.
 set -euo pipefail
 
@@ -15,13 +18,15 @@ BUILDER=buildkit-engine
 REGISTRY=127.0.0.1:5000
 STAND_IN=$REGISTRY/buildkit/stand-in-base:1
 SOCKET=/run/buildkit/buildkitd.sock
+BUILDER_B=buildkit-engine-b
+SOCKET_B=/run/buildkit-b/buildkitd.sock
 PLUGIN_DIR=/usr/local/lib/docker/cli-plugins
 
 say() { printf 'engine: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "run as root (it installs packages and starts daemons)"
-mkdir -p "$ENGINE_DIR/bin" "$ENGINE_DIR/logs" "$RUN_DIR" /run/buildkit
+mkdir -p "$ENGINE_DIR/bin" "$ENGINE_DIR/logs" "$RUN_DIR" /run/buildkit /run/buildkit-b
 
 # 1. Debian packages.
 missing=()
@@ -106,9 +111,9 @@ EOF
   wait_for registry curl -fsS "http://$REGISTRY/v2/"
 fi
 
-# 5. BuildKit daemon: runc worker, host network (no CNI here), plain HTTP to the loopback registry.
-if ! "$ENGINE_DIR/bin/buildctl" --addr "unix://$SOCKET" debug workers >/dev/null 2>&1; then
-  cat >"$ENGINE_DIR/buildkitd.toml" <<EOF
+# 5. BuildKit daemons: runc worker, host network (no CNI here), plain HTTP to the loopback registry. The second one
+#    has a state directory of its own, so nothing the first one built or cached is visible to it.
+cat >"$ENGINE_DIR/buildkitd.toml" <<EOF
 [worker.oci]
   enabled = true
   gc = true
@@ -118,17 +123,25 @@ if ! "$ENGINE_DIR/bin/buildctl" --addr "unix://$SOCKET" debug workers >/dev/null
 [registry."$REGISTRY"]
   http = true
 EOF
-  start buildkitd "$ENGINE_DIR/bin/buildkitd" --config "$ENGINE_DIR/buildkitd.toml" --root "$ENGINE_DIR/buildkit" \
-    --addr "unix://$SOCKET" --oci-worker-net host
-  wait_for buildkitd "$ENGINE_DIR/bin/buildctl" --addr "unix://$SOCKET" debug workers
-fi
+start_buildkitd() { # name state-dir socket
+  if ! "$ENGINE_DIR/bin/buildctl" --addr "unix://$3" debug workers >/dev/null 2>&1; then
+    start "$1" "$ENGINE_DIR/bin/buildkitd" --config "$ENGINE_DIR/buildkitd.toml" --root "$2" \
+      --addr "unix://$3" --oci-worker-net host
+    wait_for "$1" "$ENGINE_DIR/bin/buildctl" --addr "unix://$3" debug workers
+  fi
+}
+start_buildkitd buildkitd "$ENGINE_DIR/buildkit" "$SOCKET"
+start_buildkitd buildkitd-b "$ENGINE_DIR/buildkit-b" "$SOCKET_B"
 
-# 6. The buildx builder, remote driver.
-if ! docker buildx inspect "$BUILDER" >/dev/null 2>&1; then
-  docker buildx create --name "$BUILDER" --driver remote "unix://$SOCKET" >/dev/null
-fi
-docker buildx inspect "$BUILDER" --bootstrap >/dev/null
-# Leave it selected, so `buildkit build` and `buildkit doctor` use it without --builder.
+# 6. The buildx builders, remote driver.
+for pair in "$BUILDER:$SOCKET" "$BUILDER_B:$SOCKET_B"; do
+  name=${pair%%:*}
+  if ! docker buildx inspect "$name" >/dev/null 2>&1; then
+    docker buildx create --name "$name" --driver remote "unix://${pair#*:}" >/dev/null
+  fi
+  docker buildx inspect "$name" --bootstrap >/dev/null
+done
+# Leave the first selected, so `buildkit build` and `buildkit doctor` use it without --builder.
 docker buildx use "$BUILDER"
 
 # 7. The stand-in base image: busybox on scratch, built by this BuildKit and pushed to the loopback registry.
@@ -148,4 +161,4 @@ EOF
   rm -rf "$ctx"
 fi
 
-say "up: docker $(docker version --format '{{.Server.Version}}'), buildkitd $("$ENGINE_DIR/bin/buildkitd" --version | awk '{print $3}'), buildx $("$ENGINE_DIR/bin/buildx" version | awk '{print $2}'), builder $BUILDER (selected), registry $REGISTRY, stand-in $STAND_IN"
+say "up: docker $(docker version --format '{{.Server.Version}}'), buildkitd $("$ENGINE_DIR/bin/buildkitd" --version | awk '{print $3}'), buildx $("$ENGINE_DIR/bin/buildx" version | awk '{print $2}'), builders $BUILDER (selected) and $BUILDER_B, registry $REGISTRY, stand-in $STAND_IN"
