@@ -48,6 +48,8 @@ class BuildPlan:
     export: bool = True  # load into Docker (or push, with `push`); a rebuild for comparison only writes a layout
     oci_layout: Path | None = None  # also write the image as an OCI layout directory (reproducibility check)
     no_cache: bool = False
+    compression: str = "gzip"  # of pushed layers and the OCI layout: gzip or zstd (the lock's build.compression)
+    force_compression: bool = False
     extra: tuple[str, ...] = field(default_factory=tuple)
 
     def env(self) -> dict[str, str]:
@@ -68,20 +70,50 @@ def build_args(lock: Lock) -> tuple[tuple[str, str], ...]:
     )
 
 
-def plan_for_lock(lock: Lock, paths, smoke: bool = False, **options) -> BuildPlan:
+def shared_cache(lock: Lock, target: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(--cache-from, --cache-to) for the lock's registry build cache: one tag per target, every stage's layers
+    (mode=max), and an export that cannot fail the build (ignore-error: a cache is an optimisation)."""
+    cache = lock.build.cache
+    if cache is None:
+        return (), ()
+    ref = f"{cache.ref}:{target}"  # both grammar-checked: no ',' or '=' can reach buildx's CSV
+    cache_from = (f"type=registry,ref={ref}",)
+    if not cache.export:
+        return cache_from, ()
+    return cache_from, (f"type=registry,ref={ref},mode=max,image-manifest=true,oci-mediatypes=true,ignore-error=true",)
+
+
+def plan_for_lock(
+    lock: Lock,
+    paths,
+    smoke: bool = False,
+    shared_cache_use: bool = True,
+    cache_from: tuple[str, ...] = (),
+    cache_to: tuple[str, ...] = (),
+    compression: str | None = None,
+    force_compression: bool | None = None,
+    **options,
+) -> BuildPlan:
     """The build of a lock: its Dockerfile, prepared tree and metadata file where the pipeline keeps them; platform,
-    build args and SOURCE_DATE_EPOCH from the lock; the smoke target and tag with `smoke`."""
+    build args, SOURCE_DATE_EPOCH, the shared cache and the layer compression from the lock (options given here
+    win); the smoke target and tag with `smoke`."""
     from buildkit.render import source_date_epoch
 
+    target = "smoke" if smoke else lock.build.target
+    locked_from, locked_to = shared_cache(lock, target) if shared_cache_use else ((), ())
     return BuildPlan(
         dockerfile=paths.dockerfile(smoke).resolve(),
         tree=paths.tree(lock.nemo_rl.commit).resolve(),
-        target="smoke" if smoke else lock.build.target,
+        target=target,
         platform=lock.build.platform,
         tag=lock.build.tag + ("-smoke" if smoke else ""),
         build_args=build_args(lock),
         metadata_file=paths.metadata(smoke).resolve(),
         source_date_epoch=source_date_epoch(lock),
+        cache_from=locked_from + tuple(cache_from),
+        cache_to=locked_to + tuple(cache_to),
+        compression=compression or lock.build.compression,
+        force_compression=lock.build.force_compression if force_compression is None else force_compression,
         **options,
     )
 
@@ -111,18 +143,30 @@ def argv(plan: BuildPlan) -> list[str]:
     # Every exporter rewrites file times in the layers to SOURCE_DATE_EPOCH (BuildKit 0.13+): with the lock's
     # epoch, builds at different times give the same layers.
     if plan.export:
-        args += [
-            "--output",
-            "type=image,push=true,rewrite-timestamp=true" if plan.push else "type=docker,rewrite-timestamp=true",
-        ]
+        if plan.push:
+            args += ["--output", "type=image,push=true,rewrite-timestamp=true" + _compression(plan)]
+        else:
+            # Docker's classic image store (20.10) loads gzip layers only: compression is for pushed images.
+            args += ["--output", "type=docker,rewrite-timestamp=true"]
     if plan.oci_layout is not None:
-        args += ["--output", f"type=oci,dest={_csv_safe(plan.oci_layout)},tar=false,rewrite-timestamp=true"]
+        layout = f"type=oci,dest={_csv_safe(plan.oci_layout)},tar=false,rewrite-timestamp=true"
+        args += ["--output", layout + _compression(plan)]
     if plan.no_cache:
         args.append("--no-cache")
     args.append("--progress=rawjson")  # one JSON status per line: buildkit.progress follows it
     args += list(plan.extra)
     args.append(str(plan.tree))
     return args
+
+
+def _compression(plan: BuildPlan) -> str:
+    """Exporter options for zstd layers (OCI media types: Docker's own manifest types have no zstd)."""
+    if plan.compression == "gzip" and not plan.force_compression:
+        return ""
+    if plan.compression not in ("gzip", "zstd"):
+        raise InputError(f"compression {plan.compression!r}: expected gzip or zstd")
+    text = f",compression={plan.compression}" + (",oci-mediatypes=true" if plan.compression == "zstd" else "")
+    return text + (",force-compression=true" if plan.force_compression else "")
 
 
 def _csv_safe(path: Path) -> str:
@@ -178,6 +222,15 @@ class ImageFacts(BaseModel):
     labels: dict[str, str] = {}
 
 
+class CacheUse(BaseModel):
+    """The registry caches a build imported from and exported to, and what failed with them (never fatal)."""
+
+    model_config = ConfigDict(extra="forbid")
+    cache_from: list[str]
+    cache_to: list[str]
+    problems: list[str] = []
+
+
 class BuildRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
     record_version: Literal[1] = 1
@@ -203,8 +256,13 @@ class BuildRecord(BaseModel):
     exit_code: int
     error: str | None = None
     image: ImageFacts
-    steps_total: int
+    steps_total: int  # every vertex BuildKit reported, its internal ones (metadata, context, export) included
     steps_cached: int
+    instructions_total: int | None = None  # the Dockerfile's instructions that ran, FROM aside (None: older record)
+    instructions_cached: int | None = None
+    cache: CacheUse | None = None
+    compression: str = "gzip"  # of the pushed layers
+    force_compression: bool = False
     log: str
     metadata_file: str
     reproducibility: ReproCheck | None = None  # `build --check-reproducible`: the rebuild and the comparison
@@ -347,6 +405,7 @@ def execute(
             if failed
             else next((line for line in reversed(result.progress.plain) if "ERROR" in line), None)
         )
+    instructions = result.progress.instructions()
     record = BuildRecord(
         buildkit_version=__version__,
         lock_sha256=lock_sha256,
@@ -372,6 +431,19 @@ def execute(
         image=image,
         steps_total=result.progress.total,
         steps_cached=result.progress.cached,
+        instructions_total=len(instructions),
+        instructions_cached=sum(instructions.values()),
+        cache=(
+            CacheUse(
+                cache_from=list(plan.cache_from),
+                cache_to=list(plan.cache_to),
+                problems=[problem[:500] for problem in result.progress.cache_problems()],
+            )
+            if plan.cache_from or plan.cache_to
+            else None
+        ),
+        compression=plan.compression,
+        force_compression=plan.force_compression,
         log=str(log_path),
         metadata_file=str(plan.metadata_file),
     )

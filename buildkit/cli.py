@@ -226,6 +226,30 @@ def build(
     sbom: Annotated[bool, typer.Option("--sbom", help="Attach an SBOM attestation (needs the scanner image).")] = False,
     cache_from: Annotated[list[str], typer.Option("--cache-from", help="buildx --cache-from spec (repeatable).")] = [],  # noqa: B006
     cache_to: Annotated[list[str], typer.Option("--cache-to", help="buildx --cache-to spec (repeatable).")] = [],  # noqa: B006
+    shared_cache: Annotated[
+        bool,
+        typer.Option(
+            "--shared-cache/--no-shared-cache",
+            help="Import from and export to the registry cache pins.yaml names (build.cache) [default: on].",
+        ),
+    ] = True,
+    compression: Annotated[
+        str | None,
+        typer.Option(
+            "--compression",
+            help="gzip or zstd layers for a pushed image [default: build.compression in pins.yaml, else gzip].",
+            show_default=False,
+        ),
+    ] = None,
+    force_compression: Annotated[
+        bool | None,
+        typer.Option(
+            "--force-compression/--no-force-compression",
+            help="Re-compress the base image's layers too; nodes that already pulled the base then pull them again "
+            "[default: build.force_compression, else off].",
+            show_default=False,
+        ),
+    ] = None,
     progress: Annotated[
         str, typer.Option("--progress", help="auto (live view on a terminal, plain otherwise), live, or plain.")
     ] = "auto",
@@ -290,17 +314,21 @@ def build(
       buildkit build --builder remote-bk        # any buildx builder, used the same way
       buildkit build --smoke --progress plain   # the CI smoke build
       buildkit build --smoke --check-reproducible   # build, rebuild from a clean cache, compare
+      buildkit build --push --compression zstd  # zstd layers for what the build adds
       buildkit build -- --no-cache              # extra buildx flags
     """
     from buildkit.commands.build import BuildOptions, build_command
 
     if progress not in ("auto", "live", "plain"):
         raise typer.BadParameter("expected auto, live or plain", param_hint="--progress")
+    if compression not in (None, "gzip", "zstd"):
+        raise typer.BadParameter("expected gzip or zstd", param_hint="--compression")
     opts = BuildOptions(
         builder=builder, push=push, sbom=sbom, cache_from=cache_from, cache_to=cache_to, progress=progress,
         dry_run=dry_run, smoke=smoke, smoke_base=smoke_base, min_free_gb=min_free_gb, submodules=submodules,
         syntax=syntax, extra=list(ctx.args), allow_drift=allow_drift, check_reproducible=check_reproducible,
-        rebuild_builder=rebuild_builder,
+        rebuild_builder=rebuild_builder, shared_cache=shared_cache, compression=compression,
+        force_compression=force_compression,
     )  # fmt: skip
     if rebuild_builder and not check_reproducible:
         raise typer.BadParameter("only with --check-reproducible", param_hint="--rebuild-builder")

@@ -141,6 +141,17 @@ def image_tag(value: str) -> str:
     return value
 
 
+def cache_repository(value: str) -> str:
+    """A registry repository for the shared build cache: no tag (buildkit adds one per target), no digest."""
+    m = IMAGE_REF_RE.fullmatch(value)
+    if not m or len(value) > 255 or m.group("tag") or m.group("digest") or not m.group("domain"):
+        raise ValueError(
+            "expected a registry repository without a tag, like 127.0.0.1:5000/nemo-rl/cache or "
+            f"ghcr.io/org/nemo-rl-cache (buildkit tags it per target), found {excerpt(value)}"
+        )
+    return value
+
+
 def digest(value: str) -> str:
     if not DIGEST_RE.fullmatch(value):
         raise ValueError(f"expected a digest sha256:<64 lowercase hex>, found {excerpt(value)}")
@@ -190,6 +201,9 @@ HttpsUrl = _typed(https_url, _LOOPBACK_OR_HTTPS, "https:// URL; http:// only for
 GitUrl = _typed(git_url, _GIT_URL, "Git URL: https://, file:///path, or http:// / git:// on a loopback host.")
 ImageRef = _typed(image_ref, IMAGE_REF_RE.pattern, "Image reference with an explicit :tag and/or @sha256 digest.")
 ImageTag = _typed(image_tag, IMAGE_REF_RE.pattern, "Image name:tag for the built image.")
+CacheRepository = _typed(
+    cache_repository, IMAGE_REF_RE.pattern, "Registry repository (with its registry host, no tag) for the build cache."
+)
 Digest = _typed(digest, DIGEST_RE.pattern, "sha256:<64 lowercase hex>")
 StageName = _pattern(STAGE_RE, "a Dockerfile stage name like 'release'", "Dockerfile stage name.")
 Platform = _pattern(PLATFORM_RE, "linux/amd64 or linux/arm64", "Build platform.")

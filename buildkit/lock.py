@@ -24,7 +24,7 @@ from pydantic import (
 
 from buildkit.errors import InputError, excerpt
 from buildkit.grammar import Digest, FullSha, GitRef, GitUrl, HttpsUrl, ImageRef, OneLine
-from buildkit.pins import Build, KnownIssue, Pins
+from buildkit.pins import Build, KnownIssue, Pins, dump_build
 
 # 2: the wheel is content-addressed (wheel.sha256 is measured; the index's claim moved to wheel.index_sha256).
 # Version 1 locks are read, migrated in memory, and reported stale; they are never written.
@@ -136,7 +136,7 @@ class Lock(_Fact):
     known_issues: list[KnownIssue]
 
     def to_json(self) -> str:
-        data = self.model_dump(mode="json")
+        data = {**self.model_dump(mode="json"), "build": dump_build(self.build)}
         if self.lock_version == 1:
             # A migrated lock serializes as the version-1 lock it was read from, so its hash (lock_sha256, which
             # labels and records carry) stays the one its builds were stamped with.

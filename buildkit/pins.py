@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from buildkit.errors import InputError, excerpt
 from buildkit.grammar import (
+    CacheRepository,
     CudaArchList,
     ExtraName,
     GitRef,
@@ -103,12 +104,48 @@ class DroppedExtra(_Strict):
     reason: OneLine = Field(description="Why it is dropped; written into the Dockerfile as a comment.")
 
 
+class BuildCache(_Strict):
+    """A build cache in a registry, shared by every builder that builds this lock."""
+
+    ref: CacheRepository = Field(
+        description="Registry repository, no tag, e.g. 127.0.0.1:5000/nemo-rl/cache. Each target gets its own tag "
+        "(`:release`, `:smoke`). Builds import it and export to it (mode=max: every stage's layers)."
+    )
+    export: bool = Field(
+        default=True, description="Export to the cache after each build (false: import only, e.g. for CI on PRs)."
+    )
+
+
 class Build(_Strict):
     target: StageName = Field(default="release", description="Dockerfile stage to build.")
     platform: Platform = Field(default="linux/amd64")
     cuda_arch_list: CudaArchList = Field(description="TORCH_CUDA_ARCH_LIST, e.g. '9.0' for H20/H100.")
     tag: ImageTag = Field(description="name:tag for the built image.")
     drop_extras: list[DroppedExtra] = Field(default_factory=list, description="uv extras left out of the image.")
+    cache: BuildCache | None = Field(default=None, description="Registry build cache shared by builders.")
+    compression: Literal["gzip", "zstd"] = Field(
+        default="gzip",
+        description="Compression of the layers a pushed image gets (zstd: smaller, faster to pull; needs "
+        "containerd 1.5+ / Docker 23+ on the nodes). Only the layers this build makes: see force_compression.",
+    )
+    force_compression: bool = Field(
+        default=False,
+        description="Re-compress the base image's layers too. They then differ from the base image's own, so nodes "
+        "that already pulled the base pull them again.",
+    )
+
+
+# Build settings added after locks of version 2 were first written: dumped (so hashed, and written into the lock)
+# only when set, so that pins and locks that do not use them keep the bytes and hashes they had before.
+_WRITTEN_WHEN_SET = {"cache": None, "compression": "gzip", "force_compression": False}
+
+
+def dump_build(build: Build) -> dict[str, Any]:
+    data = build.model_dump(mode="json")
+    for key, default in _WRITTEN_WHEN_SET.items():
+        if data[key] == default:
+            del data[key]
+    return data
 
 
 class KnownIssue(_Strict):
@@ -151,7 +188,8 @@ class Pins(_Strict):
 
     def sha256(self) -> str:
         """Hash of the validated content: comments and formatting do not make a lock stale."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        data = {**self.model_dump(mode="json"), "build": dump_build(self.build)}
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def github_api(self) -> str:

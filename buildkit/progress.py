@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 LOG_TAIL = 8
+# A Dockerfile instruction's vertex: "[stage 2/4] RUN ...", or "[2/4] RUN ..." in a file without stage names.
+_INSTRUCTION_RE = re.compile(r"\[(?:[^\]]* )?\d+/\d+\] (?P<keyword>[A-Z]+)\b.*", re.DOTALL)
+# BuildKit's vertices for registry cache import and export; their errors do not fail a build.
+_CACHE_VERTEX_RE = re.compile(r"(?:importing cache manifest from |exporting cache to ).*", re.DOTALL)
 
 
 @dataclass
@@ -92,8 +97,24 @@ class Progress:
     def done(self) -> int:
         return sum(1 for s in self.steps.values() if s.completed and not s.error)
 
+    def instructions(self) -> dict[str, bool]:
+        """Each Dockerfile instruction that ran (by its vertex name) and whether it came from the cache. A FROM
+        is left out: it names an image by digest, which BuildKit pulls or finds, but never marks as cached. One
+        instruction can show as several vertices (an `ADD <url>` fetches, then copies): cached if one of them is."""
+        found: dict[str, bool] = {}
+        for step in self.steps.values():
+            m = _INSTRUCTION_RE.fullmatch(step.name)
+            if m and m.group("keyword") != "FROM":
+                found[step.name] = found.get(step.name, False) or step.cached
+        return found
+
+    def cache_problems(self) -> list[str]:
+        """The registry cache imports and exports that failed (the build went on without them)."""
+        return [f"{s.name}: {s.error}" for s in self.steps.values() if s.error and _CACHE_VERTEX_RE.fullmatch(s.name)]
+
     def running(self) -> list[Step]:
         return [s for s in self.steps.values() if s.running]
 
     def failed(self) -> list[Step]:
-        return [s for s in self.steps.values() if s.error]
+        """The steps that failed the build (not a cache import or export, which only slows it)."""
+        return [s for s in self.steps.values() if s.error and not _CACHE_VERTEX_RE.fullmatch(s.name)]

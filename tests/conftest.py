@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine import engine  # noqa: F401 -- the fixture, for every test module
+from tests.engine import engine, engine_b  # noqa: F401 -- the fixtures, for every test module
 from tests.fake_upstreams import Upstreams, pins_text, reference_upstreams
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

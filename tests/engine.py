@@ -36,3 +36,23 @@ def engine() -> str:
             pytest.fail(message)
         pytest.skip(message)
     return BUILDER
+
+
+BUILDER_B = "buildkit-engine-b"
+
+
+@pytest.fixture(scope="session")
+def engine_b(engine) -> str:
+    """The second builder of scripts/engine-up.sh: another buildkitd with state of its own ("another machine")."""
+    done = subprocess.run(["docker", "buildx", "inspect", BUILDER_B, "--bootstrap"], capture_output=True, text=True)
+    if done.returncode != 0:
+        message = f"buildx builder {BUILDER_B!r} not available (bring it up with: sudo bash scripts/engine-up.sh)"
+        if os.environ.get("CI") or os.environ.get("BUILDKIT_ENGINE") == "required":
+            pytest.fail(message)
+        pytest.skip(message)
+    return BUILDER_B
+
+
+def empty_builder(builder: str) -> None:
+    """Drop everything the builder has cached, so its next build starts from nothing."""
+    subprocess.run(["docker", "buildx", "prune", "-af", "--builder", builder], check=True, capture_output=True)

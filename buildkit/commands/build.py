@@ -35,6 +35,9 @@ class BuildOptions:
     allow_drift: bool = False
     check_reproducible: bool = False
     rebuild_builder: str | None = None
+    shared_cache: bool = True  # the lock's build.cache, if it names one
+    compression: str | None = None  # None: the lock's build.compression
+    force_compression: bool | None = None
 
 
 def doctor_command(builder: str | None, min_free_gb: float, push: bool, tag: str, platform: str) -> None:
@@ -110,6 +113,11 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
 
         prepare_layouts(paths.repro_dir(opts.smoke))
         plan = replace(plan, oci_layout=first_layout(paths.repro_dir(opts.smoke)).resolve())
+    note = _compression_note(plan)
+    if note:
+        ui.err.print(f"[yellow]note[/]: {ui.safe(note)}")
+    if inputs.lock.build.cache and opts.shared_cache:
+        ui.err.print(f"shared build cache: {ui.safe(inputs.lock.build.cache.ref)}:{ui.safe(plan.target)}")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     log_path = (paths.logs / f"build-{stamp}{'-smoke' if opts.smoke else ''}.log").resolve()
     mode = opts.progress
@@ -131,6 +139,12 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
             on_line=view.update,
         )
     ui.err.print(f"record: {ui.safe(str(paths.build_record(opts.smoke)))}")
+    for problem in record.cache.problems if record.cache else []:
+        if problem.startswith("importing cache manifest from ") and problem.endswith(": not found"):
+            ref = problem.removeprefix("importing cache manifest from ").split(": ", 1)[0]
+            ui.err.print(f"[yellow]note[/]: build cache {ui.safe(ref)} has nothing yet; this build fills it")
+        else:
+            ui.warn(f"build cache not used: {problem} (the build went on without it)")
     if record.outcome == "interrupted":
         raise Interrupted("interrupted: buildx cancelled the build; the record says so")
     if record.outcome == "failed":
@@ -143,7 +157,8 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
         raise BuildFailed(message, hint=hint)
     ui.err.print(
         f"[green]built[/] {ui.safe(plan.tag)} in {record.seconds:.1f}s: "
-        f"{record.steps_cached}/{record.steps_total} steps cached; digest {ui.safe(record.image.digest or '?')}"
+        f"{record.instructions_cached}/{record.instructions_total} Dockerfile steps cached; "
+        f"digest {ui.safe(record.image.digest or '?')}"
     )
     if opts.check_reproducible:
         _check_reproducible(inputs, plan, record, paths, opts, mode, stamp)
@@ -204,9 +219,32 @@ def _plan_options(opts: BuildOptions, provenance: bool) -> dict:
         "sbom": opts.sbom,
         "cache_from": tuple(opts.cache_from),
         "cache_to": tuple(opts.cache_to),
+        "shared_cache_use": opts.shared_cache,
+        "compression": opts.compression,
+        "force_compression": opts.force_compression,
         "push": opts.push,
         "extra": tuple(opts.extra),
     }
+
+
+def _compression_note(plan: BuildPlan) -> str | None:
+    """What the layer compression means for this build, said before it starts."""
+    if plan.compression == "gzip" and not plan.force_compression:
+        return None
+    if not plan.push:
+        return (
+            f"layer compression {plan.compression} applies to pushed images (--push); the image loaded into Docker "
+            "keeps gzip layers"
+        )
+    if plan.force_compression:
+        return (
+            f"--force-compression: the base image's layers are re-compressed ({plan.compression}) too; nodes that "
+            "already pulled the base image pull them again"
+        )
+    return (
+        f"{plan.compression} layers for what this build adds; the base image's layers stay as its registry has them, "
+        "so nodes that pulled the base keep sharing them (--force-compression re-compresses them as well)"
+    )
 
 
 def _view(plan: BuildPlan, mode: str) -> LiveView | PlainView:
