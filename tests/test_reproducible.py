@@ -122,6 +122,32 @@ def test_check_reproducible_on_the_smoke_build(project, remote, engine):  # noqa
     assert "Every input of this target is pinned" in section
 
 
+def test_check_reproducible_rebuilds_on_a_second_builder(project, remote, engine, engine_b):  # noqa: F811
+    """The rebuild on another buildkitd that has nothing cached (a second machine): still one digest."""
+    from tests.engine import empty_builder
+
+    root, cli = _smoke_project(project, remote)
+    empty_builder(engine_b)
+    result = cli(
+        "build", "--smoke", "--check-reproducible", "--rebuild-builder", engine_b, "--progress", "plain", timeout=900
+    )  # fmt: skip
+    assert result.code == 0, result.output
+    record = json.loads((root / "build" / "smoke-record.json").read_text())
+    check = record["reproducibility"]
+    assert record["builder"] == engine and check["rebuild"]["builder"] == engine_b
+    assert check["identical"] and check["rebuild"]["no_cache"] and check["rebuild"]["second_clone"]
+    assert check["manifest_digest"] == record["image"]["digest"] or record["image"]["digest"] is None
+    assert f"on builder {engine_b}" in result.stderr and f"identical digest {check['manifest_digest']}" in result.stderr
+
+
+def test_rebuild_builder_must_name_a_builder_that_exists(project, remote, engine):  # noqa: F811
+    root, cli = _smoke_project(project, remote)
+    result = cli("build", "--smoke", "--check-reproducible", "--rebuild-builder", "no-such-builder", timeout=600)
+    assert result.code == 5, result.output  # the engine is not ready: checked before the first build runs
+    assert "preflight of the rebuild builder no-such-builder" in result.stderr and "Traceback" not in result.output
+    assert not (root / "build" / "smoke-record.json").exists()
+
+
 def test_a_step_that_writes_the_date_is_caught_and_the_file_named(tmp_path, engine):
     """The rebuild and comparison of `--check-reproducible`, on a Dockerfile with a deliberately
     non-deterministic step."""

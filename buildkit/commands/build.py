@@ -92,6 +92,16 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
         first = checks.failed[0]
         raise EngineNotReady(f"preflight: {first.name}: {first.detail}", hint=first.fix or None)
     builder = checks.builder_facts()
+    if opts.check_reproducible and opts.rebuild_builder:
+        # The rebuild's builder is checked now, not after the first build has run.
+        rebuild_checks = run_preflight(opts.rebuild_builder, inputs.lock.build.platform, min_free, False, tag)
+        if rebuild_checks.failed:
+            ui.print_checks(rebuild_checks.checks)
+            first = rebuild_checks.failed[0]
+            raise EngineNotReady(
+                f"preflight of the rebuild builder {opts.rebuild_builder}: {first.name}: {first.detail}",
+                hint=first.fix or None,
+            )
     provenance, provenance_note = checks.provenance(opts.push)
     if not provenance:
         ui.err.print(f"[yellow]note[/]: provenance attestation {ui.safe(provenance_note)}")
