@@ -386,6 +386,49 @@ def report(
 
 
 @app.command()
+def attest(
+    pins: PinsOption = Path("pins.yaml"),
+    lock: LockOption = None,
+    record: Annotated[
+        Path | None, typer.Option("--record", help="Build record [default: the newest, as verify picks it].")
+    ] = None,
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key",
+            help="Sign with this cosign key (a file from `cosign generate-key-pair`, password in $COSIGN_PASSWORD; "
+            "or a KMS URI) and attach the envelope to the pushed image.",
+        ),
+    ] = None,
+    builder_id: Annotated[
+        str | None,
+        typer.Option("--builder-id", help="runDetails.builder.id: a URI for the platform that ran the build."),
+    ] = None,
+    build_dir: BuildDirOption = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the statement on stdout.")] = False,
+) -> None:
+    """Write the build's SLSA provenance v1 (an in-toto statement); with --key, sign it and attach it.
+
+    The statement comes from the records only: subject = the image name and digest from the build record;
+    externalParameters = the validated pins; internalParameters = builder, driver, versions, platform, target and
+    build args; resolvedDependencies = NeMo-RL and vLLM commits, the wheel (URL, sha256), the base image digest,
+    each patch, the templates and the rendered Dockerfile; byproducts = the record and the log, by digest. Same
+    inputs, same bytes. It goes to build/provenance.intoto.json (build/smoke/ for a smoke build); signed, to
+    provenance.dsse.json beside it, and onto the image in its registry, where `cosign verify-attestation --type
+    slsaprovenance1` checks it. Signing uses no transparency log (README).
+
+    \b
+    Examples:
+      buildkit attest                              # the statement only
+      COSIGN_PASSWORD=... buildkit attest --key cosign.key
+      buildkit attest --record build/smoke-record.json --json | jq .predicate.buildDefinition
+    """
+    from buildkit.commands.attest import attest_command
+
+    attest_command(_paths(pins, lock, build_dir), record, key, builder_id, json_out)
+
+
+@app.command()
 def schema() -> None:
     """Print the JSON Schema of pins.yaml, for editors and CI validation.
 
