@@ -297,7 +297,7 @@ def test_signed_with_a_key_cosign_accepts_and_refuses_tampering_or_another_key(c
     accepted = verify_blob(cosign, public, envelope_file)
     assert accepted.returncode == 0, accepted.stderr
     refused = verify_blob(cosign, other_public, envelope_file)
-    assert refused.returncode != 0 and "invalid signature" in refused.stderr.lower(), refused.stderr
+    assert refused.returncode != 0 and "accepted signatures do not match threshold" in refused.stderr, refused.stderr
 
     statement = json.loads(base64.b64decode(envelope["payload"]))
     deps = statement["predicate"]["buildDefinition"]["resolvedDependencies"]
@@ -306,7 +306,7 @@ def test_signed_with_a_key_cosign_accepts_and_refuses_tampering_or_another_key(c
     payload = base64.b64encode(json.dumps(statement, sort_keys=True, separators=(",", ":")).encode()).decode()
     tampered.write_text(json.dumps({**envelope, "payload": payload}))
     forged = verify_blob(cosign, public, tampered)
-    assert forged.returncode != 0 and "invalid signature" in forged.stderr.lower(), forged.stderr
+    assert forged.returncode != 0 and "accepted signatures do not match threshold" in forged.stderr, forged.stderr
 
 
 def test_signing_failures_are_one_message(cli, tmp_path, cosign):
