@@ -337,6 +337,17 @@ def verify(
         ),
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the verify record as JSON on stdout.")] = False,
+    provenance: Annotated[
+        bool,
+        typer.Option(
+            "--provenance",
+            help="Instead: read the pushed image's BuildKit provenance and buildkit's signed statement from its "
+            "registry and check both against the lock (needs --key).",
+        ),
+    ] = False,
+    key: Annotated[
+        str | None, typer.Option("--key", help="With --provenance: the public key (cosign.pub) or KMS URI.")
+    ] = None,
 ) -> None:
     """Check the built image against the lock, inside containers with no network.
 
@@ -349,7 +360,9 @@ def verify(
     """
     from buildkit.commands.verify import verify_command
 
-    verify_command(image, _paths(pins, lock, build_dir), gpus, json_out)
+    if provenance and gpus:
+        raise typer.BadParameter("not with --provenance", param_hint="--gpus")
+    verify_command(image, _paths(pins, lock, build_dir), gpus, json_out, provenance, key)
 
 
 @app.command()
