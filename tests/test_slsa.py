@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.test_render import remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
 from tests.test_report import golden_project
 
 SCHEMAS = REPO_ROOT / "tests" / "schemas"
@@ -328,3 +329,133 @@ def test_signing_failures_are_one_message(cli, tmp_path, cosign):
     assert not (project / "build" / "smoke" / "provenance.dsse.json").exists()
     for result in (no_password, wrong, missing, no_cosign):
         assert "Traceback" not in result.output
+
+
+# --- on the real engine: build --push, attest, verify --provenance ------------------------------------------------
+
+OTHER_VLLM = "0123456789abcdef0123456789abcdef01234567"
+
+
+def pushed_smoke_project(project, remote, tmp_path: Path, *build_extra: str) -> tuple[Path, object, str]:  # noqa: F811
+    """A smoke build pushed to the engine's registry, under a repository of its own (the registry is shared)."""
+    from tests.test_build import smoke_project
+
+    root, cli = smoke_project(project, remote)
+    repository = f"127.0.0.1:5000/slsa-{hashlib.sha256(str(tmp_path).encode()).hexdigest()[:12]}/nemo-rl"
+    text = (root / "pins.yaml").read_text().replace("tag: nemo-rl:", f"tag: {repository}:")
+    (root / "pins.yaml").write_text(text)
+    assert cli("resolve").code == 0
+    extra = ["--", *build_extra] if build_extra else []
+    built = cli("build", "--smoke", "--push", "--progress", "plain", "--no-syntax", *extra, timeout=600)
+    assert built.code == 0, built.output
+    return root, cli, f"{repository}:v0.5.0-spec-decode-smoke"
+
+
+def checks(result) -> dict[str, tuple[str, str]]:
+    return {c["name"]: (c["status"], c["reason"]) for c in json.loads(result.stdout)["results"]}
+
+
+def test_build_push_attest_verify_on_the_engine(project, remote, upstreams, tmp_path, engine, cosign):  # noqa: F811
+    root, cli, image = pushed_smoke_project(project, remote, tmp_path)
+    key, public = key_pair(cosign, tmp_path / "keys")
+    _, other_public = key_pair(cosign, tmp_path / "other")
+    env = {"COSIGN_PASSWORD": PASSWORD, "BUILDKIT_COSIGN": cosign}
+    attested = cli("attest", "--key", str(key), env=env)
+    assert attested.code == 0, attested.output
+    record = json.loads((root / "build" / "smoke-record.json").read_text())
+    pinned = f"{image.rsplit(':', 1)[0]}@{record['image']['digest']}"
+    assert f"attached to {pinned}" in attested.stderr
+
+    # The acceptance test: cosign itself accepts the attestation on the image in the registry, by tag.
+    accepted = subprocess.run(
+        [cosign, "verify-attestation", f"--key={public}", "--type=slsaprovenance1", "--insecure-ignore-tlog=true",
+         "--allow-http-registry", image],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert accepted.returncode == 0, accepted.stderr
+    statement = json.loads(base64.b64decode(json.loads(accepted.stdout.splitlines()[0])["payload"]))
+    assert statement == json.loads((root / "build" / "smoke" / "provenance.intoto.json").read_text())
+    assert schema_errors(statement) == []
+
+    passed = cli("verify", "--provenance", "--key", str(public), "--json", env=env)
+    assert passed.code == 0, passed.output
+    found = checks(passed)
+    assert all(status == "pass" for status, _ in found.values()), found
+    for source in ("BuildKit provenance", "buildkit statement"):
+        for field in ("target", "base image digest", "NeMo-RL commit", "vLLM commit", "wheel URL", "wheel sha256",
+                      "build args", "Dockerfile sha256"):  # fmt: skip
+            assert f"{source}: {field}" in found
+    assert found["buildkit statement: lock sha256"][0] == "pass"
+    assert json.loads((root / "build" / "verify.json").read_text())["results"] == json.loads(passed.stdout)["results"]
+    report = json.loads(cli("report", "--format", "json").stdout)
+    assert {r["name"] for r in report["verification"]["results"]} == set(found)
+
+    # Another key: cosign accepts no attestation, and the signed statement's check says so.
+    other = cli("verify", "--provenance", "--key", str(other_public), "--json", env=env)
+    assert other.code == 1, other.output
+    status, reason = checks(other)["buildkit statement: signature"]
+    assert status == "fail" and "cosign verify-attestation refused" in reason
+    assert checks(other)["BuildKit provenance: vLLM commit"][0] == "pass"  # BuildKit's own is unsigned and still fine
+    assert "1 check(s) failed" in other.stderr and "buildkit statement: signature" in other.stderr
+
+    # A lock whose vLLM commit differs: both statements fail on that field, naming the lock's and the image's.
+    upstreams.github.add_commit("vllm-project/vllm", OTHER_VLLM, "another vLLM", "2026-01-20T10:00:00Z")
+    upstreams.wheels.add(OTHER_VLLM, f"vllm-0.14.0rc2.dev157+g{OTHER_VLLM[:9]}-cp38-abi3-manylinux_2_31_x86_64.whl")
+    text = (root / "pins.yaml").read_text().replace('ref: "4a5299c93ff97c26def537b92562df5ada530fea"\n  pr: 24322',
+                                                    f'ref: "{OTHER_VLLM}"')  # fmt: skip
+    (root / "pins.yaml").write_text(text)
+    assert cli("resolve").code == 0
+    moved = cli("verify", "--provenance", image, "--key", str(public), "--json", env=env)
+    assert moved.code == 1, moved.output
+    found = checks(moved)
+    for source in ("BuildKit provenance", "buildkit statement"):
+        status, reason = found[f"{source}: vLLM commit"]
+        assert (status, reason) == ("fail", f"expected {OTHER_VLLM}, found 4a5299c93ff97c26def537b92562df5ada530fea")
+        assert found[f"{source}: NeMo-RL commit"][0] == "pass" and found[f"{source}: base image digest"][0] == "pass"
+    assert "buildkit statement: vLLM commit" in moved.stderr
+
+
+def test_an_image_without_provenance_or_with_a_tampered_statement_fails(
+    project,
+    remote,  # noqa: F811
+    tmp_path,
+    engine,
+    cosign,
+    monkeypatch,
+):
+    # A later --provenance=false wins over buildkit's --provenance=mode=max: the image has no attestation manifest.
+    root, cli, image = pushed_smoke_project(project, remote, tmp_path, "--provenance=false")
+    key, public = key_pair(cosign, tmp_path / "keys")
+    env = {"COSIGN_PASSWORD": PASSWORD, "BUILDKIT_COSIGN": cosign}
+    bare = cli("verify", "--provenance", image, "--key", str(public), "--json", env=env)
+    assert bare.code == 1, bare.output
+    found = checks(bare)
+    status, reason = found["BuildKit provenance: present"]
+    assert status == "fail" and reason.startswith("no provenance: the image is a single manifest")
+    status, reason = found["buildkit statement: signature"]
+    assert status == "fail" and "no matching attestations" in reason, reason
+
+    # A statement changed after signing (another vLLM commit under the old signature) is refused by cosign. The
+    # true statement is signed but not attached, so the forged envelope is the image's only attestation.
+    from buildkit.cosign import sign
+
+    assert cli("attest").code == 0
+    payload = (root / "build" / "smoke" / "provenance.intoto.json").read_bytes()
+    monkeypatch.setenv("COSIGN_PASSWORD", PASSWORD)
+    envelope = sign(cosign, str(key), payload)
+    statement = json.loads(payload)
+    statement["predicate"]["buildDefinition"]["resolvedDependencies"][1]["digest"]["gitCommit"] = OTHER_VLLM
+    forged = tmp_path / "forged.dsse.json"
+    forged.write_text(json.dumps({**envelope, "payload": base64.b64encode(json.dumps(statement).encode()).decode()}))
+    subprocess.run([cosign, "attach", "attestation", f"--attestation={forged}", image], check=True,
+                   capture_output=True, timeout=120)  # fmt: skip
+    refused = subprocess.run(
+        [cosign, "verify-attestation", f"--key={public}", "--type=slsaprovenance1", "--insecure-ignore-tlog=true",
+         image],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert refused.returncode != 0, refused.stdout
+    tampered = cli("verify", "--provenance", image, "--key", str(public), "--json", env=env)
+    assert tampered.code == 1, tampered.output
+    status, reason = checks(tampered)["buildkit statement: signature"]
+    assert status == "fail" and "cosign verify-attestation refused" in reason
