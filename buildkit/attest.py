@@ -40,13 +40,12 @@ def attest(paths: Paths, record_path: Path | None, key: str | None, builder_id: 
 
     tool = cosign.binary()
     tool_version = cosign.version(tool)
-    pushed = statement["predicate"]["buildDefinition"]["externalParameters"]["push"]
     image = cosign.pinned(slsa.image_name(sources.record.image.tag), sources.record.image.digest or "")
     signed = cosign.sign(tool, key, payload)
     envelope_file = slsa.envelope_path(paths, smoke)
     write_atomic(statement_file, payload.decode("utf-8"))
     write_atomic(envelope_file, json.dumps(signed, sort_keys=True) + "\n")
-    if not pushed:
+    if not slsa.pushed(sources.record):
         reason = "the build loaded the image into Docker instead of pushing it (`buildkit build --push`)"
         return Attested(statement, statement_file, subject, sources.record_name, envelope_file, None, reason,
                         tool_version)  # fmt: skip

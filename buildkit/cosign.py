@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from buildkit.errors import CheckFailed, EngineNotReady, InputError, UpstreamUnreachable, excerpt
-from buildkit.grammar import DIGEST_RE, IMAGE_REF_RE, is_loopback_host
+from buildkit.grammar import DIGEST_RE, IMAGE_REF_RE
 from buildkit.sanitize import strip_controls
 from buildkit.slsa import PAYLOAD_TYPE, envelope, pae
 
@@ -122,11 +122,10 @@ def sign(cosign: str, key: str, payload: bytes) -> dict[str, Any]:
 
 
 def registry_flags(image: str) -> list[str]:
-    """Plain HTTP only to a registry on a loopback address, as Docker and buildkit resolve do."""
-    m = IMAGE_REF_RE.fullmatch(image)
-    domain = m.group("domain") if m else None
-    host = (domain or "").rsplit(":", 1)[0] if domain and domain.count(":") == 1 else (domain or "")
-    return ["--allow-http-registry"] if domain and is_loopback_host(host) else []
+    """Plain HTTP only to a registry on a loopback address, as Docker and buildkit's registry client do."""
+    from buildkit.resolve.registry import parse_image_ref
+
+    return ["--allow-http-registry"] if parse_image_ref(image).api_base.startswith("http://") else []
 
 
 def pinned(name: str, digest: str) -> str:

@@ -258,7 +258,7 @@ def statement(sources: Sources, builder: str = DEFAULT_BUILDER_ID) -> dict[str, 
                     "pins": pins.model_dump(mode="json"),
                     "pinsSha256": pins.sha256(),
                     "smoke": record.smoke,
-                    "push": _pushed(record),
+                    "push": pushed(record),
                 },
                 "internalParameters": {
                     "buildkitVersion": record.buildkit_version,
@@ -317,7 +317,8 @@ def _build_args(record: BuildRecord) -> list[tuple[str, str]]:
     return sorted(out.items())
 
 
-def _pushed(record: BuildRecord) -> bool:
+def pushed(record: BuildRecord) -> bool:
+    """Whether the build pushed its image to a registry (and did not load it into Docker)."""
     return any(v.startswith("type=image,") and "push=true" in v.split(",") for v in _argv_values(record, "--output"))
 
 

@@ -56,7 +56,9 @@ def _pushed_image(image: str | None, paths: Paths, lock) -> tuple[str, bool]:
     if latest is None or latest[1].outcome != "succeeded" or not latest[1].image.digest:
         raise InputError("no image given and no successful build recorded", hint="`buildkit verify --provenance IMAGE`")
     record_path, record = latest
-    if not any(v.startswith("type=image,") and "push=true" in v for v in record.argv):
+    from buildkit.slsa import pushed
+
+    if not pushed(record):
         raise InputError(
             f"the latest build ({record_path}) was loaded into Docker, not pushed: its provenance is in no registry",
             hint="`buildkit build --push`, then `buildkit attest --key ...`",
