@@ -365,6 +365,17 @@ def verify(
         ),
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the verify record as JSON on stdout.")] = False,
+    provenance: Annotated[
+        bool,
+        typer.Option(
+            "--provenance",
+            help="Instead: read the pushed image's BuildKit provenance and buildkit's signed statement from its "
+            "registry and check both against the lock (needs --key).",
+        ),
+    ] = False,
+    key: Annotated[
+        str | None, typer.Option("--key", help="With --provenance: the public key (cosign.pub) or KMS URI.")
+    ] = None,
 ) -> None:
     """Check the built image against the lock, inside containers with no network.
 
@@ -377,7 +388,9 @@ def verify(
     """
     from buildkit.commands.verify import verify_command
 
-    verify_command(image, _paths(pins, lock, build_dir), gpus, json_out)
+    if provenance and gpus:
+        raise typer.BadParameter("not with --provenance", param_hint="--gpus")
+    verify_command(image, _paths(pins, lock, build_dir), gpus, json_out, provenance, key)
 
 
 @app.command()
@@ -411,6 +424,49 @@ def report(
     from buildkit.commands.report import report_command
 
     report_command(_paths(pins, lock, build_dir), record, output, fmt, results)
+
+
+@app.command()
+def attest(
+    pins: PinsOption = Path("pins.yaml"),
+    lock: LockOption = None,
+    record: Annotated[
+        Path | None, typer.Option("--record", help="Build record [default: the newest, as verify picks it].")
+    ] = None,
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key",
+            help="Sign with this cosign key (a file from `cosign generate-key-pair`, password in $COSIGN_PASSWORD; "
+            "or a KMS URI) and attach the envelope to the pushed image.",
+        ),
+    ] = None,
+    builder_id: Annotated[
+        str | None,
+        typer.Option("--builder-id", help="runDetails.builder.id: a URI for the platform that ran the build."),
+    ] = None,
+    build_dir: BuildDirOption = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the statement on stdout.")] = False,
+) -> None:
+    """Write the build's SLSA provenance v1 (an in-toto statement); with --key, sign it and attach it.
+
+    The statement comes from the records only: subject = the image name and digest from the build record;
+    externalParameters = the validated pins; internalParameters = builder, driver, versions, platform, target and
+    build args; resolvedDependencies = NeMo-RL and vLLM commits, the wheel (URL, sha256), the base image digest,
+    each patch, the templates and the rendered Dockerfile; byproducts = the record and the log, by digest. Same
+    inputs, same bytes. It goes to build/provenance.intoto.json (build/smoke/ for a smoke build); signed, to
+    provenance.dsse.json beside it, and onto the image in its registry, where `cosign verify-attestation --type
+    slsaprovenance1` checks it. Signing uses no transparency log (README).
+
+    \b
+    Examples:
+      buildkit attest                              # the statement only
+      COSIGN_PASSWORD=... buildkit attest --key cosign.key
+      buildkit attest --record build/smoke-record.json --json | jq .predicate.buildDefinition
+    """
+    from buildkit.commands.attest import attest_command
+
+    attest_command(_paths(pins, lock, build_dir), record, key, builder_id, json_out)
 
 
 @app.command()

@@ -16,7 +16,7 @@ out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-SECRET_ENV = ("GITHUB_TOKEN",)
+SECRET_ENV = ("GITHUB_TOKEN", "COSIGN_PASSWORD")
 
 
 def without_secrets(text: str) -> str:

@@ -11,12 +11,25 @@ from buildkit.files import read_record, write_atomic
 from buildkit.pipeline import Paths
 
 
-def verify_command(image: str | None, paths: Paths, gpus: bool, json_out: bool) -> None:
+def verify_command(
+    image: str | None, paths: Paths, gpus: bool, json_out: bool, provenance: bool = False, key: str | None = None
+) -> None:
     from buildkit.source import PrepareRecord
     from buildkit.verify import verify_image
 
     lock = pipeline.load_inputs(paths, on_note=ui.warn).lock
     prepare = read_record(paths.prepare_record, PrepareRecord)
+    if provenance:
+        from buildkit.provenance import verify_provenance
+        from buildkit.render import RenderRecord
+
+        if not key:
+            raise InputError("--provenance needs --key: the public key buildkit's statement was signed with")
+        image, smoke = _pushed_image(image, paths, lock)
+        with ui.err.status(f"reading the provenance of {image}...", spinner="dots"):
+            result = verify_provenance(image, lock, smoke, read_record(paths.render_record(smoke), RenderRecord), key)
+        _present(result, paths, json_out)
+        return
     if image is None:
         latest = pipeline.latest_build(paths)
         if latest is None:
@@ -31,6 +44,30 @@ def verify_command(image: str | None, paths: Paths, gpus: bool, json_out: bool) 
         ui.err.print(f"image {ui.safe(image)}, from {ui.safe(str(record_path))}")
     with ui.err.status(f"verifying {image}...", spinner="dots"):
         result = verify_image(image, lock, prepare, gpus=gpus)
+    _present(result, paths, json_out)
+
+
+def _pushed_image(image: str | None, paths: Paths, lock) -> tuple[str, bool]:
+    """The image to read from its registry and whether it is a smoke build: the one named (a smoke build when its
+    tag is the lock's smoke tag), else the newest build's, which must have been pushed."""
+    if image is not None:
+        return image, image.rsplit("/", 1)[-1].partition("@")[0] == lock.build.tag.rsplit("/", 1)[-1] + "-smoke"
+    latest = pipeline.latest_build(paths)
+    if latest is None or latest[1].outcome != "succeeded" or not latest[1].image.digest:
+        raise InputError("no image given and no successful build recorded", hint="`buildkit verify --provenance IMAGE`")
+    record_path, record = latest
+    from buildkit.slsa import pushed
+
+    if not pushed(record):
+        raise InputError(
+            f"the latest build ({record_path}) was loaded into Docker, not pushed: its provenance is in no registry",
+            hint="`buildkit build --push`, then `buildkit attest --key ...`",
+        )
+    ui.err.print(f"image {ui.safe(record.image.tag)}, from {ui.safe(str(record_path))}")
+    return record.image.tag, record.smoke
+
+
+def _present(result, paths: Paths, json_out: bool) -> None:
     write_atomic(paths.verify_record, result.to_json())
     if json_out:
         sys.stdout.write(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
@@ -40,4 +77,4 @@ def verify_command(image: str | None, paths: Paths, gpus: bool, json_out: bool) 
     ui.err.print(f"record: {ui.safe(str(paths.verify_record))}")
     failed = [c for c in result.results if c.status == "fail"]
     if failed:
-        raise CheckFailed(f"{len(failed)} check(s) failed on {image}: {', '.join(c.name for c in failed)}")
+        raise CheckFailed(f"{len(failed)} check(s) failed on {result.image}: {', '.join(c.name for c in failed)}")

@@ -1,0 +1,53 @@
+"""`buildkit attest`: the SLSA statement of a build (buildkit.slsa), written beside the build's other outputs;
+with a key, signed in a DSSE envelope and attached to the pushed image (buildkit.cosign)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildkit import slsa
+from buildkit.files import write_atomic
+from buildkit.pipeline import Paths
+
+
+@dataclass(frozen=True)
+class Attested:
+    statement: dict
+    statement_file: Path
+    subject: str  # name@digest
+    record_name: str
+    envelope_file: Path | None = None  # when signed
+    attached_to: str | None = None  # name@digest in its registry, when attached
+    not_attached: str | None = None  # why a signed envelope was not attached
+    cosign_version: str | None = None
+
+
+def attest(paths: Paths, record_path: Path | None, key: str | None, builder_id: str | None) -> Attested:
+    from buildkit import cosign
+
+    builder = slsa.builder_id(builder_id)
+    sources = slsa.gather(paths, record_path)
+    statement = slsa.statement(sources, builder)
+    payload = slsa.canonical(statement)
+    smoke = sources.record.smoke
+    statement_file = slsa.statement_path(paths, smoke)
+    subject = f"{slsa.image_name(sources.record.image.tag)}@{sources.record.image.digest}"
+    if key is None:
+        write_atomic(statement_file, payload.decode("utf-8"))
+        return Attested(statement, statement_file, subject, sources.record_name)
+
+    tool = cosign.binary()
+    tool_version = cosign.version(tool)
+    image = cosign.pinned(slsa.image_name(sources.record.image.tag), sources.record.image.digest or "")
+    signed = cosign.sign(tool, key, payload)
+    envelope_file = slsa.envelope_path(paths, smoke)
+    write_atomic(statement_file, payload.decode("utf-8"))
+    write_atomic(envelope_file, json.dumps(signed, sort_keys=True) + "\n")
+    if not slsa.pushed(sources.record):
+        reason = "the build loaded the image into Docker instead of pushing it (`buildkit build --push`)"
+        return Attested(statement, statement_file, subject, sources.record_name, envelope_file, None, reason,
+                        tool_version)  # fmt: skip
+    cosign.attach(tool, envelope_file, image)
+    return Attested(statement, statement_file, subject, sources.record_name, envelope_file, image, None, tool_version)

@@ -1,0 +1,35 @@
+"""`buildkit attest`: write the build's SLSA statement; with a key, sign it and attach it to the pushed image."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from buildkit import ui
+from buildkit.pipeline import Paths
+
+
+def attest_command(
+    paths: Paths, record_path: Path | None, key: str | None, builder_id: str | None, json_out: bool
+) -> None:
+    from buildkit.attest import attest
+    from buildkit.slsa import canonical
+
+    done = attest(paths, record_path, key, builder_id)
+    if json_out:
+        sys.stdout.write(canonical(done.statement).decode("utf-8") + "\n")
+    ui.err.print(f"statement: {ui.safe(str(done.statement_file))} (SLSA provenance v1 of {ui.safe(done.subject)}, "
+                 f"from {ui.safe(done.record_name)})")  # fmt: skip
+    if done.envelope_file is None:
+        ui.err.print("not signed (no --key): `buildkit attest --key cosign.key` signs it and attaches it to the image")
+        return
+    ui.err.print(f"signed: {ui.safe(str(done.envelope_file))} (DSSE, cosign {ui.safe(done.cosign_version)}, "
+                 "no transparency log)")  # fmt: skip
+    if done.attached_to:
+        ui.err.print(f"[green]attached[/] to {ui.safe(done.attached_to)}")
+        ui.err.print(
+            f"check: cosign verify-attestation --key cosign.pub --type slsaprovenance1 --insecure-ignore-tlog "
+            f"{ui.safe(done.attached_to)}"
+        )
+    else:
+        ui.warn(f"not attached: {done.not_attached}")
