@@ -3,6 +3,7 @@
 #   - Docker from Debian's docker.io (for --load and inspection), started with --bridge=none --iptables=false;
 #   - a registry from Debian's docker-registry on 127.0.0.1:5000, holding a stand-in base image;
 #   - a standalone BuildKit daemon and the buildx plugin, built from their Go modules with the machine's Go;
+#   - cosign, built from its Go module (scripts/cosign-build.sh);
 #   - a buildx builder "buildkit-engine" with the remote driver, pointing at that daemon;
 #   - a second BuildKit daemon with its own state and a builder "buildkit-engine-b" for it: the "other machine" of
 #     the shared-cache and rebuild-on-another-builder tests (`docker buildx prune --builder buildkit-engine-b -af`
@@ -64,6 +65,8 @@ if [ "$("$ENGINE_DIR/bin/buildx" version 2>/dev/null | awk '{print $2}')" != "$B
 fi
 mkdir -p "$PLUGIN_DIR"
 install -m 0755 "$ENGINE_DIR/bin/buildx" "$PLUGIN_DIR/docker-buildx"
+# cosign, for signing and checking provenance attestations (`buildkit attest`, `verify --provenance`).
+bash "$(dirname "$0")/cosign-build.sh"
 
 start() { # name pidfile-name command...
   local name=$1
