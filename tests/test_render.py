@@ -365,3 +365,19 @@ def test_buildkit_itself_reads_the_rendered_dockerfile(project, remote, engine):
     targets = [line.split()[0] for line in done.stdout.splitlines()[1:] if line.strip()]
     assert targets == ["nemo-rl", "vllm-wheel", "base", "hermetic", "release"]
     assert "release (default)" in done.stdout
+
+
+def test_a_patch_upstream_made_unnecessary_is_reported_obsolete_with_the_reason(project, remote):
+    """At the 7ea279ab shape build-custom-vllm.sh takes the wheel as its third argument: the declared patch, which
+    made it read the wheel from the environment, is obsolete (not merely "does not apply")."""
+    later = remote.move_to_later_shape()
+    root, cli = use_remote(project, remote, ref=later)
+    result = cli("render")
+    assert result.code == 4, result.output
+    assert "patches/build-custom-vllm-wheel-location.patch is obsolete at this upstream commit" in result.stderr
+    assert (
+        "the patch makes tools/build-custom-vllm.sh take VLLM_PRECOMPILED_WHEEL_LOCATION from the environment; "
+        "upstream now takes it from argument 3 itself (line 26: 'VLLM_PRECOMPILED_WHEEL_LOCATION=\"$3\"')"
+    ) in result.stderr
+    assert "remove it from nemo_rl.patches" in result.stderr
+    assert not (root / "build" / "Dockerfile").exists()
