@@ -213,7 +213,10 @@ def test_drift_stops_the_build_unless_allowed(project, remote, engine):  # noqa:
 
     later = SHAPE.read_text().replace("25.05-cuda12.9-devel", "26.05-cuda13.2-devel")
     moved = remote.new_commit("docker/Dockerfile", later, "upstream builds on CUDA 13.2")
-    root, cli = _smoke_project(project, remote)
+    # The pins keep the CUDA 12.9 base (the smoke target builds on the stand-in, never on it).
+    from tests.test_render import use_remote
+
+    root, cli = use_remote(project, remote)
     text = (root / "pins.yaml").read_text().replace(f'"{remote.commit}"', f'"{moved}"')
     (root / "pins.yaml").write_text(text)
     assert cli("resolve").code == 0
