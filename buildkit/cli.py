@@ -173,7 +173,7 @@ def render(
     ] = None,
     diff: Annotated[bool, typer.Option("--diff", help="Show the rendered Dockerfile against upstream's.")] = False,
     strict: Annotated[
-        bool, typer.Option("--strict", help="Exit 1 when upstream's Dockerfile drifted from the template.")
+        bool, typer.Option("--strict", help="Exit 1 on drift findings (pins upstream does not expect).")
     ] = False,
     syntax: Annotated[
         bool,
@@ -186,13 +186,13 @@ def render(
     submodules: SubmodulesOption = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout.")] = False,
 ) -> None:
-    """Prepare the sources, then render templates/Dockerfile.j2 from the lock.
+    """Prepare the sources, then render upstream's docker/Dockerfile at the locked commit with the declared changes.
 
-    The Dockerfile keeps upstream's stages and build steps, with the declared changes only: base image by digest,
-    dropped extras (with the reason as a comment), the custom vLLM from the locked commit and wheel,
-    TORCH_CUDA_ARCH_LIST from pins, and provenance labels. The same lock renders the same bytes. Upstream's
-    docker/Dockerfile is compared with the template (stages, ARGs, ENVs, uv sync extras, COPY sources): differences
-    are warnings, or errors with --strict.
+    Each change is a named transformation that must find its target in upstream's file (or render exits 4 naming
+    it): base image by digest, dropped extras (with the reason as a comment), the custom vLLM from the locked
+    commit and wheel, TORCH_CUDA_ARCH_LIST from pins, NEMO_RL_COMMIT, and provenance labels. Every other upstream
+    line is kept. The same lock renders the same bytes. Drift (the pins give what upstream does not expect, such
+    as another CUDA major) is a warning here and stops `build` unless --allow-drift.
 
     \b
     Examples:
@@ -291,7 +291,8 @@ def build(
         bool,
         typer.Option(
             "--allow-drift",
-            help="Build even when upstream's docker/Dockerfile has drifted from the template (the record and report "
+            help="Build even with drift findings (pins upstream does not expect, e.g. another CUDA major; the record "
+            "and report "
             "keep the findings). Without it, drift stops the build before anything is written (exit 1).",
         ),
     ] = False,

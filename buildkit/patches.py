@@ -6,13 +6,14 @@ that changes nothing, or whose change upstream already contains, is an error too
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from buildkit.errors import GitFailed, InputError, UpstreamMismatch
+from buildkit.errors import GitFailed, InputError, UpstreamMismatch, excerpt
 from buildkit.files import sha256_bytes, sha256_file
 from buildkit.gitcmd import run_git
 from buildkit.grammar import REPO_PATH_RE
@@ -114,6 +115,64 @@ def drift_report(tree: Path, patch: PatchSet, name: str) -> str:
     return f"{name} does not apply, though every hunk's context is in place"
 
 
+class PatchObsolete(UpstreamMismatch):
+    """A patch that no longer applies because upstream now does what it did (exit 4, with the reason)."""
+
+
+_ASSIGN_RE = re.compile(r"^\s*(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$")
+_PARAM_RE = r"\$(?:[1-9]|\{[1-9](?::?[-=?+][^}]*)?\})"  # $3, ${3}, ${3:-default}
+
+
+def _configurable(name: str, value: str) -> str | None:
+    """How an assignment lets the caller choose the value: 'argument N' or 'the environment'; None if it does not."""
+    param = re.search(_PARAM_RE, value)
+    if param:
+        return f"argument {re.search(r'[1-9]', param.group()).group()}"
+    if re.search(r"\$\{" + re.escape(name) + r":?[-=]", value):
+        return "the environment"
+    return None
+
+
+def obsolete_reason(tree: Path, patch: PatchSet) -> str | None:
+    """Why a patch that no longer applies is unnecessary: every variable it made the caller choose (an assignment
+    it changed from a fixed value to one read from an argument or the environment) upstream now lets the caller
+    choose too. None when that cannot be shown (then the patch merely no longer fits)."""
+    reasons = []
+    for patched in patch:
+        rel = _target_path(patched.path)
+        target = tree / rel
+        if target.is_symlink() or not target.is_file():
+            return None
+        upstream = target.read_text(encoding="utf-8", errors="replace").splitlines()
+        made: dict[str, str] = {}
+        fixed: set[str] = set()
+        for hunk in patched:
+            for line in hunk:
+                assign = _ASSIGN_RE.match(line.value.rstrip("\n"))
+                if not assign:
+                    continue
+                how = _configurable(assign["name"], assign["value"])
+                if line.is_added and how:
+                    made[assign["name"]] = how
+                elif line.is_removed and not how:
+                    fixed.add(assign["name"])
+        for name in sorted(set(made) & fixed):
+            now = [
+                (number, line.strip(), _configurable(name, m["value"]))
+                for number, line in enumerate(upstream, start=1)
+                if (m := _ASSIGN_RE.match(line)) and m["name"] == name
+            ]
+            chosen = [(number, text, how) for number, text, how in now if how]
+            if not chosen:
+                return None
+            number, text, how = chosen[0]
+            reasons.append(
+                f"the patch makes {rel} take {name} from {made[name]}; upstream now takes it from {how} itself "
+                f"(line {number}: {excerpt(text, 120)})"
+            )
+    return "; ".join(reasons) or None
+
+
 def apply_patches(tree: Path, facts: list[PatchFact], project_dir: Path) -> list[AppliedPatch]:
     applied = []
     for fact in facts:
@@ -135,6 +194,13 @@ def apply_patches(tree: Path, facts: list[PatchFact], project_dir: Path) -> list
             if _git_apply(tree, path.resolve(), "--check", "--reverse") is None:
                 raise UpstreamMismatch(
                     f"{fact.file}: upstream already contains this change", hint="drop the patch from pins.yaml"
+                )
+            reason = obsolete_reason(tree, patch)
+            if reason is not None:
+                raise PatchObsolete(
+                    f"{fact.file} is obsolete at this upstream commit: {reason}",
+                    hint="remove it from nemo_rl.patches in pins.yaml (upstream does what it did), then "
+                    "`buildkit resolve`",
                 )
             raise UpstreamMismatch(
                 drift_report(tree, patch, fact.file), hint="update the patch to the new upstream, then resolve again"

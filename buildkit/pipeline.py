@@ -308,7 +308,8 @@ def render(
     output: Path | None = None,
     refuse_drift: bool = False,
 ) -> tuple[str, RenderRecord]:
-    """The Dockerfile and its record (upstream's Dockerfile hash, the diff, the drift), both written atomically.
+    """The Dockerfile (upstream's, transformed) and its record (upstream's hash, the diff, the transformations, the
+    drift), both written atomically. A transformation that cannot find its target stops the stage (exit 4).
     With refuse_drift, drift findings stop the stage before anything is written."""
     from buildkit.files import write_atomic
     from buildkit.render import render_stage
@@ -318,9 +319,9 @@ def render(
     text, record = render_stage(inputs.lock, prepared, dockerfile, syntax=syntax, smoke_base=smoke_base)
     if refuse_drift and record.drift:
         raise CheckFailed(
-            f"upstream docker/Dockerfile at {record.nemo_rl_commit[:12]} has drifted from the template "
-            f"({len(record.drift)} difference(s)):" + "".join(f"\n  - {finding}" for finding in record.drift),
-            hint="update templates/Dockerfile.j2 for the new upstream; to go on anyway: `buildkit build --allow-drift` "
+            f"the pins drift from upstream docker/Dockerfile at {record.nemo_rl_commit[:12]} "
+            f"({len(record.drift)} finding(s)):" + "".join(f"\n  - {finding}" for finding in record.drift),
+            hint="fix the pins (e.g. base_image) for this upstream; to go on anyway: `buildkit build --allow-drift` "
             "(or `buildkit render` without --strict)",
         )
     write_atomic(dockerfile, text)

@@ -12,27 +12,15 @@ import importlib.resources
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
 import jinja2
 from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
-from buildkit.errors import InputError
+from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch
 from buildkit.files import sha256_bytes, sha256_file
 from buildkit.lock import Lock, lock_sha256
-
-# ARGs the template adds on purpose (later upstream has them too), and its own stages: not drift.
-TEMPLATE_ADDS_ARGS = frozenset(
-    {
-        "BUILD_CUSTOM_VLLM_URL",
-        "BUILD_CUSTOM_VLLM_REF",
-        "BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION",
-        "SOURCE_DATE_EPOCH",
-    }
-)
-TEMPLATE_ADDS_STAGES = frozenset({"smoke", "vllm-wheel"})
-
 
 # What the release target's steps fetch as it is on build day: the report lists these instead of claiming that the
 # lock pins everything. The smoke target fetches nothing of the kind.
@@ -49,10 +37,6 @@ UNPINNED_INPUTS = (
     "NeMo-RL's history: the release stage runs `git fetch --unshallow` against GitHub when the tree is shallow (it "
     "is), so the image's .git holds what GitHub serves that day",
 )
-
-
-def _fail(message: str) -> NoReturn:
-    raise InputError(f"templates/Dockerfile.j2: {message}")
 
 
 def commit_time(lock: Lock) -> datetime:
@@ -99,6 +83,7 @@ def context(
     }
 
 
+UPSTREAM_PATH = "docker/Dockerfile"
 WHEEL_DIR = "/opt/vllm-wheel"  # where the build mounts the wheel stage
 _WHEEL_FILENAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+!-]{0,250}\.whl")  # fullmatch: a plain file name
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")  # fullmatch
@@ -137,27 +122,79 @@ def template_environment(directory: Path | None = None, finalize=None) -> jinja2
     )
 
 
-def render_dockerfile(
-    lock: Lock,
-    *,
-    syntax: bool = True,
-    smoke_base: str | None = None,
-    patched: list[tuple[str, str]] | None = None,
-    directory: Path | None = None,
-) -> str:
-    """The Dockerfile; with `smoke_base` (an image pinned by digest) it also has the `smoke` target, which checks
-    that each `patched` file (path, sha256 after patching) is in the image as prepared."""
+def _blocks(lock: Lock, syntax: bool, smoke_base: str | None, patched, directory: Path | None):
+    """The template's macros as a function from a macro name (and arguments) to its lines."""
     directory = directory or template_dir()
     env = template_environment(directory)
-    env.globals["fail"] = _fail
     try:
-        return env.get_template("Dockerfile.j2").render(**context(lock, syntax, smoke_base, patched))
+        module = env.get_template("Dockerfile.j2").make_module(context(lock, syntax, smoke_base, patched))
     except jinja2.TemplateNotFound as exc:
         raise InputError(f"template not found: {directory / str(exc)}") from None
     except jinja2.UndefinedError as exc:
         raise InputError(f"templates/Dockerfile.j2 uses a value the lock does not provide: {exc}") from None
     except jinja2.TemplateSyntaxError as exc:
         raise InputError(f"templates/Dockerfile.j2:{exc.lineno}: {exc.message}") from None
+
+    def blocks(name: str, *args: str) -> list[str]:
+        macro = getattr(module, name, None)
+        if macro is None:
+            raise InputError(f"templates/Dockerfile.j2 has no macro {name}")
+        try:
+            text = str(macro(*args))
+        except jinja2.UndefinedError as exc:
+            raise InputError(f"templates/Dockerfile.j2 uses a value the lock does not provide: {exc}") from None
+        text = text.strip("\n")
+        return text.split("\n") if text else []
+
+    return blocks
+
+
+def render_dockerfile(
+    lock: Lock,
+    upstream: str,
+    *,
+    script_text: str | None = None,
+    syntax: bool = True,
+    smoke_base: str | None = None,
+    patched: list[tuple[str, str]] | None = None,
+    directory: Path | None = None,
+) -> tuple[str, list[Transformation]]:
+    """Upstream's Dockerfile (text) with every transformation applied, the header on top and, with `smoke_base`
+    (an image pinned by digest), the `smoke` target at the end, which checks that each `patched` file (path, sha256
+    after patching) is in the image as prepared. Returns the text and what each transformation did."""
+    from buildkit.dockerfile_text import apply_edits, parse
+    from buildkit.transforms import Inputs as TransformInputs
+    from buildkit.transforms import transform
+
+    blocks = _blocks(lock, syntax, smoke_base, patched, directory)
+    doc = parse(upstream, f"upstream docker/Dockerfile at {lock.nemo_rl.commit[:12]}")
+    wheel = wheel_context(lock)
+    inputs = TransformInputs(
+        commit=lock.nemo_rl.commit,
+        nemo_rl_repo=lock.nemo_rl.repo,
+        base_image=lock.base_image.pinned,
+        cuda_arch_list=lock.build.cuda_arch_list,
+        drop_extras={extra.name: extra.reason for extra in lock.build.drop_extras},
+        target=lock.build.target,
+        wheel_dir=wheel["dir"],
+        wheel_path=wheel["path"],
+        vllm_repo=lock.vllm.repo,
+        vllm_commit=lock.vllm.commit,
+        syntax=syntax,
+        script_text=script_text,
+    )
+    changes = transform(doc, inputs, blocks)
+    applied = apply_edits(doc, [e for c in changes for e in c.edits], blocks("header"), blocks("smoke"))
+    done = [
+        Transformation(
+            name=c.name,
+            summary=c.summary,
+            upstream_lines=applied.touched.get(c.name, []),
+            inserted_after=applied.inserted.get(c.name, []),
+        )
+        for c in changes
+    ]
+    return applied.text, done
 
 
 def unified_diff(upstream: str, rendered: str, upstream_name: str, rendered_name: str) -> str:
@@ -166,6 +203,17 @@ def unified_diff(upstream: str, rendered: str, upstream_name: str, rendered_name
             upstream.splitlines(keepends=True), rendered.splitlines(keepends=True), upstream_name, rendered_name
         )
     )
+
+
+class Transformation(BaseModel):
+    """One named change render made to upstream's Dockerfile: what it did, and which upstream lines it replaced
+    (none for a pure addition)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    summary: str
+    upstream_lines: list[int] = []
+    inserted_after: list[int] = []  # upstream lines after which it added lines of its own (0: before the first)
 
 
 class RenderRecord(BaseModel):
@@ -184,7 +232,9 @@ class RenderRecord(BaseModel):
     upstream_path: str = "docker/Dockerfile"
     upstream_sha256: str
     diff: str  # the rendered Dockerfile against upstream's, unified
-    drift: list[str]
+    drift: list[str]  # findings that do not stop render but stop `build` without --allow-drift
+    transformations: list[Transformation] = []  # in the order applied (empty in a record from before them)
+    upstream_base_image: str | None = None  # upstream's own ARG BASE_IMAGE default at that commit
     unpinned: list[str] = []  # inputs the rendered target fetches unpinned (UNPINNED_INPUTS; none for smoke)
 
     def to_json(self) -> str:
@@ -205,25 +255,49 @@ def template_sha256(directory: Path | None = None) -> str:
     return sha256_bytes("\n".join(parts).encode())
 
 
-def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_base: str | None = None):
-    """(Dockerfile text, RenderRecord) for a lock and its prepare record: upstream's docker/Dockerfile is read from
-    the prepared tree's git objects at the locked commit (immutable; patches never touch it)."""
-    from buildkit.drift import drift, shape_of
+MAX_UPSTREAM_DOCKERFILE = 1024 * 1024
+
+
+def upstream_dockerfile(prepared, commit: str) -> str:
+    """docker/Dockerfile at the locked commit, from the prepared tree's git objects (immutable: a declared patch
+    may not change it; the transformations do). Untrusted text: size, encoding and parsing are checked later."""
     from buildkit.errors import GitFailed
     from buildkit.gitcmd import run_git
 
-    patched = [(t.path, t.after) for patch in prepared.patches for t in patch.targets]
-    text = render_dockerfile(lock, syntax=syntax, smoke_base=smoke_base, patched=patched)
+    for patch in prepared.patches:
+        if any(t.path == UPSTREAM_PATH for t in patch.targets):
+            raise InputError(
+                f"{patch.file} changes {UPSTREAM_PATH}, which render transforms itself",
+                hint="drop that part of the patch: Dockerfile changes are transformations (buildkit/transforms.py)",
+            )
     try:
-        upstream = run_git(["show", f"{lock.nemo_rl.commit}:docker/Dockerfile"], cwd=Path(prepared.tree))
+        size = run_git(["cat-file", "-s", f"{commit}:{UPSTREAM_PATH}"], cwd=Path(prepared.tree))
+        if int(size) > MAX_UPSTREAM_DOCKERFILE:
+            raise UpstreamMalformed(
+                f"upstream {UPSTREAM_PATH} at {commit[:12]} is {size} bytes; more than buildkit reads"
+            )
+        return run_git(["show", f"{commit}:{UPSTREAM_PATH}"], cwd=Path(prepared.tree))
     except GitFailed:
-        raise InputError(
-            f"upstream has no docker/Dockerfile at {lock.nemo_rl.commit}; the template expects one"
+        raise UpstreamMismatch(
+            f"upstream has no {UPSTREAM_PATH} at {commit}; render transforms upstream's Dockerfile"
         ) from None
-    dropped = {extra.name for extra in lock.build.drop_extras}
-    ours = shape_of(text, str(dockerfile))
-    ours.stages = [stage for stage in ours.stages if stage not in TEMPLATE_ADDS_STAGES]
-    findings = drift(shape_of(upstream, "upstream docker/Dockerfile"), ours, dropped, TEMPLATE_ADDS_ARGS)
+    except ValueError:
+        raise UpstreamMalformed(f"git gave no size for {UPSTREAM_PATH} at {commit[:12]}") from None
+
+
+def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_base: str | None = None):
+    """(Dockerfile text, RenderRecord) for a lock and its prepare record: upstream's docker/Dockerfile at the locked
+    commit, transformed; the drift findings compare what upstream expects with what the pins give."""
+    from buildkit.drift import base_image_drift
+    from buildkit.transforms import read_script
+
+    patched = [(t.path, t.after) for patch in prepared.patches for t in patch.targets]
+    upstream = upstream_dockerfile(prepared, lock.nemo_rl.commit)
+    text, done = render_dockerfile(
+        lock, upstream, script_text=read_script(Path(prepared.tree)), syntax=syntax, smoke_base=smoke_base,
+        patched=patched,
+    )  # fmt: skip
+    upstream_base = upstream_base_image(upstream)
     record = RenderRecord(
         buildkit_version=__version__,
         lock_sha256=lock_sha256(lock),
@@ -235,7 +309,20 @@ def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_
         smoke_base=smoke_base,
         upstream_sha256=sha256_bytes(upstream.encode()),
         diff=unified_diff(upstream, text, "upstream docker/Dockerfile", "build/Dockerfile"),
-        drift=findings,
+        drift=base_image_drift(upstream_base, lock.base_image.ref),
+        transformations=done,
+        upstream_base_image=upstream_base,
         unpinned=[] if smoke_base else list(UNPINNED_INPUTS),
     )
     return text, record
+
+
+def upstream_base_image(upstream: str) -> str | None:
+    """Upstream's own default for ARG BASE_IMAGE (base_image_by_digest found it before this is asked)."""
+    from buildkit.dockerfile_text import parse
+
+    doc = parse(upstream, "upstream docker/Dockerfile")
+    for ins in doc.global_instructions():
+        if ins.cmd == "ARG" and len(ins.value) == 1 and ins.value[0].startswith("BASE_IMAGE="):
+            return ins.value[0].split("=", 1)[1] or None
+    return None

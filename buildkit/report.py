@@ -226,7 +226,10 @@ def facts(
         "declared_patches": _declared_diffs(lock, paths.project_dir if paths else None),
         "dropped_extras": [e.model_dump(mode="json") for e in lock.build.drop_extras],
         "dockerfile": (
-            rendered.model_dump(mode="json", include={"dockerfile_sha256", "upstream_path", "upstream_sha256", "drift"})
+            rendered.model_dump(
+                mode="json",
+                include={"dockerfile_sha256", "upstream_path", "upstream_sha256", "drift", "transformations"},
+            )
             if rendered
             else None
         ),

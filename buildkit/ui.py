@@ -75,3 +75,9 @@ def print_prepare(record, record_path) -> None:
 def print_drift(findings: list[str]) -> None:
     for finding in findings:
         err.print(f"[yellow]drift[/]: {safe(finding)}")
+
+
+def print_transformations(transformations) -> None:
+    """One line per transformation render applied to upstream's Dockerfile."""
+    for t in transformations:
+        err.print(f"transformed ({safe(t.name)}): {safe(t.summary)}")

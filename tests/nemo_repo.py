@@ -13,7 +13,27 @@ from tests.gitserver import GitDaemon, commit_all, git
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PATCH = REPO_ROOT / "patches" / "build-custom-vllm-wheel-location.patch"
-SHAPE = REPO_ROOT / "tests" / "fixtures" / "nemo-rl-shape.Dockerfile"
+SHAPE = REPO_ROOT / "tests" / "fixtures" / "nemo-rl-shape.Dockerfile"  # upstream's shape at 946862e7
+LATER_SHAPE = REPO_ROOT / "tests" / "fixtures" / "nemo-rl-later-shape.Dockerfile"  # and at 7ea279ab
+
+
+def later_script() -> str:
+    """A tools/build-custom-vllm.sh shaped like upstream's at 7ea279ab: the wheel location is its third argument
+    (what the declared patch did, upstream now does), so the patch no longer fits."""
+    return (
+        "#!/bin/bash\n"
+        + "".join(f"# upstream line {n}\n" for n in range(2, 22))
+        + "GIT_URL=${1:-https://github.com/vllm-project/vllm.git}\n"
+        "GIT_REF=${2:-cc99baf14dacc2497d0c5ed84e076ef2c37f6a4d}\n"
+        "# An explicit wheel URL avoids relying on vllm's nightly wheel discovery.\n"
+        'if [[ -n "${3:-}" ]]; then\n'
+        '  VLLM_PRECOMPILED_WHEEL_LOCATION="$3"\n'
+        "else\n"
+        '  VLLM_PRECOMPILED_WHEEL_LOCATION="https://github.com/vllm-project/vllm/releases/download/v0.16.0/x.whl"\n'
+        "fi\n"
+        "export VLLM_PRECOMPILED_WHEEL_LOCATION\n"
+        'echo "build done"\n'
+    )
 
 
 def script_before_patch() -> str:
@@ -35,13 +55,29 @@ class Remote:
     def url(self) -> str:
         return f"{self.daemon.url}RL.git"
 
-    def new_commit(self, path: str, text: str, message: str) -> str:
-        target = self.work / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-        sha = commit_all(self.work, message, date="2026-02-10T10:00:00+00:00")
+    def new_commit(self, path: str, text: str, message: str, date: str = "2026-02-10T10:00:00+00:00") -> str:
+        return self.new_files({path: text}, message, date)
+
+    def new_files(self, files: dict[str, str], message: str, date: str = "2026-02-10T10:00:00+00:00") -> str:
+        for path, text in files.items():
+            target = self.work / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        sha = commit_all(self.work, message, date=date)
         self.daemon.publish(self.work, "RL.git")
         return sha
+
+    def move_to_later_shape(self) -> str:
+        """A commit with upstream's later layout: the 7ea279ab-shaped Dockerfile and build-custom-vllm.sh."""
+        return self.new_files(
+            {
+                "docker/Dockerfile": LATER_SHAPE.read_text(),
+                "tools/build-custom-vllm.sh": later_script(),
+                "docker/install_apptainer.sh": "echo apptainer\n",
+            },
+            "build: CUDA 13.2 base, uv 0.11, --frozen syncs, TensorRT-LLM (#2100)",
+            date="2026-08-22T09:00:00+00:00",
+        )
 
 
 def make_remote(tmp_path: Path) -> Remote:

@@ -3,6 +3,7 @@ and served by `git daemon`; the submodule's github.com URL reaches the daemon th
 
 from __future__ import annotations
 
+import difflib
 import json
 import subprocess
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 from tests.gitserver import git
-from tests.nemo_repo import PATCH, SHAPE, Remote, make_remote, script_before_patch
+from tests.nemo_repo import LATER_SHAPE, PATCH, SHAPE, Remote, make_remote, script_before_patch
 
 
 @pytest.fixture
@@ -71,6 +72,7 @@ def test_render_prepares_patches_records_and_writes_the_dockerfile(project, remo
     assert f"ARG BASE_IMAGE={lock['base_image']['pinned']}" in text and "@sha256:" in lock["base_image"]["pinned"]
     assert "\nuv sync --link-mode symlink --locked --extra sglang" not in text
     assert "# buildkit: dropped by pins (build.drop_extras): sgl-kernel build fetches DeepGEMM" in text
+    assert "# uv sync --link-mode symlink --locked --extra sglang --no-install-project\n" in text
     assert f"ARG BUILD_CUSTOM_VLLM_REF={lock['vllm']['commit']}" in text
     # The wheel comes from a stage of its own, which BuildKit fetches and checks against the locked sha256.
     wheel = lock["wheel"]
@@ -193,44 +195,151 @@ def test_diff_against_upstream_and_no_syntax(project, remote):
     assert "syntax=" not in (root / "out" / "Dockerfile").read_text()
 
 
-def test_drift_against_a_later_upstream_layout(project, remote):
-    later = (
-        SHAPE.read_text()
-        .replace(
-            "ARG BUILD_CUSTOM_VLLM\n",
-            "ARG BUILD_CUSTOM_VLLM\nARG BUILD_CUSTOM_VLLM_URL\nARG BUILD_CUSTOM_VLLM_REF\n"
-            "ARG BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION\nARG SKIP_VLLM_BUILD\n",
-        )
-        .replace(
-            "uv sync --link-mode symlink --locked --all-groups",
-            "uv sync --link-mode symlink --locked --extra modelopt --no-install-project\n"
-            "uv sync --link-mode symlink --locked --all-groups",
-        )
-        .replace("FROM scratch AS nemo-rl\n", "FROM scratch AS uv-cache-seed\nFROM scratch AS nemo-rl\n")
-    )
-    later += "COPY --from=nemo-rl tools/build-custom-flashinfer.sh ./tools/\n"
-    moved = remote.new_commit("docker/Dockerfile", later, "later upstream Dockerfile")
-    root, cli = use_remote(project, remote, ref=moved)
+def fidelity(upstream: str, rendered: str, transformations: list[dict]) -> dict[str, set[str]]:
+    """Line by line: every upstream line is in the rendered file, in order and unchanged, unless a named
+    transformation says it touched it; and every line one says it touched did change. Returns the touched lines'
+    upstream text by transformation."""
+    theirs, ours = upstream.splitlines(), rendered.splitlines()
+    touched = {n: t["name"] for t in transformations for n in t["upstream_lines"]}
+    changed = set()
+    matcher = difflib.SequenceMatcher(None, theirs, ours, autojunk=False)
+    for tag, i1, i2, _, _ in matcher.get_opcodes():
+        if tag in ("replace", "delete"):
+            changed.update(range(i1 + 1, i2 + 1))
+    untouched_but_changed = sorted(n for n in changed if n not in touched)
+    assert not untouched_but_changed, [f"{n}: {theirs[n - 1]}" for n in untouched_but_changed]
+    assert set(touched) <= changed, "a transformation lists a line it left as it was"
+    # And by BuildKit's parser: every instruction no transformation touched is there with its exact lines.
+    # (An instruction a transformation added lines inside, as apt_log_cleanup does in a RUN script, is checked
+    # line by line above.)
+    out = "\n".join(ours)
+    inside = {n for t in transformations for n in t["inserted_after"]}
+    for cmd in dockerfile.parse_string(upstream):
+        lines = set(range(cmd.start_line, cmd.end_line + 1))
+        if not lines & set(touched) and not inside & set(range(cmd.start_line, cmd.end_line)):
+            assert "\n".join(theirs[cmd.start_line - 1 : cmd.end_line]) in out, cmd.original
+    by_name: dict[str, set[str]] = {}
+    for n, name in touched.items():
+        by_name.setdefault(name, set()).add(theirs[n - 1].strip())
+    return by_name
+
+
+def render_json(root: Path) -> dict:
+    return json.loads((root / "build" / "render.json").read_text())
+
+
+def test_render_follows_upstream_946862e7_shape_line_by_line(project, remote):
+    root, cli = use_remote(project, remote)
     result = cli("render")
     assert result.code == 0, result.output
-    warnings = [line for line in result.stderr.splitlines() if line.startswith("drift: ")]
-    assert warnings == [
-        "drift: upstream has stage uv-cache-seed that the template does not know",
-        "drift: upstream has ARG SKIP_VLLM_BUILD that the template does not know",
-        "drift: upstream has uv sync extra modelopt that the template does not know",
-        "drift: upstream has COPY --from=nemo-rl source tools/build-custom-flashinfer.sh"
-        " that the template does not know",
+    record = render_json(root)
+    rendered = (root / "build" / "Dockerfile").read_text()
+    touched = fidelity(SHAPE.read_text(), rendered, record["transformations"])
+    assert touched == {
+        "syntax_directive": {"# syntax=docker/dockerfile:1"},
+        "base_image_by_digest": {"ARG BASE_IMAGE=nvcr.io/nvidia/cuda-dl-base:25.05-cuda12.9-devel-ubuntu24.04"},
+        "nemo_rl_source_ref": {"ARG NRL_GIT_REF=main"},
+        "torch_cuda_arch_list": {'ENV TORCH_CUDA_ARCH_LIST="9.0 10.0"'},
+        "custom_vllm": {'RUN --mount=type=ssh <<"EOF" bash -exu', "bash tools/build-custom-vllm.sh"},
+        "drop_extras": {"uv sync --link-mode symlink --locked --extra sglang --no-install-project"},
+        "nemo_rl_commit": {"ARG NEMO_RL_COMMIT", "ENV NEMO_RL_COMMIT=${NEMO_RL_COMMIT:-<unknown>}"},
+    }
+    names = [t["name"] for t in record["transformations"]]
+    assert names == ["syntax_directive", "base_image_by_digest", "nemo_rl_source_ref", "wheel_stage",
+                     "source_date_epoch", "apt_log_cleanup", "torch_cuda_arch_list", "custom_vllm", "drop_extras",
+                     "nemo_rl_commit", "labels"]  # fmt: skip
+    assert "transformed (custom_vllm): RUN at line" in result.stderr
+    assert record["drift"] == [] and record["upstream_base_image"].endswith("25.05-cuda12.9-devel-ubuntu24.04")
+    # The declared patch carries the wheel: the script is called with the env var the patched script reads.
+    assert 'VLLM_PRECOMPILED_WHEEL_LOCATION="${BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION}" \\\n' in rendered
+    assert "\nARG BUILD_CUSTOM_VLLM\n# buildkit: repository, commit and precompiled wheel" in rendered
+    # The same lock renders the same bytes.
+    assert cli("render").code == 0
+    assert (root / "build" / "Dockerfile").read_text() == rendered
+
+
+def later_pins(root: Path) -> None:
+    """Pins for the later upstream: its declared patch removed (upstream does what it did)."""
+    text = (root / "pins.yaml").read_text()
+    start = text.index("  patches:\n")
+    end = text.index("\nvllm:")
+    (root / "pins.yaml").write_text(text[:start] + "  patches: []\n" + text[end:])
+
+
+def test_render_follows_upstream_7ea279ab_shape_line_by_line(project, remote):
+    later = remote.move_to_later_shape()
+    later_pins(project[0])
+    root, cli = use_remote(project, remote, ref=later)
+    result = cli("render", "--json")
+    assert result.code == 0, result.output
+    summary = json.loads(result.stdout)
+    rendered = (root / "build" / "Dockerfile").read_text()
+    touched = fidelity(LATER_SHAPE.read_text(), rendered, summary["transformations"])
+    assert touched == {
+        "syntax_directive": {"# syntax=docker/dockerfile:1"},
+        "base_image_by_digest": {"ARG BASE_IMAGE=nvcr.io/nvidia/cuda-dl-base:26.05-cuda13.2-devel-ubuntu24.04"},
+        "nemo_rl_source_ref": {"ARG NRL_GIT_REF=main"},
+        "torch_cuda_arch_list": {'ENV TORCH_CUDA_ARCH_LIST="9.0 10.0"'},
+        # Upstream's own build args carry the locked vLLM; its call of the script stays as it is.
+        "custom_vllm": {
+            "RUN --mount=type=ssh \\",
+            "ARG BUILD_CUSTOM_VLLM_URL",
+            "ARG BUILD_CUSTOM_VLLM_REF",
+            "ARG BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION",
+        },  # fmt: skip
+        "drop_extras": {"UV_LINK_MODE=hardlink uv sync --frozen --extra sglang --no-install-project"},
+        "nemo_rl_commit": {"ARG NEMO_RL_COMMIT", "ENV NEMO_RL_COMMIT=${NEMO_RL_COMMIT:-<unknown>}"},
+    }
+    lock = json.loads((root / "pins.lock").read_text())
+    assert f"ARG BUILD_CUSTOM_VLLM_REF={lock['vllm']['commit']}" in rendered
+    # A sync alone in an `if` block leaves a `true` there, so bash still reads the script.
+    assert (
+        "    # UV_LINK_MODE=hardlink uv sync --frozen --extra sglang --no-install-project\n    true\nfi\n" in rendered
+    )
+    # Every upstream stage is there, the wheel stage after nemo-rl.
+    stages = [c.value[-1] for c in dockerfile.parse_string(rendered) if c.cmd == "FROM"]
+    upstream_stages = [c.value[-1] for c in dockerfile.parse_string(LATER_SHAPE.read_text()) if c.cmd == "FROM"]
+    assert stages == [upstream_stages[0], "vllm-wheel", *upstream_stages[1:]]
+    # Upstream builds on CUDA 13.2, the pins name a CUDA 12.9 base: a drift finding (build stops without
+    # --allow-drift), not a silent mismatch.
+    assert summary["drift"] == [
+        "upstream builds on CUDA 13.2 (its ARG BASE_IMAGE default "
+        "'nvcr.io/nvidia/cuda-dl-base:26.05-cuda13.2-devel-ubuntu24.04') but the pinned base image "
+        f"'{lock['base_image']['ref']}' is CUDA 12.9"
     ]
-    strict = cli("render", "--strict")
-    assert strict.code == 1 and "has drifted from the template (4 difference(s))" in strict.stderr
+    assert cli("render", "--strict").code == 1
+    again = cli("render", "--json")
+    assert again.code == 0 and (root / "build" / "Dockerfile").read_text() == rendered
 
 
-def test_unknown_dropped_extra_is_refused_by_the_template(project, remote):
+def test_a_transformation_that_finds_nothing_is_an_error_naming_it(project, remote):
+    moved = remote.new_commit(
+        "docker/Dockerfile", SHAPE.read_text().replace('ENV TORCH_CUDA_ARCH_LIST="9.0 10.0"\n', ""), "no arch list"
+    )
+    root, cli = use_remote(project, remote, ref=moved)
+    result = cli("render")
+    assert result.code == 4, result.output
+    assert "transformation torch_cuda_arch_list: looked for `ENV TORCH_CUDA_ARCH_LIST=...`" in result.stderr
+    assert not (root / "build" / "Dockerfile").exists()
+
+
+def test_without_the_patch_nothing_passes_the_wheel_where_upstream_lacks_build_args(project, remote):
+    """946862e7's shape with the patch removed: custom_vllm says so."""
+    later_pins(project[0])
+    root, cli = use_remote(project, remote)
+    result = cli("render")
+    assert result.code == 4, result.output
+    assert "transformation custom_vllm" in result.stderr and "declare the patch" in result.stderr
+
+
+def test_unknown_dropped_extra_is_an_error_naming_the_transformation(project, remote):
     root, cli = project
     (root / "pins.yaml").write_text((root / "pins.yaml").read_text().replace("- name: sglang", "- name: trtllm"))
     root, cli = use_remote(project, remote)
     result = cli("render")
-    assert result.code == 2 and "names 'trtllm', which this Dockerfile does not sync" in result.stderr
+    assert result.code == 4, result.output
+    assert "transformation drop_extras: looked for a `uv sync ... --extra trtllm`" in result.stderr
+    assert "upstream syncs: automodel, mcore, sglang, vllm" in result.stderr
 
 
 def test_render_without_a_lock(cli, tmp_path):
@@ -256,3 +365,19 @@ def test_buildkit_itself_reads_the_rendered_dockerfile(project, remote, engine):
     targets = [line.split()[0] for line in done.stdout.splitlines()[1:] if line.strip()]
     assert targets == ["nemo-rl", "vllm-wheel", "base", "hermetic", "release"]
     assert "release (default)" in done.stdout
+
+
+def test_a_patch_upstream_made_unnecessary_is_reported_obsolete_with_the_reason(project, remote):
+    """At the 7ea279ab shape build-custom-vllm.sh takes the wheel as its third argument: the declared patch, which
+    made it read the wheel from the environment, is obsolete (not merely "does not apply")."""
+    later = remote.move_to_later_shape()
+    root, cli = use_remote(project, remote, ref=later)
+    result = cli("render")
+    assert result.code == 4, result.output
+    assert "patches/build-custom-vllm-wheel-location.patch is obsolete at this upstream commit" in result.stderr
+    assert (
+        "the patch makes tools/build-custom-vllm.sh take VLLM_PRECOMPILED_WHEEL_LOCATION from the environment; "
+        "upstream now takes it from argument 3 itself (line 26: 'VLLM_PRECOMPILED_WHEEL_LOCATION=\"$3\"')"
+    ) in result.stderr
+    assert "remove it from nemo_rl.patches" in result.stderr
+    assert not (root / "build" / "Dockerfile").exists()

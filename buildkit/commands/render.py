@@ -31,6 +31,8 @@ def render_command(
     if not json_out:
         ui.print_prepare(prepared, paths.prepare_record)
     _, record = pipeline.render(inputs, prepared, syntax=syntax, output=output, refuse_drift=strict)
+    if not json_out:
+        ui.print_transformations(record.transformations)
     ui.print_drift(record.drift)
     output = output or paths.dockerfile(False)
     if json_out:
@@ -42,6 +44,7 @@ def render_command(
             "prepare_record": str(paths.prepare_record.resolve()),
             "render_record": str(output.with_name("render.json").resolve()),
             "drift": record.drift,
+            "transformations": [t.model_dump(mode="json") for t in record.transformations],
         }
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     elif diff:
