@@ -243,7 +243,7 @@ class Registry:
             raise UpstreamMalformed(f"registry {image.registry}: token endpoint sent no token")
         return bearer
 
-    def _refused(self, image: ImageName, login: _Login, status: int, what: str) -> BuildkitError:
+    def _access_refused(self, image: ImageName, login: _Login, status: int, what: str) -> BuildkitError:
         """A 401 or 403 to a request that carried the login."""
         if login.credential is not None:
             return _refused(image, login.credential, f"{what} answered {status} to the login")
@@ -257,7 +257,7 @@ class Registry:
         if reply.status == 404:
             raise UpstreamMismatch(f"{image.name}:{reference} not found in registry {image.registry}")
         if reply.status == 401 or (reply.status == 403 and login.credential is not None):
-            raise self._refused(image, login, reply.status, "the manifest")
+            raise self._access_refused(image, login, reply.status, "the manifest")
         if reply.status != 200:
             raise UpstreamUnreachable(f"registry {image.registry} answered {reply.status} for {reference}")
         computed = "sha256:" + hashlib.sha256(reply.body).hexdigest()
@@ -327,7 +327,7 @@ class Registry:
         """A single manifest names no platform: read its config blob to confirm os/architecture."""
         reply = self._get(image, f"blobs/{config_digest}", login, None)
         if reply.status == 401 or (reply.status == 403 and login.credential is not None):
-            raise self._refused(image, login, reply.status, "the config blob")
+            raise self._access_refused(image, login, reply.status, "the config blob")
         if reply.status != 200:
             raise UpstreamUnreachable(f"registry {image.registry} answered {reply.status} for config blob")
         what = f"registry {image.registry}: the config blob of {image.name}"

@@ -11,6 +11,7 @@ from tests.dockerconfig import IDENTITY_TOKEN, PASSWORD, USERNAME, basic, env_fo
 from tests.fake_upstreams import FakeRegistry, Login
 from tests.security.conftest import measured
 from tests.security.hostile import answer, raw, redirect_same_path
+from tests.security.test_token import authorizations
 
 
 def logged_in_project(project, upstreams, config: dict | None = None):
@@ -21,10 +22,6 @@ def logged_in_project(project, upstreams, config: dict | None = None):
     config = config or {"auths": {registry.netloc: {"auth": basic()}}}
     cli.env.update(env_for(write_config(root / "docker-config", config)))
     return root, cli
-
-
-def authorizations(log) -> set[str | None]:
-    return {(entry.headers if hasattr(entry, "headers") else entry[2]).get("Authorization") for entry in log}
 
 
 def assert_secret_nowhere(run, root) -> None:
