@@ -1,15 +1,15 @@
-"""The Docker engine through the docker SDK: reachability, version, disk, image inspection, registry credentials."""
+"""The Docker engine through the docker SDK: reachability, version, disk, image inspection and pulls (with Docker's
+registry credentials, found by buildkit/credentials.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from buildkit.errors import EngineNotReady
+from buildkit.credentials import DockerConfig, config_path
+from buildkit.errors import CredentialsError, EngineNotReady
 
 
 @dataclass
@@ -25,9 +25,18 @@ class Engine:
         import docker  # imported here: only the build path pays for it
         from docker.errors import DockerException
 
+        # The SDK reads Docker's config as it starts, and a malformed one surfaces as an exception from deep inside
+        # it: checked here first, so it is one clear message.
+        DockerConfig.load()
         try:
             self.client = docker.from_env(timeout=timeout)
             self.client.ping()
+        except ValueError:  # a config the SDK found elsewhere (it falls back to ~/.docker) that it cannot parse
+            raise CredentialsError(
+                f"the docker SDK cannot read Docker's config (buildkit read {config_path()}, the SDK may read "
+                "~/.docker/config.json)",
+                hint="fix or remove the file",
+            ) from None
         except DockerException as exc:
             raise EngineNotReady(
                 f"the Docker engine is not reachable ({_short(exc)})",
@@ -80,6 +89,19 @@ class Engine:
             container.remove(force=True)
         return code, output.strip()
 
+    def pull(self, ref: str, auth: dict[str, str]) -> str | None:
+        """Pull `ref` with this auth config (empty: anonymous; never the SDK's own credential lookup). None when
+        it worked, else the engine's reason."""
+        from docker.errors import DockerException
+
+        try:
+            for event in self.client.api.pull(ref, stream=True, decode=True, auth_config=auth):
+                if isinstance(event, dict) and event.get("error"):
+                    return str(event["error"])
+        except DockerException as exc:
+            return str(getattr(exc, "explanation", None) or exc)
+        return None
+
     def image(self, ref: str) -> ImageInfo | None:
         attrs = self.image_attrs(ref)
         if attrs is None:
@@ -97,22 +119,6 @@ def registry_of(tag: str) -> str:
     if "/" in tag and ("." in first or ":" in first or first == "localhost"):
         return first
     return "docker.io"
-
-
-def has_credentials(registry: str) -> bool:
-    """Whether the docker CLI config holds credentials (or a helper) for the registry we would push to."""
-    config_dir = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
-    try:
-        config = json.loads((config_dir / "config.json").read_text())
-    except (OSError, ValueError):
-        return False
-    if config.get("credsStore") or registry in (config.get("credHelpers") or {}):
-        return True
-    auths = config.get("auths") or {}
-    names = {registry, f"https://{registry}", f"http://{registry}"}
-    if registry == "docker.io":
-        names |= {"https://index.docker.io/v1/", "index.docker.io"}
-    return any(name in auths for name in names)
 
 
 def _short(exc: Exception) -> str:

@@ -87,6 +87,12 @@ class EngineNotReady(BuildkitError):
     exit_code = 5
 
 
+class CredentialsError(EngineNotReady):
+    """Docker's registry credentials cannot be used: the config file is unreadable or malformed, its credential
+    helper is missing or fails, or the registry refused the login. Exit 5, like the other things a machine must
+    have ready (`buildkit doctor` checks them)."""
+
+
 class BuildFailed(BuildkitError):
     exit_code = 6
 

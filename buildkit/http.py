@@ -192,17 +192,19 @@ class Http:
         limit: Limit | None,
         headers: dict[str, str] | None = None,
         params: dict[str, str] | None = None,
+        data: dict[str, str] | None = None,
         allow_redirects: bool = True,
     ) -> Reply:
         """One request, retried on connection problems, timeouts and 5xx. `limit`: the kind of answer, which
-        caps the body read; None reads no body (HEAD, or a GET whose headers are all that is wanted)."""
+        caps the body read; None reads no body (HEAD, or a GET whose headers are all that is wanted). `data`: a
+        form body (POST); like credentials, it never follows a redirect to another origin."""
         host = urlsplit(url).netloc
         last_problem = ""
         for attempt in range(1, self.attempts + 1):
             deadline = _Deadline(self.deadline)
             try:
                 with deadline:
-                    response = self._open(method, url, headers, params, allow_redirects)
+                    response = self._open(method, url, headers, params, allow_redirects, data)
                     try:
                         body = self._read(response, limit, method, url) if limit and method != "HEAD" else b""
                     finally:
@@ -270,6 +272,7 @@ class Http:
         headers: dict[str, str] | None,
         params: dict[str, str] | None,
         allow_redirects: bool,
+        data: dict[str, str] | None = None,
     ) -> requests.Response:
         """The final answer, its body not yet read. Follow redirects here rather than in requests' Session, which
         reads a redirect's whole body (however long; even with allow_redirects=False) and decides itself where
@@ -278,7 +281,9 @@ class Http:
         session = self._session()
         origin = _origin(url)
         for _ in range(MAX_REDIRECTS + 1):
-            prepared = session.prepare_request(requests.Request(method, url, headers=headers, params=params))
+            prepared = session.prepare_request(
+                requests.Request(method, url, headers=headers, params=params, data=data or None)
+            )
             # Proxies (HTTPS_PROXY, NO_PROXY) and TLS settings from the environment, as Session.request does;
             # stream: the caller reads the body, within its limit.
             settings = session.merge_environment_settings(prepared.url, {}, True, None, None)
@@ -302,8 +307,13 @@ class Http:
                 raise UpstreamMalformed(f"{method} {redact(url)}: redirected to an unusable URL {excerpt(target, 80)}")
             if headers and _origin(next_url) != origin:
                 headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
-            if response.status_code == 303 and method != "HEAD":
-                method = "GET"
+            if data and _origin(next_url) != origin:
+                data = None
+            # As browsers and Go do: 303 turns anything but HEAD into a GET, 301 and 302 a POST; without its body.
+            if (response.status_code == 303 and method != "HEAD") or (
+                response.status_code in (301, 302) and method == "POST"
+            ):
+                method, data = "GET", None
             url, params = next_url, None
         raise UpstreamMalformed(f"{method} {redact(url)}: more than {MAX_REDIRECTS} redirects")
 
@@ -337,6 +347,9 @@ class Http:
 
     def get(self, url: str, *, limit: Limit | None, **kwargs: Any) -> Reply:
         return self.request("GET", url, limit=limit, **kwargs)
+
+    def post_form(self, url: str, data: dict[str, str], *, limit: Limit | None, **kwargs: Any) -> Reply:
+        return self.request("POST", url, limit=limit, data=data, **kwargs)
 
     def head(self, url: str, **kwargs: Any) -> Reply:
         return self.request("HEAD", url, limit=None, **kwargs)

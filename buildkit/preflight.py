@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from buildkit import buildx
 from buildkit.build import Builder, provenance_choice
 from buildkit.buildx import BuilderInfo
-from buildkit.engine import Engine, has_credentials, registry_of
-from buildkit.errors import EngineNotReady
+from buildkit.credentials import config_path, lookup
+from buildkit.engine import Engine, registry_of
+from buildkit.errors import CredentialsError, EngineNotReady
 from buildkit.grammar import is_loopback_host
 
 GIB = 2**30
@@ -49,6 +50,28 @@ class Preflight:
 
 def run_preflight(builder: str | None, platform: str, min_free_gb: float, push: bool, tag: str) -> Preflight:
     result = Preflight()
+    _engine_checks(result, builder, platform, min_free_gb)
+    if push:  # asked whatever the engine's state: they do not depend on it
+        result.checks.append(credentials_check(registry_of(tag)))
+    return result
+
+
+def credentials_check(registry: str) -> Check:
+    """Docker's credentials for the registry, found as resolve and verify find them (buildkit/credentials.py): where
+    they come from, never what they hold. Not a login: the registry is not asked."""
+    try:
+        found = lookup(registry)
+    except CredentialsError as exc:
+        return Check("credentials", False, exc.message, exc.hint or "")
+    if found is not None:
+        return Check("credentials", True, f"credentials for {registry} from {found.source}")
+    if is_loopback_host(registry.rsplit(":", 1)[0]):
+        return Check("credentials", None, f"no credentials for {registry} in {config_path()}; a loopback registry "
+                     "usually needs none")  # fmt: skip
+    return Check("credentials", False, f"no credentials for {registry} in {config_path()}", f"docker login {registry}")
+
+
+def _engine_checks(result: Preflight, builder: str | None, platform: str, min_free_gb: float) -> None:
     add = result.checks.append
     try:
         result.engine = Engine()
@@ -62,7 +85,7 @@ def run_preflight(builder: str | None, platform: str, min_free_gb: float, push: 
         add(Check("buildx", True, f"buildx {result.buildx_version}"))
     except EngineNotReady as exc:
         add(Check("buildx", False, exc.message, exc.hint or ""))
-        return result
+        return
     try:
         info = buildx.inspect(builder)
         result.builder = info
@@ -75,7 +98,7 @@ def run_preflight(builder: str | None, platform: str, min_free_gb: float, push: 
         )
     except EngineNotReady as exc:
         add(Check("builder", False, exc.message, exc.hint or ""))
-        return result
+        return
     supported = platform in info.platforms or any(p.startswith(platform + "/") for p in info.platforms)
     add(
         Check(
@@ -115,12 +138,3 @@ def run_preflight(builder: str | None, platform: str, min_free_gb: float, push: 
                 f"{min_free_gb:g} GiB",
             )
         )
-    if push:
-        registry = registry_of(tag)
-        if is_loopback_host(registry.rsplit(":", 1)[0]):
-            add(Check("credentials", None, f"{registry} is a loopback registry; no login needed"))
-        else:
-            ok = has_credentials(registry)
-            detail = f"{'found' if ok else 'no'} credentials for {registry}"
-            add(Check("credentials", ok, detail, "" if ok else f"docker login {registry}"))
-    return result

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from buildkit.errors import BuildkitError
-from buildkit.sanitize import strip_controls
+from buildkit.sanitize import strip_controls, without_remembered_secrets
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -20,7 +20,9 @@ SECRET_ENV = ("GITHUB_TOKEN", "COSIGN_PASSWORD")
 
 
 def without_secrets(text: str) -> str:
-    """The last guard: a secret from the environment never reaches the terminal, whatever an upstream echoed."""
+    """The last guard: a secret from the environment, or one read from Docker's credentials, never reaches the
+    terminal, whatever an upstream echoed."""
+    text = without_remembered_secrets(text)
     for name in SECRET_ENV:
         secret = os.environ.get(name, "")
         if len(secret) >= 8:  # tokens are long; a short value would blank out ordinary words

@@ -1,7 +1,8 @@
 """`buildkit verify`: checks inside the built image, through the docker SDK, each a pass/fail/skip with a reason.
 
-Containers run with no network. A check that cannot apply (vLLM in a smoke image, GPUs without --gpus) is a skip
-that says why, never a pass.
+An image the engine does not have is pulled first, with Docker's credentials for its registry (credentials.py,
+as resolve finds them). Containers run with no network. A check that cannot apply (vLLM in a smoke image, GPUs
+without --gpus) is a skip that says why, never a pass.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
-from buildkit.errors import EngineNotReady, InputError
+from buildkit.errors import CredentialsError, EngineNotReady, InputError, excerpt
 from buildkit.files import utc_now
 from buildkit.lock import Lock, lock_sha256
+from buildkit.sanitize import strip_controls
 from buildkit.source import PrepareRecord
 
 FINGERPRINT = "/opt/nemo_rl_container_fingerprint"
@@ -60,6 +62,33 @@ def judge_gpu(cuda_arch_list: str, code: int, output: str) -> tuple[bool, str]:
     return ok_gpu and not missing, reason
 
 
+def pull(engine, image: str) -> dict:
+    """The image's attributes after the engine pulled it with Docker's credentials for its registry (anonymously
+    when there are none: the SDK's own lookup is never used, so there is one way credentials are found)."""
+    from buildkit.credentials import lookup
+    from buildkit.resolve.registry import parse_image_ref
+
+    try:
+        registry = parse_image_ref(image).registry
+    except ValueError:
+        raise InputError(f"no image {image!r} in the engine", hint="build it first (`buildkit build`)") from None
+    credential = lookup(registry)
+    problem = engine.pull(image, credential.engine_auth() if credential else {})
+    attrs = engine.image_attrs(image) if problem is None else None
+    if attrs is not None:
+        return attrs
+    reason = excerpt(strip_controls(problem or "the engine has no such image after the pull"), 300)[1:-1]
+    if credential is not None and any(word in reason.lower() for word in ("unauthorized", "denied", "forbidden")):
+        raise CredentialsError(
+            f"the engine could not pull {image} with the credentials from {credential.source}: {reason}",
+            hint=f"`docker login {registry}`, then run again",
+        )
+    raise InputError(
+        f"no image {image!r} in the engine, and it could not be pulled: {reason}",
+        hint=f"build it first (`buildkit build`), or `docker login {registry}` if it is in a private registry",
+    )
+
+
 class CheckResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
@@ -89,9 +118,7 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
     from buildkit.engine import Engine
 
     engine = engine or Engine()
-    attrs = engine.image_attrs(image)
-    if attrs is None:
-        raise InputError(f"no image {image!r} in the engine", hint="build it first (`buildkit build`)")
+    attrs = engine.image_attrs(image) or pull(engine, image)
     config = attrs.get("Config") or {}
     labels = config.get("Labels") or {}
     env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)

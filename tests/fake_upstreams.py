@@ -1,6 +1,7 @@
 """Real HTTP servers on 127.0.0.1 that answer like GitHub's REST API, vLLM's per-commit wheel index and an OCI
-registry with anonymous bearer tokens. Tests, bench/ and manual demos use them; nothing here is mocked in-process:
-buildkit talks to them over sockets exactly as it talks to the real services.
+registry with anonymous bearer tokens (or one that demands a login: `FakeRegistry.login`). Tests, bench/ and
+manual demos use them; nothing here is mocked in-process: buildkit talks to them over sockets exactly as it talks
+to the real services.
 
 Each server can inject latency into every request and script faults (5xx, dropped connections, hangs, rate
 limits). Run `python -m tests.fake_upstreams` to serve all three with the reference data and print the settings.
@@ -8,11 +9,14 @@ limits). Run `python -m tests.fake_upstreams` to serve all three with the refere
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import random
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -64,9 +68,23 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self, method: str) -> None:
         upstream = self.server.upstream
         upstream.record(method, self.path, dict(self.headers))
+        body = b""
+        if method == "POST":
+            length = self.headers.get("Content-Length", "0")
+            body = self.rfile.read(min(int(length), 1 << 16) if length.isdigit() else 0)
+            upstream.record_body(self.path, body)
         if upstream.latency:
             time.sleep(upstream.latency)
-        answer = upstream.fault_for(self.path) or upstream.handle(method, self.path, dict(self.headers))
+        answer = upstream.fault_for(self.path)
+        if answer is None:
+            headers = dict(self.headers)
+            if len(self.headers.get_all("Accept") or []) > 1:  # Go clients send one Accept header per type
+                headers["Accept"] = ", ".join(self.headers.get_all("Accept"))
+            answer = (
+                upstream.handle_post(self.path, headers, body)
+                if method == "POST"
+                else upstream.handle(method, self.path, headers)
+            )
         if answer is DROP:
             self.close_connection = True
             self.connection.shutdown(2)
@@ -103,6 +121,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self._serve("HEAD")
 
+    def do_POST(self) -> None:
+        self._serve("POST")
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -114,12 +135,13 @@ class Upstream:
 
     hang_seconds = 5.0
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.latency = 0.0
         self.faults: list[Fault] = []
         self.log: list[tuple[str, str, dict[str, str]]] = []
+        self.bodies: list[tuple[str, bytes]] = []  # what each POST sent
         self._lock = threading.Lock()
-        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server = _Server((host, 0), _Handler)
         self._server.upstream = self
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
 
@@ -145,6 +167,10 @@ class Upstream:
         with self._lock:
             self.log.append((method, path, headers))
 
+    def record_body(self, path: str, body: bytes) -> None:
+        with self._lock:
+            self.bodies.append((path, body))
+
     def fault_for(self, path: str) -> Any:
         with self._lock:
             for fault in self.faults:
@@ -157,6 +183,9 @@ class Upstream:
 
     def handle(self, method: str, path: str, headers: dict[str, str]) -> Answer:
         raise NotImplementedError
+
+    def handle_post(self, path: str, headers: dict[str, str], body: bytes) -> Answer:
+        return 405, {"Allow": "GET, HEAD"}, b""
 
 
 def _json(status: int, data: Any, headers: dict[str, str] | None = None) -> Answer:
@@ -399,15 +428,38 @@ class FakeWheelIndex(Upstream):
             yield chunk
 
 
-class FakeRegistry(Upstream):
-    """OCI distribution API with the anonymous bearer-token flow; serves an index with amd64 and arm64 images."""
+@dataclass
+class Login:
+    """What a registry that demands a login accepts. `mode`:
+    "token"  the registry answers 401 with `Bearer realm=<its /token>`; the token endpoint gives tokens only for
+             Basic auth with this username and password (GET), or for this identity token as an OAuth2 refresh
+             token (POST grant_type=refresh_token), and refuses anything else (401 to a GET, 400 to a POST);
+    "basic"  the registry itself demands Basic auth with this username and password (`Basic realm=...`)."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    mode: str
+    username: str
+    password: str
+    identity_token: str | None = None
+
+    def basic(self) -> str:
+        return "Basic " + base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
+
+
+class FakeRegistry(Upstream):
+    """OCI distribution API with the anonymous bearer-token flow; serves an index with amd64 and arm64 images.
+    With `login` set it demands a login (see Login); with `backend` set (a real registry's URL) it serves, once the
+    login is right, what that registry serves: an image the Docker engine can pull. `realm` names another token
+    endpoint in its challenges (share `tokens` with the registry serving it)."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        super().__init__(host)
         self.blobs: dict[str, tuple[str, bytes]] = {}  # digest -> (media type, bytes)
         self.tags: dict[tuple[str, str], str] = {}  # (repo, tag) -> digest
         self.tokens: dict[str, str] = {}  # token -> scope
         self.anonymous_allowed = True
+        self.login: Login | None = None
+        self.backend: str | None = None
+        self.realm: str | None = None
 
     def _put(self, media_type: str, data: Any) -> str:
         body = json.dumps(data, sort_keys=True).encode()
@@ -461,15 +513,42 @@ class FakeRegistry(Upstream):
                 return m["digest"]
         return self.tags[(repo, tag)]
 
+    def _issue(self, scope: str) -> Answer:
+        token = hashlib.sha256(f"{scope}{time.time()}{random.random()}".encode()).hexdigest()
+        with self._lock:
+            self.tokens[token] = scope
+        return _json(200, {"token": token, "access_token": token, "expires_in": 300})
+
+    def handle_post(self, path: str, headers: dict[str, str], body: bytes) -> Answer:
+        """The OAuth2 form Docker posts with an identity token: grant_type=refresh_token."""
+        if urlsplit(path).path != "/token":
+            return 405, {"Allow": "GET, HEAD"}, b""
+        form = {name: values[0] for name, values in parse_qs(body.decode()).items()}
+        login = self.login
+        if (
+            login is None
+            or login.identity_token is None
+            or form.get("grant_type") != "refresh_token"
+            or form.get("refresh_token") != login.identity_token
+            or not form.get("client_id")
+        ):
+            return _json(400, {"error": "invalid_grant"})
+        return self._issue(form.get("scope", ""))
+
     def handle(self, method: str, path: str, headers: dict[str, str]) -> Answer:
         parsed = urlsplit(path)
+        auth = headers.get("Authorization", "")
         if parsed.path == "/token":
+            scope = parse_qs(parsed.query).get("scope", [""])[0]
+            if self.login is not None:
+                if auth != self.login.basic():
+                    return _json(
+                        401, {"errors": [{"code": "UNAUTHORIZED", "message": "incorrect username or password"}]}
+                    )
+                return self._issue(scope)
             if not self.anonymous_allowed:
                 return _json(401, {"errors": [{"code": "UNAUTHORIZED"}]})
-            scope = parse_qs(parsed.query).get("scope", [""])[0]
-            token = hashlib.sha256(f"{scope}{time.time()}".encode()).hexdigest()
-            self.tokens[token] = scope
-            return _json(200, {"token": token, "expires_in": 300})
+            return self._issue(scope)
         if not parsed.path.startswith("/v2/"):
             return 404, {}, b""
         rest = parsed.path.removeprefix("/v2/")
@@ -478,17 +557,51 @@ class FakeRegistry(Upstream):
                 repo, reference = rest.split(kind, 1)
                 break
         else:
-            return _json(401 if rest else 200, {})
+            if not rest:  # the ping: open, unless a login is demanded
+                return self._challenge("") if self.login and not self._authorized(auth, None) else _json(200, {})
+            return _json(401, {})
         scope = f"repository:{repo}:pull"
-        auth = headers.get("Authorization", "")
-        if self.tokens.get(auth.removeprefix("Bearer ")) != scope:
-            challenge = f'Bearer realm="{self.url}/token",service="fake-registry",scope="{scope}"'
-            return _json(401, {"errors": [{"code": "UNAUTHORIZED"}]}, {"WWW-Authenticate": challenge})
+        if not self._authorized(auth, scope):
+            return self._challenge(scope)
+        if self.backend:
+            return self._forward(method, path, headers)
         digest = self.tags.get((repo, reference), reference)
         if digest not in self.blobs:
             return _json(404, {"errors": [{"code": "MANIFEST_UNKNOWN"}]})
         media_type, body = self.blobs[digest]
         return 200, {"Content-Type": media_type, "Docker-Content-Digest": digest}, body
+
+    def _authorized(self, auth: str, scope: str | None) -> bool:
+        if self.login is not None and self.login.mode == "basic":
+            return auth == self.login.basic()
+        with self._lock:
+            granted = self.tokens.get(auth.removeprefix("Bearer ")) if auth.startswith("Bearer ") else None
+        return granted is not None and (scope is None or granted == scope)
+
+    def _challenge(self, scope: str) -> Answer:
+        if self.login is not None and self.login.mode == "basic":
+            challenge = 'Basic realm="fake-registry"'
+        else:
+            challenge = f'Bearer realm="{self.realm or self.url + "/token"}",service="fake-registry"'
+            challenge += f',scope="{scope}"' if scope else ""
+        return _json(401, {"errors": [{"code": "UNAUTHORIZED"}]}, {"WWW-Authenticate": challenge})
+
+    def _forward(self, method: str, path: str, headers: dict[str, str]) -> Answer:
+        """The backend registry's answer to the same request (no login there: it is a loopback registry)."""
+        forwarded = {k: v for k, v in headers.items() if k.lower() == "accept"}
+        request = urllib.request.Request(f"{self.backend}{path}", method=method, headers=forwarded)
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with direct.open(request, timeout=30) as answer:
+                status, answer_headers, body = answer.status, answer.headers, answer.read()
+        except urllib.error.HTTPError as exc:
+            status, answer_headers, body = exc.code, exc.headers, exc.read()
+        kept = {
+            name: answer_headers[name]
+            for name in ("Content-Type", "Docker-Content-Digest", "Content-Length")
+            if answer_headers.get(name)
+        }
+        return status, kept, body
 
 
 @dataclass

@@ -223,19 +223,6 @@ def test_ctrl_c_on_the_cli_records_the_build_as_interrupted(project, remote, eng
     assert "interrupted (Ctrl-C)" in Path(record["log"]).read_text()
 
 
-def test_registry_credentials_are_found_in_the_docker_config(tmp_path, monkeypatch):
-    from buildkit.engine import has_credentials, registry_of
-
-    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
-    assert registry_of("nvcr.io/nvidia/x:1") == "nvcr.io" and registry_of("nemo-rl:v1") == "docker.io"
-    assert not has_credentials("nvcr.io")
-    auths = {"auths": {"nvcr.io": {"auth": "x"}, "https://index.docker.io/v1/": {}}}
-    (tmp_path / "config.json").write_text(json.dumps(auths))
-    assert has_credentials("nvcr.io") and has_credentials("docker.io") and not has_credentials("ghcr.io")
-    (tmp_path / "config.json").write_text(json.dumps({"credHelpers": {"ghcr.io": "gh"}}))
-    assert has_credentials("ghcr.io") and not has_credentials("nvcr.io")
-
-
 def test_live_view_on_a_terminal(project, remote, engine):  # noqa: F811
     """On a terminal (a real pty here) `auto` picks the live view: counts, elapsed time, running steps."""
     import pty

@@ -1,21 +1,39 @@
-"""Resolve an image tag to digests through the OCI distribution API, with the anonymous bearer-token flow.
+"""Resolve an image tag to digests through the OCI distribution API, logged in the way Docker logs in.
 
-GET the manifest; on 401 follow the `WWW-Authenticate: Bearer realm=...` challenge for an anonymous token
-(as nvcr.io and Docker Hub require), then retry. A tag that names an index yields the index digest and the digest
-of the manifest for the build platform. Registries on loopback addresses are spoken to over plain HTTP, as Docker
-does; everything else over HTTPS.
+GET the manifest; on 401 answer the registry's challenge, then retry. Docker's credentials for the registry host
+(credentials.py: config.json's auths, credsStore, credHelpers) are looked up then, once per image:
+  `Bearer realm=...`  a token from the realm: anonymous without credentials (as nvcr.io and Docker Hub give for
+                      public images); with a username and password, a GET with Basic auth; with an identity token,
+                      the OAuth2 POST (grant_type=refresh_token), as Docker's registry client does.
+  `Basic`             the username and password, to the registry itself.
+Credentials go only to the registry host they are stored for and to the token realm that registry names (as
+Docker sends them: Docker Hub's realm is auth.docker.io), that over https (plain http only to a loopback realm);
+buildkit/http.py drops them from any redirect to another origin. A login the registry or its realm refuses is
+a CredentialsError (exit 5), never a retry.
+
+A tag that names an index yields the index digest and the digest of the manifest for the build platform.
+Registries on loopback addresses are spoken to over plain HTTP, as Docker does; everything else over HTTPS.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import StringConstraints
 
-from buildkit.errors import UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable, excerpt
+from buildkit.credentials import Credential, lookup
+from buildkit.errors import (
+    BuildkitError,
+    CredentialsError,
+    UpstreamMalformed,
+    UpstreamMismatch,
+    UpstreamUnreachable,
+    excerpt,
+)
 from buildkit.files import utc_now
 from buildkit.grammar import IMAGE_REF_RE, Digest, is_loopback_host
 from buildkit.http import REGISTRY, REGISTRY_TOKEN, Http, Reply
@@ -111,45 +129,113 @@ def _host_only(registry: str) -> str:
     return registry.rsplit(":", 1)[0] if registry.count(":") == 1 else registry
 
 
+@dataclass
+class _Login:
+    """One image's login: the Authorization header its requests carry, and the credential behind it (if any)."""
+
+    header: str | None = None
+    credential: Credential | None = None
+
+
+# What buildkit calls itself to a token endpoint's OAuth2 form (a required field; Docker sends "docker").
+CLIENT_ID = "buildkit"
+
+
 class Registry:
     def __init__(self, http: Http):
         self.http = http
+        self._credentials: dict[str, Credential | None] = {}
+        self._lock = threading.Lock()
 
-    def _get(self, image: ImageName, path: str, token: list[str | None], accept: str | None) -> Reply:
-        """GET with the registry's bearer token; `token` is a one-slot cache shared by one image's requests."""
+    def _get(self, image: ImageName, path: str, login: _Login, accept: str | None) -> Reply:
+        """GET with the image's login; the first 401 is answered (the challenge), then the request is retried."""
         url = f"{image.api_base}/v2/{image.repository}/{path}"
         headers = {"Accept": accept} if accept else {}
         for _ in range(2):
-            if token[0]:
-                headers["Authorization"] = f"Bearer {token[0]}"
+            if login.header:
+                headers["Authorization"] = login.header
             reply = self.http.get(url, limit=REGISTRY, headers=headers)
-            if reply.status != 401 or token[0]:
+            if reply.status != 401 or login.header:
                 return reply
-            token[0] = self._anonymous_token(image, reply.headers.get("WWW-Authenticate", ""))
+            login.header = self._login(image, reply.headers.get("WWW-Authenticate", ""), login)
         return reply
 
-    def _anonymous_token(self, image: ImageName, challenge: str) -> str:
+    def _credential(self, registry: str) -> Credential | None:
+        """Docker's credential for the registry, looked up once (a helper may be slow, or prompt)."""
+        with self._lock:
+            if registry not in self._credentials:
+                self._credentials[registry] = lookup(registry)
+            return self._credentials[registry]
+
+    def _login(self, image: ImageName, challenge: str, login: _Login) -> str:
+        """The Authorization header that answers the registry's challenge."""
         scheme, _, params_text = challenge.partition(" ")
-        if scheme.lower() != "bearer":
+        if scheme.lower() not in ("bearer", "basic"):
             raise UpstreamUnreachable(
-                f"registry {image.registry} wants {excerpt(scheme, 40) if scheme else 'unknown'} credentials for "
-                f"{image.repository}; buildkit resolves public images with anonymous bearer tokens",
-                hint="use a public base image, or a mirror on a reachable registry",
+                f"registry {image.registry} wants {excerpt(scheme, 40) if scheme else 'unknown'} authentication for "
+                f"{image.repository}; buildkit speaks Bearer (token) and Basic",
+                hint="use a mirror on a registry that speaks one of them",
             )
+        credential = login.credential = self._credential(image.registry)
+        if scheme.lower() == "basic":
+            if credential is None:
+                raise UpstreamUnreachable(
+                    f"registry {image.registry} wants a login (Basic) for {image.repository}, and Docker has no "
+                    f"credentials for {image.registry}",
+                    hint=f"`docker login {image.registry}` (buildkit uses Docker's credentials), then run again",
+                )
+            header = credential.basic_authorization()
+            if header is None:
+                raise CredentialsError(
+                    f"registry {image.registry} wants a username and password (Basic), and Docker's credential for "
+                    f"it is an identity token (from {credential.source})",
+                    hint=f"`docker login {image.registry}` with a username and password",
+                )
+            return header
+        return f"Bearer {self._token(image, params_text, credential)}"
+
+    def _token(self, image: ImageName, params_text: str, credential: Credential | None) -> str:
+        """A bearer token from the realm the challenge names: anonymous, with Basic auth, or for an identity token
+        through the OAuth2 refresh-token grant (as Docker's registry client asks)."""
         params = dict(_CHALLENGE_PARAM_RE.findall(params_text))
-        realm = params.pop("realm", "")
+        realm = params.get("realm", "")
         realm_host = re.sub(r"^\w+://", "", realm).split("/")[0]
-        if not (
+        if "@" in realm_host or not (
             realm.startswith("https://") or (realm.startswith("http://") and is_loopback_host(_host_only(realm_host)))
         ):
             raise UpstreamMalformed(f"registry {image.registry} sent an unusable token realm {excerpt(realm, 120)}")
-        params.setdefault("scope", f"repository:{image.repository}:pull")
-        reply = self.http.get(realm, limit=REGISTRY_TOKEN, params=params)
-        if reply.status != 200:
-            raise UpstreamUnreachable(
-                f"registry {image.registry}: anonymous token refused ({reply.status}) for {image.repository}",
-                hint="the image may be private or the name misspelt",
+        # Only what Docker sends: the service and the scope (the challenge's, else pull access to the repository).
+        query = {"scope": params.get("scope") or f"repository:{image.repository}:pull"}
+        if params.get("service"):
+            query["service"] = params["service"]
+        if credential is not None and credential.identity_token:
+            form = {
+                **query,
+                "grant_type": "refresh_token",
+                "refresh_token": credential.identity_token,
+                "client_id": CLIENT_ID,
+            }
+            reply = self.http.post_form(realm, form, limit=REGISTRY_TOKEN, allow_redirects=False)
+        elif credential is not None:
+            authorization = credential.basic_authorization() or ""
+            reply = self.http.get(
+                realm,
+                limit=REGISTRY_TOKEN,
+                params={**query, "account": credential.username},
+                headers={"Authorization": authorization},
             )
+        else:
+            reply = self.http.get(realm, limit=REGISTRY_TOKEN, params=query)
+        if reply.status != 200:
+            if credential is not None and reply.status in (400, 401, 403):
+                raise _refused(image, credential, f"its token endpoint {realm_host} answered {reply.status}")
+            if credential is None:
+                raise UpstreamUnreachable(
+                    f"registry {image.registry}: anonymous token refused ({reply.status}) for {image.repository}",
+                    hint=f"the image may be private (then `docker login {image.registry}`: buildkit uses Docker's "
+                    "credentials) or the name misspelt",
+                )
+            raise UpstreamUnreachable(f"registry {image.registry}: its token endpoint answered {reply.status}")
         what = f"registry {image.registry}: the token answer"
         answer = parse(_Token, reply.json(what), what)
         bearer = answer.token or answer.access_token
@@ -157,12 +243,21 @@ class Registry:
             raise UpstreamMalformed(f"registry {image.registry}: token endpoint sent no token")
         return bearer
 
-    def _manifest(self, image: ImageName, reference: str, token: list[str | None]) -> tuple[str, str, dict[str, Any]]:
-        reply = self._get(image, f"manifests/{reference}", token, ACCEPT)
+    def _access_refused(self, image: ImageName, login: _Login, status: int, what: str) -> BuildkitError:
+        """A 401 or 403 to a request that carried the login."""
+        if login.credential is not None:
+            return _refused(image, login.credential, f"{what} answered {status} to the login")
+        return UpstreamUnreachable(
+            f"registry {image.registry} refused access to {image.repository} ({status})",
+            hint=f"if the image is private, `docker login {image.registry}` (buildkit uses Docker's credentials)",
+        )
+
+    def _manifest(self, image: ImageName, reference: str, login: _Login) -> tuple[str, str, dict[str, Any]]:
+        reply = self._get(image, f"manifests/{reference}", login, ACCEPT)
         if reply.status == 404:
             raise UpstreamMismatch(f"{image.name}:{reference} not found in registry {image.registry}")
-        if reply.status == 401:
-            raise UpstreamUnreachable(f"registry {image.registry} refused access to {image.repository} (401)")
+        if reply.status == 401 or (reply.status == 403 and login.credential is not None):
+            raise self._access_refused(image, login, reply.status, "the manifest")
         if reply.status != 200:
             raise UpstreamUnreachable(f"registry {image.registry} answered {reply.status} for {reference}")
         computed = "sha256:" + hashlib.sha256(reply.body).hexdigest()
@@ -191,9 +286,9 @@ class Registry:
     def resolve(self, ref: str, platform: str) -> ImageFact:
         image = parse_image_ref(ref)
         os_name, arch = platform.split("/")[:2]
-        token: list[str | None] = [None]
+        login = _Login()
         reference = image.digest or image.tag or "latest"
-        top_digest, media_type, manifest = self._manifest(image, reference, token)
+        top_digest, media_type, manifest = self._manifest(image, reference, login)
         index_digest: str | None = None
         what = f"registry {image.registry}: the manifest of {image.name}:{reference}"
         if media_type in INDEX_TYPES:
@@ -209,7 +304,7 @@ class Registry:
         elif media_type in MANIFEST_TYPES:
             manifest_digest = top_digest
             config_digest = parse(_Manifest, manifest, what).config.digest
-            self._check_single_platform(image, config_digest, token, platform)
+            self._check_single_platform(image, config_digest, login, platform)
         else:
             raise UpstreamMalformed(
                 f"registry {image.registry} sent an unknown manifest type {excerpt(media_type, 80)}"
@@ -228,11 +323,11 @@ class Registry:
             resolved_at=utc_now(),
         )
 
-    def _check_single_platform(
-        self, image: ImageName, config_digest: str, token: list[str | None], platform: str
-    ) -> None:
+    def _check_single_platform(self, image: ImageName, config_digest: str, login: _Login, platform: str) -> None:
         """A single manifest names no platform: read its config blob to confirm os/architecture."""
-        reply = self._get(image, f"blobs/{config_digest}", token, None)
+        reply = self._get(image, f"blobs/{config_digest}", login, None)
+        if reply.status == 401 or (reply.status == 403 and login.credential is not None):
+            raise self._access_refused(image, login, reply.status, "the config blob")
         if reply.status != 200:
             raise UpstreamUnreachable(f"registry {image.registry} answered {reply.status} for config blob")
         what = f"registry {image.registry}: the config blob of {image.name}"
@@ -242,3 +337,11 @@ class Registry:
         found = f"{excerpt(config.os, 40)[1:-1]}/{excerpt(config.architecture, 40)[1:-1]}"
         if found != platform:
             raise UpstreamMismatch(f"{image.name} is a single {found} image; the build needs {platform}")
+
+
+def _refused(image: ImageName, credential: Credential, what: str) -> CredentialsError:
+    return CredentialsError(
+        f"registry {image.registry} refused the login for {image.repository} ({what}); the credentials came from "
+        f"{credential.source}",
+        hint=f"`docker login {image.registry}` (buildkit uses Docker's credentials), then run again",
+    )

@@ -42,7 +42,7 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass  # the client went away: that is what a limit looks like from here
 
-    do_GET = do_HEAD = _serve
+    do_GET = do_HEAD = do_POST = _serve
 
     def send(self, data: bytes) -> None:
         self.wfile.write(data)
