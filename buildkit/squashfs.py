@@ -45,6 +45,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -74,7 +75,7 @@ from buildkit.pipeline import Paths, latest_build
 ENROOT_SQUASH_OPTIONS = ("-comp", "lzo", "-noD", "-exit-on-error")  # enroot.in: ENROOT_SQUASH_OPTIONS
 MIN_VERSION = (4, 5)  # -exit-on-error came with 4.5; -mkfs-time, -all-time and reproducible output with 4.4
 RECORD_NAME = "squashfs.json"
-MAX_SPARE = 256 * 1024 * 1024  # beside twice the image: the archive's tar headers, the tree's directories
+SPACE_MARGIN = 256 * 1024 * 1024  # beside twice the image: the archive's tar headers, the tree's directories
 FSTAB_OPTIONS = "none x-create=dir,bind,rw,nosuid,nodev"
 RC_LOCAL = (
     "# This file is sourced by /etc/rc when the container starts.\n"
@@ -236,11 +237,11 @@ def export_squashfs(
     wanted = record.image.id if record and record.image.id else source.ref
     attrs = engine.image_attrs(wanted)
     if attrs is None:
-        pushed = " (a --push build is not loaded into Docker: `docker pull` it and name it)" if record else ""
-        raise InputError(
-            f"no image {source.ref} in the local engine{pushed}",
-            hint="run `buildkit build` first: it loads the image into Docker",
-        )
+        if record is not None and record.image.id is None:  # a --push build is not loaded into Docker
+            hint = "it was pushed, not loaded: `docker pull` it, then `buildkit export IMAGE`"
+        else:
+            hint = "run `buildkit build` first: it loads the image into Docker"
+        raise InputError(f"no image {source.ref} in the local engine", hint=hint)
     labels = (attrs.get("Config") or {}).get("Labels") or {}
     smoke = record.smoke if record else labels.get("buildkit.smoke") == "true"
     epoch = record.source_date_epoch if record else source_date_epoch(lock)
@@ -439,8 +440,7 @@ def bash_quote(word: str) -> str:
 
 
 def srun_line(record: SquashfsRecord) -> str:
-    import shlex
-
+    """How pyxis runs it: `srun --container-image=FILE`, in the image's working directory, with a shell."""
     workdir = f" --container-workdir={shlex.quote(record.layout.workdir)}" if record.layout.workdir != "/" else ""
     return f"srun --container-image={shlex.quote(record.path)}{workdir} --pty bash"
 
@@ -468,7 +468,7 @@ def _platform(attrs: dict[str, Any], lock: Lock) -> str:
 
 def _check_space(directory: Path, image_size: int) -> None:
     """The archive and the unpacked tree, then the tree and the .sqsh, side by side: about twice the image."""
-    need = 2 * image_size + image_size // 10 + MAX_SPARE
+    need = 2 * image_size + image_size // 10 + SPACE_MARGIN
     try:
         directory.mkdir(parents=True, exist_ok=True)
         free = shutil.disk_usage(directory).free

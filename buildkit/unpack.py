@@ -18,6 +18,7 @@ and modes get u+r, u+x where anyone may execute, and u+w on directories (src/com
 from __future__ import annotations
 
 import errno
+import io
 import os
 import shutil
 import stat
@@ -199,8 +200,7 @@ class Rootfs:
 
     def put_file(self, parts: Parts, data: bytes, mode: int = 0o644) -> None:
         try:
-            chunks = iter((data, b""))
-            self._make_file(self._dir(parts[:-1]), parts, lambda _size: next(chunks), mode)
+            self._make_file(self._dir(parts[:-1]), parts, io.BytesIO(data).read, mode)
         except OSError as exc:
             raise self._os_error(parts, exc) from None
 
@@ -240,7 +240,7 @@ class Rootfs:
         name = "/".join(parts)
         if not target or target[: len(parts)] == parts:
             self._refuse(name, f"a hardlink to {excerpt(linkname, 80)}, which it would replace itself")
-        source = self._dir(target[:-1], create=False) if not (len(target) > 1 and target[0] == "dev") else None
+        source = None if len(target) > 1 and target[0] == "dev" else self._dir(target[:-1], create=False)
         held = _lstat(source, target[-1]) if source is not None else None
         if held is None or stat.S_ISDIR(held.st_mode):
             self._refuse(name, f"a hardlink to {excerpt(linkname, 80)}, which is no file unpacked in the image")
