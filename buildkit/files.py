@@ -44,19 +44,11 @@ def sha256_file(path: Path) -> str:
 
 def write_atomic(path: Path, text: str) -> None:
     """Write text to path so that readers see the old file or the new one, never a mix."""
-    fd, tmp = _make_temp(path)
-    try:
+    with _replacing(path) as (fd, _):
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise write_error(path, exc) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @contextmanager
@@ -64,10 +56,9 @@ def replaced_atomically(path: Path) -> Iterator[Path]:
     """An empty temp file beside `path` for the block (or a program it runs) to fill. When the block succeeds the
     file gets the mode a new file gets (0666 less the umask: others may read what they are meant to share), is
     fsynced and renamed onto `path`; when it fails, removed. An OSError becomes write_error(path)."""
-    fd, tmp = _make_temp(path)
-    os.close(fd)
-    try:
-        yield Path(tmp)
+    with _replacing(path) as (fd, tmp):
+        os.close(fd)
+        yield tmp
         umask = os.umask(0o022)
         os.umask(umask)
         fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -76,6 +67,15 @@ def replaced_atomically(path: Path) -> Iterator[Path]:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+@contextmanager
+def _replacing(path: Path) -> Iterator[tuple[int, Path]]:
+    """A new temp file beside `path`: its descriptor (the block closes it) and name. Renamed onto `path` when the
+    block succeeds, removed when it fails; an OSError becomes write_error(path)."""
+    fd, tmp = _make_temp(path)
+    try:
+        yield fd, Path(tmp)
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
