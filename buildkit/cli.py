@@ -471,6 +471,44 @@ def attest(
 
 
 @app.command()
+def export(
+    image: Annotated[
+        str | None,
+        typer.Argument(help="Image in the local Docker to export [default: the newest successful build's]."),
+    ] = None,
+    pins: PinsOption = Path("pins.yaml"),
+    lock: LockOption = None,
+    build_dir: BuildDirOption = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="The .sqsh to write [default: build/<image>.sqsh; build/smoke/ for a smoke build]."
+        ),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the export record as JSON on stdout.")] = False,
+) -> None:
+    """Export the image as an enroot squashfs (.sqsh), to run it on Slurm with pyxis.
+
+    The .sqsh holds what `enroot import dockerd://IMAGE` makes: the image's files (its layers stacked, whiteouts
+    applied, /dev left out), its ENV in /etc/environment, its working directory, entrypoint and command in /etc/rc,
+    its volumes in /etc/fstab, every file root's. It is made with enroot's mksquashfs options (-comp lzo -noD),
+    every timestamp set to the build's SOURCE_DATE_EPOCH, so the same image gives the same bytes. The sha256 and
+    size go into build/squashfs.json (build/smoke/ for a smoke build), which `buildkit report` shows in its Slurm
+    section with the srun line. Needs mksquashfs 4.5 or later (apt-get install squashfs-tools) and free space for
+    about twice the image beside the output; the file appears only when it is complete.
+
+    \b
+    Examples:
+      buildkit export                         # the newest build's image -> build/<image>.sqsh
+      buildkit export -o /shared/nemo-rl.sqsh
+      srun --container-image=/shared/nemo-rl.sqsh --container-workdir=/opt/nemo-rl --pty bash
+    """
+    from buildkit.commands.export import export_command
+
+    export_command(image, _paths(pins, lock, build_dir), output, json_out)
+
+
+@app.command()
 def schema() -> None:
     """Print the JSON Schema of pins.yaml, for editors and CI validation.
 

@@ -1,15 +1,19 @@
-"""The Docker engine through the docker SDK: reachability, version, disk, image inspection and pulls (with Docker's
-registry credentials, found by buildkit/credentials.py)."""
+"""The Docker engine through the docker SDK: reachability, version, disk, image inspection, saving, and pulls (with
+Docker's registry credentials, found by buildkit/credentials.py)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from buildkit.credentials import DockerConfig, config_path
-from buildkit.errors import CredentialsError, EngineNotReady
+from buildkit.errors import CredentialsError, EngineNotReady, InputError
+
+CHUNK = 1024 * 1024
 
 
 @dataclass
@@ -101,6 +105,44 @@ class Engine:
         except DockerException as exc:
             return str(getattr(exc, "explanation", None) or exc)
         return None
+
+    def save_image(
+        self,
+        ref: str,
+        dest: Path,
+        limit: int,
+        on_bytes: Callable[[int], None] | None = None,
+        reported: Path | None = None,
+    ) -> int:
+        """`docker save` of one image into the new file `dest`: the engine's archive, streamed (never held), at most
+        `limit` bytes. Returns the bytes written. A write that fails is write_error for `reported` (default: `dest`;
+        exit 2, and a full disk says so); an engine that stops sending is EngineNotReady."""
+        from requests import RequestException
+
+        from buildkit.files import write_error
+
+        written = 0
+        try:
+            chunks = self.client.images.get(ref).save(chunk_size=CHUNK, named=False)
+            with dest.open("xb") as out:
+                for chunk in chunks:
+                    written += len(chunk)
+                    if written > limit:
+                        raise InputError(
+                            f"the engine sent more than {limit:,} bytes for image {ref}, more than its size allows",
+                            hint="check the image with `docker image inspect`; build it again",
+                        )
+                    try:
+                        out.write(chunk)
+                    except OSError as exc:
+                        raise write_error(reported or dest, exc) from None
+                    if on_bytes:
+                        on_bytes(written)
+        except (self._errors, RequestException) as exc:
+            raise EngineNotReady(f"the engine did not send image {ref} whole ({_short(exc)})") from None
+        except OSError as exc:
+            raise write_error(reported or dest, exc) from None
+        return written
 
     def image(self, ref: str) -> ImageInfo | None:
         attrs = self.image_attrs(ref)

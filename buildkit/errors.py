@@ -13,7 +13,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (2, "bad input: pins, lock, records, patch files, options, unwritable files"),
     (3, "upstream unreachable or malformed: network, timeout, 5xx, rate limit"),
     (4, "upstream disagrees with the pins, or a patch no longer fits"),
-    (5, "engine not ready: Docker, buildx, builder, disk, credentials"),
+    (5, "engine not ready: Docker, buildx, builder, disk, credentials, mksquashfs"),
     (6, "the build failed"),
     (70, "internal error: a bug in buildkit, please report it"),
     (130, "interrupted (Ctrl-C)"),

@@ -1,8 +1,8 @@
 """Small helpers every stage uses: UTC timestamps, sha256, atomic writes, and reading the records stages write.
 
 Writes are atomic (a temp file in the same directory, fsync, rename), so a failed or killed run leaves the old
-file or the new one, never a mix. A temp file orphaned by a kill in the write window names its process; the next
-write to the same file removes it once that process is gone.
+file or the new one, never a mix. A temp file (or working directory) orphaned by a kill in the write window names its
+process; the next write to the same file removes it once that process is gone.
 """
 
 from __future__ import annotations
@@ -10,7 +10,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -41,24 +44,76 @@ def sha256_file(path: Path) -> str:
 
 def write_atomic(path: Path, text: str) -> None:
     """Write text to path so that readers see the old file or the new one, never a mix."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _remove_orphans(path)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}", hint=_write_hint(exc)) from None
-    try:
+    with _replacing(path) as (fd, _):
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+
+
+@contextmanager
+def replaced_atomically(path: Path) -> Iterator[Path]:
+    """An empty temp file beside `path` for the block (or a program it runs) to fill. When the block succeeds the
+    file gets the mode a new file gets (0666 less the umask: others may read what they are meant to share), is
+    fsynced and renamed onto `path`; when it fails, removed. An OSError becomes write_error(path)."""
+    with _replacing(path) as (fd, tmp):
+        os.close(fd)
+        yield tmp
+        umask = os.umask(0o022)
+        os.umask(umask)
+        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fchmod(fd, 0o666 & ~umask)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextmanager
+def _replacing(path: Path) -> Iterator[tuple[int, Path]]:
+    """A new temp file beside `path`: its descriptor (the block closes it) and name. Renamed onto `path` when the
+    block succeeds, removed when it fails; an OSError becomes write_error(path)."""
+    fd, tmp = _make_temp(path)
+    try:
+        yield fd, Path(tmp)
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}", hint=_write_hint(exc)) from None
+        raise write_error(path, exc) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def work_dir_beside(path: Path) -> Iterator[Path]:
+    """A private working directory (mode 0700) beside `path`, on its file system, so that what is made in it can be
+    renamed onto `path` and its space is the space `path` will take. Named like the temp files above, so that if
+    this process is killed the next write to `path` removes it; removed when the block ends."""
+    _, tmp = _make_temp(path, directory=True)
+    try:
+        yield Path(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _make_temp(path: Path, directory: bool = False) -> tuple[int, str]:
+    """A new temp file (its fd and name) or directory (-1 and its name) beside `path`, after removing the orphans
+    of earlier runs."""
+    prefix = f".{path.name}.{os.getpid()}."
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_orphans(path)
+        if directory:
+            return -1, tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=path.parent)
+        return tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise write_error(path, exc) from None
+
+
+def write_error(path: Path, exc: OSError) -> InputError:
+    """The one message for a file that cannot be written: what the OS said, and what to do (exit 2)."""
+    return InputError(f"cannot write {path}: {exc.strerror or exc}", hint=_write_hint(exc))
 
 
 def _write_hint(exc: OSError) -> str:
@@ -73,11 +128,14 @@ def _write_hint(exc: OSError) -> str:
 
 
 def _remove_orphans(path: Path) -> None:
-    """Temp files a killed run left beside `path` (their process is gone)."""
+    """Temp files and working directories a killed run left beside `path` (their process is gone)."""
     for candidate in path.parent.glob(f".{path.name}.*.tmp"):
         m = _TEMP_RE.fullmatch(candidate.name)
         if m and m.group("name") == path.name and not _alive(int(m.group("pid"))):
-            candidate.unlink(missing_ok=True)
+            if candidate.is_dir() and not candidate.is_symlink():
+                shutil.rmtree(candidate, ignore_errors=True)
+            else:
+                candidate.unlink(missing_ok=True)
 
 
 def _alive(pid: int) -> bool:

@@ -1,5 +1,6 @@
 """Reading an OCI image layout as `docker buildx build --output type=oci` writes it: a tar file, or a directory
-with `tar=false`.
+with `tar=false`; and the tar `docker save` writes, which Docker 25 and later make an OCI layout too, and Docker
+before 25 a docker-archive (read here as the layout it describes: see `OciLayout._from_docker_archive`).
 
 A layout is input from outside, so it is hostile until checked: a blob is found only through its descriptor's
 digest (`blobs/sha256/<64 hex>`, never through a name the tar chooses), every blob read is checked against its
@@ -19,13 +20,14 @@ import re
 import stat
 import tarfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from buildkit.errors import InputError, excerpt
+from buildkit.errors import BuildkitError, InputError, excerpt
 from buildkit.sanitize import strip_controls
 
 MAX_JSON_BYTES = 4 * 1024 * 1024  # index, manifest or config; real ones are a few KiB
@@ -54,9 +56,20 @@ _LAYER_COMPRESSION = {
 }
 
 DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
-# The only names a tar layout may use for what buildkit reads; anything else in the tar is never looked at.
-_TAR_NAME_RE = re.compile(r"(?:\./)?(index\.json|blobs/sha256/[0-9a-f]{64})")
+# The only names a tar layout may use for what buildkit reads; anything else in the tar is never looked at. A
+# docker-archive (`docker save` before Docker 25) names its manifest list, its config (by its sha256) and its layers
+# (by Docker's v1 layer IDs): these are looked up only through manifest.json, and read only through the digests the
+# config names.
+_TAR_NAME_RE = re.compile(
+    r"(?:\./)?(index\.json|blobs/sha256/[0-9a-f]{64}|manifest\.json|[0-9a-f]{64}\.json|[0-9a-f]{64}/layer\.tar)"
+)
+_ARCHIVE_CONFIG_RE = re.compile(r"([0-9a-f]{64})\.json")
+_ARCHIVE_LAYER_RE = re.compile(r"[0-9a-f]{64}/layer\.tar")
+DOCKER_ARCHIVE_CONFIG = "application/vnd.docker.container.image.v1+json"
+DOCKER_ARCHIVE_LAYER = "application/vnd.docker.image.rootfs.diff.tar"
+DOCKER_ARCHIVE_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 _PLATFORM_RE = re.compile(r"([a-z0-9_.-]+)/([a-z0-9_.-]+)(?:/([a-z0-9_.-]+))?")
+_ArchiveLayerName = Annotated[str, Field(pattern=_ARCHIVE_LAYER_RE.pattern)]
 
 _TAR_TYPES = {
     tarfile.REGTYPE: "file",
@@ -112,6 +125,15 @@ class _Manifest(BaseModel):
 
     config: Descriptor
     layers: list[Descriptor]
+
+
+class _ArchiveEntry(BaseModel):
+    """One image in a docker-archive's manifest.json (RepoTags and the rest are not used)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    config: str = Field(alias="Config", pattern=_ARCHIVE_CONFIG_RE.pattern)
+    layers: list[_ArchiveLayerName] = Field(alias="Layers")
 
 
 @dataclass(frozen=True)
@@ -240,12 +262,15 @@ class _CheckedStream(io.RawIOBase):
 
 
 class OciLayout:
-    """An OCI image layout on disk, a directory or a tar file. Use it as a context manager: a tar stays open."""
+    """An OCI image layout on disk, a directory or a tar file (`docker save`'s tar too). Use it as a context manager:
+    a tar stays open."""
 
     def __init__(self, path: Path | str):
         path = self.path = Path(path)
         self._tar: tarfile.TarFile | None = None
         self._members: dict[str, tarfile.TarInfo] = {}
+        self._made: dict[str, bytes] = {}  # index.json and the manifest made for a docker-archive
+        self.docker_archive = False
         if path.is_dir():
             return
         if not path.is_file():
@@ -253,6 +278,8 @@ class OciLayout:
         try:
             self._tar = tarfile.open(path, mode="r:", encoding="utf-8", errors="surrogateescape")
             self._index_tar()
+            if "index.json" not in self._members and "manifest.json" in self._members:
+                self._from_docker_archive()
         except (tarfile.TarError, OSError, EOFError) as exc:
             self.close()
             raise InputError(f"{path}: not a readable OCI layout tar ({exc})") from None
@@ -276,6 +303,64 @@ class OciLayout:
             self._members[name] = member
         self._tar.members = []  # the headers needed are kept above; the rest need not stay in memory
 
+    def _from_docker_archive(self) -> None:
+        """A docker-archive (`docker save` before Docker 25: manifest.json, `<config sha256>.json`,
+        `<v1 id>/layer.tar`) read as the OCI layout it describes. manifest.json must list exactly one image; its
+        config is found by the sha256 its name claims (and checked against it when read), and each layer by the
+        diff_id the config gives it in order (the layers are uncompressed, so a diff_id is the blob's own digest,
+        checked when the layer is read). The index and manifest that point at them are made here: this layout's
+        manifest digest is buildkit's, not a registry's."""
+        with self._open("manifest.json", None, MAX_JSON_BYTES) as raw:
+            data = raw.read(MAX_JSON_BYTES + 1)
+        where = f"{self.path}: manifest.json"
+        entries = _parse_json_value(data, where)
+        if not isinstance(entries, list) or len(entries) != 1 or not isinstance(entries[0], dict):
+            count = len(entries) if isinstance(entries, list) else "no list of"
+            raise InputError(f"{where}: expected exactly one image in a docker-archive, found {count} images")
+        entry = _model(_ArchiveEntry, entries[0], where)
+        config_name = entry.config
+        config_member = self._members.get(config_name)
+        if config_member is None:
+            raise InputError(f"{self.path}: {config_name}, the config manifest.json names, is missing")
+        config_descriptor = Descriptor(
+            mediaType=DOCKER_ARCHIVE_CONFIG,
+            digest="sha256:" + config_name.removesuffix(".json"),
+            size=config_member.size,
+        )
+        self._members.setdefault(f"blobs/sha256/{config_name.removesuffix('.json')}", config_member)
+        config = self.read_json(config_descriptor, "config")
+        diff_ids = _diff_ids(config)
+        if diff_ids is None or len(diff_ids) != len(entry.layers):
+            raise InputError(
+                f"{self.path}: config {config_descriptor.digest} does not list a sha256 diff_id for each of the "
+                f"{len(entry.layers)} layers manifest.json names"
+            )
+        layers = []
+        for name, diff_id in zip(entry.layers, diff_ids, strict=True):
+            member = self._members.get(name)
+            if member is None:
+                raise InputError(f"{self.path}: {name}, a layer manifest.json names, is missing")
+            # The same layer twice has one diff_id: either copy serves, since each read is checked against it.
+            self._members.setdefault(f"blobs/sha256/{diff_id.removeprefix('sha256:')}", member)
+            layers.append({"mediaType": DOCKER_ARCHIVE_LAYER, "digest": diff_id, "size": member.size})
+        manifest = _canonical(
+            {
+                "schemaVersion": 2,
+                "mediaType": DOCKER_ARCHIVE_MANIFEST,
+                "config": config_descriptor.model_dump(by_alias=True, exclude_none=True),
+                "layers": layers,
+            }
+        )
+        digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+        self._made[f"blobs/sha256/{digest.removeprefix('sha256:')}"] = manifest
+        self._made["index.json"] = _canonical(
+            {
+                "schemaVersion": 2,
+                "manifests": [{"mediaType": DOCKER_ARCHIVE_MANIFEST, "digest": digest, "size": len(manifest)}],
+            }
+        )
+        self.docker_archive = True
+
     def close(self) -> None:
         if self._tar is not None:
             self._tar.close()
@@ -292,7 +377,10 @@ class OciLayout:
         file of the expected size (and at most `limit` bytes)."""
         where = f"{self.path}: {name}"
         stream: IO[bytes]
-        if self._tar is not None:
+        if name in self._made:
+            stream = io.BytesIO(self._made[name])
+            size = len(self._made[name])
+        elif self._tar is not None:
             member = self._members.get(name)
             if member is None:
                 raise InputError(f"{where} is missing from the layout")
@@ -352,6 +440,21 @@ class OciLayout:
     def read_layer(self, descriptor: Descriptor, diff_id: str, what: str) -> Layer:
         """Every entry of a layer, in tar order, with regular files' content hashed on the way. The blob is checked
         against its descriptor and the uncompressed stream against `diff_id` before this returns."""
+        entries: list[TarEntry] = []
+        measured = self.walk_layer(descriptor, diff_id, what, lambda tar, member: entries.append(_entry(tar, member)))
+        return Layer(entries, measured)
+
+    def walk_layer(
+        self,
+        descriptor: Descriptor,
+        diff_id: str,
+        what: str,
+        visit: Callable[[tarfile.TarFile, tarfile.TarInfo], None],
+    ) -> str:
+        """Hand every entry of a layer to `visit`, in tar order, with the tar (to `extractfile` a regular file's
+        content; a layer is streamed, never held). Afterwards the blob is checked against its descriptor and the
+        uncompressed stream against `diff_id`: a caller that acts on entries as they come must discard what it made
+        when this raises. `visit` raises a BuildkitError to stop. Returns the uncompressed stream's digest."""
         compression = _LAYER_COMPRESSION.get(descriptor.media_type)
         if compression is None:
             raise InputError(
@@ -369,9 +472,9 @@ class OciLayout:
                     None,
                     watch_zeros=True,
                 )
-                entries = _read_entries(tar_stream, f"{self.path}: {what} {descriptor.digest}")
+                _walk_entries(tar_stream, f"{self.path}: {what} {descriptor.digest}", visit)
                 tar_stream.drain()
-            except InputError:
+            except BuildkitError:
                 raise
             except (*_READ_ERRORS, *_zstd_errors()) as exc:
                 # A blob that is not what its descriptor says is the clearer error, so check that first.
@@ -379,7 +482,7 @@ class OciLayout:
                 raise InputError(f"{self.path}: {what} {descriptor.digest} is not a readable layer ({exc})") from None
             raw.verify()
             tar_stream.verify()
-        return Layer(entries, tar_stream.hexdigest())
+        return tar_stream.hexdigest()
 
 
 _READ_ERRORS: tuple[type[Exception], ...] = (tarfile.TarError, OSError, EOFError, zlib.error, ValueError)
@@ -408,22 +511,22 @@ def _decompress(raw: _CheckedStream, compression: str, media_type: str) -> IO[by
     return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
 
 
-def _read_entries(stream: _CheckedStream, what: str) -> list[TarEntry]:
-    entries: list[TarEntry] = []
+def _walk_entries(stream: _CheckedStream, what: str, visit: Callable[[tarfile.TarFile, tarfile.TarInfo], None]) -> None:
     try:
         tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="surrogateescape")
     except tarfile.ReadError:
         stream.drain()
         if stream.all_zeros:
-            return entries  # an empty layer: nothing but end-of-archive blocks
+            return  # an empty layer: nothing but end-of-archive blocks
         raise
+    count = 0
     with tar:
         while (member := tar.next()) is not None:
-            tar.members = []  # TarFile keeps every header it read; the entries below are all that is needed
-            if len(entries) >= MAX_LAYER_ENTRIES:
+            tar.members = []  # TarFile keeps every header it read; `visit` takes what it needs
+            count += 1
+            if count > MAX_LAYER_ENTRIES:
                 raise InputError(f"{what}: more than {MAX_LAYER_ENTRIES} entries in one layer")
-            entries.append(_entry(tar, member))
-    return entries
+            visit(tar, member)
 
 
 def _entry(tar: tarfile.TarFile, member: tarfile.TarInfo) -> TarEntry:
@@ -476,16 +579,34 @@ def _pax_nanoseconds(value: str | None) -> int | None:
 
 
 def _parse_json(data: bytes, what: str) -> dict[str, Any]:
+    value = _parse_json_value(data, what)
+    if not isinstance(value, dict):
+        raise InputError(f"{what} is not a JSON object")
+    return value
+
+
+def _parse_json_value(data: bytes, what: str) -> Any:
     if len(data) > MAX_JSON_BYTES:
         raise InputError(f"{what} is more than the {MAX_JSON_BYTES} bytes allowed for it")
     try:
         value = json.loads(data)
     except (ValueError, RecursionError) as exc:
         raise InputError(f"{what} is not JSON ({excerpt(str(exc), 120)})") from None
-    if not isinstance(value, dict):
-        raise InputError(f"{what} is not a JSON object")
     _check_shape(value, what)
     return value
+
+
+def _canonical(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _diff_ids(config: dict[str, Any]) -> list[str] | None:
+    """The config's rootfs.diff_ids when each is a sha256 digest; None otherwise."""
+    rootfs = config.get("rootfs")
+    diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
+    if isinstance(diff_ids, list) and all(isinstance(d, str) and DIGEST_RE.fullmatch(d) for d in diff_ids):
+        return diff_ids
+    return None
 
 
 def _check_shape(value: Any, what: str) -> None:
@@ -572,13 +693,8 @@ def resolve_image(layout: OciLayout, platform: str) -> Image:
         )
         if not platform_matches(wanted, have):
             raise InputError(f"{source}: no image for platform {wanted} (it has {excerpt(str(have), 80)})")
-    rootfs = config.get("rootfs")
-    diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
-    if (
-        not isinstance(diff_ids, list)
-        or len(diff_ids) != len(parsed.layers)
-        or not all(isinstance(d, str) and DIGEST_RE.fullmatch(d) for d in diff_ids)
-    ):
+    diff_ids = _diff_ids(config)
+    if diff_ids is None or len(diff_ids) != len(parsed.layers):
         raise InputError(
             f"{source}: config {parsed.config.digest} does not list a sha256 diff_id for each of the "
             f"{len(parsed.layers)} layers in rootfs.diff_ids"

@@ -22,6 +22,8 @@ from buildkit.lock import Lock, lock_sha256
 from buildkit.pipeline import Paths, latest_build, load_inputs
 from buildkit.render import RenderRecord, commit_time, source_date_epoch, template_environment
 from buildkit.source import PrepareRecord
+from buildkit.squashfs import SquashfsRecord, srun_line
+from buildkit.squashfs import record_path as squashfs_record_path
 from buildkit.verify import VerifyRecord
 from buildkit.yamlload import load_yaml
 
@@ -109,10 +111,20 @@ def gather(paths: Paths, record_path: Path | None, results_path: Path | None) ->
     verify = read_record(paths.verify_record, VerifyRecord)
     if verify and (record is None or verify.image != record.image.tag):
         verify = None  # it checked another image
+    exported = read_record(squashfs_record_path(paths, smoke), SquashfsRecord)
+    if exported and not _exported_this(exported, record, lock):
+        exported = None  # a squashfs of another image
     results = read_results(results_path) if results_path else None
     used = _shown_path(record_path, paths.project_dir) if record_path else None
-    data = facts(lock, prepare, record, verify, results, rendered, paths=paths, record_name=used)
+    data = facts(lock, prepare, record, verify, results, rendered, paths=paths, record_name=used, exported=exported)
     return data, used
+
+
+def _exported_this(exported: SquashfsRecord, record: BuildRecord | None, lock: Lock) -> bool:
+    """Whether `buildkit export` made its squashfs of this build's image (of this lock, when nothing was built)."""
+    if record is None:
+        return exported.lock_sha256 == lock_sha256(lock)
+    return exported.config_digest == record.image.config_digest or exported.image_id == record.image.id
 
 
 def _shown_path(path: Path, project_dir: Path) -> str:
@@ -162,6 +174,7 @@ def facts(
     rendered: RenderRecord | None = None,
     paths: Paths | None = None,
     record_name: str | None = None,
+    exported: SquashfsRecord | None = None,
 ) -> dict[str, Any]:
     n, v, pr, w, b = lock.nemo_rl, lock.vllm, lock.vllm_pr, lock.wheel, lock.base_image
     github = "https://github.com/"
@@ -248,6 +261,7 @@ def facts(
         ),
         "image": record.image.model_dump(mode="json") if record else None,
         "verification": verify.model_dump(mode="json") if verify else None,
+        "slurm": exported.model_dump(mode="json") | {"srun": srun_line(exported)} if exported else None,
         "reproducibility": {
             "source_date_epoch": record.source_date_epoch if record else source_date_epoch(lock),
             "created": commit_time(lock).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -165,7 +165,7 @@ def test_the_markdown_parses_cleanly():
     headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h2"]
     assert headings == [
         "Overview", "Source components", "Commit provenance", "Local modifications", "Build", "Image",
-        "Reproducibility", "Verification", "Reproduction", "Verified results", "Known issues",
+        "Slurm (enroot/pyxis)", "Reproducibility", "Verification", "Reproduction", "Verified results", "Known issues",
     ]  # fmt: skip
     assert len(tables) == 5  # components, image, labels, verification, results
     assert any(

@@ -1,0 +1,32 @@
+"""`buildkit export`: the built image as an enroot squashfs for Slurm, and its record."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from buildkit import pipeline, ui
+from buildkit.pipeline import Paths
+
+
+def export_command(image: str | None, paths: Paths, output: Path | None, json_out: bool) -> None:
+    from buildkit.squashfs import choose_source, export_squashfs, find_mksquashfs, srun_line
+
+    tool = find_mksquashfs()  # before anything else: without it nothing can be made
+    lock = pipeline.load_inputs(paths, on_note=ui.warn).lock
+    source = choose_source(paths, image)
+    if source.record_path:
+        ui.err.print(f"image {ui.safe(source.ref)}, from {ui.safe(str(source.record_path))}")
+    with ui.err.status(f"exporting {ui.safe(source.ref)}...", spinner="dots") as status:
+        record, where = export_squashfs(
+            paths, lock, source, tool, output, on_step=lambda text: status.update(ui.safe(text))
+        )
+    if json_out:
+        sys.stdout.write(json.dumps(record.model_dump(mode="json"), indent=2) + "\n")
+    ui.err.print(f"[green]wrote[/] {ui.safe(record.path)} ({record.size / 2**20:,.1f} MiB)")
+    ui.err.print(f"  sha256 {record.sha256}")
+    if record.skipped_count:
+        ui.err.print(f"  left out {record.skipped_count} device node(s): {ui.safe(', '.join(record.skipped))}")
+    ui.err.print(f"  run it: {ui.safe(srun_line(record))}")
+    ui.err.print(f"record: {ui.safe(str(where))}")
