@@ -24,7 +24,7 @@ from buildkit.grammar import DIGEST_RE
 from buildkit.http import Http
 from buildkit.lock import Lock, lock_sha256
 from buildkit.render import RenderRecord
-from buildkit.resolve.registry import INDEX_TYPES, MANIFEST_TYPES, ImageName, Registry, parse_image_ref
+from buildkit.resolve.registry import INDEX_TYPES, MANIFEST_TYPES, ImageName, Login, Registry, parse_image_ref
 from buildkit.verify import CheckResult, VerifyRecord
 
 ATTESTATION_REFERENCE = "attestation-manifest"
@@ -107,11 +107,11 @@ class ImageProvenance(NamedTuple):
 class _Reader(Registry):
     """buildkit's registry client, with the two reads a provenance check needs beyond a digest lookup."""
 
-    def manifest(self, image: ImageName, reference: str, token: list[str | None]) -> tuple[str, str, dict[str, Any]]:
-        return self._manifest(image, reference, token)
+    def manifest(self, image: ImageName, reference: str, login: Login) -> tuple[str, str, dict[str, Any]]:
+        return self._manifest(image, reference, login)
 
-    def blob(self, image: ImageName, digest: str, token: list[str | None]) -> bytes:
-        reply = self._get(image, f"blobs/{digest}", token, None)
+    def blob(self, image: ImageName, digest: str, login: Login) -> bytes:
+        reply = self._get(image, f"blobs/{digest}", login, None)
         if reply.status != 200:
             raise UpstreamMismatch(
                 f"{image.name}: blob {digest} not found in registry {image.registry} ({reply.status})"
@@ -124,8 +124,8 @@ class _Reader(Registry):
 def read_buildkit_provenance(ref: str, platform: str, http: Http | None = None) -> ImageProvenance:
     image = parse_image_ref(ref)
     reader = _Reader(http or Http())
-    token: list[str | None] = [None]
-    top, media_type, manifest = reader.manifest(image, image.digest or image.tag or "latest", token)
+    login = Login()  # one login (token) for every read of this image
+    top, media_type, manifest = reader.manifest(image, image.digest or image.tag or "latest", login)
     if media_type in MANIFEST_TYPES:
         return ImageProvenance(
             top,
@@ -163,7 +163,7 @@ def read_buildkit_provenance(ref: str, platform: str, http: Http | None = None) 
     for digest in attestations:
         if not isinstance(digest, str) or not DIGEST_RE.fullmatch(digest):
             continue
-        _, _, attestation = reader.manifest(image, digest, token)
+        _, _, attestation = reader.manifest(image, digest, login)
         for layer in attestation.get("layers") or []:
             if not isinstance(layer, dict) or layer.get("mediaType") != INTOTO_LAYER:
                 continue
@@ -173,7 +173,7 @@ def read_buildkit_provenance(ref: str, platform: str, http: Http | None = None) 
             if not isinstance(blob_digest, str) or not DIGEST_RE.fullmatch(blob_digest):
                 raise UpstreamMalformed(f"{image.name}: an attestation layer has no valid digest")
             statement = _json_object(
-                reader.blob(image, blob_digest, token), f"{image.name}: the provenance {blob_digest}"
+                reader.blob(image, blob_digest, login), f"{image.name}: the provenance {blob_digest}"
             )
             return ImageProvenance(top, platform_digest, statement, None)
     return ImageProvenance(

@@ -130,7 +130,7 @@ def _host_only(registry: str) -> str:
 
 
 @dataclass
-class _Login:
+class Login:
     """One image's login: the Authorization header its requests carry, and the credential behind it (if any)."""
 
     header: str | None = None
@@ -147,7 +147,7 @@ class Registry:
         self._credentials: dict[str, Credential | None] = {}
         self._lock = threading.Lock()
 
-    def _get(self, image: ImageName, path: str, login: _Login, accept: str | None) -> Reply:
+    def _get(self, image: ImageName, path: str, login: Login, accept: str | None) -> Reply:
         """GET with the image's login; the first 401 is answered (the challenge), then the request is retried."""
         url = f"{image.api_base}/v2/{image.repository}/{path}"
         headers = {"Accept": accept} if accept else {}
@@ -167,7 +167,7 @@ class Registry:
                 self._credentials[registry] = lookup(registry)
             return self._credentials[registry]
 
-    def _login(self, image: ImageName, challenge: str, login: _Login) -> str:
+    def _login(self, image: ImageName, challenge: str, login: Login) -> str:
         """The Authorization header that answers the registry's challenge."""
         scheme, _, params_text = challenge.partition(" ")
         if scheme.lower() not in ("bearer", "basic"):
@@ -243,7 +243,7 @@ class Registry:
             raise UpstreamMalformed(f"registry {image.registry}: token endpoint sent no token")
         return bearer
 
-    def _access_refused(self, image: ImageName, login: _Login, status: int, what: str) -> BuildkitError:
+    def _access_refused(self, image: ImageName, login: Login, status: int, what: str) -> BuildkitError:
         """A 401 or 403 to a request that carried the login."""
         if login.credential is not None:
             return _refused(image, login.credential, f"{what} answered {status} to the login")
@@ -252,7 +252,7 @@ class Registry:
             hint=f"if the image is private, `docker login {image.registry}` (buildkit uses Docker's credentials)",
         )
 
-    def _manifest(self, image: ImageName, reference: str, login: _Login) -> tuple[str, str, dict[str, Any]]:
+    def _manifest(self, image: ImageName, reference: str, login: Login) -> tuple[str, str, dict[str, Any]]:
         reply = self._get(image, f"manifests/{reference}", login, ACCEPT)
         if reply.status == 404:
             raise UpstreamMismatch(f"{image.name}:{reference} not found in registry {image.registry}")
@@ -286,7 +286,7 @@ class Registry:
     def resolve(self, ref: str, platform: str) -> ImageFact:
         image = parse_image_ref(ref)
         os_name, arch = platform.split("/")[:2]
-        login = _Login()
+        login = Login()
         reference = image.digest or image.tag or "latest"
         top_digest, media_type, manifest = self._manifest(image, reference, login)
         index_digest: str | None = None
@@ -323,7 +323,7 @@ class Registry:
             resolved_at=utc_now(),
         )
 
-    def _check_single_platform(self, image: ImageName, config_digest: str, login: _Login, platform: str) -> None:
+    def _check_single_platform(self, image: ImageName, config_digest: str, login: Login, platform: str) -> None:
         """A single manifest names no platform: read its config blob to confirm os/architecture."""
         reply = self._get(image, f"blobs/{config_digest}", login, None)
         if reply.status == 401 or (reply.status == 403 and login.credential is not None):
