@@ -403,3 +403,15 @@ def latest_build(paths: Paths) -> tuple[Path, BuildRecord] | None:
         return None
     _, path, record = max(found, key=lambda item: item[0])
     return path, record
+
+
+def latest_successful_build(paths: Paths, what: str, no_build_hint: str, failed_hint: str) -> tuple[Path, BuildRecord]:
+    """The newest build record (as latest_build picks it), refused unless that build made an image: the one
+    choice `verify` and `export` make when no image is named. `what` says what the image was wanted for."""
+    latest = latest_build(paths)
+    if latest is None:
+        raise InputError("no image given and no build recorded", hint=no_build_hint)
+    path, record = latest
+    if record.outcome != "succeeded":
+        raise InputError(f"the latest build ({path}) {record.outcome}; it made no image {what}", hint=failed_hint)
+    return latest

@@ -70,7 +70,7 @@ from buildkit.files import (
 )
 from buildkit.grammar import DIGEST_RE, image_ref
 from buildkit.lock import Lock, lock_sha256
-from buildkit.pipeline import Paths, latest_build
+from buildkit.pipeline import Paths, latest_successful_build
 
 ENROOT_SQUASH_OPTIONS = ("-comp", "lzo", "-noD", "-exit-on-error")  # enroot.in: ENROOT_SQUASH_OPTIONS
 MIN_VERSION = (4, 5)  # -exit-on-error came with 4.5; -mkfs-time, -all-time and reproducible output with 4.4
@@ -187,15 +187,12 @@ def choose_source(paths: Paths, image: str | None) -> Source:
     """The newest build's image (as `verify` and `report` pick the build), or `image` as given: with the record of
     the build that tagged it, when one did."""
     if image is None:
-        latest = latest_build(paths)
-        if latest is None:
-            raise InputError("no image given and no build recorded", hint="run `buildkit build` first")
-        record_path_, record = latest
-        if record.outcome != "succeeded":
-            raise InputError(
-                f"the latest build ({record_path_}) {record.outcome}; it made no image to export",
-                hint="run `buildkit build` again, or name the image: `buildkit export IMAGE`",
-            )
+        record_path_, record = latest_successful_build(
+            paths,
+            "to export",
+            no_build_hint="run `buildkit build` first",
+            failed_hint="run `buildkit build` again, or name the image: `buildkit export IMAGE`",
+        )
         return Source(record.image.tag, record_path_, record)
     if not DIGEST_RE.fullmatch(image):
         try:

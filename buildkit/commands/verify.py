@@ -31,15 +31,12 @@ def verify_command(
         _present(result, paths, json_out)
         return
     if image is None:
-        latest = pipeline.latest_build(paths)
-        if latest is None:
-            raise InputError("no image given and no build recorded", hint="`buildkit verify IMAGE`, or build first")
-        record_path, record = latest
-        if record.outcome != "succeeded":
-            raise InputError(
-                f"the latest build ({record_path}) {record.outcome}; it made no image to verify",
-                hint="`buildkit verify IMAGE`, or build again",
-            )
+        record_path, record = pipeline.latest_successful_build(
+            paths,
+            "to verify",
+            no_build_hint="`buildkit verify IMAGE`, or build first",
+            failed_hint="`buildkit verify IMAGE`, or build again",
+        )
         image = record.image.tag
         ui.err.print(f"image {ui.safe(image)}, from {ui.safe(str(record_path))}")
     with ui.err.status(f"verifying {image}...", spinner="dots"):
