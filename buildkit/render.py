@@ -22,23 +22,9 @@ from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch
 from buildkit.files import sha256_bytes, sha256_file
 from buildkit.lock import Lock, lock_sha256
 
+
 # What the release target's steps fetch as it is on build day: the report lists these instead of claiming that the
 # lock pins everything. The smoke target fetches nothing of the kind.
-UNPINNED_INPUTS = (
-    "apt packages (jq, curl, git, rsync, wget, less, vim, gnupg, nsight-systems-cli) from the base image's Ubuntu "
-    "mirrors and NVIDIA's devtools repository, at whatever versions `apt-get update` finds",
-    "NVIDIA's CUDA repository key, fetched over plain HTTP by `apt-key adv --fetch-keys`",
-    "CMake 3.31.1 from GitHub releases, by version (no checksum)",
-    "uv from its installer script (`curl ... | sh`) and Python from `uv python install`, by version (no checksum)",
-    "vLLM's source, cloned at the locked commit by tools/build-custom-vllm.sh inside a RUN (pinned by commit, but "
-    "not a build input BuildKit sees), and torch from the PyTorch index by version",
-    "Python packages that `uv lock` re-resolves on build day after build-custom-vllm.sh points pyproject.toml at the "
-    "local vLLM (the other uv sync steps are --locked, their hashes checked by uv)",
-    "NeMo-RL's history: the release stage runs `git fetch --unshallow` against GitHub when the tree is shallow (it "
-    "is), so the image's .git holds what GitHub serves that day",
-)
-
-
 def commit_time(lock: Lock) -> datetime:
     try:
         when = datetime.fromisoformat(lock.nemo_rl.date)
@@ -235,7 +221,7 @@ class RenderRecord(BaseModel):
     drift: list[str]  # findings that do not stop render but stop `build` without --allow-drift
     transformations: list[Transformation] = []  # in the order applied (empty in a record from before them)
     upstream_base_image: str | None = None  # upstream's own ARG BASE_IMAGE default at that commit
-    unpinned: list[str] = []  # inputs the rendered target fetches unpinned (UNPINNED_INPUTS; none for smoke)
+    unpinned: list[str] = []  # what the rendered target fetches unpinned on build day (buildkit/unpinned.py)
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
@@ -288,13 +274,16 @@ def upstream_dockerfile(prepared, commit: str) -> str:
 def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_base: str | None = None):
     """(Dockerfile text, RenderRecord) for a lock and its prepare record: upstream's docker/Dockerfile at the locked
     commit, transformed; the drift findings compare what upstream expects with what the pins give."""
+    from buildkit.dockerfile_text import parse
     from buildkit.drift import base_image_drift
     from buildkit.transforms import read_script
+    from buildkit.unpinned import unpinned_inputs
 
     patched = [(t.path, t.after) for patch in prepared.patches for t in patch.targets]
     upstream = upstream_dockerfile(prepared, lock.nemo_rl.commit)
+    script = read_script(Path(prepared.tree))
     text, done = render_dockerfile(
-        lock, upstream, script_text=read_script(Path(prepared.tree)), syntax=syntax, smoke_base=smoke_base,
+        lock, upstream, script_text=script, syntax=syntax, smoke_base=smoke_base,
         patched=patched,
     )  # fmt: skip
     upstream_base = upstream_base_image(upstream)
@@ -312,7 +301,7 @@ def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_
         drift=base_image_drift(upstream_base, lock.base_image.ref),
         transformations=done,
         upstream_base_image=upstream_base,
-        unpinned=[] if smoke_base else list(UNPINNED_INPUTS),
+        unpinned=unpinned_inputs(parse(text, "build/Dockerfile"), "smoke" if smoke_base else lock.build.target, script),
     )
     return text, record
 

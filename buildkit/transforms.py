@@ -308,7 +308,7 @@ def drop_extras(doc: Parsed, inp: Inputs, blocks: Blocks) -> Change:
     if not inp.drop_extras:
         return Change(name, "no extras dropped (build.drop_extras is empty)")
     edits: list[Edit] = []
-    hits: dict[str, list[int]] = {extra: [] for extra in inp.drop_extras}
+    hits: dict[str, list[str]] = {extra: [] for extra in inp.drop_extras}  # extra -> where and how it was dropped
     synced: set[str] = set()
     for ins in doc.instructions:
         if ins.cmd != "RUN":
@@ -329,34 +329,36 @@ def drop_extras(doc: Parsed, inp: Inputs, blocks: Blocks) -> Change:
                         dropped = [e for e in inp.drop_extras if e not in extras]
                     if not dropped:
                         continue
-                    for extra in dropped:
-                        hits[extra].append(number)
                     reasons = [inp.drop_extras[e] for e in dropped]
-                    edits += _drop(name, numbered, group, number, line, (start, stop), dropped, all_extras, extras,
-                                   heredoc, reasons, blocks)  # fmt: skip
+                    made, how = _drop(name, numbered, group, number, line, (start, stop), dropped, all_extras, extras,
+                                      heredoc, reasons, blocks)  # fmt: skip
+                    edits += made
+                    for extra in dropped:
+                        hits[extra].append(f"line {number} ({excerpt(line[start:stop].strip(), 120)}): {how}")
     missing = [extra for extra, lines in hits.items() if not lines]
     if missing:
         raise _fail(
             name, doc, "a `uv sync ... --extra " + "`/`--extra ".join(missing) + "` in a RUN",
             f"found none (upstream syncs: {', '.join(sorted(synced)) or 'no extras'})",
         )  # fmt: skip
-    summary = "; ".join(f"{extra} at line(s) {', '.join(map(str, lines))}" for extra, lines in hits.items())
+    summary = "; ".join(f"{extra} at {', '.join(places)}" for extra, places in hits.items())
     return Change(name, f"dropped {summary}", _merge(edits))
 
 
 def _drop(name, numbered, group, number, line, span, dropped, all_extras, extras, heredoc, reasons, blocks):
+    """The edits that drop `dropped` from the sync at `span` of `line`, and how (for the record)."""
     start, stop = span
     segment = line[start:stop]
     if all_extras:
         # `uv sync --all-extras`: keep it, leaving the dropped ones out.
         kept = segment.replace("--all-extras", "--all-extras " + " ".join(f"--no-extra {e}" for e in dropped), 1)
-        return [Edit.replace(name, number, number, [line[:start] + kept + line[stop:]])]
+        return [Edit.replace(name, number, number, [line[:start] + kept + line[stop:]])], "excluded with --no-extra"
     if len(dropped) < len(extras):
         # A multi-extra sync: take the dropped extras out, keep the others.
         kept = segment
         for extra in dropped:
             kept = re.sub(rf"\s*--extra(?:=|\s+){re.escape(extra)}(?![A-Za-z0-9_.-])", "", kept)
-        return [Edit.replace(name, number, number, [line[:start] + kept + line[stop:]])]
+        return [Edit.replace(name, number, number, [line[:start] + kept + line[stop:]])], "taken out of the sync"
     joined = " ".join(text.rstrip().removesuffix("\\") for _, text in group)
     alone = not re.search(r"&&|\|\||;", joined)
     indent = group[0][1][: len(group[0][1]) - len(group[0][1].lstrip())]
@@ -366,14 +368,14 @@ def _drop(name, numbered, group, number, line, span, dropped, all_extras, extras
         new += [f"{indent}# {text.lstrip()}" for _, text in group]
         if _needs_placeholder(numbered, group):
             new.append(f"{indent}true")
-        return [Edit.replace(name, group[0][0], group[-1][0], new)]
+        return [Edit.replace(name, group[0][0], group[-1][0], new)], "commented out"
     # One command of several (or a RUN without a heredoc): the sync becomes `true`, the reason goes above the RUN
     # script line where a comment can stand.
     replaced = line[:start] + "true" + line[stop:]
     if heredoc:
         return [Edit.replace(name, number, number, [*(indent + b for r in reasons for b in blocks("dropped_extra", r)),
-                                                    replaced])]  # fmt: skip
-    return [Edit.replace(name, number, number, [replaced])]
+                                                    replaced])], "replaced by `true`"  # fmt: skip
+    return [Edit.replace(name, number, number, [replaced])], "replaced by `true`"
 
 
 def _merge(edits: list[Edit]) -> list[Edit]:

@@ -256,6 +256,18 @@ def test_render_follows_upstream_946862e7_shape_line_by_line(project, remote):
     # The same lock renders the same bytes.
     assert cli("render").code == 0
     assert (root / "build" / "Dockerfile").read_text() == rendered
+    # What the target still fetches on build day is found in this commit's Dockerfile (the source ADD is pinned).
+    assert [item.split(" (Dockerfile line")[0] for item in record["unpinned"]] == [
+        "apt packages (jq, git) at whatever versions `apt-get update` finds",
+        "an installer script from `https://astral.sh/uv/0.9.7/install.sh` run by a shell, unchecked",
+        "Python from `uv python install`, by version, no checksum",
+        "`git fetch --unshallow` from the clone's remote on build day, not a build input BuildKit sees",
+        "`uv run` without --locked or --frozen may re-resolve uv.lock",
+    ]
+    # The report says which upstream sync render dropped, from the render record.
+    report = cli("report").stdout.replace("\\", "")
+    assert "(transformation `drop_extras`): dropped sglang at line 60 ('uv sync --link-mode symlink --locked " \
+        "--extra sglang --no-install-project'): commented out." in report  # fmt: skip
 
 
 def later_pins(root: Path) -> None:
