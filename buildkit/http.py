@@ -281,8 +281,10 @@ class Http:
         session = self._session()
         origin = _origin(url)
         for _ in range(MAX_REDIRECTS + 1):
+            # auth=_as_given: without an auth, prepare_request reads ~/.netrc and lets it replace our Authorization
+            # header (or add one buildkit never chose); credentials here are only the ones the caller gave.
             prepared = session.prepare_request(
-                requests.Request(method, url, headers=headers, params=params, data=data or None)
+                requests.Request(method, url, headers=headers, params=params, data=data or None, auth=_as_given)
             )
             # Proxies (HTTPS_PROXY, NO_PROXY) and TLS settings from the environment, as Session.request does;
             # stream: the caller reads the body, within its limit.
@@ -553,6 +555,10 @@ def _malformed_problem(exc: Exception) -> str:
     if isinstance(exc, (requests.exceptions.InvalidSchema, requests.exceptions.InvalidURL)):
         return "a redirect to an unusable URL"
     return f"a malformed answer ({type(exc).__name__})"
+
+
+def _as_given(request: requests.PreparedRequest) -> requests.PreparedRequest:
+    return request
 
 
 def _origin(url: str) -> tuple[str, str]:

@@ -148,3 +148,20 @@ def test_token_for_refuses_a_token_with_a_line_break(monkeypatch):
     with pytest.raises(InputError) as info:
         token_for("https://api.github.com", False)
     assert "abc" not in info.value.message
+
+
+def test_a_netrc_neither_replaces_the_token_nor_adds_credentials(project, upstreams):
+    """requests reads ~/.netrc for any request without auth= and lets it replace the Authorization header: buildkit
+    sends only the credentials it chose (the token here; none to the wheel index and the registry)."""
+    root, cli = project
+    home = root / "home"
+    home.mkdir()
+    netrc = home / ".netrc"
+    netrc.write_text("".join(f"machine {u.netloc.split(':')[0]} login someone password n3trcS3cret\n"
+                             for u in upstreams.all()))  # fmt: skip
+    netrc.chmod(0o600)
+    run = measured(cli, "resolve", env={"GITHUB_TOKEN": TOKEN, "HOME": str(home), "NETRC": str(netrc)})
+    assert run.code == 0, run.output
+    assert authorizations(upstreams.github.log) == {f"Bearer {TOKEN}"}
+    assert authorizations(upstreams.wheels.log) == {None}
+    assert all("n3trc" not in (auth or "") for auth in authorizations(upstreams.registry.log))
