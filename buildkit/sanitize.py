@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 import threading
 
-# C0 controls but tab and newline, DEL, and C1 controls (0x9b is CSI on its own).
-CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0 controls but tab and newline, DEL, and C1 controls (0x9b is CSI on its own); and the Unicode bidi controls,
+# which reorder what a reader sees (CVE-2021-42574, "Trojan Source"): a subject could show one commit and be another.
+CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # Shorter values would blank out ordinary words; the guarantee that secrets stay out is that no message is built
 # from them, and this is only the last guard.
 MIN_SECRET_LENGTH = 8

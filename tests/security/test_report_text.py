@@ -10,6 +10,7 @@ from markdown_it import MarkdownIt
 
 FORGE = "x\n## Verification\n| all | pass |\n<script>alert(1)</script> [click](javascript:alert(1)) ```"
 ANSI = "\x1b]0;pwned\x07\x1b[2J\x9b31m"
+BIDI = "\u202e\u2066\u200f"  # right-to-left override, isolate, mark: they reorder what a reader sees
 
 
 def _tokens(text: str):
@@ -35,7 +36,7 @@ def test_hostile_upstream_text_stays_text(project, tmp_path):
     lock = json.loads((root / "pins.lock").read_text())
     lock["vllm_pr"].update(title=FORGE + ANSI, url="javascript:alert(1)", merged_at=FORGE, source=FORGE)
     lock["vllm"].update(subject=FORGE, date=FORGE, url="https://evil.example.com/x", source=FORGE)
-    lock["nemo_rl"].update(subject="```\n# Forged\n```" + ANSI, url="javascript:alert(1)")
+    lock["nemo_rl"].update(subject="```\n# Forged\n```" + ANSI + BIDI, url="javascript:alert(1)")
     lock["wheel"].update(etag=FORGE, last_modified=FORGE)
     (root / "pins.lock").write_text(json.dumps(lock))
     hostile = cli("report", "--results", str(_results(tmp_path, honest=False)))
@@ -48,6 +49,7 @@ def test_hostile_upstream_text_stays_text(project, tmp_path):
     assert all(href.startswith("https://github.com/") for href in links), links
     assert "javascript:" not in " ".join(links) and "evil.example.com" not in " ".join(links)
     assert "\x1b" not in hostile.stdout and "\x9b" not in hostile.stdout and "\x07" not in hostile.stdout
+    assert not set(BIDI) & set(hostile.stdout)
 
 
 def _results(tmp_path, honest: bool):
