@@ -1,5 +1,5 @@
-"""Checks before a build: engine, buildx, builder, platform, disk, credentials. `buildkit doctor` prints them all;
-`buildkit build` stops at the first one that fails, with what to do."""
+"""Checks before a build: engine, buildx, builder, platform, disk, credentials. `buildkit doctor` prints them all,
+and the tools export and attest need; `buildkit build` stops at the first one that fails, with what to do."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from buildkit.build import Builder, provenance_choice
 from buildkit.buildx import BuilderInfo
 from buildkit.credentials import config_path, lookup
 from buildkit.engine import Engine, registry_of
-from buildkit.errors import CredentialsError, EngineNotReady
+from buildkit.errors import CredentialsError, EngineNotReady, UpstreamUnreachable
 from buildkit.grammar import is_loopback_host
 
 GIB = 2**30
@@ -54,6 +54,28 @@ def run_preflight(builder: str | None, platform: str, min_free_gb: float, push: 
     if push:  # asked whatever the engine's state: they do not depend on it
         result.checks.append(credentials_check(registry_of(tag)))
     return result
+
+
+def tool_checks() -> list[Check]:
+    """The tools two commands need beside the engine: mksquashfs (`export`) and cosign (`attest`, `verify
+    --provenance`). Missing is n/a, not a failure: a build needs neither."""
+    from buildkit import cosign
+    from buildkit.squashfs import find_mksquashfs
+
+    checks = []
+    try:
+        found = find_mksquashfs()
+        checks.append(Check("mksquashfs", True, f"mksquashfs {found.version} ({found.path}), for `buildkit export`"))
+    except EngineNotReady as exc:
+        checks.append(Check("mksquashfs", None, f"{exc.message}; only `buildkit export` needs it", exc.hint or ""))
+    try:
+        path = cosign.binary()
+        checks.append(Check("cosign", True, f"cosign {cosign.version(path)} ({path}), for `buildkit attest` and "
+                                            "`verify --provenance`"))  # fmt: skip
+    except (EngineNotReady, UpstreamUnreachable) as exc:
+        checks.append(Check("cosign", None, f"{exc.message}; only `attest` and `verify --provenance` need it",
+                            exc.hint or ""))  # fmt: skip
+    return checks
 
 
 def credentials_check(registry: str) -> Check:

@@ -376,3 +376,19 @@ def test_verify_with_a_refused_login_is_one_clear_error(project, upstreams, prox
     assert f"docker login {registry}" in result.stderr
     assert not (root / "build" / "verify.json").exists()
     assert_no_secret({"stderr": result.stderr})
+
+
+def test_doctor_names_the_tools_export_and_attest_need(cli, tmp_path):
+    """mksquashfs and cosign: found with their versions, or n/a with what to install (a build needs neither)."""
+    old = tmp_path / "old-bin"
+    old.mkdir()
+    (old / "mksquashfs").write_text("#!/bin/sh\necho 'mksquashfs version 4.3 (2014/05/12)'\n")
+    (old / "mksquashfs").chmod(0o755)
+    env = {"PATH": f"{old}:{os.environ['PATH']}", "BUILDKIT_COSIGN": str(tmp_path / "no-cosign"), "COLUMNS": "1000"}
+    result = cli("doctor", env=env, timeout=300)
+    assert "Traceback" not in result.output
+    rows = {line.split("│")[1].strip(): line for line in result.stderr.splitlines() if line.startswith("│ ")}
+    assert "n/a" in rows["mksquashfs"] and "mksquashfs 4.3 is older than 4.5" in rows["mksquashfs"]
+    assert "apt-get install squashfs-tools" in rows["mksquashfs"]
+    assert "n/a" in rows["cosign"] and "is not an executable file" in rows["cosign"]
+    assert "only `attest` and `verify --provenance` need it" in rows["cosign"]

@@ -41,9 +41,10 @@ class BuildOptions:
 
 
 def doctor_command(builder: str | None, min_free_gb: float, push: bool, tag: str, platform: str) -> None:
-    from buildkit.preflight import run_preflight
+    from buildkit.preflight import run_preflight, tool_checks
 
     result = run_preflight(builder, platform, min_free_gb, push, tag)
+    result.checks += tool_checks()
     ui.print_checks(result.checks)
     if result.failed:
         raise CheckFailed(f"{len(result.failed)} check(s) failed", hint=result.failed[0].fix or None)
