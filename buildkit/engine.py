@@ -156,13 +156,6 @@ class Engine:
         )
 
 
-def registry_of(tag: str) -> str:
-    first = tag.split("/", 1)[0]
-    if "/" in tag and ("." in first or ":" in first or first == "localhost"):
-        return first
-    return "docker.io"
-
-
 def _short(exc: Exception) -> str:
     text = str(exc)
     for needle in ("Connection refused", "No such file or directory", "Permission denied"):

@@ -9,7 +9,7 @@ from buildkit import buildx
 from buildkit.build import Builder, provenance_choice
 from buildkit.buildx import BuilderInfo
 from buildkit.credentials import config_path, lookup
-from buildkit.engine import Engine, registry_of
+from buildkit.engine import Engine
 from buildkit.errors import CredentialsError, EngineNotReady, UpstreamUnreachable
 from buildkit.grammar import is_loopback_host
 
@@ -52,7 +52,7 @@ def run_preflight(builder: str | None, platform: str, min_free_gb: float, push: 
     result = Preflight()
     _engine_checks(result, builder, platform, min_free_gb)
     if push:  # asked whatever the engine's state: they do not depend on it
-        result.checks.append(credentials_check(registry_of(tag)))
+        result.checks.append(_push_credentials_check(tag))
     return result
 
 
@@ -76,6 +76,15 @@ def tool_checks() -> list[Check]:
         checks.append(Check("cosign", None, f"{exc.message}; only `attest` and `verify --provenance` need it",
                             exc.hint or ""))  # fmt: skip
     return checks
+
+
+def _push_credentials_check(tag: str) -> Check:
+    from buildkit.resolve.registry import parse_image_ref
+
+    try:
+        return credentials_check(parse_image_ref(tag).registry)
+    except ValueError:
+        return Check("credentials", False, f"--tag {tag!r} is not an image reference", "name the image to push")
 
 
 def credentials_check(registry: str) -> Check:

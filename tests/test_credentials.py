@@ -14,7 +14,6 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from buildkit.credentials import Credential, DockerConfig, lookup
-from buildkit.engine import registry_of
 from buildkit.errors import CredentialsError
 from tests.dockerconfig import (
     HELPER,
@@ -294,7 +293,6 @@ def test_doctor_says_where_credentials_come_from_or_that_there_are_none(cli, tmp
 
 def test_lookup_follows_docker_and_the_sdk(tmp_path, monkeypatch):
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
-    assert registry_of("nvcr.io/nvidia/x:1") == "nvcr.io" and registry_of("nemo-rl:v1") == "docker.io"
     assert lookup("nvcr.io") is None  # no config at all
     write_config(
         tmp_path,
