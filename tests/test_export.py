@@ -18,8 +18,8 @@ import pytest
 
 from buildkit.errors import InputError
 from buildkit.squashfs import bash_quote, configure, squash, squash_options
-from tests.security.test_unpack import listing
 from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
+from tests.trees import listing
 
 SMOKE_TAG = "nemo-rl:v0.5.0-spec-decode-smoke"
 SMOKE_SQSH = f"build/smoke/{SMOKE_TAG.replace(':', '+')}.sqsh"

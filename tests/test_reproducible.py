@@ -5,28 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from pathlib import Path
 
 from tests.test_render import remote, use_remote  # noqa: F401 -- the repository fixture
-
-
-def snapshot(tree: Path) -> dict[str, tuple]:
-    """Every path under the tree, .git included, with what an image layer keeps of it."""
-    out: dict[str, tuple] = {}
-    for root, dirnames, filenames in os.walk(tree):
-        for name in dirnames + filenames:
-            path = Path(root, name)
-            info = path.lstat()
-            if stat.S_ISLNK(info.st_mode):
-                content = os.readlink(path).encode()
-            elif stat.S_ISREG(info.st_mode):
-                content = path.read_bytes()
-            else:
-                content = b""
-            # No mtime: the exporter clamps it to SOURCE_DATE_EPOCH (checked on the engine below).
-            out[path.relative_to(tree).as_posix()] = (stat.filemode(info.st_mode), content)
-    return out
+from tests.trees import listing
 
 
 def test_prepared_tree_is_the_same_bytes_from_any_cache_dir_umask_and_history(project, remote, tmp_path):  # noqa: F811
@@ -54,7 +36,7 @@ def test_prepared_tree_is_the_same_bytes_from_any_cache_dir_umask_and_history(pr
     tree_b = Path(json.loads(second.stdout)["tree"])
     assert tree_a != tree_b
 
-    a, b = snapshot(tree_a), snapshot(tree_b)
+    a, b = listing(tree_a), listing(tree_b)
     assert a.keys() == b.keys(), sorted(a.keys() ^ b.keys())
     assert [path for path in a if a[path] != b[path]] == []
     assert not any(name.startswith((".git/logs", ".git/FETCH_HEAD")) for name in a)

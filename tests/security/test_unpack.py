@@ -10,7 +10,6 @@ import io
 import json
 import os
 import re
-import stat
 import tarfile
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from buildkit.errors import InputError
 from buildkit.ocilayout import OciLayout, resolve_image
 from buildkit.unpack import unpack_image
 from tests.test_imagediff import TAR, F, image, layer_tar, sha
+from tests.trees import listing
 
 DIR, SYM, LNK, CHR, FIFO = tarfile.DIRTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE, tarfile.FIFOTYPE
 
@@ -65,22 +65,6 @@ def unpack(tmp_path: Path, layers: list[list[F]], archive: bool = False):
     with OciLayout(path) as layout:
         result = unpack_image(layout, resolve_image(layout, "linux/amd64"), root)
     return root, result
-
-
-def listing(root: Path) -> dict[str, tuple]:
-    out: dict[str, tuple] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath, name)
-            info = path.lstat()
-            if stat.S_ISLNK(info.st_mode):
-                what: object = os.readlink(path)
-            elif stat.S_ISREG(info.st_mode):
-                what = path.read_bytes()
-            else:
-                what = None
-            out[path.relative_to(root).as_posix()] = (stat.filemode(info.st_mode), what)
-    return out
 
 
 # docker save's archive (Docker before 25)
