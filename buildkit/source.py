@@ -300,14 +300,35 @@ def make_reproducible(tree: Path, modules: dict[Path, Path]) -> None:
     _normalize_mode(str(tree))
 
 
+def _normal_mode(info: os.stat_result) -> int | None:
+    """The mode make_reproducible gives a path (None for a link: its own mode means nothing, and cannot be set)."""
+    if stat.S_ISLNK(info.st_mode):
+        return None
+    mode = 0o755 if info.st_mode & stat.S_IXUSR or stat.S_ISDIR(info.st_mode) else 0o644
+    return mode if info.st_mode & stat.S_IWUSR else mode & ~0o222
+
+
 def _normalize_mode(path: str) -> None:
     info = os.lstat(path)
-    if stat.S_ISLNK(info.st_mode):  # a link's own mode means nothing (and cannot be set on Linux)
-        return
-    mode = 0o755 if info.st_mode & stat.S_IXUSR or stat.S_ISDIR(info.st_mode) else 0o644
-    mode = mode if info.st_mode & stat.S_IWUSR else mode & ~0o222
-    if stat.S_IMODE(info.st_mode) != mode:
+    mode = _normal_mode(info)
+    if mode is not None and stat.S_IMODE(info.st_mode) != mode:
         os.chmod(path, mode)
+
+
+def _check_modes(tree: Path) -> None:
+    """Every path in the tree (.git and submodules included) has the mode make_reproducible gave it: a `chmod g+w`
+    in the cache would otherwise reach the image (the named context keeps modes)."""
+
+    def fail(exc: OSError) -> None:
+        raise exc
+
+    for root, dirnames, filenames in os.walk(tree, onerror=fail):
+        for name in (*filenames, *dirnames):
+            info = os.lstat(os.path.join(root, name))
+            mode = _normal_mode(info)
+            if mode is not None and stat.S_IMODE(info.st_mode) != mode:
+                path = os.path.relpath(os.path.join(root, name), tree.parent)
+                raise _Damaged(f"{path} has mode {stat.S_IMODE(info.st_mode):o}, not {mode:o}")
 
 
 def _marker(tree: Path) -> Path:
@@ -355,6 +376,10 @@ def _verify_prepared(
             len(list((git_dir / "objects" / "pack").glob("*.pack"))) != 1
         ):
             raise _Damaged(f"{git_dir.relative_to(tree.parent)} is not as make_reproducible left it")
+    try:
+        _check_modes(tree)
+    except OSError as exc:
+        raise _Damaged(f"cannot read {exc.filename or tree}: {exc.strerror or exc}") from None
     listing = _listing(tree, commit)
     applied, patched = _patched(tree, commit, listing, patches, project_dir)
     facts = _check_work(tree, tree, modules, listing, patched, submodules)

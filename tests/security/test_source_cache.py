@@ -507,3 +507,13 @@ def test_a_reused_tree_is_still_as_make_reproducible_left_it(project, remote):  
     (tree / ".git" / "FETCH_HEAD").write_text("planted\n")  # e.g. someone ran `git fetch` in the cache
     prepare(cli)
     assert not (tree / ".git" / "FETCH_HEAD").exists()
+
+
+@pytest.mark.parametrize("path", ["nemo_rl/package_info.py", "nemo_rl", f"{SUB}/megatron.py", ".git/config"])
+def test_a_mode_changed_in_the_cache_is_not_reused(project, remote, path):  # noqa: F811
+    """The named context keeps modes: a `chmod g+w` in a reused tree would reach the image, so it is not reused."""
+    cli, tree = prepared(project, remote)
+    before = (tree / path).stat().st_mode & 0o777
+    (tree / path).chmod(before | 0o020)
+    prepare(cli)
+    assert (tree / path).stat().st_mode & 0o777 == before, "the mode make_reproducible gives, again"
