@@ -23,7 +23,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-from buildkit.errors import BuildkitError, GitFailed, InputError, UpstreamMalformed, UpstreamMismatch
+from buildkit.errors import BuildkitError, InputError, UpstreamMalformed, UpstreamMismatch
 from buildkit.grammar import git_ref
 from buildkit.lock import CommitFact, Lock
 from buildkit.pipeline import Paths
@@ -464,19 +464,23 @@ def _file_at(repo: str, commit: str, rewrites) -> str | None:
     from buildkit.render import MAX_UPSTREAM_DOCKERFILE, UPSTREAM_PATH
     from buildkit.source import git_config
 
+    config = git_config(rewrites, repo)
     with tempfile.TemporaryDirectory(prefix="buildkit-bump-") as scratch:
         repo_dir = Path(scratch) / "old.git"
         run_git(["init", "-q", "--bare", str(repo_dir)])
-        fetch = ["fetch", "-q", "--depth=1", "--no-tags", "--", repo, commit]
-        run_git(fetch, cwd=repo_dir, config=git_config(rewrites, repo))
-        try:
-            size = int(run_git(["cat-file", "-s", f"{commit}:{UPSTREAM_PATH}"], cwd=repo_dir))
-        except GitFailed:
+        # Without blobs where the server allows filters: the one file wanted is fetched when read (a server that
+        # does not sends them all, which works too).
+        fetch = ["fetch", "-q", "--depth=1", "--filter=blob:none", "--no-tags", "--", repo, commit]
+        run_git(fetch, cwd=repo_dir, config=config)
+        # The trees are there: whether the file is comes without a fetch; reading it may fetch (and fail: exit 3).
+        if not run_git(["ls-tree", commit, "--", UPSTREAM_PATH], cwd=repo_dir).strip():
             return None
+        try:
+            size = int(run_git(["cat-file", "-s", f"{commit}:{UPSTREAM_PATH}"], cwd=repo_dir, config=config))
         except ValueError:
             raise UpstreamMalformed(f"git gave no size for {UPSTREAM_PATH} at {commit[:12]}") from None
         if size > MAX_UPSTREAM_DOCKERFILE:
             raise UpstreamMalformed(
                 f"upstream {UPSTREAM_PATH} at {commit[:12]} is {size} bytes; more than buildkit reads"
             )
-        return run_git(["show", f"{commit}:{UPSTREAM_PATH}"], cwd=repo_dir)
+        return run_git(["show", f"{commit}:{UPSTREAM_PATH}"], cwd=repo_dir, config=config)
