@@ -274,6 +274,10 @@ class _Bump:
         new = search.commit
         move.new = _info(new)
         edits: list[Callable] = []
+        if new.commit == old.commit:  # already the newest with a wheel: the PR (if any) still names it
+            if vllm.ref:
+                edits.append(lambda e: e.set_commit(("vllm", "ref"), new.commit))
+            return edits
         if vllm.ref:
             edits.append(lambda e: e.set_commit(("vllm", "ref"), new.commit))
             if vllm.pr:

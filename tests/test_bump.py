@@ -179,3 +179,14 @@ def test_vllm_without_any_wheel_names_how_many_were_tried(project, remote, upstr
     assert "none of the 4 newest commits on main" in result.stderr and "tried 4, at most 20" in result.stderr
     assert "Not found: none of the 4 commits tried has one." in result.stdout
     assert project_state(root) == state
+
+
+def test_pins_already_at_the_branch_head_are_left_as_they_are(project, remote):
+    root, cli = use_remote(project, remote)  # pinned at main's head already
+    state = project_state(root)
+    result = cli("bump")
+    assert result.code == 0, result.output
+    assert "**unchanged**" in result.stdout and "| nemo_rl | `main` |" in result.stdout
+    assert "| `patches/build-custom-vllm-wheel-location.patch` | applies |" in result.stdout
+    assert "nemo\\_rl did not move" in result.stdout or "nemo_rl did not move" in result.stdout
+    assert project_state(root) == state
