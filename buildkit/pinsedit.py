@@ -13,7 +13,6 @@ aliases and oversized files are refused before ruamel.yaml sees them.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,7 +203,3 @@ class PinsEditor:
         if got != self.expected:
             raise AssertionError(f"the edited {self.name} does not hold the intended values")
         return text
-
-    def snapshot(self) -> dict[str, Any]:
-        """The data the edits lead to (a copy)."""
-        return copy.deepcopy(self.expected)
