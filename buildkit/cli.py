@@ -208,6 +208,72 @@ def render(
     )  # fmt: skip
 
 
+@app.command()
+def bump(
+    pins: PinsOption = Path("pins.yaml"),
+    lock: LockOption = None,
+    nemo_rl: Annotated[
+        str | None,
+        typer.Option(
+            "--nemo-rl",
+            help="Branch or tag to move nemo_rl.ref to (its commit is pinned) [default: "
+            "nemo_rl stays; `main` when --vllm is not given either].",
+            show_default=False,
+        ),
+    ] = None,
+    vllm: Annotated[
+        bool,
+        typer.Option(
+            "--vllm", help="Also move vllm.ref to the newest commit of --vllm-branch that has a wheel (drops vllm.pr)."
+        ),
+    ] = False,
+    vllm_branch: Annotated[
+        str | None,
+        typer.Option(
+            "--vllm-branch", help="The vLLM branch for --vllm (implies it) [default: main].", show_default=False
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Do every step, write nothing, print the summary.")
+    ] = False,
+    summary: Annotated[
+        Path | None, typer.Option("--summary", help="Where to write the summary [default: build/bump.md].")
+    ] = None,
+    build_dir: BuildDirOption = None,
+    cache_dir: CacheDirOption = None,
+    submodules: SubmodulesOption = True,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of markdown.")
+    ] = False,
+) -> None:
+    """Move the pins to newer upstream commits, check the move end to end, and summarize it for a reviewer.
+
+    nemo_rl.ref moves to the head of a branch or a tag (pinned as its full SHA); with --vllm, vllm.ref moves to the
+    newest commit of the branch with a wheel for wheel.arch/wheel.variant (at most 20 tried, newest first), and
+    vllm.pr goes (the summary says whether the new commit contains it). pins.yaml is edited in place: comments,
+    order, quoting and layout are kept, only the moved values change. Then, in staging: resolve (the wheel is
+    downloaded and hashed), prepare (a declared patch upstream made obsolete is removed from nemo_rl.patches, with
+    the reason; one that conflicts stops the bump, exit 4) and render. Only when every step succeeded are
+    pins.yaml, pins.lock, build/prepare.json, build/Dockerfile, build/render.json and the summary written, all
+    together; on a failure nothing is, and the summary so far is printed. The summary (markdown on stdout, and
+    build/bump.md) gives old -> new commits, upstream's Dockerfile changes by stage and moved ARG defaults, each
+    patch's status, the wheel, the CUDA checks and the pins diff.
+
+    \b
+    Examples:
+      buildkit bump --dry-run                  # nemo_rl to main's head: what would change?
+      buildkit bump --nemo-rl v0.6.0           # to a tag, and write it all
+      buildkit bump --nemo-rl main --vllm      # both; vLLM to main's newest commit with a wheel
+      buildkit bump --vllm --vllm-branch releases/v0.15.0 --json | jq .moves
+    """
+    from buildkit.commands.bump import bump_command
+
+    bump_command(
+        _paths(pins, lock, build_dir, cache_dir), nemo_rl, vllm_branch or ("main" if vllm else None),
+        dry_run=dry_run, summary=summary, submodules=submodules, json_out=json_out,
+    )  # fmt: skip
+
+
 BuilderOption = Annotated[
     str | None,
     typer.Option("--builder", help="buildx builder (local, docker-container, remote, kubernetes) [default: current]."),

@@ -166,3 +166,18 @@ def read_record(path: Path, model: type[M]) -> M | None:
         raise InputError(
             f"{path}: not a valid record: {where}: {first['msg']}", hint="delete it and rerun the stage that writes it"
         ) from None
+
+
+def write_all_atomic(files: list[tuple[Path, str]]) -> None:
+    """Several files that belong together (pins, lock, records): every new file is written and fsynced beside its
+    target first, and only when all of them are complete are they renamed into place, one after the other. A
+    failure while writing (a full disk) renames none of them and removes every temp file."""
+    from contextlib import ExitStack
+
+    with ExitStack() as stack:
+        for path, text in files:
+            tmp = stack.enter_context(replaced_atomically(path))
+            try:
+                tmp.write_text(text, encoding="utf-8")
+            except OSError as exc:
+                raise write_error(path, exc) from None

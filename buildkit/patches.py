@@ -7,6 +7,7 @@ that changes nothing, or whose change upstream already contains, is an error too
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -86,13 +87,27 @@ def _git_apply(tree: Path, patch_path: Path, *extra: str) -> str | None:
         return exc.stderr
 
 
-def drift_report(tree: Path, patch: PatchSet, name: str) -> str:
-    """Say which hunk no longer fits and what upstream has at its place now."""
+@dataclass(frozen=True)
+class Conflict:
+    """Where a patch no longer fits upstream: the file, and (when a hunk's context moved) the hunk, the line, what
+    the patch expects there and what upstream has now. hunk None: the file is gone, or every context is in place."""
+
+    path: str
+    hunk: int | None = None
+    header: str = ""
+    line: int | None = None
+    expected: str = ""
+    found: str = ""
+    missing: bool = False
+
+
+def find_conflict(tree: Path, patch: PatchSet) -> Conflict | None:
+    """The first hunk that no longer fits and what upstream has at its place now; None when every hunk does."""
     for patched in patch:
         rel = _target_path(patched.path)
         target = tree / rel
         if not target.exists():
-            return f"{name}: {rel} does not exist in the upstream tree any more"
+            return Conflict(rel, missing=True)
         lines = target.read_text(encoding="utf-8", errors="replace").splitlines()
         for number, hunk in enumerate(patched, start=1):
             expected = [line.value.rstrip("\n") for line in hunk if line.is_context or line.is_removed]
@@ -104,19 +119,46 @@ def drift_report(tree: Path, patch: PatchSet, name: str) -> str:
                 have = actual[offset] if offset < len(actual) else "<end of file>"
                 if have != want:
                     header = str(hunk).splitlines()[0]
-                    return (
-                        f"{name} no longer fits upstream:\n"
-                        f"  file: {rel}\n"
-                        f"  hunk {number}: {header}\n"
-                        f"  line {start + offset + 1}:\n"
-                        f"    the patch expects: {want}\n"
-                        f"    upstream has now:  {have}"
-                    )
-    return f"{name} does not apply, though every hunk's context is in place"
+                    return Conflict(rel, number, header, start + offset + 1, want, have)
+    return None
+
+
+def drift_report(tree: Path, patch: PatchSet, name: str) -> str:
+    """Say which hunk no longer fits and what upstream has at its place now."""
+    return describe_conflict(find_conflict(tree, patch), name)
+
+
+def describe_conflict(conflict: Conflict | None, name: str) -> str:
+    if conflict is None:
+        return f"{name} does not apply, though every hunk's context is in place"
+    if conflict.missing:
+        return f"{name}: {conflict.path} does not exist in the upstream tree any more"
+    return (
+        f"{name} no longer fits upstream:\n"
+        f"  file: {conflict.path}\n"
+        f"  hunk {conflict.hunk}: {conflict.header}\n"
+        f"  line {conflict.line}:\n"
+        f"    the patch expects: {conflict.expected}\n"
+        f"    upstream has now:  {conflict.found}"
+    )
+
+
+class PatchConflict(UpstreamMismatch):
+    """A declared patch that does not apply to upstream (exit 4); `conflict` says where, when that can be shown."""
+
+    def __init__(self, message: str, patch_file: str, conflict: Conflict | None = None, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.patch_file = patch_file
+        self.conflict = conflict
 
 
 class PatchObsolete(UpstreamMismatch):
     """A patch that no longer applies because upstream now does what it did (exit 4, with the reason)."""
+
+    def __init__(self, message: str, patch_file: str, reason: str, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.patch_file = patch_file
+        self.reason = reason
 
 
 _ASSIGN_RE = re.compile(r"^\s*(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$")
@@ -192,27 +234,36 @@ def apply_patches(tree: Path, facts: list[PatchFact], project_dir: Path) -> list
         before = {t: sha256_file(tree / t) if (tree / t).exists() else "" for t in targets}
         if _git_apply(tree, path.resolve(), "--check") is not None:
             if _git_apply(tree, path.resolve(), "--check", "--reverse") is None:
-                raise UpstreamMismatch(
-                    f"{fact.file}: upstream already contains this change", hint="drop the patch from pins.yaml"
+                raise PatchObsolete(
+                    f"{fact.file}: upstream already contains this change",
+                    fact.file,
+                    "upstream already contains this change",
+                    hint="drop the patch from pins.yaml",
                 )
             reason = obsolete_reason(tree, patch)
             if reason is not None:
                 raise PatchObsolete(
                     f"{fact.file} is obsolete at this upstream commit: {reason}",
+                    fact.file,
+                    reason,
                     hint="remove it from nemo_rl.patches in pins.yaml (upstream does what it did), then "
                     "`buildkit resolve`",
                 )
-            raise UpstreamMismatch(
-                drift_report(tree, patch, fact.file), hint="update the patch to the new upstream, then resolve again"
+            conflict = find_conflict(tree, patch)
+            raise PatchConflict(
+                describe_conflict(conflict, fact.file),
+                fact.file,
+                conflict,
+                hint="update the patch to the new upstream, then resolve again",
             )
         problem = _git_apply(tree, path.resolve())
         if problem is not None:
-            raise UpstreamMismatch(f"{fact.file}: git apply failed: {problem.strip()}")
+            raise PatchConflict(f"{fact.file}: git apply failed: {problem.strip()}", fact.file)
         hashes = []
         for target in targets:
             after = sha256_file(tree / target) if (tree / target).exists() else ""
             if after == before[target]:
-                raise UpstreamMismatch(f"{fact.file}: applying it left {target} unchanged (a silent no-op)")
+                raise PatchConflict(f"{fact.file}: applying it left {target} unchanged (a silent no-op)", fact.file)
             hashes.append(TargetHashes(path=target, before=before[target], after=after))
         applied.append(AppliedPatch(file=fact.file, reason=fact.reason, sha256=fact.sha256, diff=text, targets=hashes))
     return applied

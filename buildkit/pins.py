@@ -290,6 +290,11 @@ def load_pins(path: Path) -> Pins:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    return pins_from_text(text, path)
+
+
+def pins_from_text(text: str, path: Path) -> Pins:
+    """Pins from the text of a pins file (`path` names it in messages): the guarded loader, then the schema."""
     data, root = load_yaml(text, path)
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of keys (nemo_rl, vllm, ...), found {type(data).__name__}")

@@ -193,7 +193,9 @@ def _json(status: int, data: Any, headers: dict[str, str] | None = None) -> Answ
 
 
 class FakeGitHub(Upstream):
-    """GET /repos/{owner}/{repo}/commits/{ref} and /pulls/{n}, with GitHub's status codes and rate-limit headers."""
+    """GET /repos/{owner}/{repo}/commits/{ref}, /pulls/{n}, /commits?sha=BRANCH (newest first) and
+    /compare/{base}...{head}, with GitHub's status codes and rate-limit headers. Each repository's commits form one
+    line of history in the order they were added."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -201,9 +203,11 @@ class FakeGitHub(Upstream):
         self.branches: dict[str, dict[str, str]] = {}
         self.pulls: dict[tuple[str, int], dict[str, Any]] = {}
         self.rate_limited_until: int | None = None
+        self.history: dict[str, list[str]] = {}  # "owner/repo" -> shas, oldest first
 
     def add_commit(self, repo: str, sha: str, message: str, date: str, branch: str | None = None) -> None:
         self.commits.setdefault(repo, {})[sha] = {"message": message, "date": date}
+        self.history.setdefault(repo, []).append(sha)
         if branch:
             self.branches.setdefault(repo, {})[branch] = sha
 
@@ -230,25 +234,30 @@ class FakeGitHub(Upstream):
         limit_headers = {"X-RateLimit-Remaining": "59", "X-RateLimit-Limit": "60"}
         if len(parts) == 5 and parts[0] == "repos" and parts[3] == "commits":
             repo, ref = f"{parts[1]}/{parts[2]}", unquote(parts[4])
-            known = self.commits.get(repo, {})
-            sha = self.branches.get(repo, {}).get(ref)
-            if sha is None:
-                matches = [s for s in known if s.startswith(ref)] if len(ref) >= 4 else []
-                sha = matches[0] if len(matches) == 1 else None
+            sha = self._find(repo, ref)
             if sha is None:
                 return _json(422, {"message": f"No commit found for SHA: {ref}", "status": "422"}, limit_headers)
-            info = known[sha]
+            return _json(200, self._commit_json(repo, sha), limit_headers)
+        if len(parts) == 4 and parts[0] == "repos" and parts[3] == "commits":
+            repo = f"{parts[1]}/{parts[2]}"
+            query = parse_qs(urlsplit(path).query)
+            tip = self._find(repo, query.get("sha", ["main"])[0])
+            if tip is None:
+                return _json(404, {"message": "Not Found", "status": "404"}, limit_headers)
+            per_page = min(int(query.get("per_page", ["30"])[0]), 100)
+            line = self.history[repo][: self.history[repo].index(tip) + 1]
+            return _json(200, [self._commit_json(repo, sha) for sha in reversed(line)][:per_page], limit_headers)
+        if len(parts) == 5 and parts[0] == "repos" and parts[3] == "compare" and "..." in parts[4]:
+            repo = f"{parts[1]}/{parts[2]}"
+            base, head = (self._find(repo, unquote(p)) for p in parts[4].split("...", 1))
+            if base is None or head is None:
+                return _json(404, {"message": "Not Found", "status": "404"}, limit_headers)
+            order = self.history[repo]
+            behind = order.index(base) - order.index(head)
+            status = "identical" if behind == 0 else "ahead" if behind < 0 else "behind"
             return _json(
                 200,
-                {
-                    "sha": sha,
-                    "html_url": f"https://github.com/{repo}/commit/{sha}",
-                    "commit": {
-                        "message": info["message"],
-                        "committer": {"name": "GitHub", "date": info["date"]},
-                        "author": {"name": "dev", "date": info["date"]},
-                    },
-                },
+                {"status": status, "ahead_by": max(0, -behind), "behind_by": max(0, behind), "files": []},
                 limit_headers,
             )
         if len(parts) == 5 and parts[0] == "repos" and parts[3] == "pulls" and parts[4].isdigit():
@@ -257,6 +266,27 @@ class FakeGitHub(Upstream):
                 return _json(404, {"message": "Not Found"}, limit_headers)
             return _json(200, pull, limit_headers)
         return _json(404, {"message": "Not Found"})
+
+    def _find(self, repo: str, ref: str) -> str | None:
+        """The commit a branch name, full SHA or unique prefix (4+ hex) names, as GitHub finds it."""
+        known = self.commits.get(repo, {})
+        sha = self.branches.get(repo, {}).get(ref)
+        if sha is None:
+            matches = [s for s in known if s.startswith(ref)] if len(ref) >= 4 else []
+            sha = matches[0] if len(matches) == 1 else None
+        return sha
+
+    def _commit_json(self, repo: str, sha: str) -> dict[str, Any]:
+        info = self.commits[repo][sha]
+        return {
+            "sha": sha,
+            "html_url": f"https://github.com/{repo}/commit/{sha}",
+            "commit": {
+                "message": info["message"],
+                "committer": {"name": "GitHub", "date": info["date"]},
+                "author": {"name": "dev", "date": info["date"]},
+            },
+        }
 
 
 _BLOCK = 1 << 20

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -38,6 +39,24 @@ T = TypeVar("T")
 # What resolve does with the wheel's bytes: download them (or reuse the cache), take their hash from the cache only
 # (--no-wheel-download), or leave them alone (--check, which compares what HEAD says).
 WheelBytes = Literal["download", "cache", "none"]
+MAX_WHEEL_TRIES = 20  # commits tried, newest first, when looking for the newest one with a wheel
+
+
+@dataclass(frozen=True)
+class WheelSearch:
+    """The newest commit of a branch with a wheel for the pinned arch and variant, and the newer ones without."""
+
+    commit: CommitFact
+    wheel: FoundWheel
+    skipped: list[tuple[CommitFact, str]]  # (commit, why it has no usable wheel), newest first
+
+
+class NoWheelFound(UpstreamMismatch):
+    """None of the commits tried has a wheel (exit 4); `skipped` says why each was passed over."""
+
+    def __init__(self, message: str, skipped: list[tuple[CommitFact, str]], hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.skipped = skipped
 
 
 class Resolver:
@@ -70,6 +89,42 @@ class Resolver:
         if self.github.owner_repo(repo):
             return self.github.commit(repo, ref)
         return self.git.resolve(repo, ref)
+
+    def branch_commits(self, repo: str, branch: str, count: int) -> list[CommitFact]:
+        if self.github.owner_repo(repo):
+            return self.github.branch_commits(repo, branch, count)
+        return self.git.branch_commits(repo, branch, count)
+
+    def newest_with_wheel(
+        self, repo: str, branch: str, tries: int = MAX_WHEEL_TRIES, on_skip: Callable[[str], None] | None = None
+    ) -> WheelSearch:
+        """The newest of the branch's `tries` newest commits that has a wheel for the pins' arch and variant (found
+        and checked with HEAD like resolve's; not downloaded). A commit without one is skipped with the reason."""
+        pins = self.pins
+        commits = self.branch_commits(repo, branch, tries)
+        skipped: list[tuple[CommitFact, str]] = []
+        for fact in commits:
+            try:
+                found = resolve_wheel(self.http, pins.wheel_index(), fact.commit, pins.wheel.arch, pins.wheel.variant)
+            except UpstreamMismatch as exc:
+                skipped.append((fact, exc.message))
+                if on_skip:
+                    on_skip(f"vllm {fact.commit[:12]} has no usable wheel: {exc.message}")
+                continue
+            return WheelSearch(fact, found, skipped)
+        raise NoWheelFound(
+            f"none of the {len(commits)} newest commits on {branch} of {repo} has a vllm wheel for linux "
+            f"{pins.wheel.arch}, variant {pins.wheel.variant} (tried {len(commits)}, at most {tries})",
+            skipped,
+            hint="try again when the wheels are published, or another wheel.variant",
+        )
+
+    def contains(self, repo: str, ancestor: str, head: str) -> str | None:
+        """GitHub's word on whether `head` contains `ancestor` ("ahead"/"identical": it does; "behind"/"diverged":
+        it does not); None for a repository that is not on GitHub (a PR exists only there)."""
+        if not self.github.owner_repo(repo):
+            return None
+        return self.github.compare(repo, ancestor, head)
 
     def resolve(self) -> Lock:
         pins = self.pins

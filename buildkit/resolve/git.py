@@ -85,6 +85,35 @@ class GitResolver:
             resolved_at=utc_now(),
         )
 
+    def branch_commits(self, url: str, branch: str, count: int) -> list[CommitFact]:
+        """The newest `count` commits reachable from a branch or tag, newest first: its tip from `git ls-remote`,
+        then that much of its history (commit objects only where the server allows filters) into the cache."""
+        repo, reset = self._repo_for(url)
+        tip = self._from_ls_remote(url, branch)
+        if not tip:
+            raise UpstreamMismatch(f"{url}: no branch or tag {branch!r}")
+        self._fetch(repo, url, [tip], depth=count)
+        out = run_git(["log", f"--max-count={count}", "--format=%H%x1f%cI%x1f%s", tip, "--"], cwd=repo)
+        source = f"{'git cache reset: ' + reset + ', ' if reset else ''}git ls-remote, git fetch --depth={count}"
+        facts = []
+        for line in out.splitlines():
+            commit, date, subject = (line.split("\x1f") + ["", "", ""])[:3]
+            if not FULL_SHA_RE.fullmatch(commit):
+                continue
+            facts.append(
+                CommitFact(
+                    repo=url,
+                    ref=commit,
+                    commit=commit,
+                    date=date,
+                    subject=subject,
+                    url=None,
+                    source=f"{source} on {url}",
+                    resolved_at=utc_now(),
+                )  # fmt: skip
+            )
+        return facts
+
     def _from_ls_remote(self, url: str, ref: str) -> str | None:
         try:
             out = run_git(["ls-remote", "--", url], timeout=120)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import re
 from datetime import UTC, datetime
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, Literal
+from urllib.parse import quote, urlsplit
 
 from pydantic import field_validator
 
@@ -77,6 +77,10 @@ class _Pull(Answer):
     merged_at: Timestamp | None = None
     merge_commit_sha: FullSha | None = None
     html_url: HttpsUrl | None = None
+
+
+class _Compare(Answer):
+    status: Literal["ahead", "behind", "identical", "diverged"]
 
 
 def _subject(message: str) -> str:
@@ -156,6 +160,35 @@ class GitHub:
             source=f"GitHub API {self.api}{path}",
             resolved_at=utc_now(),
         )
+
+    def branch_commits(self, repo_url: str, branch: str, count: int) -> list[CommitFact]:
+        """The newest `count` commits on a branch (or reachable from a tag or SHA), newest first
+        (`GET /repos/{owner}/{repo}/commits?sha=...`). `branch` has passed the ref grammar; it is URL-encoded."""
+        owner, repo = self._require(repo_url)
+        path = f"/repos/{owner}/{repo}/commits?sha={quote(branch, safe='')}&per_page={count}"
+        what = f"{owner}/{repo} commits on {branch!r}"
+        listed = parse(list[_Commit], self._get(path, what), f"GitHub API answer for {what}")
+        return [
+            CommitFact(
+                repo=repo_url,
+                ref=found.sha,
+                commit=found.sha,
+                date=found.commit.committer.date,
+                subject=_subject(found.commit.message),
+                url=found.html_url,
+                source=f"GitHub API {self.api}{path}",
+                resolved_at=utc_now(),
+            )
+            for found in listed[:count]
+        ]
+
+    def compare(self, repo_url: str, base: str, head: str) -> str:
+        """How `head` relates to `base` (`GET /repos/{owner}/{repo}/compare/{base}...{head}`): "ahead" or
+        "identical" when head contains base; "behind" or "diverged" when it does not. Both are full SHAs."""
+        owner, repo = self._require(repo_url)
+        path = f"/repos/{owner}/{repo}/compare/{base}...{head}?per_page=1"
+        what = f"{owner}/{repo} compare {base[:12]}...{head[:12]}"
+        return parse(_Compare, self._get(path, what), f"GitHub API answer for {what}").status
 
     def pull(self, repo_url: str, number: int) -> PullRequestFact:
         owner, repo = self._require(repo_url)

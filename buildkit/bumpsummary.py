@@ -1,0 +1,187 @@
+"""The bump's summary as markdown, for a reviewer: a pure function of the BumpReport.
+
+Every value from outside (commit subjects, upstream lines, messages, refs) goes through buildkit/markdown.py:
+escaped as text, in code spans longer than any backtick run inside, or in a fenced block, so no heading, row,
+link or HTML can come out of it.
+"""
+
+from __future__ import annotations
+
+from buildkit.bump import BumpReport, CommitInfo, PatchStatus
+from buildkit.markdown import cell, code, code_cell, fence, text
+
+
+def _commit(info: CommitInfo | None) -> str:
+    if info is None:
+        return "not reached"
+    return f"{code_cell(info.commit[:12])} {cell(info.date[:10])} {cell(info.subject)}"
+
+
+def _outcome(report: BumpReport) -> str:
+    if report.outcome == "failed":
+        error = text(report.error or "unknown error")
+        return f"**failed**: {error}. Nothing was written; below is what was found before the failure."
+    return {
+        "bumped": "**bumped**: the files below were written.",
+        "dry run": "**dry run**: nothing was written.",
+        "unchanged": "**unchanged**: pins.yaml already names these commits; nothing was written.",
+    }[report.outcome]
+
+
+def _commits(report: BumpReport) -> list[str]:
+    out = ["## Commits", "", "| pin | moved to | old | new |", "|---|---|---|---|"]
+    for move in report.moves:
+        new = _commit(move.new) if move.new is not None else "not reached"
+        if move.new is not None and move.old is not None and move.new.commit == move.old.commit:
+            new = "unchanged"
+        out.append(f"| {move.pin} | {code_cell(move.to)} | {_commit(move.old)} | {new} |")
+    out.append("")
+    if report.vllm_skipped:
+        out.append(f"vLLM commits passed over, newest first ({len(report.vllm_skipped)}), for want of a usable wheel:")
+        out.append("")
+        for skipped in report.vllm_skipped:
+            info = skipped.commit
+            what = f"{code(info.commit[:12])} {text(info.date[:10])} {text(info.subject)}"
+            out.append(f"- {what}: {text(skipped.reason)}")
+        out.append("")
+    pr = report.pull_request
+    if pr is not None:
+        head = f"`vllm.pr` #{pr.number} is removed from pins.yaml: the new vLLM commit is not its merge commit."
+        merge = code(pr.merge_commit[:12]) if pr.merge_commit else "its merge commit"
+        if pr.contained is True:
+            how = f"GitHub compare: {text(pr.compare)}"
+            out.append(f"{head} The PR is contained in it: {merge} is an ancestor ({how}).")
+        elif pr.contained is False:
+            out.append(
+                f"{head} **The PR is not contained in it**: {merge} is not an ancestor (GitHub compare: "
+                f"{text(pr.compare)}); check that the new commit still has what the PR brought."
+            )
+        else:
+            out.append(f"{head} Whether it contains the PR {text(pr.detail)}.")
+        out.append("")
+    return out
+
+
+def _dockerfile(report: BumpReport) -> list[str]:
+    out = ["## Upstream docker/Dockerfile, by stage", ""]
+    changes = report.dockerfile
+    nemo = next((m for m in report.moves if m.pin == "nemo_rl"), None)
+    if changes is None:
+        out += [text(report.dockerfile_note or "not reached"), ""]
+        return out
+    if nemo and nemo.old and nemo.new:
+        out += [f"{code(nemo.old.commit[:12])} → {code(nemo.new.commit[:12])}", ""]
+    if changes.stages:
+        out += ["| stage | change | lines |", "|---|---|---|"]
+        for stage in changes.stages:
+            lines = " ".join(part for part in (_plus(stage.added), _minus(stage.removed)) if part)
+            out.append(f"| {code_cell(stage.stage)} | {stage.change} | {lines} |")
+        out.append("")
+    else:
+        out += ["No stage changed.", ""]
+    if changes.unchanged:
+        out += ["Unchanged stages: " + ", ".join(code(s) for s in changes.unchanged) + ".", ""]
+    if changes.global_added or changes.global_removed:
+        lines = " ".join(p for p in (_plus(changes.global_added), _minus(changes.global_removed)) if p)
+        out += [f"Before the first FROM (global ARGs, comments): {lines}.", ""]
+    if changes.args:
+        out += ["ARG defaults that moved:", "", "| ARG | where | old | new |", "|---|---|---|---|"]
+        for arg in changes.args:
+            old = code_cell(arg.old) if arg.old is not None else "none"
+            new = code_cell(arg.new) if arg.new is not None else "none"
+            out.append(f"| {code_cell(arg.name)} | {cell(arg.where)} | {old} | {new} |")
+        out.append("")
+    return out
+
+
+def _plus(n: int) -> str:
+    return f"+{n}" if n else ""
+
+
+def _minus(n: int) -> str:
+    return f"−{n}" if n else ""
+
+
+def _patch_row(patch: PatchStatus) -> str:
+    if patch.status == "obsolete":
+        return f"| {code_cell(patch.file)} | obsolete: removed from pins.yaml | {cell(patch.reason)} |"
+    if patch.status == "conflicts":
+        c = patch.conflict
+        if c is not None and c.missing:
+            return f"| {code_cell(patch.file)} | conflicts | {code_cell(c.path)} does not exist upstream any more |"
+        if c is not None and c.hunk is not None:
+            detail = (
+                f"{code_cell(c.path)} {code_cell(c.header)}: the patch expects {code_cell(c.expected)}, "
+                f"upstream has {code_cell(c.found)}"
+            )
+            return f"| {code_cell(patch.file)} | conflicts at hunk {c.hunk}, line {c.line} | {detail} |"
+        return f"| {code_cell(patch.file)} | conflicts | {cell(patch.reason)} |"
+    return f"| {code_cell(patch.file)} | {patch.status} |  |"
+
+
+def _patches(report: BumpReport) -> list[str]:
+    out = ["## Patches", ""]
+    if not report.patches:
+        return out + [("none declared" if report.outcome != "failed" else "not reached"), ""]
+    out += ["| patch | status | detail |", "|---|---|---|", *(_patch_row(p) for p in report.patches), ""]
+    return out
+
+
+def _wheel(report: BumpReport) -> list[str]:
+    out = ["## vLLM wheel", ""]
+    wheel = report.wheel
+    if wheel is None:
+        vllm = next((m for m in report.moves if m.pin == "vllm"), None)
+        if vllm is not None and vllm.new is None and report.vllm_skipped:
+            out.append(f"Not found: none of the {len(report.vllm_skipped)} commits tried has one.")
+        else:
+            out.append("not reached")
+        return out + [""]
+    size = f"{wheel.size / 2**20:.1f} MiB" if wheel.size is not None else "size unknown"
+    sha = f"sha256 {code(wheel.sha256)}" if wheel.sha256 else "not content-addressed"
+    out.append(
+        f"For vLLM {code(wheel.commit[:12])}: {code(wheel.filename)} ({text(wheel.arch)}, variant "
+        f"{text(wheel.variant)}, {size}), {sha}."
+    )
+    return out + [""]
+
+
+def _cuda(report: BumpReport) -> list[str]:
+    out = ["## CUDA checks", ""]
+    if report.drift is None:
+        return out + ["not reached (render did not run)", ""]
+    if report.drift:
+        out += [f"- drift: {text(finding)}" for finding in report.drift]
+        out.append("- `buildkit build` stops on drift unless `--allow-drift`: fix `base_image` in pins.yaml")
+    else:
+        out.append("- no drift: upstream's `BASE_IMAGE` default and the pinned base image name the same CUDA major")
+    out += [f"- {text(fact)}" for fact in report.cuda]
+    return out + [""]
+
+
+def _pins(report: BumpReport) -> list[str]:
+    out = ["## pins.yaml", ""]
+    if report.pins_diff is None:
+        return out + ["not reached", ""]
+    if not report.pins_diff:
+        return out + ["no change", ""]
+    out += [fence(report.pins_diff, "diff"), ""]
+    if report.comments_to_check:
+        out += ["Comments are kept as written; these sit above a value that moved and may describe the old one:", ""]
+        out += [f"- {text(line)}" for line in report.comments_to_check]
+        out.append("")
+    return out
+
+
+def _files(report: BumpReport) -> list[str]:
+    out = ["## Files", ""]
+    if not report.written:
+        return out + ["Nothing written." + (" (dry run)" if report.dry_run else ""), ""]
+    return out + [f"- {code(path)}" for path in report.written] + [""]
+
+
+def markdown(report: BumpReport) -> str:
+    lines = ["# buildkit bump", "", _outcome(report), ""]
+    for section in (_commits, _dockerfile, _patches, _wheel, _cuda, _pins, _files):
+        lines += section(report)
+    return "\n".join(lines).rstrip("\n") + "\n"

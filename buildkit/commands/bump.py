@@ -1,0 +1,52 @@
+"""`buildkit bump`: move the pins to newer upstream commits, check the move end to end, and summarize it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from buildkit import ui
+from buildkit.bump import BumpFailed, BumpReport, BumpRequest, bump, check_ref
+from buildkit.pipeline import Paths
+
+
+def bump_command(
+    paths: Paths,
+    nemo_rl: str | None,
+    vllm_branch: str | None,
+    *,
+    dry_run: bool,
+    summary: Path | None,
+    submodules: bool,
+    json_out: bool,
+) -> None:
+    request = BumpRequest(
+        nemo_rl=check_ref(nemo_rl, "--nemo-rl") if nemo_rl is not None else None,
+        vllm_branch=check_ref(vllm_branch, "--vllm-branch") if vllm_branch is not None else None,
+        dry_run=dry_run,
+        summary=summary,
+        submodules=submodules,
+    )
+    try:
+        with ui.err.status("bumping: resolve, prepare, render in staging...", spinner="dots"):
+            report = bump(paths, request, on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"))
+    except BumpFailed as failed:
+        _present(failed.report, json_out)  # what was found before the failure
+        raise failed.cause from None
+    _present(report, json_out)
+    ui.print_drift(report.drift or [])
+    for path in report.written:
+        ui.err.print(f"[green]wrote[/] {ui.safe(path)}")
+    if report.outcome == "dry run":
+        ui.err.print("dry run: nothing written")
+    elif report.outcome == "unchanged":
+        ui.err.print("[green]ok[/]: the pins already name these commits; nothing written")
+
+
+def _present(report: BumpReport, json_out: bool) -> None:
+    if json_out:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+        return
+    from buildkit.bumpsummary import markdown
+
+    sys.stdout.write(ui.without_secrets(markdown(report)))
