@@ -158,7 +158,7 @@ def check(base: ImageFact, wheel: WheelFact) -> CudaCheck:
             why.append(f"the wheel's CUDA is unknown: {wheel.cuda_source}")
         return CudaCheck(base_image=base_cuda, wheel=wheel_cuda_, outcome="not checked", detail=_line("; ".join(why)))
     check_majors(base, wheel_cuda_, wheel.filename, wheel.cuda_source)
-    detail = f"CUDA {cuda_major(base_cuda)}: base image CUDA_VERSION={base_cuda}, wheel CUDA {wheel_cuda_}"
+    detail = f"base image CUDA_VERSION={base_cuda} and wheel CUDA {wheel_cuda_}: both CUDA {cuda_major(base_cuda)}"
     return CudaCheck(base_image=base_cuda, wheel=wheel_cuda_, outcome="match", detail=_line(detail))
 
 
