@@ -445,6 +445,12 @@ def _sha256_of(seed: int, size: int, length: int, layout: tuple[bytes, int, byte
     return digest.hexdigest()
 
 
+def wheel_bytes(size: int = 1024, needed: tuple[str, ...] = ("libcudart.so.12",)) -> bytes:
+    """The bytes of a small wheel resolve accepts (a zip whose vllm/_C.abi3.so needs `needed`), for servers other
+    than FakeWheelIndex."""
+    return WheelFile(size, "", needed=needed).data()
+
+
 class FakeWheelIndex(Upstream):
     """vLLM's per-commit index: /{commit}[/{variant}]/vllm/{metadata.json,index.html} and the wheels themselves."""
 
