@@ -18,7 +18,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from buildkit.errors import UpstreamMalformed, UpstreamMismatch, excerpt
+from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, excerpt
 from buildkit.lock import CudaCheck, ImageFact, WheelFact, cuda_major
 from buildkit.resolve.elf import ElfError, needed
 from buildkit.resolve.wheels import FoundWheel, wheel_variant
@@ -28,7 +28,7 @@ _CU_RE = re.compile(r"cu(?P<major>[0-9]{1,2})(?P<minor>[0-9])")  # cu129 -> 12.9
 _CUDART_RE = re.compile(r"libcudart\.so\.(?P<major>[0-9]{1,3})(?:\.[0-9]{1,4}){0,3}")  # fullmatch
 # A wheel's central directory: vLLM's lists a few thousand files (~1 MiB). More is not a wheel buildkit reads.
 MAX_DIRECTORY_BYTES = 64 << 20
-MAX_LIBRARY_BYTES = 8 << 30
+MAX_LIBRARY_BYTES = 4 << 30  # as much as the wheel itself may be by default
 _EOCD = struct.Struct("<4sHHHHIIH")
 _ZIP64_LOCATOR = struct.Struct("<4sIQI")
 _ZIP64_EOCD = struct.Struct("<4sQHHIIQQQQ")
@@ -101,7 +101,13 @@ def _needed(filename: str, wheel: Path) -> list[str] | None:
     """The DT_NEEDED entries of LIBRARY inside the wheel; None when the wheel has no such member."""
     what = f"wheel {filename}"
     try:
-        with wheel.open("rb") as handle:
+        handle = wheel.open("rb")
+    except OSError as exc:  # the cache's file, not upstream's answer
+        raise InputError(
+            f"{wheel}: the cached wheel cannot be read: {exc.strerror or exc}", hint="delete it and run again"
+        ) from None
+    try:
+        with handle:
             _check_directory_size(handle, what)
             with zipfile.ZipFile(handle) as archive:
                 try:
@@ -116,7 +122,8 @@ def _needed(filename: str, wheel: Path) -> list[str] | None:
     except ElfError as exc:
         raise UpstreamMalformed(f"{what}: {LIBRARY} is not a library buildkit can read: {exc}") from None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,
-            zlib.error, ValueError) as exc:  # fmt: skip
+            zlib.error, ValueError, OSError) as exc:  # fmt: skip
+        # OSError too: zipfile seeks where the archive's own offsets say (a negative one is EINVAL).
         raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {excerpt(str(exc), 120)}") from None
 
 
