@@ -2,8 +2,12 @@
 
 A transformation that cannot find its target is an error (buildkit/transforms.py), so the rendered Dockerfile
 always follows upstream at the locked commit. What remains is drift in the inputs: the pins may name a base image
-built for another CUDA than the one upstream builds on at that commit. A finding does not stop `render`; it stops
-`build` unless `--allow-drift` is given, and the render record and the report keep it.
+built for another CUDA than the one upstream builds on at that commit. Our side is the CUDA_VERSION resolve read
+from the base image's config (the lock's base_image.cuda_version), or its tag when the config sets none; upstream's
+side is the tag of its ARG BASE_IMAGE default (an image it does not pin: only the name is known).
+
+A finding does not stop `render`; it stops `build` unless `--allow-drift` is given, and the render record and the
+report keep it.
 """
 
 from __future__ import annotations
@@ -22,14 +26,22 @@ def cuda_of_tag(ref: str) -> tuple[int, int] | None:
     return (int(match["major"]), int(match["minor"])) if match else None
 
 
-def base_image_drift(upstream_default: str | None, pinned_ref: str) -> list[str]:
-    """A finding when upstream's own BASE_IMAGE default and the pinned base image name different CUDA majors."""
+def base_image_drift(upstream_default: str | None, pinned_ref: str, measured: str | None = None) -> list[str]:
+    """A finding when upstream's own BASE_IMAGE default and the pinned base image name different CUDA majors.
+    `measured`: the base image's CUDA_VERSION from its config (preferred to its tag)."""
     if not upstream_default:
         return []
-    theirs, ours = cuda_of_tag(upstream_default), cuda_of_tag(pinned_ref)
-    if theirs is None or ours is None or theirs[0] == ours[0]:
+    theirs = cuda_of_tag(upstream_default)
+    if measured is not None:
+        ours, shown, how = int(measured.split(".")[0]), measured, "its config's CUDA_VERSION"
+    else:
+        tagged = cuda_of_tag(pinned_ref)
+        if tagged is None:
+            return []
+        ours, shown, how = tagged[0], f"{tagged[0]}.{tagged[1]}", "read from its tag"
+    if theirs is None or theirs[0] == ours:
         return []
     return [
         f"upstream builds on CUDA {theirs[0]}.{theirs[1]} (its ARG BASE_IMAGE default "
-        f"{excerpt(upstream_default)}) but the pinned base image {excerpt(pinned_ref)} is CUDA {ours[0]}.{ours[1]}"
+        f"{excerpt(upstream_default)}) but the pinned base image {excerpt(pinned_ref)} is CUDA {shown} ({how})"
     ]

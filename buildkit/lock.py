@@ -27,14 +27,27 @@ from buildkit.grammar import Digest, FullSha, GitRef, GitUrl, HttpsUrl, ImageRef
 from buildkit.pins import Build, KnownIssue, Pins, dump_build
 
 # 2: the wheel is content-addressed (wheel.sha256 is measured; the index's claim moved to wheel.index_sha256).
-# Version 1 locks are read, migrated in memory, and reported stale; they are never written.
-LOCK_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+# 3: the CUDA versions of the base image and the wheel are read and checked (base_image.cuda_version,
+#    wheel.cuda, the cuda section).
+# Older locks are read, migrated in memory, and reported stale; they are never written.
+LOCK_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 
 SHA256_HEX_RE = re.compile(r"[0-9a-f]{64}")
 SKIPPED_REASON = "resolve --no-wheel-download was given: the wheel's bytes were not hashed; the build trusts its URL"
 V1_REASON = "written by lock version 1, before wheels were hashed"
 V1_STALE = "lock version 1: the wheel is not content-addressed; run `buildkit resolve`"
+V2_STALE = "lock version 2: CUDA versions were not checked; run `buildkit resolve`"
+# The CUDA facts a lock written before version 3 gets in memory.
+CUDA_FIELDS = {"base_image": ("cuda_version", "config_digest"), "wheel": ("cuda", "cuda_source")}
+
+# CUDA_VERSION as the CUDA images' config sets it ("12.9.1"); a wheel's CUDA is major.minor or just the major.
+CUDA_VERSION_RE = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}(?:\.[0-9]{1,4})?")
+WHEEL_CUDA_RE = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,3})?")
+
+
+def _pre_cuda_reason(version: int) -> str:
+    return f"written by lock version {version}, before CUDA versions were read"
 
 
 def _sha256_hex(value: str) -> str:
@@ -44,6 +57,32 @@ def _sha256_hex(value: str) -> str:
 
 
 Sha256Hex = Annotated[str, AfterValidator(_sha256_hex), WithJsonSchema({"type": "string", "pattern": "^[0-9a-f]{64}$"})]
+
+
+def _matching(regex: re.Pattern[str], what: str):
+    def check(value: str) -> str:
+        if not regex.fullmatch(value):
+            raise ValueError(f"expected {what}, found {excerpt(value, 40)}")
+        return value
+
+    return check
+
+
+CudaVersion = Annotated[
+    str,
+    AfterValidator(_matching(CUDA_VERSION_RE, "a CUDA version like 12.9.1")),
+    WithJsonSchema({"type": "string", "pattern": f"^{CUDA_VERSION_RE.pattern}$"}),
+]
+WheelCuda = Annotated[
+    str,
+    AfterValidator(_matching(WHEEL_CUDA_RE, "a CUDA version like 12.9 (or a major, 12)")),
+    WithJsonSchema({"type": "string", "pattern": f"^{WHEEL_CUDA_RE.pattern}$"}),
+]
+
+
+def cuda_major(version: str) -> int:
+    """12 of "12.9.1", "12.9" or "12" (values already held to their grammar)."""
+    return int(version.split(".", 1)[0])
 
 
 class _Fact(BaseModel):
@@ -97,6 +136,11 @@ class WheelFact(_Fact):
     listed_in: str = Field(description="The metadata.json or PEP 503 page that listed the wheel.")
     verified_by: Literal["HEAD", "GET Range: bytes=0-0"]
     resolved_at: str
+    cuda: WheelCuda | None = Field(
+        description="The CUDA the wheel is built for: major.minor (12.9), or only the major when just its bytes "
+        "say (libcudart.so.12); null when unknown."
+    )
+    cuda_source: OneLine = Field(description="How the CUDA is known (the variant's name, the bytes), or why not.")
 
     @model_validator(mode="after")
     def _coherent(self) -> WheelFact:
@@ -118,11 +162,24 @@ class ImageFact(_Fact):
     pinned: ImageRef = Field(description="What FROM uses: name@digest.")
     source: str
     resolved_at: str
+    cuda_version: CudaVersion | None = Field(
+        description="CUDA_VERSION from the image config's Env, as it says it (12.9.1); null when it sets none."
+    )
+    config_digest: Digest | None = Field(description="Digest of the build platform's image config, read for it.")
+
+
+class CudaCheck(_Fact):
+    """The base image's CUDA against the wheel's, at resolve. A mismatch stops resolve: it never reaches a lock."""
+
+    base_image: CudaVersion | None = Field(description="base_image.cuda_version.")
+    wheel: WheelCuda | None = Field(description="wheel.cuda.")
+    outcome: Literal["match", "not checked"]
+    detail: OneLine = Field(description="What was compared, or why it could not be.")
 
 
 class Lock(_Fact):
-    # 1 only in memory, for a version-1 lock read and migrated by read_lock: it is stale (consistency_problems).
-    lock_version: Literal[1, 2] = LOCK_VERSION
+    # 1 and 2 only in memory, for an older lock read and migrated by read_lock: it is stale (consistency_problems).
+    lock_version: Literal[1, 2, 3] = LOCK_VERSION
     buildkit_version: str
     pins_sha256: str
     resolved_at: str
@@ -131,15 +188,20 @@ class Lock(_Fact):
     vllm_pr: PullRequestFact | None
     wheel: WheelFact
     base_image: ImageFact
+    cuda: CudaCheck
     build: Build
     patches: list[PatchFact] = Field(description="Declared patches to NeMo-RL, each pinned by sha256.")
     known_issues: list[KnownIssue]
 
     def to_json(self) -> str:
         data = {**self.model_dump(mode="json"), "build": dump_build(self.build)}
+        # A migrated lock serializes as the lock it was read from, so its hash (lock_sha256, which labels and
+        # records carry) stays the one its builds were stamped with.
+        if self.lock_version < 3:
+            del data["cuda"]
+            for section, fields in CUDA_FIELDS.items():
+                data[section] = {k: v for k, v in data[section].items() if k not in fields}
         if self.lock_version == 1:
-            # A migrated lock serializes as the version-1 lock it was read from, so its hash (lock_sha256, which
-            # labels and records carry) stays the one its builds were stamped with.
             data["wheel"] = _wheel_as_v1(data["wheel"])
         return json.dumps(data, indent=2, sort_keys=False) + "\n"
 
@@ -179,7 +241,8 @@ def _migrate(path: Path, data: Any) -> Any:
         found = "no lock_version" if version is None else f"lock_version {excerpt(version, 40)}"
         raise InputError(
             f"{path}: invalid lock: {found}; this buildkit reads lock versions "
-            + " and ".join(map(str, READABLE_VERSIONS)),
+            + ", ".join(map(str, READABLE_VERSIONS[:-1]))
+            + f" and {READABLE_VERSIONS[-1]}",
             hint="run `buildkit resolve` to rewrite it, or use the buildkit that wrote it",
         )
     wheel = data.get("wheel")
@@ -192,6 +255,20 @@ def _migrate(path: Path, data: Any) -> Any:
             not_content_addressed=V1_REASON,
         )
         data = {**data, "wheel": wheel}
+    if version < 3:
+        data = _without_cuda_facts(data, version)
+    return data
+
+
+def _without_cuda_facts(data: dict[str, Any], version: int) -> dict[str, Any]:
+    """A lock from before CUDA versions were read, with them unknown and the check "not checked"."""
+    reason = _pre_cuda_reason(version)
+    data = dict(data)
+    if isinstance(data.get("base_image"), dict):
+        data["base_image"] = {**data["base_image"], "cuda_version": None, "config_digest": None}
+    if isinstance(data.get("wheel"), dict):
+        data["wheel"] = {**data["wheel"], "cuda": None, "cuda_source": reason}
+    data["cuda"] = {"base_image": None, "wheel": None, "outcome": "not checked", "detail": reason}
     return data
 
 
@@ -211,6 +288,13 @@ def content_warning(lock: Lock) -> str | None:
     )
 
 
+def cuda_warning(lock: Lock) -> str | None:
+    """The one line resolve prints when the base image's CUDA and the wheel's could not be compared."""
+    if lock.cuda.outcome == "match":
+        return None
+    return f"the CUDA match of the base image and the wheel was not checked: {lock.cuda.detail}"
+
+
 def lock_sha256(lock: Lock) -> str:
     """The hash later stages stamp into their outputs (labels, records): of the lock's canonical JSON."""
     return hashlib.sha256(lock.to_json().encode()).hexdigest()
@@ -218,7 +302,7 @@ def lock_sha256(lock: Lock) -> str:
 
 def consistency_problems(pins: Pins, lock: Lock, patches: list[PatchFact]) -> list[str]:
     """What makes a lock unusable for these pins (and these patch files), checked with no network."""
-    problems: list[str] = [V1_STALE] if lock.lock_version == 1 else []
+    problems: list[str] = {1: [V1_STALE], 2: [V2_STALE]}.get(lock.lock_version, [])
     if [p.model_dump() for p in patches] != [p.model_dump() for p in lock.patches]:
         changed = [p.file for p in patches if p not in lock.patches] or [p.file for p in lock.patches]
         problems.append(f"declared patches changed since the lock was written: {', '.join(changed)}")
@@ -240,6 +324,7 @@ def consistency_problems(pins: Pins, lock: Lock, patches: list[PatchFact]) -> li
         problems.append(f"vllm.pr: the lock has PR #{lock.vllm_pr.number}, the pins name none")
     problems += _wheel_problems(pins, lock)
     problems += _base_image_problems(pins, lock)
+    problems += _cuda_problems(lock)
     if lock.build != pins.build:
         fields = [f for f in type(pins.build).model_fields if getattr(lock.build, f) != getattr(pins.build, f)]
         problems.append(f"build: the lock's {', '.join(fields)} differ from the pins")
@@ -303,6 +388,28 @@ def _base_image_problems(pins: Pins, lock: Lock) -> list[str]:
     expected = f"{pinned.name}@{b.index_digest or b.manifest_digest}"
     if b.pinned != expected:
         problems.append(f"base_image.pinned: lock has {b.pinned}, its resolved facts give {expected}")
+    return problems
+
+
+def _cuda_problems(lock: Lock) -> list[str]:
+    """The cuda section repeats the facts it compared, and says "match" exactly when both were known and their
+    majors are equal: a lock is a file anyone can edit in a pull request, and a mismatch never reaches one."""
+    c, problems = lock.cuda, []
+    if (c.base_image, c.wheel) != (lock.base_image.cuda_version, lock.wheel.cuda):
+        problems.append(
+            f"cuda: the check compared base image {c.base_image} and wheel {c.wheel}, but the lock's facts are "
+            f"base_image.cuda_version {lock.base_image.cuda_version} and wheel.cuda {lock.wheel.cuda}"
+        )
+    if c.base_image is not None and c.wheel is not None:
+        if cuda_major(c.base_image) != cuda_major(c.wheel):
+            problems.append(
+                f"cuda: the base image is CUDA {c.base_image} and the wheel CUDA {c.wheel}: different majors, "
+                f"which resolve never locks (the lock says {c.outcome!r})"
+            )
+        elif c.outcome != "match":
+            problems.append("cuda: both CUDA versions are known and agree, but the lock says 'not checked'")
+    elif c.outcome == "match":
+        problems.append("cuda: the lock says 'match' without knowing both CUDA versions")
     return problems
 
 

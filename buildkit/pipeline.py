@@ -147,14 +147,15 @@ def load_inputs(paths: Paths, on_note: OnNote | None = None) -> Inputs:
     """Pins and a lock that agree with them: later stages trust only a lock that is current. `on_note` hears the
     warning for a lock whose wheel is not content-addressed.
 
-    A version-1 lock is stale for `resolve --check` and `build` (which resolve it again), but the stages that
-    describe what was built from it (render, verify, report) still read it, as a lock whose wheel is not
-    content-addressed: its hash is the one its records and image labels carry."""
-    from buildkit.lock import V1_STALE, consistency_problems, read_lock
+    A version-1 or version-2 lock is stale for `resolve --check` and `build` (which resolve it again), but the
+    stages that describe what was built from it (render, verify, report) still read it (version 1 as a lock whose
+    wheel is not content-addressed; both with their CUDA "not checked"): its hash is the one its records and image
+    labels carry."""
+    from buildkit.lock import V1_STALE, V2_STALE, consistency_problems, read_lock
 
     pins, patches = load_pins_and_patches(paths)
     lock = read_lock(paths.lock)  # a missing or unreadable lock says so plainly
-    problems = [p for p in consistency_problems(pins, lock, patches) if p != V1_STALE]
+    problems = [p for p in consistency_problems(pins, lock, patches) if p not in (V1_STALE, V2_STALE)]
     if problems:
         raise CheckFailed(
             f"{paths.lock} does not match the pins:" + "".join(f"\n  - {p}" for p in problems),
@@ -225,6 +226,10 @@ def ensure_lock(
         on_progress = _download_notes(on_note)
     fresh = resolve(paths, pins, patches, on_note, on_progress=on_progress)
     write_lock(paths, fresh)
+    from buildkit.lock import cuda_warning
+
+    if on_note and (warning := cuda_warning(fresh)):
+        on_note(warning)
     return Inputs(paths, pins, patches, fresh), True
 
 

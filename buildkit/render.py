@@ -298,7 +298,7 @@ def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_
         smoke_base=smoke_base,
         upstream_sha256=sha256_bytes(upstream.encode()),
         diff=unified_diff(upstream, text, "upstream docker/Dockerfile", "build/Dockerfile"),
-        drift=base_image_drift(upstream_base, lock.base_image.ref),
+        drift=base_image_drift(upstream_base, lock.base_image.ref, lock.base_image.cuda_version),
         transformations=done,
         upstream_base_image=upstream_base,
         unpinned=unpinned_inputs(parse(text, "build/Dockerfile"), "smoke" if smoke_base else lock.build.target, script),

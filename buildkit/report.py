@@ -235,6 +235,7 @@ def facts(
         },
         "wheel": w.model_dump(mode="json"),
         "base_image": b.model_dump(mode="json"),
+        "cuda": lock.cuda.model_dump(mode="json"),
         "modifications": [p.model_dump(mode="json") for p in prepare.patches] if prepare else [],
         "declared_patches": _declared_diffs(lock, paths.project_dir if paths else None),
         "dropped_extras": [e.model_dump(mode="json") for e in lock.build.drop_extras],

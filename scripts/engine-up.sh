@@ -147,21 +147,26 @@ done
 # Leave the first selected, so `buildkit build` and `buildkit doctor` use it without --builder.
 docker buildx use "$BUILDER"
 
-# 7. The stand-in base image: busybox on scratch, built by this BuildKit and pushed to the loopback registry.
-if ! curl -fsS "http://$REGISTRY/v2/buildkit/stand-in-base/manifests/1" \
-  -H 'Accept: application/vnd.oci.image.index.v1+json' >/dev/null 2>&1; then
+# 7. The stand-in base image: busybox on scratch, built by this BuildKit and pushed to the loopback registry. It
+#    sets CUDA_VERSION as NVIDIA's CUDA images do, so resolve's CUDA check runs on the smoke path. Rebuilt when its
+#    Dockerfile or busybox changes (the hash of both is kept beside the registry's data).
+STAND_IN_DOCKERFILE='FROM scratch
+COPY busybox /bin/busybox
+RUN ["/bin/busybox", "--install", "-s", "/bin"]
+RUN mkdir -p /tmp /root /etc && echo '"'"'root:x:0:0:root:/root:/bin/sh'"'"' > /etc/passwd
+ENV CUDA_VERSION=12.9.1
+CMD ["/bin/sh"]'
+stand_in_hash=$( { printf '%s' "$STAND_IN_DOCKERFILE"; sha256sum </bin/busybox; } | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$ENGINE_DIR/stand-in.sha256" 2>/dev/null)" != "$stand_in_hash" ] \
+  || ! curl -fsS "http://$REGISTRY/v2/buildkit/stand-in-base/manifests/1" \
+    -H 'Accept: application/vnd.oci.image.index.v1+json' >/dev/null 2>&1; then
   say "building the stand-in base image $STAND_IN"
   ctx=$(mktemp -d)
   cp /bin/busybox "$ctx/busybox"
-  cat >"$ctx/Dockerfile" <<'EOF'
-FROM scratch
-COPY busybox /bin/busybox
-RUN ["/bin/busybox", "--install", "-s", "/bin"]
-RUN mkdir -p /tmp /root /etc && echo 'root:x:0:0:root:/root:/bin/sh' > /etc/passwd
-CMD ["/bin/sh"]
-EOF
+  printf '%s\n' "$STAND_IN_DOCKERFILE" >"$ctx/Dockerfile"
   docker buildx build --builder "$BUILDER" --progress quiet --platform linux/amd64 -t "$STAND_IN" --push "$ctx" >/dev/null
   rm -rf "$ctx"
+  printf '%s\n' "$stand_in_hash" >"$ENGINE_DIR/stand-in.sha256"
 fi
 
 say "up: docker $(docker version --format '{{.Server.Version}}'), buildkitd $("$ENGINE_DIR/bin/buildkitd" --version | awk '{print $3}'), buildx $("$ENGINE_DIR/bin/buildx" version | awk '{print $2}'), builders $BUILDER (selected) and $BUILDER_B, registry $REGISTRY, stand-in $STAND_IN"

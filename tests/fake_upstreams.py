@@ -13,10 +13,12 @@ import base64
 import hashlib
 import json
 import random
+import struct
 import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -43,6 +45,7 @@ WHEEL_SIZE = 452_718_563  # the reference wheel's size, as wheels.vllm.ai serves
 TEST_WHEEL_SIZE = 256 * 1024
 BASE_REPO = "nvidia/cuda-dl-base"
 BASE_TAG = "25.05-cuda12.9-devel-ubuntu24.04"
+CUDA_VERSION = "12.9.1"  # what that image's config sets in its Env
 
 DROP = object()  # close the connection without answering; as a body chunk: cut the answer off there
 Answer = tuple[int, dict[str, str], "bytes | Iterator[bytes]"]
@@ -297,30 +300,144 @@ def _block_base(seed: int) -> bytes:
     return random.Random(seed).randbytes(_BLOCK)
 
 
+LIBRARY = "vllm/_C.abi3.so"
+PADDING = "vllm/_padding.bin"  # the rest of the wheel's size: seeded random bytes, stored
+
+
+def minimal_elf(needed: tuple[str, ...] = ("libcudart.so.12",)) -> bytes:
+    """A minimal ELF64 little-endian shared object whose dynamic section names `needed` (DT_NEEDED): one PT_LOAD
+    covering the whole file at address 0, one PT_DYNAMIC, the string table between them. Nothing loads it."""
+    strtab = b"\0" + b"".join(name.encode() + b"\0" for name in needed)
+    offsets, at = [], 1
+    for name in needed:
+        offsets.append(at)
+        at += len(name.encode()) + 1
+    str_off = 64 + 2 * 56
+    dyn_off = (str_off + len(strtab) + 7) // 8 * 8
+    entries = [(1, o) for o in offsets] + [(5, str_off), (10, len(strtab)), (0, 0)]
+    dynamic = b"".join(struct.pack("<qQ", tag, value) for tag, value in entries)
+    total = dyn_off + len(dynamic)
+    ident = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
+    header = struct.pack("<16sHHIQQQIHHHHHH", ident, 3, 62, 1, 0, 64, 0, 0, 64, 56, 2, 64, 0, 0)
+    load = struct.pack("<IIQQQQQQ", 1, 5, 0, 0, 0, total, total, 0x1000)
+    dyn = struct.pack("<IIQQQQQQ", 2, 6, dyn_off, dyn_off, dyn_off, len(dynamic), len(dynamic), 8)
+    body = header + load + dyn + strtab
+    return body + bytes(dyn_off - len(body)) + dynamic
+
+
+def cudart_for(variant: str) -> tuple[str, ...]:
+    """What the fake's library needs by default: libcudart.so.12 (the default variant is CUDA 12.9), or the
+    major a cuNNN variant names."""
+    if variant.startswith("cu") and variant[2:].isdigit() and len(variant) >= 4:
+        return (f"libcudart.so.{int(variant[2:-1])}",)
+    return ("libcudart.so.12",)
+
+
+def _local_header(name: bytes, crc: int, size: int) -> bytes:
+    return struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, 0, 0, 0, 0x21, crc, size, size, len(name), 0) + name
+
+
+def _central_entry(name: bytes, crc: int, size: int, offset: int) -> bytes:
+    return (
+        struct.pack(
+            "<4sHHHHHHIIIHHHHHII",
+            b"PK\x01\x02",
+            20,
+            20,
+            0,
+            0,
+            0,
+            0x21,
+            crc,
+            size,
+            size,
+            len(name),
+            0,
+            0,
+            0,
+            0,
+            0,
+            offset,
+        )  # fmt: skip
+        + name
+    )
+
+
+@lru_cache(maxsize=16)
+def _pad_crc(seed: int, length: int) -> int:
+    crc = 0
+    for chunk in _seeded(seed, 0, length):
+        crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+@lru_cache(maxsize=16)
+def _zip_layout(seed: int, size: int, library: bytes | None, member: str) -> tuple[bytes, int, bytes]:
+    """(the bytes before the padding's data, its length, the bytes after it) of a stored zip `size` bytes long:
+    the library member (when there is one), then the padding member, then the central directory."""
+    members = [(member.encode(), library)] if library is not None else []
+    pad_name = PADDING.encode()
+    fixed = sum(30 + len(n) + len(d) + 46 + len(n) for n, d in members) + 30 + 46 + 2 * len(pad_name) + 22
+    pad_len = size - fixed
+    assert pad_len >= 0, f"a fake wheel needs at least {fixed} bytes"
+    assert size < 1 << 32, "the fake wheel is a zip without zip64"
+    pad_crc = _pad_crc(seed, pad_len)
+    head, directory = b"", b""
+    for name, data in members:
+        crc = zlib.crc32(data)
+        directory += _central_entry(name, crc, len(data), len(head))
+        head += _local_header(name, crc, len(data)) + data
+    directory += _central_entry(pad_name, pad_crc, pad_len, len(head))
+    head += _local_header(pad_name, pad_crc, pad_len)
+    count = len(members) + 1
+    tail = directory + struct.pack(
+        "<4sHHHHIIH", b"PK\x05\x06", 0, 0, count, count, len(directory), len(head) + pad_len, 0
+    )
+    return head, pad_len, tail
+
+
+def _seeded(seed: int, start: int, end: int) -> Iterator[bytes]:
+    """Bytes [start, end) of the seeded stream, in blocks: each block is a fixed random block with its index in
+    front, so no two blocks are equal."""
+    base = _block_base(seed)
+    index = start // _BLOCK
+    while start < end:
+        block = index.to_bytes(8, "big") + base[8:]
+        offset = start - index * _BLOCK
+        piece = block[offset : min(_BLOCK, end - index * _BLOCK)]
+        yield piece
+        start += len(piece)
+        index += 1
+
+
 @dataclass
 class WheelFile:
-    """A wheel's bytes: deterministic for (seed, size), made on demand in 1 MiB blocks (a 432 MiB wheel costs no
-    memory). Change `seed` to change the bytes and nothing else (same size, same ETag)."""
+    """A wheel's bytes: a real zip (stored) holding `vllm/_C.abi3.so`, a minimal ELF that needs `needed`, and a
+    padding member of seeded random bytes up to `size`; made on demand in 1 MiB blocks (a 432 MiB wheel costs no
+    memory). Change `seed` to change the bytes and nothing else (same size, same ETag). `library` replaces the
+    ELF's bytes (hostile ones), `member` its name; `archive=False` serves the seeded bytes alone, not a zip."""
 
     size: int
     etag: str
     last_modified: str = "Tue, 20 Jan 2026 03:12:44 GMT"
     seed: int = 0
     served_size: int | None = None  # a GET serves this many bytes (HEAD still says `size`): a lying server
+    needed: tuple[str, ...] = ("libcudart.so.12",)
+    library: bytes | None = None
+    member: str | None = LIBRARY  # None: the wheel has no such library
+    archive: bool = True
+
+    def _layout(self) -> tuple[bytes, int, bytes]:
+        if not self.archive:
+            return b"", self.size, b""
+        library = (
+            None if self.member is None else self.library if self.library is not None else minimal_elf(self.needed)
+        )
+        return _zip_layout(self.seed, self.size, library, self.member or LIBRARY)
 
     def chunks(self, start: int = 0, end: int | None = None) -> Iterator[bytes]:
-        """The bytes [start, end) of the file, in blocks: each block is a fixed random block with its index in
-        front, so no two blocks are equal."""
-        end = self.length if end is None else end
-        base = _block_base(self.seed)
-        index = start // _BLOCK
-        while start < end:
-            block = index.to_bytes(8, "big") + base[8:]
-            offset = start - index * _BLOCK
-            piece = block[offset : min(_BLOCK, end - index * _BLOCK)]
-            yield piece
-            start += len(piece)
-            index += 1
+        """The bytes [start, end) of the file as served (zeros past `size` when served_size says more)."""
+        return _file_chunks(self.seed, self.size, self._layout(), start, self.length if end is None else end)
 
     @property
     def length(self) -> int:
@@ -330,15 +447,38 @@ class WheelFile:
         return b"".join(self.chunks())
 
     def sha256(self) -> str:
-        return _sha256_of(self.seed, self.length)
+        return _sha256_of(self.seed, self.size, self.length, self._layout())
+
+
+def _file_chunks(seed: int, size: int, layout: tuple[bytes, int, bytes], start: int, end: int) -> Iterator[bytes]:
+    head, pad_len, tail = layout
+    segments = ((0, head), (len(head), pad_len), (len(head) + pad_len, tail), (size, max(end - size, 0)))
+    for at, part in segments:
+        length = len(part) if isinstance(part, bytes) else part
+        lo, hi = max(start, at), min(end, at + length)
+        if lo >= hi:
+            continue
+        if isinstance(part, bytes):
+            yield part[lo - at : hi - at]
+        elif at == len(head):
+            yield from _seeded(seed, lo - at, hi - at)
+        else:  # past the end of the file: a lying server's extra bytes
+            for offset in range(lo, hi, _BLOCK):
+                yield bytes(min(_BLOCK, hi - offset))
 
 
 @lru_cache(maxsize=16)
-def _sha256_of(seed: int, size: int) -> str:
+def _sha256_of(seed: int, size: int, length: int, layout: tuple[bytes, int, bytes]) -> str:
     digest = hashlib.sha256()
-    for chunk in WheelFile(size, "", seed=seed).chunks():
+    for chunk in _file_chunks(seed, size, layout, 0, length):
         digest.update(chunk)
     return digest.hexdigest()
+
+
+def wheel_bytes(size: int = 1024, needed: tuple[str, ...] = ("libcudart.so.12",)) -> bytes:
+    """The bytes of a small wheel resolve accepts (a zip whose vllm/_C.abi3.so needs `needed`), for servers other
+    than FakeWheelIndex."""
+    return WheelFile(size, "", needed=needed).data()
 
 
 class FakeWheelIndex(Upstream):
@@ -357,10 +497,24 @@ class FakeWheelIndex(Upstream):
         self.cuts: list[int] = []  # each wheel GET takes the first: its body is cut off after that many bytes
         self.wheel_size = TEST_WHEEL_SIZE
 
-    def add(self, commit: str, filename: str, variant: str = "default", size: int | None = None) -> None:
+    def add(
+        self,
+        commit: str,
+        filename: str,
+        variant: str = "default",
+        size: int | None = None,
+        needed: tuple[str, ...] | None = None,
+    ) -> WheelFile:
+        """List the wheel; its vllm/_C.abi3.so needs `needed` (default: cudart_for(variant))."""
         self.listings.setdefault(commit, {}).setdefault(variant, []).append(filename)
         etag = '"' + hashlib.md5(filename.encode()).hexdigest() + '-52"'
-        self.files[f"/{commit}/{filename}"] = WheelFile(size=self.wheel_size if size is None else size, etag=etag)
+        wheel = WheelFile(
+            size=self.wheel_size if size is None else size,
+            etag=etag,
+            needed=cudart_for(variant) if needed is None else needed,
+        )
+        self.files[f"/{commit}/{filename}"] = wheel
+        return wheel
 
     def wheel_gets(self) -> list[dict[str, str]]:
         """The headers of every GET of a wheel's bytes (not the one-byte probe): what was downloaded, and how."""
@@ -497,11 +651,24 @@ class FakeRegistry(Upstream):
         self.blobs[digest] = (media_type, body)
         return digest
 
-    def add_image(self, repo: str, tag: str, platforms: tuple[str, ...] = ("linux/amd64", "linux/arm64")) -> str:
+    def add_image(
+        self,
+        repo: str,
+        tag: str,
+        platforms: tuple[str, ...] = ("linux/amd64", "linux/arm64"),
+        cuda_version: str | None = CUDA_VERSION,
+        env: list[Any] | None = None,
+    ) -> str:
+        """An image whose configs set `CUDA_VERSION=<cuda_version>` in their Env (None: not at all), as nvcr.io's
+        cuda-dl-base does; `env` replaces the whole Env (any JSON, for malformed configs)."""
         manifests = []
         for platform in platforms:
             os_name, arch = platform.split("/")
-            config = self._put("application/vnd.oci.image.config.v1+json", {"architecture": arch, "os": os_name})
+            if env is None:
+                lines = ["PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/bin:/bin"]
+                lines += [f"CUDA_VERSION={cuda_version}"] if cuda_version is not None else []
+            config_data = {"architecture": arch, "os": os_name, "config": {"Env": lines if env is None else env}}
+            config = self._put("application/vnd.oci.image.config.v1+json", config_data)
             manifest = {
                 "schemaVersion": 2,
                 "mediaType": "application/vnd.oci.image.manifest.v1+json",

@@ -41,7 +41,11 @@ def test_resolve_json_carries_every_fact(project, upstreams):
     assert lock["wheel"]["sha256"] == hashlib.sha256(served.data()).hexdigest()
     assert lock["wheel"]["content_addressed"] is True and lock["wheel"]["not_content_addressed"] is None
     assert lock["wheel"]["index_sha256"] is None  # metadata.json gives no hash
-    assert lock["lock_version"] == 2
+    assert lock["lock_version"] == 3
+    # The CUDA facts: the base image's config, the wheel's name and bytes, and the check.
+    assert lock["base_image"]["cuda_version"] == "12.9.1" and lock["base_image"]["config_digest"].startswith("sha256:")
+    assert lock["wheel"]["cuda"] == "12" and "vllm/_C.abi3.so needs libcudart.so.12" in lock["wheel"]["cuda_source"]
+    assert lock["cuda"]["outcome"] == "match" and lock["cuda"]["base_image"] == "12.9.1"
     index_digest = upstreams.registry.tags[(BASE_REPO, BASE_TAG)]
     assert lock["base_image"]["index_digest"] == index_digest
     assert lock["base_image"]["manifest_digest"] == upstreams.registry.platform_digest(
@@ -94,8 +98,12 @@ def test_sha_prefix_and_branch_refs(project):
 
 def test_variant_directory(project, upstreams):
     root, cli = project
-    (root / "pins.yaml").write_text((root / "pins.yaml").read_text().replace("variant: default", "variant: cu130"))
+    upstreams.registry.add_image(BASE_REPO, "cuda13", cuda_version="13.0.2")  # a cu130 wheel needs a CUDA 13 base
+    text = (root / "pins.yaml").read_text().replace("variant: default", "variant: cu130")
+    base = f"{upstreams.registry.netloc}/{BASE_REPO}:cuda13"
+    (root / "pins.yaml").write_text(text.replace(upstreams.base_image, base))
     lock = lock_of(cli("resolve", "--json"))
+    assert lock["wheel"]["cuda"] == "13.0" and lock["cuda"]["outcome"] == "match"
     assert lock["wheel"]["filename"] == WHEEL_CU130_X86
     assert lock["wheel"]["listed_in"].endswith(f"/{VLLM_SHA}/cu130/vllm/metadata.json")
     assert lock["wheel"]["url"].endswith("vllm-0.14.0rc2.dev156%2Bg4a5299c93.cu130-cp38-abi3-manylinux_2_31_x86_64.whl")

@@ -280,10 +280,11 @@ def test_a_planted_symlink_is_not_followed(project, upstreams, tmp_path):
 def test_a_version_1_lock_is_migrated_stale_and_rewritten(project, upstreams, monkeypatch):
     root, cli = project
     resolved(cli)
-    v2 = json.loads((root / "pins.lock").read_text())
-    v1 = {**v2, "lock_version": 1}
-    v1["wheel"] = {k: v for k, v in v2["wheel"].items() if k not in ("index_sha256", "content_addressed",
-                                                                     "not_content_addressed")}  # fmt: skip
+    v3 = json.loads((root / "pins.lock").read_text())
+    v1 = {**{k: v for k, v in v3.items() if k != "cuda"}, "lock_version": 1}
+    newer = ("index_sha256", "content_addressed", "not_content_addressed", "cuda", "cuda_source")
+    v1["wheel"] = {k: v for k, v in v3["wheel"].items() if k not in newer}
+    v1["base_image"] = {k: v for k, v in v3["base_image"].items() if k not in ("cuda_version", "config_digest")}
     v1["wheel"]["sha256"] = "ab" * 32  # version 1 kept the index's claim here
     text = json.dumps(v1, indent=2) + "\n"
     (root / "pins.lock").write_text(text)
@@ -308,7 +309,7 @@ def test_a_version_1_lock_is_migrated_stale_and_rewritten(project, upstreams, mo
     plan = cli("build", "--dry-run")
     assert "resolve: " in plan.stderr and "lock version 1" in plan.stderr and "would resolve" in plan.stderr
     rewritten = resolved(cli)
-    assert rewritten["lock_version"] == 2 and rewritten["wheel"]["content_addressed"]
+    assert rewritten["lock_version"] == 3 and rewritten["wheel"]["content_addressed"]
     assert json.loads((root / "pins.lock").read_text()) == rewritten
 
 
@@ -316,12 +317,12 @@ def test_a_lock_of_an_unknown_version(project):
     root, cli = project
     resolved(cli)
     lock = json.loads((root / "pins.lock").read_text())
-    for version in (3, "2", True, None):
+    for version in (4, "3", True, None):
         (root / "pins.lock").write_text(json.dumps({**lock, "lock_version": version}))
         result = cli("resolve", "--check")
         assert result.code == 2, result.output
         no_traceback(result)
-        assert "invalid lock" in result.stderr and "this buildkit reads lock versions 1 and 2" in result.stderr
+        assert "invalid lock" in result.stderr and "this buildkit reads lock versions 1, 2 and 3" in result.stderr
 
 
 def test_an_incoherent_wheel_fact_is_refused(project):

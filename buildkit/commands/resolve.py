@@ -23,7 +23,15 @@ from rich.table import Table
 
 from buildkit import pipeline, ui
 from buildkit.errors import CheckFailed, InputError
-from buildkit.lock import Lock, PatchFact, consistency_problems, content_warning, differences, read_lock
+from buildkit.lock import (
+    Lock,
+    PatchFact,
+    consistency_problems,
+    content_warning,
+    cuda_warning,
+    differences,
+    read_lock,
+)
 from buildkit.pins import Pins
 from buildkit.pipeline import Paths
 from buildkit.resolve.download import DownloadEvent
@@ -108,9 +116,9 @@ def _check_bytes(paths: Paths, old: Lock, fresh: Lock) -> None:
 
 
 def _warn(lock: Lock) -> None:
-    warning = content_warning(lock)
-    if warning:
-        ui.warn(warning)
+    for warning in (content_warning(lock), cuda_warning(lock)):
+        if warning:
+            ui.warn(warning)
 
 
 class WheelProgress:

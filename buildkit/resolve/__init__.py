@@ -9,7 +9,9 @@ Dependencies between lookups:
   wheel                   needs the full vLLM commit (known at once when the pin is a full SHA)
 
 The wheel's bytes are downloaded and hashed after all lookups have succeeded (a failed lookup wastes no
-download, and the download's progress has the terminal to itself).
+download, and the download's progress has the terminal to itself). Then the base image's CUDA_VERSION and the
+wheel's CUDA (its name, and the libcudart its bytes need) are compared: different majors stop resolve (checked
+from the name before the download too).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from buildkit.grammar import FULL_SHA_RE
 from buildkit.http import Http
 from buildkit.lock import SKIPPED_REASON, CommitFact, Lock, PatchFact, PullRequestFact, WheelFact
 from buildkit.pins import Pins
-from buildkit.resolve import download
+from buildkit.resolve import cuda, download
 from buildkit.resolve.download import OnProgress
 from buildkit.resolve.git import GitResolver
 from buildkit.resolve.github import GitHub, token_for
@@ -181,6 +183,10 @@ class Resolver:
                 f"{pr_fact.merge_commit}",
                 hint="pin the PR's merge commit, or drop one of vllm.ref / vllm.pr",
             )
+        base_fact, found = base.result(), wheel.result()
+        named, name_source = cuda.cuda_of_name(found)
+        cuda.check_majors(base_fact, named, found.filename, name_source)  # before downloading a wheel of no use
+        wheel_fact_ = self.hash_wheel(found)
         return Lock(
             buildkit_version=__version__,
             pins_sha256=pins.sha256(),
@@ -188,23 +194,26 @@ class Resolver:
             nemo_rl=nemo.result(),
             vllm=vllm_fact,
             vllm_pr=pr_fact,
-            wheel=self.hash_wheel(wheel.result()),
-            base_image=base.result(),
+            wheel=wheel_fact_,
+            base_image=base_fact,
+            cuda=cuda.check(base_fact, wheel_fact_),
             build=pins.build,
             patches=self.patches,
             known_issues=pins.known_issues,
         )
 
     def hash_wheel(self, found: FoundWheel) -> WheelFact:
-        """The wheel's fact with the sha256 of its bytes: cached, or downloaded now (as wheel_bytes allows)."""
+        """The wheel's fact with the sha256 of its bytes (cached, or downloaded now, as wheel_bytes allows) and
+        its CUDA, read from those bytes when there are any."""
         hashed = None
         if self.wheel_bytes == "download":
             hashed = download.fetch(self.http, self.cache_dir, found, self.on_progress)
         elif self.wheel_bytes == "cache":
             hashed = download.cached(self.cache_dir, found, self.on_progress)
         if hashed is None:  # ("none" is --check's: that fact is compared with the lock, never written)
-            return wheel_fact(found, None, SKIPPED_REASON)
-        return wheel_fact(found, hashed.sha256, None)
+            unread = "--no-wheel-download" if self.wheel_bytes == "cache" else "resolve --check"
+            return wheel_fact(found, None, SKIPPED_REASON, *cuda.wheel_cuda(found, None, unread))
+        return wheel_fact(found, hashed.sha256, None, *cuda.wheel_cuda(found, hashed.path, ""))
 
 
 def _copy_result(source: Future, target: Future) -> None:

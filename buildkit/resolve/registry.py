@@ -11,7 +11,9 @@ Docker sends them: Docker Hub's realm is auth.docker.io), that over https (plain
 buildkit/http.py drops them from any redirect to another origin. A login the registry or its realm refuses is
 a CredentialsError (exit 5), never a retry.
 
-A tag that names an index yields the index digest and the digest of the manifest for the build platform.
+A tag that names an index yields the index digest and the digest of the manifest for the build platform. The
+platform manifest's config blob is read too (each checked against the digest that names it): its os/architecture
+must be the build platform, and its Env's CUDA_VERSION (as NVIDIA's CUDA images set it) goes into the lock.
 Registries on loopback addresses are spoken to over plain HTTP, as Docker does; everything else over HTTPS.
 """
 
@@ -23,7 +25,7 @@ import threading
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import StringConstraints
+from pydantic import Field, StringConstraints
 
 from buildkit.credentials import Credential, lookup
 from buildkit.errors import (
@@ -37,7 +39,7 @@ from buildkit.errors import (
 from buildkit.files import utc_now
 from buildkit.grammar import IMAGE_REF_RE, Digest, is_loopback_host
 from buildkit.http import REGISTRY, REGISTRY_TOKEN, Http, Reply
-from buildkit.lock import ImageFact
+from buildkit.lock import CUDA_VERSION_RE, ImageFact
 from buildkit.resolve.shapes import Answer, Line, parse
 
 INDEX_TYPES = (
@@ -75,9 +77,16 @@ class _Manifest(Answer):
     config: _ConfigDescriptor
 
 
+class _RunConfig(Answer):
+    # "K=V" strings; an image has tens of them: thousands is not an image config. Only CUDA_VERSION's value is
+    # used (and held to its grammar): other values may be long or hold anything an ENV can.
+    Env: Annotated[list[str], Field(max_length=4096)] | None = None
+
+
 class _Config(Answer):
     os: Line
     architecture: Line
+    config: _RunConfig | None = None
 
 
 # A bearer token goes into a header: printable ASCII without spaces.
@@ -301,14 +310,18 @@ class Registry:
                 more = f" and {len(offered) - 5} more" if len(offered) > 5 else ""
                 raise UpstreamMismatch(f"{ref} has no {platform} image; the index offers: {shown}{more}")
             manifest_digest = match[0].digest
+            _, platform_type, manifest = self._manifest(image, manifest_digest, login)  # its digest is checked
+            what = f"registry {image.registry}: the {platform} manifest of {image.name}:{reference}"
+            if platform_type not in MANIFEST_TYPES:
+                raise UpstreamMalformed(f"{what} is a {excerpt(platform_type, 80)}, not an image manifest")
         elif media_type in MANIFEST_TYPES:
             manifest_digest = top_digest
-            config_digest = parse(_Manifest, manifest, what).config.digest
-            self._check_single_platform(image, config_digest, login, platform)
         else:
             raise UpstreamMalformed(
                 f"registry {image.registry} sent an unknown manifest type {excerpt(media_type, 80)}"
             )
+        config_digest = parse(_Manifest, manifest, what).config.digest
+        config = self._config(image, config_digest, login, platform, single=index_digest is None)
         pinned_digest = index_digest or manifest_digest
         return ImageFact(
             ref=ref,
@@ -321,10 +334,13 @@ class Registry:
             pinned=f"{image.name}@{pinned_digest}",
             source=f"OCI distribution API {image.api_base}/v2/{image.repository}/manifests/{reference}",
             resolved_at=utc_now(),
+            cuda_version=_cuda_version(config, f"registry {image.registry}: the config of {image.name}"),
+            config_digest=config_digest,
         )
 
-    def _check_single_platform(self, image: ImageName, config_digest: str, login: Login, platform: str) -> None:
-        """A single manifest names no platform: read its config blob to confirm os/architecture."""
+    def _config(self, image: ImageName, config_digest: str, login: Login, platform: str, *, single: bool) -> _Config:
+        """The platform manifest's config blob, checked against its digest and the build platform (a single
+        manifest names no platform of its own: this is the only place it is said). Read once, for both."""
         reply = self._get(image, f"blobs/{config_digest}", login, None)
         if reply.status == 401 or (reply.status == 403 and login.credential is not None):
             raise self._access_refused(image, login, reply.status, "the config blob")
@@ -336,7 +352,22 @@ class Registry:
         config = parse(_Config, reply.json(what), what)
         found = f"{excerpt(config.os, 40)[1:-1]}/{excerpt(config.architecture, 40)[1:-1]}"
         if found != platform:
-            raise UpstreamMismatch(f"{image.name} is a single {found} image; the build needs {platform}")
+            what = "a single" if single else f"an index whose {platform} entry is a"
+            raise UpstreamMismatch(f"{image.name} is {what} {found} image; the build needs {platform}")
+        return config
+
+
+def _cuda_version(config: _Config, what: str) -> str | None:
+    """CUDA_VERSION from the config's Env ("12.9.1" in nvcr.io's CUDA images); None when it sets none."""
+    env = (config.config.Env if config.config else None) or []
+    values = [line.partition("=")[2] for line in env if line.startswith("CUDA_VERSION=")]
+    if len(values) > 1:
+        raise UpstreamMalformed(f"{what} sets CUDA_VERSION {len(values)} times in its Env")
+    if values and not CUDA_VERSION_RE.fullmatch(values[0]):
+        raise UpstreamMalformed(
+            f"{what} is malformed: Env CUDA_VERSION={excerpt(values[0], 40)} is not a CUDA version like 12.9.1"
+        )
+    return values[0] if values else None
 
 
 def _refused(image: ImageName, credential: Credential, what: str) -> CredentialsError:

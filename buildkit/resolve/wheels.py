@@ -66,6 +66,7 @@ class FoundWheel:
     listed_in: str
     verified_by: str
     resolved_at: str
+    listed_variant: str | None = None  # what metadata.json says the entry's variant is (not in the lock)
 
 
 class _Links(HTMLParser):
@@ -121,7 +122,7 @@ def _arch_matches(platform_tag: str, arch: str) -> bool:
     return platform_tag.endswith(f"_{arch}") and platform_tag.startswith(("manylinux", "linux_"))
 
 
-def _wheel_variant(version: Version) -> str | None:
+def wheel_variant(version: Version) -> str | None:
     """The variant a version names in its local part: '+g<hash>.cu130' -> cu130, '+cu129' -> cu129."""
     parts = [p for p in (version.local or "").split(".") if p and not _GIT_HASH_RE.fullmatch(p)]
     return parts[0] if parts else None
@@ -137,7 +138,7 @@ def choose_wheel(listed: list[Listed], commit: str, arch: str, variant: str) -> 
             continue
         if name != "vllm" or not any(_arch_matches(t.platform, arch) for t in tags):
             continue
-        named_variant = item.variant if item.variant is not None else _wheel_variant(version)
+        named_variant = item.variant if item.variant is not None else wheel_variant(version)
         # Inside a variant directory the files are that variant, or unsuffixed when it aliases the default.
         if named_variant not in (None, wanted_variant):
             continue
@@ -243,14 +244,21 @@ def resolve_wheel(http: Http, index: str, commit: str, arch: str, variant: str) 
         listed_in=listed_in,
         verified_by=method,
         resolved_at=utc_now(),
+        listed_variant=item.variant,
     )
 
 
-def wheel_fact(found: FoundWheel, sha256: str | None, not_content_addressed: str | None) -> WheelFact:
-    """The lock's fact: what the index and HEAD said, and the sha256 measured by downloading (or why there is none)."""
+def wheel_fact(
+    found: FoundWheel, sha256: str | None, not_content_addressed: str | None, cuda: str | None, cuda_source: str
+) -> WheelFact:
+    """The lock's fact: what the index and HEAD said, the sha256 measured by downloading (or why there is none),
+    and the CUDA the wheel is built for (resolve/cuda.py)."""
+    fields = {k: v for k, v in asdict(found).items() if k != "listed_variant"}
     return WheelFact(
-        **asdict(found),
+        **fields,
         sha256=sha256,
         content_addressed=sha256 is not None,
         not_content_addressed=not_content_addressed,
+        cuda=cuda,
+        cuda_source=cuda_source,
     )

@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.fake_upstreams import VLLM_SHA, WHEEL_X86
+from tests.fake_upstreams import VLLM_SHA, WHEEL_X86, wheel_bytes
 from tests.security.conftest import assert_error, measured, resolve_error
 from tests.security.hostile import (
     answer,
@@ -34,7 +34,7 @@ def index(project, hostile):
     """The reference project with the hostile server as its wheel index (GitHub and registry stay well-behaved)."""
     root, cli = project
     cli.env["BUILDKIT_WHEEL_INDEX"] = hostile.url
-    hostile.route(WHEEL, answer(200, b"PK" + bytes(1022), WHEEL_HEADERS))  # a well-behaved wheel: resolve downloads it
+    hostile.route(WHEEL, answer(200, wheel_bytes(1024), WHEEL_HEADERS))  # a well-behaved wheel: resolve downloads it
     return cli, hostile
 
 

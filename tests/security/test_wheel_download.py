@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.fake_upstreams import VLLM_SHA, WHEEL_X86
+from tests.fake_upstreams import VLLM_SHA, WHEEL_X86, WheelFile, wheel_bytes
 from tests.security.hostile import answer, endless, huge, json_answer, raw, redirect_same_path, trickle
 
 META = f"/{VLLM_SHA}/vllm/metadata.json"
@@ -100,11 +100,31 @@ def test_an_invalid_stall_timeout_is_bad_input(wheel_server, value):
 def test_a_big_wheel_is_streamed_not_held(wheel_server):
     root, cli, hostile = wheel_server
     size = 200 * 10**6
-    hostile.route(WHEEL, head_then(size, huge(size, "application/octet-stream")))
+    hostile.route(WHEEL, head_then(size, zip_stream(size)))
     result = run(cli, "--json", env={"BUILDKIT_HTTP_TIMEOUT": "20"})
     assert result.code == 0, result.output[-3000:]
-    assert json.loads(result.stdout)["wheel"]["size"] == size
+    assert json.loads(result.stdout)["wheel"]["size"] == size and json.loads(result.stdout)["wheel"]["cuda"] == "12"
     assert result.peak_mib < 250, f"peak memory {result.peak_mib:.0f} MiB for a {size:,}-byte wheel"
+    # Bytes that are no zip at all: refused (exit 3) as a wheel, still streamed, and still not held.
+    hostile.route(WHEEL, head_then(size, huge(size, "application/octet-stream")))
+    (root / "cache").rename(root / "cache-before")
+    refused = run(cli, env={"BUILDKIT_HTTP_TIMEOUT": "20"})
+    assert refused.code == 3 and "is not a readable wheel (zip)" in refused.stderr, refused.output[-3000:]
+    assert refused.peak_mib < 250
+
+
+def zip_stream(size: int):
+    """200 with Content-Length: size, then a real wheel of that size (tests/fake_upstreams.WheelFile), made as sent."""
+    wheel = WheelFile(size, "")
+
+    def behave(h):
+        h.send(f"HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n".encode())
+        for chunk in wheel.chunks():
+            if h.stopping:
+                return
+            h.send(chunk)
+
+    return behave
 
 
 def test_a_body_longer_than_head_said_is_cut_and_dropped(wheel_server):
@@ -135,7 +155,7 @@ def test_a_body_that_ends_early_keeps_its_part_for_the_next_run(wheel_server):
 
 def test_a_wheel_redirected_to_another_host(wheel_server, elsewhere):
     root, cli, hostile = wheel_server
-    body = b"PK" + bytes(4094)
+    body = wheel_bytes(4096)
     hostile.route(WHEEL, redirect_same_path(elsewhere.url))
     elsewhere.route(WHEEL, answer(200, body, ETAG))
     result = run(cli, "--json")
