@@ -150,9 +150,14 @@ def _info(fact: CommitFact) -> CommitInfo:
 
 
 def lock_cuda_facts(lock: Lock) -> list[str]:
-    """The lock's CUDA facts for the summary's CUDA section (base image CUDA, the wheel's CUDA, whether they fit).
-    Locks on this branch carry none yet; once `lock.cuda` exists this is the one place to read it from."""
-    return []
+    """The new lock's CUDA facts for the summary's CUDA section: the base image's CUDA_VERSION, the wheel's CUDA and
+    how it is known, and resolve's check (a mismatch stopped resolve: it never reaches here)."""
+    base, wheel, check = lock.base_image, lock.wheel, lock.cuda
+    return [
+        f"base image: CUDA_VERSION {base.cuda_version or 'not declared'} (config {base.config_digest or 'not read'})",
+        f"wheel: CUDA {wheel.cuda or 'unknown'} ({wheel.cuda_source})",
+        f"check: {check.outcome}: {check.detail}",
+    ]
 
 
 def bump(paths: Paths, request: BumpRequest, on_note: OnNote | None = None, on_progress=None) -> BumpReport:
