@@ -167,7 +167,7 @@ def test_the_markdown_parses_cleanly():
         "Overview", "Source components", "Commit provenance", "Local modifications", "Build", "Image",
         "Slurm (enroot/pyxis)", "Reproducibility", "Verification", "Reproduction", "Verified results", "Known issues",
     ]  # fmt: skip
-    assert len(tables) == 5  # components, image, labels, verification, results
+    assert len(tables) == 6  # components, image, labels, squashfs, verification, results
     assert any(
         f.info == "diff" and "+GIT_REF=${2:-4a5299c93ff97c26def537b92562df5ada530fea}" in f.content for f in fences
     )
@@ -180,7 +180,7 @@ def test_the_markdown_parses_cleanly():
             widths[-1].append(0)
         elif token.type in ("th_open", "td_open"):
             widths[-1][-1] += 1
-    assert len(widths) == 5 and all(len(set(table)) == 1 and len(table) > 1 for table in widths), widths
+    assert len(widths) == 6 and all(len(set(table)) == 1 and len(table) > 1 for table in widths), widths
 
 
 def test_report_is_a_pure_function_of_the_records(project, remote):  # noqa: F811
