@@ -144,10 +144,15 @@ def image_tag(value: str) -> str:
 def cache_repository(value: str) -> str:
     """A registry repository for the shared build cache: no tag (buildkit adds one per target), no digest."""
     m = IMAGE_REF_RE.fullmatch(value)
-    if not m or len(value) > 255 or m.group("tag") or m.group("digest") or not m.group("domain"):
+    domain = (m.group("domain") or "") if m else ""
+    # Docker's rule: the first component names a registry only with a `.` or `:` in it, or as `localhost`.
+    # Otherwise `nemo-rl/cache` would be docker.io/nemo-rl/cache, someone else's namespace to import a cache from.
+    explicit = "." in domain or ":" in domain or domain == "localhost"
+    if not m or len(value) > 255 or m.group("tag") or m.group("digest") or not explicit:
         raise ValueError(
-            "expected a registry repository without a tag, like 127.0.0.1:5000/nemo-rl/cache or "
-            f"ghcr.io/org/nemo-rl-cache (buildkit tags it per target), found {excerpt(value)}"
+            "expected a registry repository with its registry host and without a tag, like "
+            "127.0.0.1:5000/nemo-rl/cache or ghcr.io/org/nemo-rl-cache (buildkit tags it per target; Docker Hub is "
+            f"docker.io/<namespace>/<name>), found {excerpt(value)}"
         )
     return value
 

@@ -123,3 +123,17 @@ def test_schema_patterns_stay_anchored_for_editors(cli):
         assert pattern.startswith("^") and pattern.endswith("$"), pattern
         assert "(?P<" not in pattern
         re.compile(pattern)
+
+
+@pytest.mark.parametrize(
+    "ref", ["127.0.0.1:5000/nemo-rl/cache", "ghcr.io/org/cache", "localhost/cache", "docker.io/ns/c"]
+)
+def test_a_cache_repository_names_its_registry(ref):
+    assert grammar.cache_repository(ref) == ref
+
+
+@pytest.mark.parametrize("ref", ["nemo-rl/cache", "cache", "ghcr.io/org/cache:tag", "ghcr.io/o/c@sha256:" + "0" * 64])
+def test_a_cache_repository_without_a_registry_host_or_with_a_tag_is_refused(ref):
+    # `nemo-rl/cache` is docker.io/nemo-rl/cache to buildx: someone else's namespace, its cache imported (mode=max).
+    with pytest.raises(ValueError, match="with its registry host and without a tag"):
+        grammar.cache_repository(ref)
