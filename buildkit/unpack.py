@@ -35,6 +35,7 @@ from buildkit.ocilayout import CHUNK, Image, OciLayout, display
 Parts = tuple[str, ...]
 
 MAX_LISTED = 20  # device nodes named in the result; the rest are counted
+MAX_DEPTH = 256  # path components of an entry; a real image's deepest paths have a few dozen
 _OPAQUE = ".wh..wh..opq"
 _WHITEOUT = ".wh."
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -149,6 +150,9 @@ class Rootfs:
         parts = tuple(part for part in name.split("/") if part not in ("", "."))
         if ".." in parts:
             self._refuse(name, "a path that goes up with '..'")
+        if len(parts) > MAX_DEPTH:
+            # Removing such a tree (shutil.rmtree recurses per level) would exhaust Python's stack.
+            self._refuse(name[:200] + "...", f"a path {len(parts)} directories deep (at most {MAX_DEPTH})")
         return parts
 
     def _whiteout(self, parts: Parts) -> None:

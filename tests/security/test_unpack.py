@@ -219,6 +219,9 @@ def test_device_nodes_are_left_out_and_listed_and_dev_is_never_unpacked(tmp_path
         ([[F("a/.wh..")]], "a whiteout the OCI image spec does not define"),
         ([[F("s", kind=SYM, linkname="")]], "which Linux cannot store"),
         ([[F("blk", kind=b"Z")]], "an entry of type b'Z'"),
+        # A path deep enough that removing it (shutil.rmtree recurses per level) would overflow Python's stack.
+        ([[F("/".join(["a"] * 1000) + "/f", b"x")]], "a path 1001 directories deep"),
+        ([[F("x", b"x"), F("h", kind=LNK, linkname="/".join(["a"] * 300))]], "a path 300 directories deep"),
     ],
 )
 def test_nothing_outside_the_tree_is_ever_touched(tmp_path, layers, message):
