@@ -241,7 +241,16 @@ def _ask_helper(name: str, server: str, named_by: str) -> tuple[str, str] | None
         said = (done.stdout + b"\n" + done.stderr).decode("utf-8", "replace")
         if HELPER_NOT_FOUND in said:
             return None
-        first = next((line.strip() for line in said.splitlines() if line.strip()), "no output")
+        # Helpers print their error on stdout, where a broken one may also have printed the credential: never
+        # quote a line that could hold it (JSON, or naming the secret).
+        first = next(
+            (
+                line.strip()
+                for line in said.splitlines()
+                if line.strip() and not line.lstrip().startswith("{") and "secret" not in line.lower()
+            ),
+            "no other output",
+        )
         raise CredentialsError(
             f"{program} get failed for {server} (exit {done.returncode}): {excerpt(strip_controls(first), 160)}",
             hint=f"`docker login {server}`, or check the helper ({named_by})",

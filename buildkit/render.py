@@ -28,7 +28,9 @@ from buildkit.lock import Lock, lock_sha256
 def commit_time(lock: Lock) -> datetime:
     try:
         when = datetime.fromisoformat(lock.nemo_rl.date)
-    except ValueError:
+        when = when if when.tzinfo else when.replace(tzinfo=UTC)
+        when.astimezone(UTC).timestamp()  # out of range (year 1 at +14:00) raises OverflowError here
+    except (ValueError, OverflowError):
         raise InputError(f"lock: nemo_rl.date {lock.nemo_rl.date!r} is not an ISO 8601 time") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)

@@ -142,8 +142,8 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
         else:
             code, out = run("python", "-c", "import vllm; print(vllm.__version__)")
             ok = code == 0 and f"g{commit[:9]}" in out
-            add("vllm version names the locked commit", ok, f"vllm.__version__ = {out.splitlines()[-1] if out else '?'}"
-                f"; expected +g{commit[:9]}")  # fmt: skip
+            said = excerpt(strip_controls(out.splitlines()[-1]), 200) if out.strip() else "?"  # from the image
+            add("vllm version names the locked commit", ok, f"vllm.__version__ = {said}; expected +g{commit[:9]}")
             code, out = run("python", "-c", "import sglang")
             add("sglang is not importable", code != 0 and "ModuleNotFoundError" in out,
                 "import sglang fails: ModuleNotFoundError" if code != 0 else "import sglang succeeded")  # fmt: skip

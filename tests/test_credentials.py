@@ -390,3 +390,29 @@ def test_doctor_names_the_tools_export_and_attest_need(cli, tmp_path):
     assert "apt-get install squashfs-tools" in rows["mksquashfs"]
     assert "n/a" in rows["cosign"] and "is not an executable file" in rows["cosign"]
     assert "only `attest` and `verify --provenance` need it" in rows["cosign"]
+
+
+def test_a_failing_helper_that_printed_the_credential_is_not_quoted(cli, tmp_path):
+    """A helper that prints the credential and then exits non-zero: the error names the failure, never the secret."""
+    bin_dir = tmp_path / "broken-bin"
+    bin_dir.mkdir()
+    secret = "glpat-S3cretValue-0123456789"
+    helper = bin_dir / "docker-credential-broken"
+    helper.write_text(f"#!/bin/sh\necho '{{\"ServerURL\":\"x\",\"Username\":\"ci\",\"Secret\":\"{secret}\"}}'\n"
+                      "echo 'keychain locked' >&2\nexit 1\n")  # fmt: skip
+    helper.chmod(0o755)
+    config = write_config(tmp_path / "docker-config", {"credHelpers": {"registry.example.com": "broken"}})
+    env = {**env_for(config, bin_dir), "COLUMNS": "1000"}
+    result = cli("doctor", "--push", "--tag", "registry.example.com/team/nemo-rl:1", env=env, timeout=300)
+    assert "docker-credential-broken get failed for registry.example.com (exit 1): 'keychain locked'" in result.stderr
+    assert secret not in result.output
+
+
+def test_a_commit_date_out_of_range_is_a_lock_error_not_a_crash():
+    from types import SimpleNamespace
+
+    from buildkit.errors import InputError
+    from buildkit.render import commit_time
+
+    with pytest.raises(InputError, match="is not an ISO 8601 time"):
+        commit_time(SimpleNamespace(nemo_rl=SimpleNamespace(date="0001-01-01T00:00:00+14:00")))
