@@ -49,7 +49,8 @@ VARIANT_RE = re.compile(r"default|[a-z0-9]{2,16}")
 # whitespace, '$', '`', '\\', ';', '&', '|', '<', '>' -- nothing a shell or a Dockerfile would interpret.
 _URL_CHARS_RE = re.compile(r"[A-Za-z0-9._~:/%+,=@\[\]-]+")
 REPO_PATH_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
-_TEXT_RE = re.compile(r"[^\x00-\x1f\x7f]{1,300}")
+# One line of text: no C0 or C1 controls, DEL, or lone surrogates (YAML's "\udc80" is no character UTF-8 can encode).
+_TEXT_RE = re.compile(r"[^\x00-\x1f\x7f-\x9f\ud800-\udfff]{1,300}")
 
 
 def is_loopback_host(host: str) -> bool:

@@ -137,3 +137,9 @@ def test_a_cache_repository_without_a_registry_host_or_with_a_tag_is_refused(ref
     # `nemo-rl/cache` is docker.io/nemo-rl/cache to buildx: someone else's namespace, its cache imported (mode=max).
     with pytest.raises(ValueError, match="with its registry host and without a tag"):
         grammar.cache_repository(ref)
+
+
+@pytest.mark.parametrize("text", ["title \udc80", "title \x9b31m", "title \x85"])
+def test_one_line_text_refuses_lone_surrogates_and_c1_controls(text):
+    with pytest.raises(ValidationError):
+        TypeAdapter(grammar.OneLine).validate_python(text)
