@@ -23,7 +23,7 @@ from buildkit.files import utc_now
 from buildkit.grammar import DIGEST_RE
 from buildkit.http import Http
 from buildkit.lock import Lock, lock_sha256
-from buildkit.render import RenderRecord
+from buildkit.render import RenderRecord, source_date_epoch
 from buildkit.resolve.registry import INDEX_TYPES, MANIFEST_TYPES, ImageName, Login, Registry, parse_image_ref
 from buildkit.verify import CheckResult, VerifyRecord
 
@@ -46,6 +46,7 @@ class Expected(NamedTuple):
     build_args: dict[str, str]
     dockerfile_sha256: str | None
     lock_sha256: str
+    source_date_epoch: int
 
 
 def expected(lock: Lock, smoke: bool, rendered: RenderRecord | None) -> Expected:
@@ -68,6 +69,7 @@ def expected(lock: Lock, smoke: bool, rendered: RenderRecord | None) -> Expected
         build_args=dict(build_args(lock)),
         dockerfile_sha256=usable.dockerfile_sha256 if usable else None,
         lock_sha256=lock_sha256(lock),
+        source_date_epoch=source_date_epoch(lock),
     )
 
 
@@ -122,6 +124,24 @@ class _Reader(Registry):
 
 
 def read_buildkit_provenance(ref: str, platform: str, http: Http | None = None) -> ImageProvenance:
+    """BuildKit's provenance for the platform's image, as the registry serves it. Its answers are JSON of any shape:
+    one that is not the shape an index and an attestation manifest have is UpstreamMalformed (exit 3)."""
+    try:
+        return _read_buildkit_provenance(ref, platform, http)
+    except (AttributeError, TypeError, KeyError) as exc:
+        raise UpstreamMalformed(
+            f"{excerpt(ref, 120)}: the image index or its attestation manifest is malformed ({type(exc).__name__})"
+        ) from None
+
+
+def check_buildkit_provenance(found: ImageProvenance, want: Expected) -> list[CheckResult]:
+    try:
+        return _check_buildkit_provenance(found, want)
+    except (AttributeError, TypeError, KeyError) as exc:
+        raise UpstreamMalformed(f"the provenance statement of the image is malformed ({type(exc).__name__})") from None
+
+
+def _read_buildkit_provenance(ref: str, platform: str, http: Http | None) -> ImageProvenance:
     image = parse_image_ref(ref)
     reader = _Reader(http or Http())
     login = Login()  # one login (token) for every read of this image
@@ -202,7 +222,7 @@ def _get(data: Any, *path: str) -> Any:
     return data
 
 
-def check_buildkit_provenance(found: ImageProvenance, want: Expected) -> list[CheckResult]:
+def _check_buildkit_provenance(found: ImageProvenance, want: Expected) -> list[CheckResult]:
     checks = _Checks(BUILDKIT_SOURCE)
     statement = found.statement
     if statement is None:
@@ -239,12 +259,18 @@ def check_buildkit_provenance(found: ImageProvenance, want: Expected) -> list[Ch
         checks.field("wheel sha256", want.wheel_sha256, _get(wheel, "digest", "sha256") if wheel else None)
     else:
         checks.add("wheel sha256", None, "the lock's wheel is not content-addressed")
+    # Exactly the lock's build args: another one (NRL_GIT_REF=main, say) changes what is built. SOURCE_DATE_EPOCH is
+    # the one buildx adds of its own, and it must be the lock's commit time.
+    extra = {k: v for k, v in found_args.items() if k not in want.build_args and k != "SOURCE_DATE_EPOCH"}
     checks.field(
         "build args",
         want.build_args,
         {k: v for k, v in found_args.items() if k in want.build_args}
-        | {k: "<missing>" for k in want.build_args if k not in found_args},
+        | {k: "<missing>" for k in want.build_args if k not in found_args}
+        | extra,
     )
+    if "SOURCE_DATE_EPOCH" in found_args:
+        checks.field("SOURCE_DATE_EPOCH", str(want.source_date_epoch), found_args["SOURCE_DATE_EPOCH"])
     if want.dockerfile_sha256:
         checks.field("Dockerfile sha256", want.dockerfile_sha256, _dockerfile_sha256(statement))
     else:
