@@ -23,6 +23,7 @@ from typing import Any
 
 from buildkit.errors import CheckFailed, EngineNotReady, InputError, UpstreamUnreachable, excerpt
 from buildkit.grammar import DIGEST_RE, IMAGE_REF_RE
+from buildkit.proc import Bounded, run_bounded
 from buildkit.sanitize import strip_controls
 from buildkit.slsa import PAYLOAD_TYPE, envelope, pae
 
@@ -48,11 +49,12 @@ def binary() -> str:
     return found
 
 
-def _run(args: list[str], what: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[bytes]:
+def _run(args: list[str], what: str, timeout: float = TIMEOUT) -> Bounded:
     try:
-        return subprocess.run(
-            args, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, env=os.environ.copy(), check=False
-        )
+        done = run_bounded(args, limit=MAX_OUTPUT, timeout=timeout, env=os.environ.copy(), stderr_limit=1 << 20)
+        if done.over:
+            raise CheckFailed(f"cosign printed more than {MAX_OUTPUT} bytes while {what}")
+        return done
     except subprocess.TimeoutExpired:
         raise UpstreamUnreachable(f"cosign did not finish {what} within {timeout:g}s") from None
     except OSError as exc:
@@ -162,8 +164,6 @@ def verify(cosign: str, public_key: str, image: str) -> list[dict[str, Any]]:
     )  # fmt: skip
     if done.returncode != 0:
         raise CheckFailed(f"cosign verify-attestation refused {image}: {last_error(done.stderr)}")
-    if len(done.stdout) > MAX_OUTPUT:
-        raise CheckFailed(f"cosign verify-attestation printed more than {MAX_OUTPUT} bytes for {image}")
     statements = []
     for line in done.stdout.decode("utf-8", "replace").splitlines():
         if not line.strip():

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from buildkit.errors import CredentialsError, excerpt
+from buildkit.proc import run_bounded
 from buildkit.sanitize import remember_secret, strip_controls
 
 CONFIG_MAX_BYTES = 1 << 20  # a Docker config is a few KiB
@@ -230,13 +231,13 @@ def _ask_helper(name: str, server: str, named_by: str) -> tuple[str, str] | None
             hint=f"install {program}, or take it out of that file",
         )
     try:
-        done = subprocess.run(
-            [exe, "get"], input=server.encode(), capture_output=True, timeout=HELPER_TIMEOUT, check=False
-        )
+        done = run_bounded([exe, "get"], stdin=server.encode(), limit=HELPER_OUTPUT_MAX, timeout=HELPER_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise CredentialsError(f"{program} get did not answer within {HELPER_TIMEOUT:g}s (for {server})") from None
     except OSError as exc:
         raise CredentialsError(f"{program} could not be run: {exc.strerror}") from None
+    if done.over:
+        raise CredentialsError(f"{program} get answered more than {HELPER_OUTPUT_MAX >> 10} KiB for {server}")
     if done.returncode != 0:
         said = (done.stdout + b"\n" + done.stderr).decode("utf-8", "replace")
         if HELPER_NOT_FOUND in said:
@@ -255,8 +256,6 @@ def _ask_helper(name: str, server: str, named_by: str) -> tuple[str, str] | None
             f"{program} get failed for {server} (exit {done.returncode}): {excerpt(strip_controls(first), 160)}",
             hint=f"`docker login {server}`, or check the helper ({named_by})",
         )
-    if len(done.stdout) > HELPER_OUTPUT_MAX:
-        raise CredentialsError(f"{program} get answered more than {HELPER_OUTPUT_MAX >> 10} KiB for {server}")
     try:
         answer = json.loads(done.stdout)
     except (ValueError, RecursionError):

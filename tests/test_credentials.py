@@ -416,3 +416,28 @@ def test_a_commit_date_out_of_range_is_a_lock_error_not_a_crash():
 
     with pytest.raises(InputError, match="is not an ISO 8601 time"):
         commit_time(SimpleNamespace(nemo_rl=SimpleNamespace(date="0001-01-01T00:00:00+14:00")))
+
+
+def test_a_helper_printing_without_end_is_cut_off_at_the_limit(tmp_path):
+    """Its output is read up to the limit and no further (it once was read whole first: gigabytes of memory)."""
+    import time
+
+    from buildkit.proc import run_bounded
+
+    started = time.monotonic()
+    done = run_bounded(["sh", "-c", "yes credential"], limit=64 << 10, timeout=30)
+    assert done.over and len(done.stdout) == 64 << 10
+    assert time.monotonic() - started < 10
+
+
+def test_a_credential_helper_that_prints_too_much_is_one_message(cli, tmp_path):
+    bin_dir = tmp_path / "loud-bin"
+    bin_dir.mkdir()
+    helper = bin_dir / "docker-credential-loud"
+    helper.write_text('#!/bin/sh\nexec yes \'{"Username": "u"}\'\n')
+    helper.chmod(0o755)
+    config = write_config(tmp_path / "docker-config", {"credHelpers": {"registry.example.com": "loud"}})
+    env = {**env_for(config, bin_dir), "COLUMNS": "1000"}
+    result = cli("doctor", "--push", "--tag", "registry.example.com/team/nemo-rl:1", env=env, timeout=300)
+    assert "docker-credential-loud get answered more than 64 KiB for registry.example.com" in result.stderr
+    assert "Traceback" not in result.output
