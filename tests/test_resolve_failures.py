@@ -189,6 +189,22 @@ def test_base_image_without_the_build_platform(project, upstreams, old_lock):
     assert_untouched(old_lock)
 
 
+def test_base_image_with_two_manifests_for_the_build_platform(project, upstreams, old_lock):
+    """Never the first by position: an index listing two linux/amd64 images is an error naming both."""
+    import json
+
+    root, cli = project
+    upstreams.registry.add_image(BASE_REPO, BASE_TAG, platforms=("linux/amd64", "linux/arm64"))
+    media_type, body = upstreams.registry.blobs[upstreams.registry.tags[(BASE_REPO, BASE_TAG)]]
+    index = json.loads(body)
+    amd64 = next(m for m in index["manifests"] if m["platform"]["architecture"] == "amd64")
+    index["manifests"].append({**amd64, "digest": "sha256:" + "b" * 64})
+    upstreams.registry.tags[(BASE_REPO, BASE_TAG)] = upstreams.registry._put(media_type, index)
+    result = cli("resolve")
+    assert_failed(result, 4, "has 2 linux/amd64 images", amd64["digest"], "will not pick one by position")
+    assert_untouched(old_lock)
+
+
 def test_registry_refusing_anonymous_tokens(project, upstreams, old_lock):
     root, cli = project
     upstreams.registry.anonymous_allowed = False

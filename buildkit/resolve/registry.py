@@ -309,6 +309,13 @@ class Registry:
                 shown = ", ".join(excerpt(p, 40)[1:-1] for p in offered[:5]) or "none"
                 more = f" and {len(offered) - 5} more" if len(offered) > 5 else ""
                 raise UpstreamMismatch(f"{ref} has no {platform} image; the index offers: {shown}{more}")
+            if len(match) > 1:
+                # Never the first of several by position: which one a build gets would be the index's order.
+                digests = ", ".join(m.digest for m in match[:3]) + (" ..." if len(match) > 3 else "")
+                raise UpstreamMismatch(
+                    f"{ref} has {len(match)} {platform} images ({digests}); buildkit will not pick one by position",
+                    hint="pin base_image by the digest of the platform manifest you want (name@sha256:...)",
+                )
             manifest_digest = match[0].digest
             _, platform_type, manifest = self._manifest(image, manifest_digest, login)  # its digest is checked
             what = f"registry {image.registry}: the {platform} manifest of {image.name}:{reference}"
