@@ -99,6 +99,8 @@ def test_smoke_build_on_the_real_engine(project, remote, engine):  # noqa: F811
     # The engine confirms the record: the loaded image is the one whose config digest buildx reported.
     inspected = docker_inspect(image["tag"])
     assert inspected["Id"] == image["config_digest"] == image["id"]
+    # The smoke image starts from the stand-in base, which sets CUDA_VERSION like the CUDA images the lock checks.
+    assert "CUDA_VERSION=12.9.1" in inspected["Config"]["Env"] and lock["cuda"]["outcome"] == "match"
     assert inspected["Size"] == image["size"] and len(inspected["RootFS"]["Layers"]) == image["layers"]
     labels = inspected["Config"]["Labels"]
     assert labels["org.opencontainers.image.revision"] == lock["nemo_rl"]["commit"]
