@@ -7,7 +7,9 @@ sequential client making the same lookups one after another.
 
     python bench/resolve_depth.py [--latency 0.15] [--repeat 5]
 
-Goal (issue 2): depth <= 3.5 for the reference pins; a sequential client needs about 8.
+Goal: depth <= 5.5 for the reference pins; a sequential client needs about 10. (Issue 2 set 3.5; issue 13 added
+the base image's config, whose CUDA_VERSION resolve checks: for an index that is two more requests, each needing the
+previous answer: index -> platform manifest -> config.)
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def main() -> None:
         print(f"{name:32} {base:8.3f} {slow:8.3f} {depth:7.2f}")
     baseline = results["sequential client (baseline)"][2]
     ours = results["buildkit resolve"][2]
-    print(f"depth ratio buildkit/sequential: {ours / baseline:.2f}  (goal: depth <= 3.5)")
+    print(f"depth ratio buildkit/sequential: {ours / baseline:.2f}  (goal: depth <= 5.5)")
 
 
 if __name__ == "__main__":
