@@ -142,12 +142,22 @@ def image_tag(value: str) -> str:
 
 
 def cache_repository(value: str) -> str:
-    """A registry repository for the shared build cache: no tag (buildkit adds one per target), no digest."""
+    """A registry repository for the shared build cache: no tag (buildkit adds one per target), no digest, and an
+    explicit registry host. By Docker's rule the first component is a host only when it holds a '.' or a ':' or is
+    `localhost`; otherwise buildx reads `nemo-rl/cache` as docker.io/nemo-rl/cache, someone else's Docker Hub
+    namespace, and would import whatever cache is there."""
     m = IMAGE_REF_RE.fullmatch(value)
-    if not m or len(value) > 255 or m.group("tag") or m.group("digest") or not m.group("domain"):
+    if not m or len(value) > 255 or m.group("tag") or m.group("digest"):
         raise ValueError(
             "expected a registry repository without a tag, like 127.0.0.1:5000/nemo-rl/cache or "
             f"ghcr.io/org/nemo-rl-cache (buildkit tags it per target), found {excerpt(value)}"
+        )
+    domain = m.group("domain") or ""
+    if not ("." in domain or ":" in domain or domain == "localhost"):
+        raise ValueError(
+            "expected a registry repository that starts with its registry host (a name with a '.' or a ':port', "
+            "or localhost), like 127.0.0.1:5000/nemo-rl/cache or ghcr.io/org/nemo-rl-cache: without one, Docker "
+            f"reads it as a Docker Hub repository (docker.io/...), found {excerpt(value)}"
         )
     return value
 

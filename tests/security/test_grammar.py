@@ -27,6 +27,7 @@ GRAMMARS = [
     ("image ref", grammar.ImageRef, "nvcr.io/nvidia/cuda-dl-base:25.05-cuda12.9-devel-ubuntu24.04"),
     ("image ref by digest", grammar.ImageRef, "ghcr.io/a/b@sha256:" + "0" * 64),
     ("image tag", grammar.ImageTag, "nemo-rl:v0.5.0-spec-decode"),
+    ("cache repository", grammar.CacheRepository, "127.0.0.1:5000/nemo-rl/cache"),
     ("stage", grammar.StageName, "release"),
     ("platform", grammar.Platform, "linux/amd64"),
     ("cuda arch list", grammar.CudaArchList, "9.0 10.0+PTX"),
@@ -74,6 +75,29 @@ def test_grammar_functions_refuse_a_trailing_newline(check):
 def test_one_line_text_refuses_a_trailing_newline():
     with pytest.raises(ValueError, match="one line of text"):
         grammar.one_line_text("fine\n")
+
+
+@pytest.mark.parametrize(
+    "good", ["127.0.0.1:5000/nemo-rl/cache", "ghcr.io/org/nemo-rl-cache", "localhost/c", "localhost:5000/c",
+             "[::1]:5000/c", "registry:5000/c", "docker.io/org/cache"],
+)  # fmt: skip
+def test_a_cache_repository_with_its_registry_host(good):
+    assert grammar.cache_repository(good) == good
+
+
+@pytest.mark.parametrize("bad", ["nemo-rl/cache", "nemo-rl/team/cache", "cache", "local/cache", "localhostx/c"])
+def test_a_cache_repository_without_a_registry_host_is_refused_as_docker_hubs(bad):
+    """buildx reads `nemo-rl/cache` as docker.io/nemo-rl/cache: another's Docker Hub namespace, poisoning the cache."""
+    with pytest.raises(ValueError, match=r"starts with its registry host .* Docker Hub"):
+        grammar.cache_repository(bad)
+
+
+def test_cli_refuses_a_cache_ref_without_a_registry_host(cli, tmp_path):
+    write_pins(tmp_path, "  target: release\n", "  target: release\n  cache:\n    ref: nemo-rl/cache\n")
+    result = cli("resolve", "--offline")
+    assert result.code == 2, result.output
+    assert "build.cache.ref: " in result.stderr and "registry host" in result.stderr
+    assert "Traceback" not in result.output
 
 
 def test_a_rejected_value_is_quoted_short():
