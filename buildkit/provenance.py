@@ -23,9 +23,10 @@ from buildkit.files import utc_now
 from buildkit.grammar import DIGEST_RE
 from buildkit.http import Http
 from buildkit.lock import Lock, lock_sha256
-from buildkit.render import RenderRecord
+from buildkit.render import RenderRecord, source_date_epoch
 from buildkit.resolve.registry import INDEX_TYPES, MANIFEST_TYPES, ImageName, Login, Registry, parse_image_ref
 from buildkit.resolve.shapes import Answer, parse
+from buildkit.sanitize import CONTROL_RE
 from buildkit.verify import CheckResult, VerifyRecord
 
 ATTESTATION_REFERENCE = "attestation-manifest"
@@ -47,6 +48,7 @@ class Expected(NamedTuple):
     build_args: dict[str, str]
     dockerfile_sha256: str | None
     lock_sha256: str
+    source_date_epoch: str  # the one build arg BuildKit records beyond the lock's (buildx passes it from the env)
 
 
 def expected(lock: Lock, smoke: bool, rendered: RenderRecord | None) -> Expected:
@@ -69,6 +71,7 @@ def expected(lock: Lock, smoke: bool, rendered: RenderRecord | None) -> Expected
         build_args=dict(build_args(lock)),
         dockerfile_sha256=usable.dockerfile_sha256 if usable else None,
         lock_sha256=lock_sha256(lock),
+        source_date_epoch=str(source_date_epoch(lock)),
     )
 
 
@@ -90,8 +93,9 @@ class _Checks:
 def _shown(value: object) -> str:
     if value is None:
         return "nothing"
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={v}" for k, v in sorted(value.items())) or "no build args"
+    if isinstance(value, dict):  # build args: those found come from the registry
+        text = ", ".join(f"{k}={v}" for k, v in sorted(value.items())) or "no build args"
+        return text if len(text) <= 2000 and not CONTROL_RE.search(text) else excerpt(text, 2000)
     return excerpt(value, 160) if not isinstance(value, str) else value if len(value) <= 200 else excerpt(value)
 
 
@@ -291,11 +295,13 @@ def check_buildkit_provenance(found: ImageProvenance, want: Expected) -> list[Ch
         checks.field("wheel sha256", want.wheel_sha256, wheel.digest.get("sha256") if wheel else None)
     else:
         checks.add("wheel sha256", None, "the lock's wheel is not content-addressed")
+    # Exactly the lock's build args: one more (NRL_GIT_REF=main) changes what is built as surely as a wrong one.
+    # SOURCE_DATE_EPOCH alone may be beside them, and then it is the lock's.
+    wanted_args = want.build_args | (
+        {"SOURCE_DATE_EPOCH": want.source_date_epoch} if "SOURCE_DATE_EPOCH" in found_args else {}
+    )
     checks.field(
-        "build args",
-        want.build_args,
-        {k: v for k, v in found_args.items() if k in want.build_args}
-        | {k: "<missing>" for k in want.build_args if k not in found_args},
+        "build args", wanted_args, found_args | {k: "<missing>" for k in want.build_args if k not in found_args}
     )
     if want.dockerfile_sha256:
         checks.field("Dockerfile sha256", want.dockerfile_sha256, _dockerfile_sha256(statement))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +139,51 @@ def test_malformed_provenance_answers_are_exit_3(registry, answers, needle):
         registry(**answers)
     assert caught.value.exit_code == 3
     assert needle in caught.value.message and len(caught.value.message) < 500, caught.value.message
+
+
+# The build args BuildKit recorded, held to the lock's exactly.
+
+LOCK = Path(__file__).resolve().parent.parent / "fixtures" / "report" / "pins.lock"
+
+
+def _build_args_check(recorded: dict[str, str]):
+    from buildkit.lock import read_lock
+    from buildkit.provenance import ImageProvenance, check_buildkit_provenance, expected
+
+    want = expected(read_lock(LOCK), smoke=False, rendered=None)
+    request = {"args": {f"build-arg:{k}": v for k, v in recorded.items()}}
+    statement = _statement(predicate={"buildDefinition": {"externalParameters": {"request": request}}})
+    results = check_buildkit_provenance(ImageProvenance("sha256:" + "a" * 64, PLATFORM_DIGEST, statement, None), want)
+    return want, next(r for r in results if r.name.endswith(": build args"))
+
+
+def test_the_lock_build_args_and_its_source_date_epoch_pass():
+    from buildkit.lock import read_lock
+    from buildkit.render import source_date_epoch
+
+    want, _ = _build_args_check({})
+    assert want.source_date_epoch == str(source_date_epoch(read_lock(LOCK)))
+    for recorded in (want.build_args, want.build_args | {"SOURCE_DATE_EPOCH": want.source_date_epoch}):
+        assert _build_args_check(recorded)[1].status == "pass"
+
+
+@pytest.mark.parametrize(
+    ("extra", "shown"),
+    [
+        ({"NRL_GIT_REF": "main"}, "NRL_GIT_REF=main"),
+        ({"SOURCE_DATE_EPOCH": "0"}, "SOURCE_DATE_EPOCH=0"),
+        ({"X": "\x1b]0;owned\x07" + "y" * 5000}, "X="),
+    ],
+    ids=["extra-arg", "other-epoch", "hostile-value"],
+)
+def test_a_build_arg_beyond_the_lock_fails_the_check(extra, shown):
+    want, check = _build_args_check(dict(_build_args_check({})[0].build_args) | extra)
+    assert check.status == "fail" and shown in check.reason
+    assert "\x1b" not in check.reason and len(check.reason) < 5000
+
+
+def test_a_missing_build_arg_fails_the_check():
+    want, _ = _build_args_check({})
+    recorded = dict(want.build_args)
+    recorded.pop("NEMO_RL_COMMIT")
+    assert _build_args_check(recorded)[1].status == "fail"
