@@ -28,11 +28,11 @@ from buildkit.lock import Lock, lock_sha256
 def commit_time(lock: Lock) -> datetime:
     try:
         when = datetime.fromisoformat(lock.nemo_rl.date)
-    except ValueError:
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return when.astimezone(UTC)  # OverflowError for 0001-01-01T00:00:00+14:00 (before year 1 in UTC)
+    except (ValueError, OverflowError):
         raise InputError(f"lock: nemo_rl.date {lock.nemo_rl.date!r} is not an ISO 8601 time") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.astimezone(UTC)
 
 
 def source_date_epoch(lock: Lock) -> int:
