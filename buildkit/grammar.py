@@ -49,7 +49,7 @@ VARIANT_RE = re.compile(r"default|[a-z0-9]{2,16}")
 # whitespace, '$', '`', '\\', ';', '&', '|', '<', '>' -- nothing a shell or a Dockerfile would interpret.
 _URL_CHARS_RE = re.compile(r"[A-Za-z0-9._~:/%+,=@\[\]-]+")
 REPO_PATH_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
-_TEXT_RE = re.compile(r"[^\x00-\x1f\x7f]{1,300}")
+_TEXT_RE = re.compile(r"[^\x00-\x1f\x7f-\x9f\ud800-\udfff]{1,300}")  # no C0, DEL, C1, lone surrogate
 
 
 def is_loopback_host(host: str) -> bool:
@@ -179,7 +179,10 @@ def _regex_check(regex: re.Pattern[str], what: str):
 
 def one_line_text(value: str) -> str:
     if not _TEXT_RE.fullmatch(value):
-        raise ValueError(f"expected one line of text (1-300 characters, no control characters), found {excerpt(value)}")
+        raise ValueError(
+            "expected one line of text (1-300 characters, no control characters or lone surrogates), "
+            f"found {excerpt(value)}"
+        )
     return value
 
 

@@ -100,6 +100,22 @@ def test_cli_refuses_a_cache_ref_without_a_registry_host(cli, tmp_path):
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(
+    "bad", ["a\udc80b", "\ud800", "csi \x9b2J", "nel \x85"], ids=["surrogate", "high", "csi", "nel"]
+)
+def test_one_line_text_refuses_lone_surrogates_and_c1_controls(bad):
+    with pytest.raises(ValueError, match="one line of text"):
+        grammar.one_line_text(bad)
+
+
+def test_cli_refuses_a_known_issue_title_with_a_lone_surrogate(cli, tmp_path):
+    """YAML's "\\udc80" is a lone surrogate: it passed, and `attest` crashed encoding it (exit 70)."""
+    write_pins(tmp_path, "  - title: sglang extra is disabled", '  - title: "sglang \\udc80 disabled"')
+    result = cli("resolve", "--offline")
+    assert result.code == 2, result.output
+    assert "known_issues.0.title: expected one line of text" in result.stderr and "Traceback" not in result.output
+
+
 def test_a_rejected_value_is_quoted_short():
     with pytest.raises(ValueError) as info:
         grammar.image_ref("x" * 100_000 + "\n")
