@@ -241,7 +241,10 @@ def _ask_helper(name: str, server: str, named_by: str) -> tuple[str, str] | None
         said = (done.stdout + b"\n" + done.stderr).decode("utf-8", "replace")
         if HELPER_NOT_FOUND in said:
             return None
-        first = next((line.strip() for line in said.splitlines() if line.strip()), "no output")
+        # stderr only: stdout may be the credential JSON, Secret and all (the protocol's "not found" is read above,
+        # never quoted).
+        errors = done.stderr[:HELPER_OUTPUT_MAX].decode("utf-8", "replace")
+        first = next((line.strip() for line in errors.splitlines() if line.strip()), "nothing on stderr")
         raise CredentialsError(
             f"{program} get failed for {server} (exit {done.returncode}): {excerpt(strip_controls(first), 160)}",
             hint=f"`docker login {server}`, or check the helper ({named_by})",
