@@ -7,10 +7,10 @@ process; the next write to the same file removes it once that process is gone.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -94,7 +94,10 @@ def work_dir_beside(path: Path) -> Iterator[Path]:
     try:
         yield Path(tmp)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            remove_tree(tmp)
+        except OSError:
+            pass  # named as an orphan: the next write to `path` removes it
 
 
 def _make_temp(path: Path, directory: bool = False) -> tuple[int, str]:
@@ -133,9 +136,62 @@ def _remove_orphans(path: Path) -> None:
         m = _TEMP_RE.fullmatch(candidate.name)
         if m and m.group("name") == path.name and not _alive(int(m.group("pid"))):
             if candidate.is_dir() and not candidate.is_symlink():
-                shutil.rmtree(candidate, ignore_errors=True)
+                try:
+                    remove_tree(candidate)
+                except OSError:
+                    pass  # left for a later write to try again; it blocks nothing
             else:
                 candidate.unlink(missing_ok=True)
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def remove_tree(name: str | Path, dir_fd: int | None = None) -> None:
+    """Remove the directory `name` (relative to `dir_fd`, if given) and everything in it, never following a symlink.
+    Iterative, with one directory open at a time, so any depth works: shutil.rmtree recurses once per level, and its
+    RecursionError is no OSError (ignore_errors lets it out). Going back up, each parent is checked to be the very
+    directory it came down from. Raises OSError."""
+    fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    above: list[tuple[tuple[int, int], list[str], str]] = []  # each open directory's parent: identity, left, name
+    try:
+        pending = _remove_files(fd)
+        while True:
+            if pending:
+                child = pending.pop()
+                above.append((_identity(fd), pending, child))
+                opened = os.open(child, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = opened
+                pending = _remove_files(fd)
+                continue
+            if not above:
+                break
+            identity, pending, child = above.pop()
+            opened = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = opened
+            if _identity(fd) != identity:
+                raise OSError(errno.ESTALE, f"{child}'s directory moved while it was being removed")
+            os.rmdir(child, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dir_fd)
+
+
+def _remove_files(fd: int) -> list[str]:
+    """Unlink everything but the directories in the directory `fd`; return the directories' names."""
+    with os.scandir(fd) as entries:
+        listed = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
+    for child, is_dir in listed:
+        if not is_dir:
+            os.unlink(child, dir_fd=fd)
+    return [child for child, is_dir in listed if is_dir]
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    held = os.fstat(fd)
+    return held.st_dev, held.st_ino
 
 
 def _alive(pid: int) -> bool:

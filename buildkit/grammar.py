@@ -49,8 +49,7 @@ VARIANT_RE = re.compile(r"default|[a-z0-9]{2,16}")
 # whitespace, '$', '`', '\\', ';', '&', '|', '<', '>' -- nothing a shell or a Dockerfile would interpret.
 _URL_CHARS_RE = re.compile(r"[A-Za-z0-9._~:/%+,=@\[\]-]+")
 REPO_PATH_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
-# One line of text: no C0 or C1 controls, DEL, or lone surrogates (YAML's "\udc80" is no character UTF-8 can encode).
-_TEXT_RE = re.compile(r"[^\x00-\x1f\x7f-\x9f\ud800-\udfff]{1,300}")
+_TEXT_RE = re.compile(r"[^\x00-\x1f\x7f-\x9f\ud800-\udfff]{1,300}")  # no C0, DEL, C1, lone surrogate
 
 
 def is_loopback_host(host: str) -> bool:
@@ -143,17 +142,22 @@ def image_tag(value: str) -> str:
 
 
 def cache_repository(value: str) -> str:
-    """A registry repository for the shared build cache: no tag (buildkit adds one per target), no digest."""
+    """A registry repository for the shared build cache: no tag (buildkit adds one per target), no digest, and an
+    explicit registry host. By Docker's rule the first component is a host only when it holds a '.' or a ':' or is
+    `localhost`; otherwise buildx reads `nemo-rl/cache` as docker.io/nemo-rl/cache, someone else's Docker Hub
+    namespace, and would import whatever cache is there."""
     m = IMAGE_REF_RE.fullmatch(value)
-    domain = (m.group("domain") or "") if m else ""
-    # Docker's rule: the first component names a registry only with a `.` or `:` in it, or as `localhost`.
-    # Otherwise `nemo-rl/cache` would be docker.io/nemo-rl/cache, someone else's namespace to import a cache from.
-    explicit = "." in domain or ":" in domain or domain == "localhost"
-    if not m or len(value) > 255 or m.group("tag") or m.group("digest") or not explicit:
+    if not m or len(value) > 255 or m.group("tag") or m.group("digest"):
         raise ValueError(
-            "expected a registry repository with its registry host and without a tag, like "
-            "127.0.0.1:5000/nemo-rl/cache or ghcr.io/org/nemo-rl-cache (buildkit tags it per target; Docker Hub is "
-            f"docker.io/<namespace>/<name>), found {excerpt(value)}"
+            "expected a registry repository without a tag, like 127.0.0.1:5000/nemo-rl/cache or "
+            f"ghcr.io/org/nemo-rl-cache (buildkit tags it per target), found {excerpt(value)}"
+        )
+    domain = m.group("domain") or ""
+    if not ("." in domain or ":" in domain or domain == "localhost"):
+        raise ValueError(
+            "expected a registry repository that starts with its registry host (a name with a '.' or a ':port', "
+            "or localhost), like 127.0.0.1:5000/nemo-rl/cache or ghcr.io/org/nemo-rl-cache: without one, Docker "
+            f"reads it as a Docker Hub repository (docker.io/...), found {excerpt(value)}"
         )
     return value
 
@@ -175,7 +179,10 @@ def _regex_check(regex: re.Pattern[str], what: str):
 
 def one_line_text(value: str) -> str:
     if not _TEXT_RE.fullmatch(value):
-        raise ValueError(f"expected one line of text (1-300 characters, no control characters), found {excerpt(value)}")
+        raise ValueError(
+            "expected one line of text (1-300 characters, no control characters or lone surrogates), "
+            f"found {excerpt(value)}"
+        )
     return value
 
 

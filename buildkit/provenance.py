@@ -25,6 +25,8 @@ from buildkit.http import Http
 from buildkit.lock import Lock, lock_sha256
 from buildkit.render import RenderRecord, source_date_epoch
 from buildkit.resolve.registry import INDEX_TYPES, MANIFEST_TYPES, ImageName, Login, Registry, parse_image_ref
+from buildkit.resolve.shapes import Answer, parse
+from buildkit.sanitize import CONTROL_RE
 from buildkit.verify import CheckResult, VerifyRecord
 
 ATTESTATION_REFERENCE = "attestation-manifest"
@@ -46,7 +48,7 @@ class Expected(NamedTuple):
     build_args: dict[str, str]
     dockerfile_sha256: str | None
     lock_sha256: str
-    source_date_epoch: int
+    source_date_epoch: str  # the one build arg BuildKit records beyond the lock's (buildx passes it from the env)
 
 
 def expected(lock: Lock, smoke: bool, rendered: RenderRecord | None) -> Expected:
@@ -69,7 +71,7 @@ def expected(lock: Lock, smoke: bool, rendered: RenderRecord | None) -> Expected
         build_args=dict(build_args(lock)),
         dockerfile_sha256=usable.dockerfile_sha256 if usable else None,
         lock_sha256=lock_sha256(lock),
-        source_date_epoch=source_date_epoch(lock),
+        source_date_epoch=str(source_date_epoch(lock)),
     )
 
 
@@ -91,8 +93,9 @@ class _Checks:
 def _shown(value: object) -> str:
     if value is None:
         return "nothing"
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={v}" for k, v in sorted(value.items())) or "no build args"
+    if isinstance(value, dict):  # build args: those found come from the registry
+        text = ", ".join(f"{k}={v}" for k, v in sorted(value.items())) or "no build args"
+        return text if len(text) <= 2000 and not CONTROL_RE.search(text) else excerpt(text, 2000)
     return excerpt(value, 160) if not isinstance(value, str) else value if len(value) <= 200 else excerpt(value)
 
 
@@ -124,24 +127,6 @@ class _Reader(Registry):
 
 
 def read_buildkit_provenance(ref: str, platform: str, http: Http | None = None) -> ImageProvenance:
-    """BuildKit's provenance for the platform's image, as the registry serves it. Its answers are JSON of any shape:
-    one that is not the shape an index and an attestation manifest have is UpstreamMalformed (exit 3)."""
-    try:
-        return _read_buildkit_provenance(ref, platform, http)
-    except (AttributeError, TypeError, KeyError) as exc:
-        raise UpstreamMalformed(
-            f"{excerpt(ref, 120)}: the image index or its attestation manifest is malformed ({type(exc).__name__})"
-        ) from None
-
-
-def check_buildkit_provenance(found: ImageProvenance, want: Expected) -> list[CheckResult]:
-    try:
-        return _check_buildkit_provenance(found, want)
-    except (AttributeError, TypeError, KeyError) as exc:
-        raise UpstreamMalformed(f"the provenance statement of the image is malformed ({type(exc).__name__})") from None
-
-
-def _read_buildkit_provenance(ref: str, platform: str, http: Http | None) -> ImageProvenance:
     image = parse_image_ref(ref)
     reader = _Reader(http or Http())
     login = Login()  # one login (token) for every read of this image
@@ -156,54 +141,107 @@ def _read_buildkit_provenance(ref: str, platform: str, http: Http | None) -> Ima
         )
     if media_type not in INDEX_TYPES:
         raise UpstreamMalformed(f"{image.name}: {excerpt(media_type, 80)} is not an image index or manifest")
-    entries = [m for m in manifest.get("manifests") or [] if isinstance(m, dict)]
+    entries = parse(_Index, manifest, f"{image.name}: the image index").manifests
     os_name, arch = platform.split("/")[:2]
     platform_digest = next(
         (
-            m.get("digest")
+            m.digest
             for m in entries
-            if (m.get("platform") or {}).get("os") == os_name
-            and (m.get("platform") or {}).get("architecture") == arch
-            and _reference_type(m) is None
+            if m.platform is not None
+            and m.platform.os == os_name
+            and m.platform.architecture == arch
+            and m.annotations.get("vnd.docker.reference.type") is None
         ),
         None,
     )
-    if not isinstance(platform_digest, str) or not DIGEST_RE.fullmatch(platform_digest):
+    if platform_digest is None or not DIGEST_RE.fullmatch(platform_digest):
         return ImageProvenance(top, None, None, f"the image index has no {platform} manifest")
     attestations = [
-        m.get("digest")
+        m.digest
         for m in entries
-        if _reference_type(m) == ATTESTATION_REFERENCE
-        and (m.get("annotations") or {}).get("vnd.docker.reference.digest") == platform_digest
+        if m.annotations.get("vnd.docker.reference.type") == ATTESTATION_REFERENCE
+        and m.annotations.get("vnd.docker.reference.digest") == platform_digest
     ]
     if not attestations:
         return ImageProvenance(
             top, platform_digest, None, f"the image index has no attestation manifest for {platform}"
         )
     for digest in attestations:
-        if not isinstance(digest, str) or not DIGEST_RE.fullmatch(digest):
+        if not DIGEST_RE.fullmatch(digest):
             continue
-        _, _, attestation = reader.manifest(image, digest, login)
-        for layer in attestation.get("layers") or []:
-            if not isinstance(layer, dict) or layer.get("mediaType") != INTOTO_LAYER:
+        _, _, answer = reader.manifest(image, digest, login)
+        attestation = parse(_AttestationManifest, answer, f"{image.name}: the attestation manifest {digest}")
+        for layer in attestation.layers:
+            if layer.mediaType != INTOTO_LAYER or layer.annotations.get(PREDICATE_ANNOTATION) != slsa.PREDICATE_TYPE:
                 continue
-            if (layer.get("annotations") or {}).get(PREDICATE_ANNOTATION) != slsa.PREDICATE_TYPE:
-                continue
-            blob_digest = layer.get("digest")
-            if not isinstance(blob_digest, str) or not DIGEST_RE.fullmatch(blob_digest):
+            if not DIGEST_RE.fullmatch(layer.digest):
                 raise UpstreamMalformed(f"{image.name}: an attestation layer has no valid digest")
-            statement = _json_object(
-                reader.blob(image, blob_digest, login), f"{image.name}: the provenance {blob_digest}"
-            )
+            what = f"{image.name}: the provenance {layer.digest}"
+            statement = _json_object(reader.blob(image, layer.digest, login), what)
+            parse(_Statement, statement, what)
             return ImageProvenance(top, platform_digest, statement, None)
     return ImageProvenance(
         top, platform_digest, None, f"the attestation manifest holds no {slsa.PREDICATE_TYPE} statement"
     )
 
 
-def _reference_type(entry: dict[str, Any]) -> str | None:
-    value = (entry.get("annotations") or {}).get("vnd.docker.reference.type")
-    return value if isinstance(value, str) else None
+# The fields read from the registry's answers, typed (buildkit.resolve.shapes): a wrong shape is UpstreamMalformed.
+class _Platform(Answer):
+    os: str = ""
+    architecture: str = ""
+
+
+class _Entry(Answer):
+    digest: str = ""
+    platform: _Platform | None = None
+    annotations: dict[str, str] = {}
+
+
+class _Index(Answer):
+    manifests: list[_Entry] = []
+
+
+class _Layer(Answer):
+    mediaType: str = ""
+    digest: str = ""
+    annotations: dict[str, str] = {}
+
+
+class _AttestationManifest(Answer):
+    layers: list[_Layer] = []
+
+
+class _Subject(Answer):
+    digest: dict[str, str] = {}
+
+
+class _Request(Answer):
+    args: dict[str, str] = {}
+
+
+class _ExternalParameters(Answer):
+    request: _Request = _Request()
+
+
+class _Dependency(Answer):
+    uri: str = ""
+    digest: dict[str, str] = {}
+
+
+class _BuildDefinition(Answer):
+    externalParameters: _ExternalParameters = _ExternalParameters()
+    resolvedDependencies: list[_Dependency] = []
+
+
+class _Predicate(Answer):
+    buildDefinition: _BuildDefinition = _BuildDefinition()
+
+
+class _Statement(Answer):
+    """What check_buildkit_provenance reads of BuildKit's statement (the Dockerfile's bytes are read apart)."""
+
+    subject: list[_Subject] = []
+    predicate: _Predicate = _Predicate()
 
 
 def _json_object(data: bytes, what: str) -> dict[str, Any]:
@@ -222,14 +260,14 @@ def _get(data: Any, *path: str) -> Any:
     return data
 
 
-def _check_buildkit_provenance(found: ImageProvenance, want: Expected) -> list[CheckResult]:
+def check_buildkit_provenance(found: ImageProvenance, want: Expected) -> list[CheckResult]:
     checks = _Checks(BUILDKIT_SOURCE)
     statement = found.statement
     if statement is None:
         checks.add("present", False, f"no provenance: {found.missing}")
         return checks.results
-    subjects = [s for s in statement.get("subject") or [] if isinstance(s, dict)]
-    digests = {f"sha256:{_get(s, 'digest', 'sha256')}" for s in subjects}
+    typed = parse(_Statement, statement, "BuildKit's provenance statement")
+    digests = {f"sha256:{s.digest.get('sha256')}" for s in typed.subject}
     checks.add(
         "present",
         found.platform_digest in digests,
@@ -237,40 +275,34 @@ def _check_buildkit_provenance(found: ImageProvenance, want: Expected) -> list[C
         if found.platform_digest in digests
         else f"its subject is {', '.join(sorted(digests)) or 'nothing'}, not {found.platform_digest}",
     )
-    request = _get(statement, "predicate", "buildDefinition", "externalParameters", "request") or {}
-    args = request.get("args") if isinstance(request.get("args"), dict) else {}
+    definition = typed.predicate.buildDefinition
+    args = definition.externalParameters.request.args
     found_args = {k.removeprefix("build-arg:"): v for k, v in args.items() if k.startswith("build-arg:")}
-    deps = [
-        d for d in _get(statement, "predicate", "buildDefinition", "resolvedDependencies") or [] if isinstance(d, dict)
-    ]
-    images = [d for d in deps if str(d.get("uri", "")).startswith("pkg:docker/")]
+    deps = definition.resolvedDependencies
+    images = [d for d in deps if d.uri.startswith("pkg:docker/")]
     checks.field("target", want.target, args.get("target", ""))
     checks.field(
         "base image digest",
         want.base_digest,
-        ", ".join(f"sha256:{_get(d, 'digest', 'sha256')}" for d in images) or None,
+        ", ".join(f"sha256:{d.digest.get('sha256')}" for d in images) or None,
     )
     checks.field("NeMo-RL commit", want.nemo_rl_commit, found_args.get("NEMO_RL_COMMIT"))
     checks.field("vLLM commit", want.vllm_commit, found_args.get("BUILD_CUSTOM_VLLM_REF"))
-    wheel = next((d for d in deps if d.get("uri") == want.wheel_url), None)
-    others = [str(d.get("uri")) for d in deps if str(d.get("uri", "")).startswith(("http://", "https://"))]
-    checks.field("wheel URL", want.wheel_url, wheel.get("uri") if wheel else ", ".join(others) or None)
+    wheel = next((d for d in deps if d.uri == want.wheel_url), None)
+    others = [d.uri for d in deps if d.uri.startswith(("http://", "https://"))]
+    checks.field("wheel URL", want.wheel_url, wheel.uri if wheel else ", ".join(others) or None)
     if want.wheel_sha256:
-        checks.field("wheel sha256", want.wheel_sha256, _get(wheel, "digest", "sha256") if wheel else None)
+        checks.field("wheel sha256", want.wheel_sha256, wheel.digest.get("sha256") if wheel else None)
     else:
         checks.add("wheel sha256", None, "the lock's wheel is not content-addressed")
-    # Exactly the lock's build args: another one (NRL_GIT_REF=main, say) changes what is built. SOURCE_DATE_EPOCH is
-    # the one buildx adds of its own, and it must be the lock's commit time.
-    extra = {k: v for k, v in found_args.items() if k not in want.build_args and k != "SOURCE_DATE_EPOCH"}
-    checks.field(
-        "build args",
-        want.build_args,
-        {k: v for k, v in found_args.items() if k in want.build_args}
-        | {k: "<missing>" for k in want.build_args if k not in found_args}
-        | extra,
+    # Exactly the lock's build args: one more (NRL_GIT_REF=main) changes what is built as surely as a wrong one.
+    # SOURCE_DATE_EPOCH alone may be beside them, and then it is the lock's.
+    wanted_args = want.build_args | (
+        {"SOURCE_DATE_EPOCH": want.source_date_epoch} if "SOURCE_DATE_EPOCH" in found_args else {}
     )
-    if "SOURCE_DATE_EPOCH" in found_args:
-        checks.field("SOURCE_DATE_EPOCH", str(want.source_date_epoch), found_args["SOURCE_DATE_EPOCH"])
+    checks.field(
+        "build args", wanted_args, found_args | {k: "<missing>" for k in want.build_args if k not in found_args}
+    )
     if want.dockerfile_sha256:
         checks.field("Dockerfile sha256", want.dockerfile_sha256, _dockerfile_sha256(statement))
     else:

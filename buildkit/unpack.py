@@ -5,8 +5,9 @@ Layers are hostile until checked. A name must be relative and free of `..`; ever
 time from the directory's descriptor without following a symlink (O_NOFOLLOW), so nothing a layer holds (a symlink
 an earlier layer planted, a hardlink, a whiteout) can make this write or delete outside the directory. A path whose
 parent is a symlink or a file in the image is refused: layers as Docker and BuildKit write them never hold one. A
-hardlink must name something already unpacked inside the directory; a symlink is stored as it is, to resolve inside
-the container (nothing here follows it). Sparse files, aufs-only whiteouts and unknown entry types are refused.
+hardlink must name something already unpacked inside the directory; a name (or a hardlink's target) more than
+MAX_DEPTH (256) components deep is refused. A symlink is stored as it is, to resolve inside the container (nothing
+here follows it). Sparse files, aufs-only whiteouts and unknown entry types are refused.
 
 No root is needed, and the result does not depend on who runs it: owners are not kept (the squashfs makes every file
 root's, as enroot's `-all-root` does), nor extended attributes (enroot's `tar -px` keeps none either), nor times
@@ -20,7 +21,6 @@ from __future__ import annotations
 import errno
 import io
 import os
-import shutil
 import stat
 import tarfile
 from collections import OrderedDict
@@ -29,19 +29,19 @@ from pathlib import Path
 from typing import NamedTuple
 
 from buildkit.errors import InputError, excerpt
-from buildkit.files import write_error
+from buildkit.files import remove_tree, write_error
 from buildkit.ocilayout import CHUNK, Image, OciLayout, display
 
 Parts = tuple[str, ...]
 
 MAX_LISTED = 20  # device nodes named in the result; the rest are counted
-MAX_DEPTH = 256  # path components of an entry; a real image's deepest paths have a few dozen
 _OPAQUE = ".wh..wh..opq"
 _WHITEOUT = ".wh."
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _CACHED_DIRS = 8  # open directory descriptors kept: a layer lists a directory's entries together
 _MAX_LINK = 4095  # PATH_MAX less the terminating NUL: the longest symlink target Linux stores
+MAX_DEPTH = 256  # path components in a name or a hardlink's target; real images stay far below it
 
 
 class Unpacked(NamedTuple):
@@ -151,8 +151,7 @@ class Rootfs:
         if ".." in parts:
             self._refuse(name, "a path that goes up with '..'")
         if len(parts) > MAX_DEPTH:
-            # Removing such a tree (shutil.rmtree recurses per level) would exhaust Python's stack.
-            self._refuse(name[:200] + "...", f"a path {len(parts)} directories deep (at most {MAX_DEPTH})")
+            self._refuse(name, f"a path {len(parts)} directories deep (at most {MAX_DEPTH})")
         return parts
 
     def _whiteout(self, parts: Parts) -> None:
@@ -259,7 +258,7 @@ class Rootfs:
         for cached in [p for p in self._dirs if p[: len(parts)] == parts]:
             os.close(self._dirs.pop(cached))
         if stat.S_ISDIR(held.st_mode):
-            shutil.rmtree(parts[-1], dir_fd=parent)  # descriptor-based: it never follows a symlink
+            remove_tree(parts[-1], dir_fd=parent)  # descriptor-based: it never follows a symlink
         else:
             os.unlink(parts[-1], dir_fd=parent)
 

@@ -142,8 +142,7 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
         else:
             code, out = run("python", "-c", "import vllm; print(vllm.__version__)")
             ok = code == 0 and f"g{commit[:9]}" in out
-            said = excerpt(strip_controls(out.splitlines()[-1]), 200) if out.strip() else "?"  # from the image
-            add("vllm version names the locked commit", ok, f"vllm.__version__ = {said}; expected +g{commit[:9]}")
+            add("vllm version names the locked commit", ok, version_reason(out, commit))
             code, out = run("python", "-c", "import sglang")
             add("sglang is not importable", code != 0 and "ModuleNotFoundError" in out,
                 "import sglang fails: ModuleNotFoundError" if code != 0 else "import sglang succeeded")  # fmt: skip
@@ -198,3 +197,9 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
         checked_at=utc_now(),
         results=results,
     )
+
+
+def version_reason(out: str, commit: str) -> str:
+    """The vLLM version check's reason: the last line the image printed (from inside it: bounded, no controls)."""
+    last = out.splitlines()[-1] if out.splitlines() else "?"
+    return f"vllm.__version__ = {excerpt(strip_controls(last), 200)[1:-1]}; expected +g{commit[:9]}"

@@ -441,3 +441,24 @@ def test_a_credential_helper_that_prints_too_much_is_one_message(cli, tmp_path):
     result = cli("doctor", "--push", "--tag", "registry.example.com/team/nemo-rl:1", env=env, timeout=300)
     assert "docker-credential-loud get answered more than 64 KiB for registry.example.com" in result.stderr
     assert "Traceback" not in result.output
+
+
+def _helper_script(bin_dir: Path, body: str) -> Path:
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    script = bin_dir / f"docker-credential-{HELPER}"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return bin_dir
+
+
+def test_a_failing_helper_is_quoted_from_stderr_never_stdout(tmp_path, monkeypatch):
+    """A helper that prints the credential and then fails: its stdout (the Secret) is never in the message."""
+    from buildkit.credentials import _ask_helper
+
+    answer = json.dumps({"ServerURL": "r.example", "Username": USERNAME, "Secret": PASSWORD})
+    bin_dir = _helper_script(tmp_path / "bin", f"echo '{answer}'; echo 'the keyring is locked' >&2; exit 1")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(CredentialsError) as caught:
+        _ask_helper(HELPER, "r.example", "the config")
+    text = caught.value.message + str(caught.value.hint)
+    assert PASSWORD not in text and "the keyring is locked" in text

@@ -393,3 +393,23 @@ def test_a_patch_upstream_made_unnecessary_is_reported_obsolete_with_the_reason(
     ) in result.stderr
     assert "remove it from nemo_rl.patches" in result.stderr
     assert not (root / "build" / "Dockerfile").exists()
+
+
+@pytest.mark.parametrize("date", ["0001-01-01T00:00:00+14:00", "not a time"])
+def test_a_lock_date_with_no_utc_time_is_a_lock_error(tmp_path, date):
+    """0001-01-01T00:00:00+14:00 is before year 1 in UTC: OverflowError (exit 70 in `build --dry-run`) until caught."""
+    from buildkit.errors import InputError
+    from buildkit.lock import read_lock
+    from buildkit.render import source_date_epoch
+
+    lock = json.loads((REPO_ROOT / "tests/fixtures/report/pins.lock").read_text())
+    lock["nemo_rl"]["date"] = date
+    (tmp_path / "pins.lock").write_text(json.dumps(lock))
+    try:
+        loaded = read_lock(tmp_path / "pins.lock")
+    except InputError as refused:  # the lock's own grammar may refuse it first: as clear, and exit 2 too
+        assert refused.exit_code == 2
+        return
+    with pytest.raises(InputError, match="lock: nemo_rl.date .* is not an ISO 8601 time") as caught:
+        source_date_epoch(loaded)
+    assert caught.value.exit_code == 2

@@ -35,3 +35,14 @@ def test_judge_gpu_names_what_is_missing():
     passed, reason = judge_gpu("9.0 10.0", 0, "True\n(8, 0)\nsm_80 sm_90")
     assert not passed and "the lock builds for 9.0 10.0" in reason and "missing sm_100" in reason
     assert judge_gpu("9.0", 1, "Traceback\nImportError: torch") == (False, "Traceback | ImportError: torch")
+
+
+def test_the_version_reason_is_bounded_and_has_no_controls():
+    """What the image prints goes into build/verify.json: one bounded line, without terminal escapes."""
+    from buildkit.verify import version_reason
+
+    sha = "4a5299c93ff97c26def537b92562df5ada530fea"
+    reason = version_reason("noise\n\x1b]0;owned\x07" + "9" * 1_000_000, sha)
+    assert len(reason) < 300 and "\x1b" not in reason and "\x07" not in reason
+    assert reason.endswith("; expected +g4a5299c93")
+    assert version_reason("0.10.1+g4a5299c93\n", sha) == "vllm.__version__ = 0.10.1+g4a5299c93; expected +g4a5299c93"

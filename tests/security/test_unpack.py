@@ -10,6 +10,7 @@ import io
 import json
 import os
 import re
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -279,3 +280,75 @@ def test_unpacking_needs_no_root_and_gives_the_same_tree_to_anyone(tmp_path):
     assert os.waitstatus_to_exitcode(status) == 0, told
     assert told == "['/usr/node']"
     assert listing(mine / "root") == listing(as_root)
+
+
+DEEP = "/".join(["d"] * 1000)
+
+
+@pytest.fixture
+def deep_tmp(tmp_path):
+    """tmp_path, emptied afterwards by GNU rm (iterative): a deep tree left by a failure would break pytest's own
+    removal of old temp directories (shutil.rmtree) in every later run."""
+    yield tmp_path
+    subprocess.run(["rm", "-rf", "--one-file-system", *map(str, tmp_path.iterdir())], check=False)
+
+
+@pytest.mark.parametrize(
+    "layers",
+    [
+        [[F(DEEP + "/f", b"x")]],
+        [[F(DEEP, kind=DIR)]],
+        [[F("f", b"x"), F("h", kind=LNK, linkname=DEEP + "/f")]],
+    ],
+    ids=["file", "directory", "hardlink-target"],
+)
+def test_a_path_deeper_than_the_bound_is_refused_by_name(deep_tmp, layers):
+    """A 1000-level path once crashed `export` (RecursionError, exit 70) and left a tree no later run could remove."""
+    with pytest.raises(InputError, match=r"d/d/d.*: a path 100[01] directories deep \(at most 256\)") as caught:
+        unpack(deep_tmp, layers)
+    assert caught.value.exit_code == 2
+
+
+def test_a_path_at_the_bound_unpacks(tmp_path):
+    name = "/".join(["d"] * 255) + "/f"
+    root, _ = unpack(tmp_path, [[F(name, b"deep")], [F("d", b"replaces the whole tree")]])
+    assert (root / "d").read_bytes() == b"replaces the whole tree"
+
+
+def _deep_tree(top: Path, depth: int, outside: Path) -> None:
+    """`depth` nested directories under `top`, each with a file and a symlink to `outside`, made level by level."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            os.symlink(str(outside), "link", dir_fd=fd)
+            os.close(os.open("f", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+            inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+
+
+def test_a_deep_working_directory_is_removed_and_so_is_a_deep_orphan(deep_tmp):
+    """The working directory beside the output, and one a killed run left, are removed whatever their depth (shutil's
+    rmtree raised RecursionError on both, and the orphan broke every later write to the same file); nothing a
+    symlink in them points to is touched."""
+    from buildkit.files import work_dir_beside, write_atomic
+
+    tmp_path = deep_tmp
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "kept").write_text("kept")
+    output = tmp_path / "out" / "image.sqsh"
+    with work_dir_beside(output) as work:
+        _deep_tree(work, 1500, outside)
+    assert list(output.parent.iterdir()) == []
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid that no longer runs, as after a kill
+    orphan = output.parent / f".image.sqsh.{dead.pid}.abc123.tmp"
+    orphan.mkdir()
+    _deep_tree(orphan, 1500, outside)
+    write_atomic(output, "done")
+    assert [p.name for p in output.parent.iterdir()] == ["image.sqsh"]
+    assert [p.name for p in outside.iterdir()] == ["kept"]
