@@ -31,7 +31,6 @@ from buildkit.stagediff import DockerfileChanges
 
 OnNote = Callable[[str], None]
 DEFAULT_NEMO_RL_REF = "main"  # what `buildkit bump` with no option moves nemo_rl to
-MAX_PINS_BYTES = 1 << 20
 
 
 class BumpRequest(NamedTuple):
@@ -182,11 +181,11 @@ class _Bump:
 
     def run(self) -> None:
         from buildkit.patches import patch_facts
-        from buildkit.pins import pins_from_text
+        from buildkit.pins import pins_from_text, read_pins_text
         from buildkit.resolve import Resolver
 
         paths, request, report = self.paths, self.request, self.report
-        self.old_text = _read_pins(paths.pins)
+        self.old_text = read_pins_text(paths.pins)
         old_pins = pins_from_text(self.old_text, paths.pins)
         patch_facts(old_pins, paths.project_dir)  # the declared patches are readable diffs before anything else
         resolver = Resolver(old_pins, cache_dir=paths.cache_dir)
@@ -383,24 +382,6 @@ class _Bump:
 
 
 # -- helpers -----------------------------------------------------------------------------------------------------
-
-
-def _read_pins(path: Path) -> str:
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_PINS_BYTES + 1)
-    except FileNotFoundError:
-        raise InputError(
-            f"{path}: no such file", hint="pass --pins PATH, or run from the directory holding it"
-        ) from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_PINS_BYTES:
-        raise InputError(f"{path}: larger than {MAX_PINS_BYTES:,} bytes; a pins file is a few KiB")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
 
 
 def _old_lock(paths: Paths) -> Lock | None:

@@ -275,6 +275,11 @@ def format_validation_error(path: Path, exc: ValidationError, root: yaml.Node | 
 
 
 def load_pins(path: Path) -> Pins:
+    return pins_from_text(read_pins_text(path), path)
+
+
+def read_pins_text(path: Path) -> str:
+    """The text of a pins file, read bounded and decoded as UTF-8 (load_pins and bump both start here)."""
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_BYTES + 1)  # bounded: pins.yaml could be a symlink to /dev/zero
@@ -287,10 +292,9 @@ def load_pins(path: Path) -> Pins:
     if len(raw) > MAX_BYTES:
         raise InputError(f"{path}: larger than {MAX_BYTES:,} bytes; a pins file is a few KiB")
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    return pins_from_text(text, path)
 
 
 def pins_from_text(text: str, path: Path) -> Pins:
