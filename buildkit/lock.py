@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from buildkit.errors import InputError, excerpt
-from buildkit.grammar import Digest, FullSha, GitRef, GitUrl, HttpsUrl, ImageRef, OneLine
+from buildkit.grammar import CudaVersion, Digest, FullSha, GitRef, GitUrl, HttpsUrl, ImageRef, OneLine, WheelCuda
 from buildkit.pins import Build, KnownIssue, Pins, dump_build
 
 # 2: the wheel is content-addressed (wheel.sha256 is measured; the index's claim moved to wheel.index_sha256).
@@ -42,8 +42,6 @@ V2_STALE = "lock version 2: CUDA versions were not checked; run `buildkit resolv
 CUDA_FIELDS = {"base_image": ("cuda_version", "config_digest"), "wheel": ("cuda", "cuda_source")}
 
 # CUDA_VERSION as the CUDA images' config sets it ("12.9.1"); a wheel's CUDA is major.minor or just the major.
-CUDA_VERSION_RE = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}(?:\.[0-9]{1,4})?")
-WHEEL_CUDA_RE = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,3})?")
 
 
 def _pre_cuda_reason(version: int) -> str:
@@ -57,27 +55,6 @@ def _sha256_hex(value: str) -> str:
 
 
 Sha256Hex = Annotated[str, AfterValidator(_sha256_hex), WithJsonSchema({"type": "string", "pattern": "^[0-9a-f]{64}$"})]
-
-
-def _matching(regex: re.Pattern[str], what: str):
-    def check(value: str) -> str:
-        if not regex.fullmatch(value):
-            raise ValueError(f"expected {what}, found {excerpt(value, 40)}")
-        return value
-
-    return check
-
-
-CudaVersion = Annotated[
-    str,
-    AfterValidator(_matching(CUDA_VERSION_RE, "a CUDA version like 12.9.1")),
-    WithJsonSchema({"type": "string", "pattern": f"^{CUDA_VERSION_RE.pattern}$"}),
-]
-WheelCuda = Annotated[
-    str,
-    AfterValidator(_matching(WHEEL_CUDA_RE, "a CUDA version like 12.9 (or a major, 12)")),
-    WithJsonSchema({"type": "string", "pattern": f"^{WHEEL_CUDA_RE.pattern}$"}),
-]
 
 
 def cuda_major(version: str) -> int:

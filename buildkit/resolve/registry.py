@@ -37,9 +37,9 @@ from buildkit.errors import (
     excerpt,
 )
 from buildkit.files import utc_now
-from buildkit.grammar import IMAGE_REF_RE, Digest, is_loopback_host
+from buildkit.grammar import CUDA_VERSION_RE, IMAGE_REF_RE, Digest, is_loopback_host
 from buildkit.http import REGISTRY, REGISTRY_TOKEN, Http, Reply
-from buildkit.lock import CUDA_VERSION_RE, ImageFact
+from buildkit.lock import ImageFact
 from buildkit.resolve.shapes import Answer, Line, parse
 
 INDEX_TYPES = (
