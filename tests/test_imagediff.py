@@ -82,13 +82,17 @@ class Spec:
                 (dest / name).parent.mkdir(parents=True, exist_ok=True)
                 (dest / name).write_bytes(data)
             return dest
-        path = dest.with_suffix(".tar")
-        with tarfile.open(path, "w") as tar:
-            for name, data in files.items():
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        return path
+        return write_tar(dest.with_suffix(".tar"), files)
+
+
+def write_tar(path: Path, files: dict[str, bytes]) -> Path:
+    """A plain tar of regular files, in the order given."""
+    with tarfile.open(path, "w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
 
 
 def image(

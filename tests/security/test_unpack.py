@@ -6,7 +6,6 @@ unpack real ones."""
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import re
@@ -19,19 +18,10 @@ import pytest
 from buildkit.errors import InputError
 from buildkit.ocilayout import OciLayout, resolve_image
 from buildkit.unpack import unpack_image
-from tests.test_imagediff import TAR, F, image, layer_tar, sha
+from tests.test_imagediff import TAR, F, image, layer_tar, sha, write_tar
 from tests.trees import listing
 
 DIR, SYM, LNK, CHR, FIFO = tarfile.DIRTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE, tarfile.FIFOTYPE
-
-
-def write_tar(path: Path, files: dict[str, bytes]) -> Path:
-    with tarfile.open(path, "w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return path
 
 
 def docker_archive(path: Path, layers: list[list[F]], *, entries=None, config: bytes | None = None) -> Path:
