@@ -114,14 +114,14 @@ def findings(lines: list[tuple[int, str]], where: str, args: dict[str, str] | No
             tool = next((w for w in words if "=" not in w), "")  # past leading VAR=value assignments
             rest = words[words.index(tool) + 1 :] if tool else []
             urls = _URL_RE.findall(piped[0])
-            if _apt_packages(words):
-                packages += _apt_packages(words)
+            if installed := _apt_packages(words):
+                packages += installed
                 apt_line = apt_line or number
             if "--fetch-keys" in words:
                 plain = " over plain HTTP" if any(u.startswith("http://") for u in urls) else ""
                 found.append((number, f"a package signing key fetched{plain} from {_urls(urls)} ({at})"))
             elif tool in ("curl", "wget") and urls:
-                if any(re.fullmatch(r"(?:ba|z)?sh", _words(p)[0] if _words(p) else "") for p in piped[1:]):
+                if any(re.fullmatch(r"(?:ba|z)?sh", (_words(p) or [""])[0]) for p in piped[1:]):
                     found.append((number, f"an installer script from {_urls(urls)} run by a shell, unchecked ({at})"))
                 elif not checked:
                     found.append((number, f"{_urls(urls)} downloaded with no checksum check ({at})"))
@@ -174,8 +174,9 @@ def unpinned_inputs(doc: Parsed, target: str, script_text: str | None) -> list[s
     """What the rendered target fetches unpinned, in Dockerfile order; tools/build-custom-vllm.sh's findings follow
     the RUN that calls it."""
     out: list[tuple[int, int, str]] = []
+    stages = _stages_of(doc, target)
     for ins in doc.instructions:
-        if ins.stage not in _stages_of(doc, target):
+        if ins.stage not in stages:
             continue
         if ins.cmd == "ADD" and not any(f.startswith("--checksum=") for f in ins.flags):
             for source in ins.value[:-1]:
