@@ -28,13 +28,10 @@ from buildkit.lock import Lock, lock_sha256
 def commit_time(lock: Lock) -> datetime:
     try:
         when = datetime.fromisoformat(lock.nemo_rl.date)
-        when = when if when.tzinfo else when.replace(tzinfo=UTC)
-        when.astimezone(UTC).timestamp()  # out of range (year 1 at +14:00) raises OverflowError here
+        # In UTC: out of range there (year 1 at +14:00) is OverflowError, as malformed is ValueError.
+        return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
     except (ValueError, OverflowError):
         raise InputError(f"lock: nemo_rl.date {lock.nemo_rl.date!r} is not an ISO 8601 time") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.astimezone(UTC)
 
 
 def source_date_epoch(lock: Lock) -> int:

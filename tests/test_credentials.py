@@ -408,16 +408,6 @@ def test_a_failing_helper_that_printed_the_credential_is_not_quoted(cli, tmp_pat
     assert secret not in result.output
 
 
-def test_a_commit_date_out_of_range_is_a_lock_error_not_a_crash():
-    from types import SimpleNamespace
-
-    from buildkit.errors import InputError
-    from buildkit.render import commit_time
-
-    with pytest.raises(InputError, match="is not an ISO 8601 time"):
-        commit_time(SimpleNamespace(nemo_rl=SimpleNamespace(date="0001-01-01T00:00:00+14:00")))
-
-
 def test_a_helper_printing_without_end_is_cut_off_at_the_limit(tmp_path):
     """Its output is read up to the limit and no further (it once was read whole first: gigabytes of memory)."""
     import time
