@@ -28,6 +28,9 @@ else
 fi
 
 export DOCKER_CONFIG=${DOCKER_CONFIG:-$HOME/.docker}
+# Real wheels from PyPI (vLLM, torch; several GB) are fetched once into a cache outside the repository and reused on
+# this machine, each checked against PyPI's sha256 on every use (tests/realwheels.py); a fresh machine fetches them.
+export BUILDKIT_TEST_ARTIFACTS=${BUILDKIT_TEST_ARTIFACTS:-${XDG_CACHE_HOME:-$HOME/.cache}/buildkit-test-artifacts}
 mkdir -p "$fresh/home" "$fresh/cache" "$fresh/buildkit-cache" "$fresh/tmp"
 HOME=$fresh/home XDG_CACHE_HOME=$fresh/cache BUILDKIT_CACHE_DIR=$fresh/buildkit-cache TMPDIR=$fresh/tmp \
   .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
