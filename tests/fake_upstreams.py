@@ -45,7 +45,10 @@ WHEEL_SIZE = 452_718_563  # the reference wheel's size, as wheels.vllm.ai serves
 TEST_WHEEL_SIZE = 256 * 1024
 BASE_REPO = "nvidia/cuda-dl-base"
 BASE_TAG = "25.05-cuda12.9-devel-ubuntu24.04"
-CUDA_VERSION = "12.9.1"  # what that image's config sets in its Env
+# What that image's config sets in its Env: NGC images carry four parts. NVIDIA's framework support matrix
+# (https://docs.nvidia.com/deeplearning/frameworks/support-matrix/index.html) lists CUDA 12.9.0.043 for the 25.05
+# containers, the line nvcr.io/nvidia/cuda-dl-base:25.05-cuda12.9-devel-ubuntu24.04 belongs to.
+CUDA_VERSION = "12.9.0.043"
 
 DROP = object()  # close the connection without answering; as a body chunk: cut the answer off there
 Answer = tuple[int, dict[str, str], "bytes | Iterator[bytes]"]

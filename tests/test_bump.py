@@ -69,7 +69,7 @@ def test_bump_to_the_later_upstream_shape(project, remote):
     assert "upstream now takes it from argument 3 itself (line 26:" in summary
     assert "- drift: upstream builds on CUDA 13.2" in summary
     # The new lock's CUDA facts: the base image's config, the wheel's libcudart, resolve's check.
-    assert "- base image: CUDA\\_VERSION 12.9.1 (config sha256:" in summary
+    assert "- base image: CUDA\\_VERSION 12.9.0.043 (config sha256:" in summary
     assert "- check: match: " in summary
     assert "line 8, above nemo\\_rl.ref:" in summary  # the comment that names the old commit's subject
     for written in ("pins.yaml", "pins.lock", "build/prepare.json", "build/Dockerfile", "build/render.json"):

@@ -317,7 +317,7 @@ def test_render_follows_upstream_7ea279ab_shape_line_by_line(project, remote):
     assert summary["drift"] == [
         "upstream builds on CUDA 13.2 (its ARG BASE_IMAGE default "
         "'nvcr.io/nvidia/cuda-dl-base:26.05-cuda13.2-devel-ubuntu24.04') but the pinned base image "
-        f"'{lock['base_image']['ref']}' is CUDA 12.9.1 (its config's CUDA_VERSION)"
+        f"'{lock['base_image']['ref']}' is CUDA 12.9.0.043 (its config's CUDA_VERSION)"
     ]
     assert cli("render", "--strict").code == 1
     again = cli("render", "--json")

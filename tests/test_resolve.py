@@ -43,9 +43,10 @@ def test_resolve_json_carries_every_fact(project, upstreams):
     assert lock["wheel"]["index_sha256"] is None  # metadata.json gives no hash
     assert lock["lock_version"] == 3
     # The CUDA facts: the base image's config, the wheel's name and bytes, and the check.
-    assert lock["base_image"]["cuda_version"] == "12.9.1" and lock["base_image"]["config_digest"].startswith("sha256:")
+    assert lock["base_image"]["cuda_version"] == "12.9.0.043"  # as NGC writes it, kept exactly
+    assert lock["base_image"]["config_digest"].startswith("sha256:")
     assert lock["wheel"]["cuda"] == "12" and "vllm/_C.abi3.so needs libcudart.so.12" in lock["wheel"]["cuda_source"]
-    assert lock["cuda"]["outcome"] == "match" and lock["cuda"]["base_image"] == "12.9.1"
+    assert lock["cuda"]["outcome"] == "match" and lock["cuda"]["base_image"] == "12.9.0.043"
     index_digest = upstreams.registry.tags[(BASE_REPO, BASE_TAG)]
     assert lock["base_image"]["index_digest"] == index_digest
     assert lock["base_image"]["manifest_digest"] == upstreams.registry.platform_digest(

@@ -58,16 +58,16 @@ def test_a_match_goes_into_the_lock(project, upstreams):
     root, cli = project
     lock = lock_of(run(cli))
     config = json.loads(upstreams.registry.blobs[lock["base_image"]["config_digest"]][1])
-    assert "CUDA_VERSION=12.9.1" in config["config"]["Env"]
-    assert lock["base_image"]["cuda_version"] == "12.9.1"
+    assert "CUDA_VERSION=12.9.0.043" in config["config"]["Env"]
+    assert lock["base_image"]["cuda_version"] == "12.9.0.043"
     # The default variant's name says no CUDA; the bytes say the major.
     assert lock["wheel"]["cuda"] == "12"
     assert lock["wheel"]["cuda_source"] == "vllm/_C.abi3.so needs libcudart.so.12"
     assert lock["cuda"] == {
-        "base_image": "12.9.1",
+        "base_image": "12.9.0.043",
         "wheel": "12",
         "outcome": "match",
-        "detail": "base image CUDA_VERSION=12.9.1 and wheel CUDA 12: both CUDA 12",
+        "detail": "base image CUDA_VERSION=12.9.0.043 and wheel CUDA 12: both CUDA 12",
     }
     # Name and bytes together: a cu129 variant gives major.minor, confirmed by the bytes.
     upstreams.wheels.add(VLLM_SHA, WHEEL_CU129_X86, variant="cu129")
@@ -82,7 +82,7 @@ def test_a_cu130_wheel_on_a_cuda_12_base_fails_before_the_download(project, upst
     use_variant(root, "cu130")
     result = run(cli)
     assert result.code == 4, result.output
-    assert "CUDA mismatch" in result.stderr and "CUDA_VERSION=12.9.1" in result.stderr
+    assert "CUDA mismatch" in result.stderr and "CUDA_VERSION=12.9.0.043" in result.stderr
     assert "built for CUDA 13.0 (the pinned variant cu130)" in result.stderr
     assert "hint: pin a `wheel.variant: cuNNN` built for CUDA 12" in result.stderr
     assert not (root / "pins.lock").exists()
@@ -107,7 +107,7 @@ def test_a_default_wheel_needing_libcudart_13_on_a_cuda_12_base_fails(project, u
     served(upstreams).needed = ("libc.so.6", "libcudart.so.13", "libstdc++.so.6")
     result = run(cli)
     assert result.code == 4, result.output
-    assert "CUDA_VERSION=12.9.1" in result.stderr
+    assert "CUDA_VERSION=12.9.0.043" in result.stderr
     assert "built for CUDA 13 (vllm/_C.abi3.so needs libcudart.so.13)" in result.stderr
     assert (root / "pins.lock").read_text() == "{}"
 
@@ -130,7 +130,7 @@ def test_no_wheel_download_with_an_empty_cache_is_not_checked(project, upstreams
     lock = lock_of(result)
     why = "the default variant's name does not say its CUDA, and the wheel's bytes were not read (--no-wheel-download)"
     assert lock["wheel"]["cuda"] is None and lock["wheel"]["cuda_source"] == why
-    assert lock["cuda"]["outcome"] == "not checked" and lock["cuda"]["base_image"] == "12.9.1"
+    assert lock["cuda"]["outcome"] == "not checked" and lock["cuda"]["base_image"] == "12.9.0.043"
     assert lock["cuda"]["detail"] == f"the wheel's CUDA is unknown: {why}"
     assert (
         f"warning: the CUDA match of the base image and the wheel was not checked: the wheel's CUDA is unknown: {why}"
@@ -158,7 +158,9 @@ def test_a_base_image_without_cuda_version_is_not_checked(project, upstreams):
         (["CUDA_VERSION=12.9.1\nRUN evil"], "is not a CUDA version like 12.9.1"),
         (["CUDA_VERSION="], "is not a CUDA version"),
         (["CUDA_VERSION=12"], "is not a CUDA version"),
-        (["CUDA_VERSION=12.9.1.1"], "is not a CUDA version"),
+        (["CUDA_VERSION=12.9.0.043.1"], "is not a CUDA version"),  # five parts: no NVIDIA image has them
+        (["CUDA_VERSION=12.9.0.043 "], "is not a CUDA version"),
+        (["CUDA_VERSION=１２.9"], "is not a CUDA version"),  # fullwidth digits: not ASCII
         (["CUDA_VERSION=v12.9"], "is not a CUDA version"),
         (["CUDA_VERSION=12.9.1", "CUDA_VERSION=13.0.0"], "sets CUDA_VERSION 2 times"),
         ([12], "config.Env.0: Input should be a valid string"),
@@ -183,7 +185,7 @@ def test_an_index_platform_manifest_and_config_are_checked_against_their_digests
     lock = lock_of(run(cli))
     manifest_digest, config_digest = lock["base_image"]["manifest_digest"], lock["base_image"]["config_digest"]
     media_type, body = registry.blobs[config_digest]
-    registry.blobs[config_digest] = (media_type, body.replace(b"12.9.1", b"13.0.1"))
+    registry.blobs[config_digest] = (media_type, body.replace(b"12.9.0.043", b"13.0.1"))
     result = run(cli)
     assert result.code == 3 and "does not have the digest its manifest names" in result.stderr, result.output
     registry.blobs[config_digest] = (media_type, body)
@@ -346,7 +348,7 @@ def test_a_version_2_lock_is_migrated_stale_keeps_its_bytes_and_is_rewritten(pro
         (lambda lock: (lock["base_image"].update(cuda_version="13.0.1"), lock["cuda"].update(base_image="13.0.1")),
          "cuda: the base image is CUDA 13.0.1 and the wheel CUDA 12: different majors"),
         # The section and the facts it claims to have compared disagree.
-        (lambda lock: lock["wheel"].update(cuda="13"), "cuda: the check compared base image 12.9.1 and wheel 12"),
+        (lambda lock: lock["wheel"].update(cuda="13"), "cuda: the check compared base image 12.9.0.043 and wheel 12"),
         # "match" with one side unknown.
         (lambda lock: (lock["wheel"].update(cuda=None), lock["cuda"].update(wheel=None)),
          "the lock says 'match' without knowing both"),

@@ -365,14 +365,16 @@ class Registry:
 
 
 def _cuda_version(config: _Config, what: str) -> str | None:
-    """CUDA_VERSION from the config's Env ("12.9.1" in nvcr.io's CUDA images); None when it sets none."""
+    """CUDA_VERSION from the config's Env as it is written ("12.9.1" in nvidia/cuda, "12.9.0.043" in NGC's
+    cuda-dl-base); None when it sets none."""
     env = (config.config.Env if config.config else None) or []
     values = [line.partition("=")[2] for line in env if line.startswith("CUDA_VERSION=")]
     if len(values) > 1:
         raise UpstreamMalformed(f"{what} sets CUDA_VERSION {len(values)} times in its Env")
     if values and not CUDA_VERSION_RE.fullmatch(values[0]):
         raise UpstreamMalformed(
-            f"{what} is malformed: Env CUDA_VERSION={excerpt(values[0], 40)} is not a CUDA version like 12.9.1"
+            f"{what} is malformed: Env CUDA_VERSION={excerpt(values[0], 40)} is not a CUDA version like 12.9.1 "
+            "or 12.9.0.043"
         )
     return values[0] if values else None
 
