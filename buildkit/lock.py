@@ -1,4 +1,8 @@
-"""The lock: every pin turned into a verified fact, where it came from and when, plus the hash of the pins.
+"""The lock: every pin turned into a verified fact and where it came from, plus the hash of the pins.
+
+Facts only: no time read from the clock, so resolving unchanged upstreams writes the same bytes on any machine, any
+day (its hash labels the image). When each fact was read goes into the resolve record beside it
+(buildkit/resolve/record.py).
 
 Later stages trust only the lock, so reading one validates it with the same strict grammars as the pins, and
 `consistency_problems` holds it to the pins before anything uses it. Written with files.write_atomic.
@@ -17,6 +21,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     WithJsonSchema,
     model_validator,
@@ -29,17 +34,18 @@ from buildkit.pins import Build, KnownIssue, Pins, dump_build
 # 2: the wheel is content-addressed (wheel.sha256 is measured; the index's claim moved to wheel.index_sha256).
 # 3: the CUDA versions of the base image and the wheel are read and checked (base_image.cuda_version,
 #    wheel.cuda, the cuda section).
+# 4: facts only: the resolve times (`resolved_at`, top level and in every fact) moved to the resolve record.
 # Older locks are read, migrated in memory, and reported stale; they are never written.
-LOCK_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+LOCK_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 SHA256_HEX_RE = re.compile(r"[0-9a-f]{64}")
 SKIPPED_REASON = "resolve --no-wheel-download was given: the wheel's bytes were not hashed; the build trusts its URL"
 V1_REASON = "written by lock version 1, before wheels were hashed"
 V1_STALE = "lock version 1: the wheel is not content-addressed; run `buildkit resolve`"
 V2_STALE = "lock version 2: CUDA versions were not checked; run `buildkit resolve`"
-# The CUDA facts a lock written before version 3 gets in memory.
-CUDA_FIELDS = {"base_image": ("cuda_version", "config_digest"), "wheel": ("cuda", "cuda_source")}
+V3_STALE = "lock version 3: it holds the times its facts were read (its hash changes with them); run `buildkit resolve`"
+STALE = {1: V1_STALE, 2: V2_STALE, 3: V3_STALE}
 
 # CUDA_VERSION as the CUDA images' config sets it ("12.9.1"); a wheel's CUDA is major.minor or just the major.
 
@@ -82,7 +88,6 @@ class CommitFact(_Fact):
     subject: str
     url: str | None = Field(default=None, description="Web page of the commit, when the host has one.")
     source: str = Field(description="How it was resolved: the API URL, or the git command and remote.")
-    resolved_at: str
 
 
 class PullRequestFact(_Fact):
@@ -93,7 +98,6 @@ class PullRequestFact(_Fact):
     merge_commit: FullSha
     url: str
     source: str
-    resolved_at: str
 
 
 class WheelFact(_Fact):
@@ -111,8 +115,9 @@ class WheelFact(_Fact):
     content_addressed: bool = Field(description="True when sha256 was measured; the build then checks the bytes.")
     not_content_addressed: OneLine | None = Field(description="Why the wheel is not content-addressed, when it is not.")
     listed_in: str = Field(description="The metadata.json or PEP 503 page that listed the wheel.")
-    verified_by: Literal["HEAD", "GET Range: bytes=0-0"]
-    resolved_at: str
+    verified_by: Literal["GET", "HEAD", "GET Range: bytes=0-0"] = Field(
+        description="How the wheel was found to exist: the GET that downloaded it, or HEAD (--no-wheel-download)."
+    )
     cuda: WheelCuda | None = Field(
         description="The CUDA the wheel is built for: major.minor (12.9), or only the major when just its bytes "
         "say (libcudart.so.12); null when unknown."
@@ -138,7 +143,6 @@ class ImageFact(_Fact):
     platform: str
     pinned: ImageRef = Field(description="What FROM uses: name@digest.")
     source: str
-    resolved_at: str
     cuda_version: CudaVersion | None = Field(
         description="CUDA_VERSION from the image config's Env, as it says it (12.9.1); null when it sets none."
     )
@@ -155,11 +159,10 @@ class CudaCheck(_Fact):
 
 
 class Lock(_Fact):
-    # 1 and 2 only in memory, for an older lock read and migrated by read_lock: it is stale (consistency_problems).
-    lock_version: Literal[1, 2, 3] = LOCK_VERSION
+    # 1 to 3 only in memory, for an older lock read and migrated by read_lock: it is stale (consistency_problems).
+    lock_version: Literal[1, 2, 3, 4] = LOCK_VERSION
     buildkit_version: str
     pins_sha256: str
-    resolved_at: str
     nemo_rl: CommitFact
     vllm: CommitFact
     vllm_pr: PullRequestFact | None
@@ -170,17 +173,23 @@ class Lock(_Fact):
     patches: list[PatchFact] = Field(description="Declared patches to NeMo-RL, each pinned by sha256.")
     known_issues: list[KnownIssue]
 
+    # An older lock as read_lock decoded it, before migration (None for a current one).
+    _as_read: dict[str, Any] | None = PrivateAttr(default=None)
+
     def to_json(self) -> str:
-        data = {**self.model_dump(mode="json"), "build": dump_build(self.build)}
         # A migrated lock serializes as the lock it was read from, so its hash (lock_sha256, which labels and
         # records carry) stays the one its builds were stamped with.
-        if self.lock_version < 3:
-            del data["cuda"]
-            for section, fields in CUDA_FIELDS.items():
-                data[section] = {k: v for k, v in data[section].items() if k not in fields}
-        if self.lock_version == 1:
-            data["wheel"] = _wheel_as_v1(data["wheel"])
+        data = self._as_read if self._as_read is not None else {
+            **self.model_dump(mode="json"), "build": dump_build(self.build)
+        }  # fmt: skip
         return json.dumps(data, indent=2, sort_keys=False) + "\n"
+
+    def times_as_read(self) -> dict[str, str]:
+        """The `resolved_at` values an older lock held ("lock" for its top level), for the report; {} for v4."""
+        data = self._as_read or {}
+        times = {"lock": data.get("resolved_at")}
+        times.update({k: v.get("resolved_at") for k, v in data.items() if isinstance(v, dict)})
+        return {k: v for k, v in times.items() if isinstance(v, str)}
 
 
 MAX_LOCK_BYTES = 1 << 20  # a lock is a few KiB
@@ -200,12 +209,15 @@ def read_lock(path: Path) -> Lock:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else excerpt(str(exc))
         raise InputError(f"{path}: not a readable lock: {reason}", hint=REWRITE_HINT) from None
     try:
-        return Lock.model_validate(_migrate(path, data))
+        lock = Lock.model_validate(_migrate(path, data))
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()
         )
         raise InputError(f"{path}: invalid lock: {problems}", hint="run `buildkit resolve` to rewrite it") from None
+    if lock.lock_version < LOCK_VERSION:
+        lock._as_read = data
+    return lock
 
 
 def _migrate(path: Path, data: Any) -> Any:
@@ -234,7 +246,18 @@ def _migrate(path: Path, data: Any) -> Any:
         data = {**data, "wheel": wheel}
     if version < 3:
         data = _without_cuda_facts(data, version)
+    if version < 4:
+        data = _without_times(data)
     return data
+
+
+def _without_times(data: dict[str, Any]) -> dict[str, Any]:
+    """A lock from before version 4 without its resolve times (`resolved_at`, top level and in each fact)."""
+    return {
+        k: {f: x for f, x in v.items() if f != "resolved_at"} if isinstance(v, dict) else v
+        for k, v in data.items()
+        if k != "resolved_at"
+    }
 
 
 def _without_cuda_facts(data: dict[str, Any], version: int) -> dict[str, Any]:
@@ -247,12 +270,6 @@ def _without_cuda_facts(data: dict[str, Any], version: int) -> dict[str, Any]:
         data["wheel"] = {**data["wheel"], "cuda": None, "cuda_source": reason}
     data["cuda"] = {"base_image": None, "wheel": None, "outcome": "not checked", "detail": reason}
     return data
-
-
-def _wheel_as_v1(wheel: dict[str, Any]) -> dict[str, Any]:
-    """The wheel as lock version 1 wrote it: `sha256` held the index's claim, in the place it still has."""
-    new = ("index_sha256", "content_addressed", "not_content_addressed")
-    return {k: (wheel["index_sha256"] if k == "sha256" else v) for k, v in wheel.items() if k not in new}
 
 
 def content_warning(lock: Lock) -> str | None:
@@ -279,7 +296,7 @@ def lock_sha256(lock: Lock) -> str:
 
 def consistency_problems(pins: Pins, lock: Lock, patches: list[PatchFact]) -> list[str]:
     """What makes a lock unusable for these pins (and these patch files), checked with no network."""
-    problems: list[str] = {1: [V1_STALE], 2: [V2_STALE]}.get(lock.lock_version, [])
+    problems: list[str] = [STALE[lock.lock_version]] if lock.lock_version in STALE else []
     if [p.model_dump() for p in patches] != [p.model_dump() for p in lock.patches]:
         changed = [p.file for p in patches if p not in lock.patches] or [p.file for p in lock.patches]
         problems.append(f"declared patches changed since the lock was written: {', '.join(changed)}")
@@ -394,7 +411,7 @@ def _is_hex(ref: str) -> bool:
     return all(c in "0123456789abcdef" for c in ref) and 7 <= len(ref) <= 40
 
 
-# Values that must agree between a lock and a fresh resolve (`resolve --check`); times and sources may differ.
+# Values that must agree between a lock and a fresh resolve (`resolve --check`); sources may differ.
 COMPARED_FIELDS: tuple[tuple[str, str], ...] = (
     ("nemo_rl", "commit"),
     ("vllm", "commit"),
@@ -409,7 +426,7 @@ COMPARED_FIELDS: tuple[tuple[str, str], ...] = (
 
 def differences(locked: Lock, fresh: Lock, *, every_fact: bool = False) -> list[tuple[str, Any, Any]]:
     """(field, locked value, fresh value) for each fact that differs. By default the facts a build depends on
-    (COMPARED_FIELDS); with every_fact, every field but the resolve times (is a rewrite of the lock worth it?)."""
+    (COMPARED_FIELDS); with every_fact, every field (is a rewrite of the lock worth it?)."""
     if every_fact:
         old, new = _flatten(locked.model_dump(mode="json")), _flatten(fresh.model_dump(mode="json"))
         return [(k, old.get(k), new.get(k)) for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
@@ -426,8 +443,7 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for key, item in value.items():
-            if key != "resolved_at":
-                out.update(_flatten(item, f"{prefix}{key}."))
+            out.update(_flatten(item, f"{prefix}{key}."))
         return out
     if isinstance(value, list):
         out = {}

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from buildkit.render import RenderRecord
     from buildkit.resolve import WheelBytes
     from buildkit.resolve.download import OnProgress
+    from buildkit.resolve.record import ResolveRecord
     from buildkit.source import PrepareRecord
 
     OnNote = Callable[[str], None]
@@ -74,6 +75,10 @@ class Paths(NamedTuple):
     @property
     def project_dir(self) -> Path:
         return self.pins.parent
+
+    @property
+    def resolve_record(self) -> Path:
+        return self.build_dir / "resolve.json"
 
     @property
     def prepare_record(self) -> Path:
@@ -151,11 +156,11 @@ def load_inputs(paths: Paths, on_note: OnNote | None = None) -> Inputs:
     stages that describe what was built from it (render, verify, report) still read it (version 1 as a lock whose
     wheel is not content-addressed; both with their CUDA "not checked"): its hash is the one its records and image
     labels carry."""
-    from buildkit.lock import V1_STALE, V2_STALE, consistency_problems, read_lock
+    from buildkit.lock import STALE, consistency_problems, read_lock
 
     pins, patches = load_pins_and_patches(paths)
     lock = read_lock(paths.lock)  # a missing or unreadable lock says so plainly
-    problems = [p for p in consistency_problems(pins, lock, patches) if p not in (V1_STALE, V2_STALE)]
+    problems = [p for p in consistency_problems(pins, lock, patches) if p not in STALE.values()]
     if problems:
         raise CheckFailed(
             f"{paths.lock} does not match the pins:" + "".join(f"\n  - {p}" for p in problems),
@@ -181,6 +186,7 @@ def resolve(
     *,
     wheel_bytes: WheelBytes = "download",
     on_progress: OnProgress | None = None,
+    on_record: Callable[[ResolveRecord], None] | None = None,
 ) -> Lock:
     """Every pin turned into a verified fact (network); the caller decides whether to write it. `on_note` hears what
     the user should know first (e.g. that a token is withheld from an API named in pins.yaml). The wheel is
@@ -194,7 +200,13 @@ def resolve(
     for note in resolver.notes:
         if on_note:
             on_note(note)
-    return resolver.resolve()
+    lock = resolver.resolve()
+    for note in resolver.git.notes:
+        if on_note:
+            on_note(note)
+    if on_record and resolver.record:
+        on_record(resolver.record)
+    return lock
 
 
 def measure_wheel(paths: Paths, wheel: WheelFact, on_progress: OnProgress | None = None) -> str:
@@ -206,10 +218,16 @@ def measure_wheel(paths: Paths, wheel: WheelFact, on_progress: OnProgress | None
     return measure_afresh(Http(), paths.cache_dir, wheel.url, wheel.filename, wheel.size, wheel.etag, on_progress)
 
 
-def write_lock(paths: Paths, lock: Lock) -> None:
+def write_lock(paths: Paths, lock: Lock, record: ResolveRecord | None = None, *, rewrite: bool = True) -> None:
+    """The lock (unless `rewrite` is False: it is current as it is), then the resolve record beside it, which says
+    when its facts were read (build/resolve.json; the lock holds no times)."""
     from buildkit.files import write_atomic
+    from buildkit.resolve.record import write_record
 
-    write_atomic(paths.lock, lock.to_json())
+    if rewrite:
+        write_atomic(paths.lock, lock.to_json())
+    if record is not None:
+        write_record(paths.resolve_record, record)
 
 
 def ensure_lock(
@@ -224,8 +242,9 @@ def ensure_lock(
         return Inputs(paths, pins, patches, lock), False
     if on_progress is None and on_note is not None:
         on_progress = _download_notes(on_note)
-    fresh = resolve(paths, pins, patches, on_note, on_progress=on_progress)
-    write_lock(paths, fresh)
+    records: list[ResolveRecord] = []
+    fresh = resolve(paths, pins, patches, on_note, on_progress=on_progress, on_record=records.append)
+    write_lock(paths, fresh, records[0] if records else None)
     from buildkit.lock import cuda_warning
 
     if on_note and (warning := cuda_warning(fresh)):

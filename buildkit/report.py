@@ -165,6 +165,17 @@ def _link(url: str | None, repo: str) -> str | None:
     return safe_url(url, {"github.com", (urlsplit(repo).hostname or "github.com").lower()})
 
 
+def resolve_times(lock: Lock, paths: Paths | None) -> dict[str, str]:
+    """When the lock's facts were read ("lock": when resolve finished): from the resolve record beside the lock when
+    it names this lock, else from an older lock that still held them; {} when neither says."""
+    from buildkit.resolve.record import record_for
+
+    record = record_for(paths.resolve_record, lock_sha256(lock)) if paths is not None else None
+    if record is not None:
+        return {**record.read_at, "lock": record.finished_at}
+    return lock.times_as_read()
+
+
 def facts(
     lock: Lock,
     prepare: PrepareRecord | None = None,
@@ -178,10 +189,11 @@ def facts(
 ) -> dict[str, Any]:
     n, v, pr, w, b = lock.nemo_rl, lock.vllm, lock.vllm_pr, lock.wheel, lock.base_image
     github = "https://github.com/"
+    times = resolve_times(lock, paths)
     commits = {
-        "nemo_rl": {**n.model_dump(mode="json", exclude={"resolved_at"}), "resolved_at": n.resolved_at},
-        "vllm": {**v.model_dump(mode="json", exclude={"resolved_at"}), "resolved_at": v.resolved_at},
-        "vllm_pr": pr.model_dump(mode="json") if pr else None,
+        "nemo_rl": {**n.model_dump(mode="json"), "resolved_at": times.get("nemo_rl")},
+        "vllm": {**v.model_dump(mode="json"), "resolved_at": times.get("vllm")},
+        "vllm_pr": {**pr.model_dump(mode="json"), "resolved_at": times.get("vllm_pr")} if pr else None,
     }
     pr_text = f"merge commit of PR #{pr.number} ({pr.title}), merged {pr.merged_at}" if pr else f"pinned ref {v.ref}"
     components = [
@@ -218,7 +230,7 @@ def facts(
             "platform": lock.build.platform,
             "cuda_arch_list": lock.build.cuda_arch_list,
             "gpus": gpus_of(lock.build.cuda_arch_list),
-            "resolved_at": lock.resolved_at,
+            "resolved_at": times.get("lock"),
             "built": built,
             "built_at": record.ended if record else None,
             "smoke": bool(record and record.smoke),
@@ -233,8 +245,8 @@ def facts(
             or (f"{v.repo.removesuffix('.git')}/commit/{v.commit}" if v.repo.startswith(github) else None),
             "vllm_pr": _link(pr.url, v.repo) if pr else None,
         },
-        "wheel": w.model_dump(mode="json"),
-        "base_image": b.model_dump(mode="json"),
+        "wheel": {**w.model_dump(mode="json"), "resolved_at": times.get("wheel")},
+        "base_image": {**b.model_dump(mode="json"), "resolved_at": times.get("base_image")},
         "cuda": lock.cuda.model_dump(mode="json"),
         "modifications": [p.model_dump(mode="json") for p in prepare.patches] if prepare else [],
         "declared_patches": _declared_diffs(lock, paths.project_dir if paths else None),

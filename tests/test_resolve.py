@@ -35,13 +35,13 @@ def test_resolve_json_carries_every_fact(project, upstreams):
     assert lock["vllm_pr"]["merge_commit"] == VLLM_SHA and lock["vllm_pr"]["number"] == VLLM_PR
     assert lock["wheel"]["url"] == upstreams.wheels.url + WHEEL_URL_PATH
     assert lock["wheel"]["filename"] == WHEEL_X86  # not the aarch64 wheel listed first
-    assert lock["wheel"]["size"] == TEST_WHEEL_SIZE and lock["wheel"]["verified_by"] == "HEAD"
+    assert lock["wheel"]["size"] == TEST_WHEEL_SIZE and lock["wheel"]["verified_by"] == "GET"
     assert lock["wheel"]["etag"] and lock["wheel"]["last_modified"]
     served = upstreams.wheels.files[f"/{VLLM_SHA}/{WHEEL_X86}"]
     assert lock["wheel"]["sha256"] == hashlib.sha256(served.data()).hexdigest()
     assert lock["wheel"]["content_addressed"] is True and lock["wheel"]["not_content_addressed"] is None
     assert lock["wheel"]["index_sha256"] is None  # metadata.json gives no hash
-    assert lock["lock_version"] == 3
+    assert lock["lock_version"] == 4 and "resolved_at" not in json.dumps(lock)  # facts only
     # The CUDA facts: the base image's config, the wheel's name and bytes, and the check.
     assert lock["base_image"]["cuda_version"] == "12.9.0.043"  # as NGC writes it, kept exactly
     assert lock["base_image"]["config_digest"].startswith("sha256:")
@@ -56,8 +56,13 @@ def test_resolve_json_carries_every_fact(project, upstreams):
     assert lock["build"]["drop_extras"][0]["name"] == "sglang"
     assert len(lock["known_issues"]) == 3
     assert json.loads((root / "pins.lock").read_text()) == lock
-    # The wheel is downloaded once, whole, after HEAD.
+    # The wheel is downloaded once, whole, and that GET is its existence check: no HEAD.
     assert [h.get("Range") for h in upstreams.wheels.wheel_gets()] == [None]
+    assert [m for m, p, _ in upstreams.wheels.log if p.endswith(".whl")] == ["GET"]
+    # When each fact was read is in the resolve record beside the lock, about this lock.
+    record = json.loads((root / "build" / "resolve.json").read_text())
+    assert record["lock_sha256"] == hashlib.sha256((root / "pins.lock").read_bytes()).hexdigest()
+    assert sorted(record["read_at"]) == ["base_image", "nemo_rl", "vllm", "vllm_pr", "wheel"]
     # The registry was asked through the anonymous token flow.
     assert any(p.startswith("/token?") for _, p, _ in upstreams.registry.log)
 
@@ -127,13 +132,13 @@ def test_unencoded_metadata_path_is_encoded_like_the_index(project, upstreams):
 
 
 def test_head_refused_falls_back_to_one_byte_range(project, upstreams):
+    """HEAD is only asked with --no-wheel-download (the downloading GET is the check otherwise)."""
     root, cli = project
     upstreams.wheels.refuse_head = True
-    lock = lock_of(cli("resolve", "--json"))
+    lock = lock_of(cli("resolve", "--json", "--no-wheel-download"))
     assert lock["wheel"]["verified_by"] == "GET Range: bytes=0-0" and lock["wheel"]["size"] == TEST_WHEEL_SIZE
     gets = [h for m, p, h in upstreams.wheels.log if p.endswith(".whl") and m == "GET"]
-    # The one-byte probe, then the download.
-    assert [h.get("Range") for h in gets] == ["bytes=0-0", None] and lock["wheel"]["content_addressed"]
+    assert [h.get("Range") for h in gets] == ["bytes=0-0"] and not lock["wheel"]["content_addressed"]
 
 
 def test_wheel_redirect_is_followed(project, upstreams):
@@ -141,7 +146,7 @@ def test_wheel_redirect_is_followed(project, upstreams):
     upstreams.wheels.redirect_wheels = True
     lock = lock_of(cli("resolve", "--json"))
     assert lock["wheel"]["size"] == TEST_WHEEL_SIZE and lock["wheel"]["content_addressed"]
-    assert [m for m, p, _ in upstreams.wheels.log if p.startswith("/blobs/")] == ["HEAD", "GET"]
+    assert [m for m, p, _ in upstreams.wheels.log if p.startswith("/blobs/")] == ["GET"]
 
 
 def test_single_platform_base_image_is_checked_through_its_config(project, upstreams):

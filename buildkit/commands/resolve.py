@@ -63,6 +63,7 @@ def run_resolve(
             )
 
     # --check stays cheap: HEAD tells the wheel's URL, size and ETag; only --deep reads its bytes (below).
+    records: list = []  # the resolve record: when each fact was read (build/resolve.json, beside the lock)
     with ui.err.status("resolving pins (GitHub, wheel index, registry)...", spinner="dots") as status:
         with WheelProgress(status) as progress:
             fresh = pipeline.resolve(
@@ -72,6 +73,7 @@ def run_resolve(
                 on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"),
                 wheel_bytes="none" if check else "download" if download_wheel else "cache",
                 on_progress=progress,
+                on_record=records.append,
             )
 
     if check:
@@ -90,12 +92,14 @@ def run_resolve(
         _warn(old)
         return
 
+    record = records[0] if records else None
     if old is not None and not differences(old, fresh, every_fact=True):
+        pipeline.write_lock(paths, fresh, record, rewrite=False)  # the record says the facts were read again
         ui.err.print(f"[green]ok[/]: {ui.safe(str(lock_path))} is already up to date (left as it was)")
         _emit(old, json_out, title=str(lock_path))
         _warn(old)
         return
-    pipeline.write_lock(paths, fresh)
+    pipeline.write_lock(paths, fresh, record)
     _emit(fresh, json_out, title=str(lock_path))
     ui.err.print(f"[green]wrote[/] {ui.safe(str(lock_path))}")
     _warn(fresh)

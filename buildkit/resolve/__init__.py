@@ -8,14 +8,18 @@ Dependencies between lookups:
   vllm commit             needs the PR's merge commit only when no ref is pinned
   wheel                   needs the full vLLM commit (known at once when the pin is a full SHA)
 
-The wheel's bytes are downloaded and hashed after all lookups have succeeded (a failed lookup wastes no
-download, and the download's progress has the terminal to itself). Then the base image's CUDA_VERSION and the
-wheel's CUDA (its name, and the libcudart its bytes need) are compared: different majors stop resolve (checked
-from the name before the download too).
+The wheel's bytes are downloaded and hashed as soon as the wheel is found, while the other lookups (the registry's
+chain, five requests deep, is the longest) go on. A failed lookup stops the download; its part stays in the cache
+for the next run to continue. The base image's CUDA_VERSION and the wheel's CUDA are compared: by the wheel's name
+as soon as the base image is known (a disagreeing name stops resolve and the download, whatever it has fetched),
+then by the libcudart its bytes need. Different majors stop resolve; no lock is written.
+
+The lock holds facts only; when each was read goes into `self.record` (buildkit/resolve/record.py).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -28,12 +32,13 @@ from buildkit.errors import UpstreamMismatch
 from buildkit.files import utc_now
 from buildkit.grammar import FULL_SHA_RE
 from buildkit.http import Http
-from buildkit.lock import SKIPPED_REASON, CommitFact, Lock, PatchFact, PullRequestFact, WheelFact
+from buildkit.lock import SKIPPED_REASON, CommitFact, Lock, PatchFact, PullRequestFact, WheelFact, lock_sha256
 from buildkit.pins import Pins
 from buildkit.resolve import cuda, download
-from buildkit.resolve.download import OnProgress
+from buildkit.resolve.download import Hashed, OnProgress
 from buildkit.resolve.git import GitResolver
 from buildkit.resolve.github import GitHub, token_for
+from buildkit.resolve.record import ResolveRecord
 from buildkit.resolve.registry import Registry
 from buildkit.resolve.wheels import FoundWheel, resolve_wheel, wheel_fact
 
@@ -86,6 +91,7 @@ class Resolver:
         self.registry = Registry(self.http)
         self.wheel_bytes = wheel_bytes
         self.on_progress = on_progress
+        self.record: ResolveRecord | None = None  # set by resolve()
 
     def commit(self, repo: str, ref: str) -> CommitFact:
         if self.github.owner_repo(repo):
@@ -129,8 +135,20 @@ class Resolver:
         return self.github.compare(repo, ancestor, head)
 
     def resolve(self) -> Lock:
+        """The lock; `self.record` then holds when each of its facts was read (the resolve record)."""
         pins = self.pins
+        started = utc_now()
+        read_at: dict[str, str] = {}
+        cancel = threading.Event()  # set when resolve fails: the download stops, its part stays for the next run
         with ThreadPoolExecutor(max_workers=6, thread_name_prefix="resolve") as pool:
+
+            def timed(name: str, fn: Callable[[], T]) -> Callable[[], T]:
+                def run() -> T:
+                    out = fn()
+                    read_at[name] = utc_now()
+                    return out
+
+                return run
 
             def after(dep: Future | None, fn: Callable[[], T]) -> Future[T]:
                 # Chain without blocking a worker: schedule fn once dep has finished well.
@@ -148,15 +166,17 @@ class Resolver:
                 dep.add_done_callback(run)
                 return out
 
-            nemo = pool.submit(self.commit, pins.nemo_rl.repo, pins.nemo_rl.ref)
-            base = pool.submit(self.registry.resolve, pins.base_image, pins.build.platform)
-            pr = pool.submit(self.github.pull, pins.vllm.repo, pins.vllm.pr) if pins.vllm.pr else None
+            nemo = pool.submit(timed("nemo_rl", lambda: self.commit(pins.nemo_rl.repo, pins.nemo_rl.ref)))
+            base = pool.submit(timed("base_image", lambda: self.registry.resolve(pins.base_image, pins.build.platform)))
+            pr = None
+            if pins.vllm.pr:
+                pr = pool.submit(timed("vllm_pr", lambda: self.github.pull(pins.vllm.repo, pins.vllm.pr)))
 
             vllm_ref = pins.vllm.ref
             if vllm_ref:
-                vllm = pool.submit(self.commit, pins.vllm.repo, vllm_ref)
+                vllm = pool.submit(timed("vllm", lambda: self.commit(pins.vllm.repo, vllm_ref)))
             else:
-                vllm = after(pr, lambda: self.commit(pins.vllm.repo, pr.result().merge_commit))
+                vllm = after(pr, timed("vllm", lambda: self.commit(pins.vllm.repo, pr.result().merge_commit)))
 
             if vllm_ref and FULL_SHA_RE.fullmatch(vllm_ref):
                 wheel_dep, commit_of = None, lambda: vllm_ref
@@ -166,31 +186,53 @@ class Resolver:
                 wheel_dep, commit_of = pr, lambda: pr.result().merge_commit
             wheel = after(
                 wheel_dep,
-                lambda: resolve_wheel(self.http, pins.wheel_index(), commit_of(), pins.wheel.arch, pins.wheel.variant),
+                timed(
+                    "wheel",
+                    lambda: resolve_wheel(
+                        self.http,
+                        pins.wheel_index(),
+                        commit_of(),
+                        pins.wheel.arch,
+                        pins.wheel.variant,
+                        head=self.wheel_bytes != "download",  # downloading: the GET is the existence check
+                    ),
+                ),
             )
-            # Report the first failure in pin order, once everything has settled.
+            # The download starts as soon as the wheel is found, beside the registry chain (the longest): resolve's
+            # wall time is that chain, not the chain and then the download (bench/resolve_depth.py).
+            hashed = after(wheel, lambda: self._bytes_of(wheel.result(), cancel))
+            # Report the first failure in pin order, once every lookup has settled; the download is stopped then.
             futures = [f for f in (nemo, vllm, pr, wheel, base) if f is not None]
             wait(futures)
-            for future in futures:
-                if future.exception() is not None:
-                    raise future.exception()
-
-        vllm_fact = vllm.result()
-        pr_fact: PullRequestFact | None = pr.result() if pr else None
-        if pr_fact and pr_fact.merge_commit != vllm_fact.commit:
-            raise UpstreamMismatch(
-                f"vllm.ref {pins.vllm.ref} resolves to {vllm_fact.commit}, but PR #{pr_fact.number} was merged as "
-                f"{pr_fact.merge_commit}",
-                hint="pin the PR's merge commit, or drop one of vllm.ref / vllm.pr",
-            )
-        base_fact, found = base.result(), wheel.result()
-        named, name_source = cuda.cuda_of_name(found)
-        cuda.check_majors(base_fact, named, found.filename, name_source)  # before downloading a wheel of no use
-        wheel_fact_ = self.hash_wheel(found)
-        return Lock(
+            try:
+                for future in futures:
+                    if future.exception() is not None:
+                        raise future.exception()
+                vllm_fact = vllm.result()
+                pr_fact: PullRequestFact | None = pr.result() if pr else None
+                if pr_fact and pr_fact.merge_commit != vllm_fact.commit:
+                    raise UpstreamMismatch(
+                        f"vllm.ref {pins.vllm.ref} resolves to {vllm_fact.commit}, but PR #{pr_fact.number} was "
+                        f"merged as {pr_fact.merge_commit}",
+                        hint="pin the PR's merge commit, or drop one of vllm.ref / vllm.pr",
+                    )
+                base_fact, found = base.result(), wheel.result()
+                named, name_source = cuda.cuda_of_name(found)
+                # The name's CUDA is refused as soon as the base image's is known, whatever the download has done
+                # by then: its bytes are never trusted for a wheel whose name already disagrees.
+                cuda.check_majors(base_fact, named, found.filename, name_source)
+                got = hashed.result()
+                if got is not None and got.found is not None:
+                    found = got.found  # as the downloading GET described it
+            except BaseException:
+                cancel.set()
+                raise
+        wheel_fact_ = self.wheel_fact(found, got)
+        if got is not None:
+            read_at["wheel"] = got.at
+        lock = Lock(
             buildkit_version=__version__,
             pins_sha256=pins.sha256(),
-            resolved_at=utc_now(),
             nemo_rl=nemo.result(),
             vllm=vllm_fact,
             vllm_pr=pr_fact,
@@ -201,15 +243,30 @@ class Resolver:
             patches=self.patches,
             known_issues=pins.known_issues,
         )
+        self.record = ResolveRecord(
+            lock_sha256=lock_sha256(lock),
+            started_at=started,
+            finished_at=utc_now(),
+            read_at=dict(sorted(read_at.items())),
+            notes=list(self.git.notes),
+        )
+        return lock
+
+    def _bytes_of(self, found: FoundWheel, cancel: threading.Event) -> Hashed | None:
+        """The wheel's bytes hashed: downloaded (or reused from the cache), from the cache only, or not at all,
+        as wheel_bytes says."""
+        if self.wheel_bytes == "download":
+            return download.fetch_by_get(self.http, self.cache_dir, found, self.on_progress, cancel=cancel)
+        if self.wheel_bytes == "cache":
+            return download.cached(self.cache_dir, found, self.on_progress)
+        return None
 
     def hash_wheel(self, found: FoundWheel) -> WheelFact:
-        """The wheel's fact with the sha256 of its bytes (cached, or downloaded now, as wheel_bytes allows) and
-        its CUDA, read from those bytes when there are any."""
-        hashed = None
-        if self.wheel_bytes == "download":
-            hashed = download.fetch(self.http, self.cache_dir, found, self.on_progress)
-        elif self.wheel_bytes == "cache":
-            hashed = download.cached(self.cache_dir, found, self.on_progress)
+        """The wheel's fact with the sha256 of its bytes (cached, or downloaded now, as wheel_bytes allows)."""
+        return self.wheel_fact(found, self._bytes_of(found, threading.Event()))
+
+    def wheel_fact(self, found: FoundWheel, hashed: Hashed | None) -> WheelFact:
+        """The wheel's fact with the sha256 of its bytes, when there are any, and its CUDA, read from them."""
         if hashed is None:  # ("none" is --check's: that fact is compared with the lock, never written)
             unread = "--no-wheel-download" if self.wheel_bytes == "cache" else "resolve --check"
             return wheel_fact(found, None, SKIPPED_REASON, *cuda.wheel_cuda(found, None, unread))

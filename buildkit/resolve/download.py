@@ -32,17 +32,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable, excerpt
-from buildkit.files import _write_hint, write_atomic
+from buildkit.files import _write_hint, utc_now, write_atomic
 from buildkit.http import OFFLINE_HINT, WHEEL, Http, Stream, content_length, redact
 from buildkit.lock import Sha256Hex
-from buildkit.resolve.wheels import CONTENT_RANGE_RE, MISSING_HINT, FoundWheel
+from buildkit.resolve.wheels import CONTENT_RANGE_RE, MISSING_HINT, FoundWheel, header_text
 
 # 1 MiB: large enough that hashing and writing cost little per call, small enough for smooth progress.
 CHUNK = 1 << 20
@@ -83,6 +83,12 @@ class Hashed:
     size: int
     path: Path  # the finished file in the cache
     reused: bool  # taken from the cache, nothing downloaded
+    at: str = field(default_factory=utc_now)  # when (for the resolve record)
+    found: FoundWheel | None = None  # fetch_by_get: the wheel as its GET described it
+
+
+class Cancelled(Exception):
+    """The caller stopped the download (resolve failed elsewhere); what arrived stays in the part."""
 
 
 def entry_dir(cache_dir: Path, url: str, etag: str | None) -> Path:
@@ -100,8 +106,10 @@ def cached(cache_dir: Path, wheel: FoundWheel, on_progress: OnProgress | None = 
         return _reuse(entry, wheel, on_progress)
 
 
-def fetch(http: Http, cache_dir: Path, wheel: FoundWheel, on_progress: OnProgress | None = None) -> Hashed:
-    """The wheel's sha256: from the cache, or downloaded (resuming a part) and hashed in one pass, then cached."""
+def fetch(http: Http, cache_dir: Path, wheel: FoundWheel, on_progress: OnProgress | None = None,
+          cancel: threading.Event | None = None, opened: Stream | None = None) -> Hashed:  # fmt: skip
+    """The wheel's sha256: from the cache, or downloaded (resuming a part) and hashed in one pass, then cached.
+    `opened`: a GET of the whole file already answered (fetch_by_get), whose body is the download."""
     entry = entry_dir(cache_dir, wheel.url, wheel.etag)
     _make_dir(entry)
     with _locked(entry, wheel.filename, on_progress):
@@ -110,8 +118,12 @@ def fetch(http: Http, cache_dir: Path, wheel: FoundWheel, on_progress: OnProgres
         elif found := _reuse(entry, wheel, on_progress):
             return found
         part = entry / f"{wheel.filename}.part"
+        if opened is not None and _part_size(part):
+            opened = None  # a part to continue: a Range request for the rest, not this answer's whole body
         try:
-            sha256, size = download(http, wheel.url, wheel.filename, wheel.size, wheel.etag, part, on_progress)
+            sha256, size = download(
+                http, wheel.url, wheel.filename, wheel.size, wheel.etag, part, on_progress, cancel, opened
+            )
             if wheel.index_sha256 is not None and sha256 != wheel.index_sha256:
                 raise UpstreamMismatch(
                     f"{wheel.filename}: the wheel index says sha256 {wheel.index_sha256}, the downloaded bytes hash "
@@ -132,6 +144,56 @@ def fetch(http: Http, cache_dir: Path, wheel: FoundWheel, on_progress: OnProgres
         return Hashed(sha256, size, final, reused=False)
 
 
+def fetch_by_get(http: Http, cache_dir: Path, wheel: FoundWheel, on_progress: OnProgress | None = None,
+                 cancel: threading.Event | None = None) -> Hashed:  # fmt: skip
+    """fetch, with the downloading GET as the wheel's existence check (no HEAD first): its answer's headers give the
+    size, ETag and Last-Modified HEAD would (Hashed.found, verified_by "GET"). A finished cache entry for that ETag
+    is reused without reading the body; a part is continued with a Range request (one more round trip)."""
+    problem: UpstreamUnreachable | None = None
+    for attempt in range(1, http.attempts + 1):
+        if attempt > 1:
+            time.sleep(http.backoff * 2 ** (attempt - 2))
+        described = False
+        try:
+            with http.stream(wheel.url, limit=WHEEL) as answer:
+                found = _described(answer, wheel)
+                described = True  # from here on the download retries (and resumes) by itself
+                if found.size is not None and found.size > http.max_bytes[WHEEL]:
+                    raise http.too_large("GET", wheel.url, WHEEL)  # before a byte is read
+                hashed = fetch(http, cache_dir, found, on_progress, cancel, opened=answer)
+                return replace(hashed, found=found)
+        except UpstreamUnreachable as exc:
+            if described:
+                raise
+            problem = exc
+    assert problem is not None
+    raise problem
+
+
+def _described(answer: Stream, wheel: FoundWheel) -> FoundWheel:
+    """The wheel as the answer to its GET describes it; an answer that is no wheel is an error."""
+    url = wheel.url
+    if answer.status == 404:
+        raise UpstreamMismatch(f"the index lists the wheel, but it is missing: {url} answered 404", MISSING_HINT)
+    if answer.status >= 500:
+        raise UpstreamUnreachable(f"GET {redact(url)}: HTTP {answer.status}")
+    if answer.status != 200:
+        raise UpstreamUnreachable(f"GET {redact(url)} answered {answer.status}")
+    try:
+        size = content_length(answer.headers.get("Content-Length"))
+    except ValueError:
+        raise UpstreamMalformed(
+            f"GET {redact(url)}: malformed Content-Length header {excerpt(answer.headers.get('Content-Length'), 80)}"
+        ) from None
+    return replace(
+        wheel,
+        size=size,
+        etag=header_text("GET", url, answer.headers, "ETag"),
+        last_modified=header_text("GET", url, answer.headers, "Last-Modified"),
+        verified_by="GET",
+    )
+
+
 def measure_afresh(http: Http, cache_dir: Path, url: str, filename: str, size: int | None, etag: str | None,
                    on_progress: OnProgress | None = None) -> str:  # fmt: skip
     """The sha256 of the bytes upstream serves now, downloaded afresh (never from the cache) into a temporary
@@ -148,7 +210,8 @@ def measure_afresh(http: Http, cache_dir: Path, url: str, filename: str, size: i
 
 
 def download(http: Http, url: str, filename: str, size: int | None, etag: str | None, part: Path,
-             on_progress: OnProgress | None = None) -> tuple[str, int]:  # fmt: skip
+             on_progress: OnProgress | None = None, cancel: threading.Event | None = None,
+             opened: Stream | None = None) -> tuple[str, int]:  # fmt: skip
     """Download url into `part` (continuing what it holds), hashing as the bytes are written; (sha256, size).
     A broken transfer is resumed up to the Http's attempts; after the last, the part is kept for the next run.
     A size other than HEAD's is UpstreamMismatch; a part known to be bad is removed."""
@@ -158,8 +221,11 @@ def download(http: Http, url: str, filename: str, size: int | None, etag: str | 
     for attempt in range(1, http.attempts + 1):
         if attempt > 1:
             time.sleep(http.backoff * 2 ** (attempt - 2))
+        if cancel is not None and cancel.is_set():
+            raise Cancelled()
+        first, opened = opened, None  # an answer already open serves the first attempt only
         try:
-            return _attempt(http, url, filename, size, etag, part, on_progress)
+            return _attempt(http, url, filename, size, etag, part, on_progress, cancel, first)
         except UpstreamMalformed:
             raise
         except UpstreamUnreachable as exc:
@@ -176,30 +242,39 @@ def download(http: Http, url: str, filename: str, size: int | None, etag: str | 
 
 
 def _attempt(http: Http, url: str, filename: str, size: int | None, etag: str | None, part: Path,
-             on_progress: OnProgress | None) -> tuple[str, int]:  # fmt: skip
+             on_progress: OnProgress | None, cancel: threading.Event | None,
+             opened: Stream | None) -> tuple[str, int]:  # fmt: skip
     have = _part_size(part)
     if have and (etag is None or (size is not None and have >= size)):
         _remove(part)  # nothing to continue: without an ETag If-Range cannot guard it; or it is already too long
         have = 0
+    if opened is not None and not have:
+        return _take(opened, url, filename, size, part, 0, on_progress, cancel)
     headers = {"Range": f"bytes={have}-", "If-Range": etag} if have and etag else None
     with http.stream(url, limit=WHEEL, headers=headers) as answer:
-        if answer.status == 404:
-            raise UpstreamMismatch(f"the wheel {redact(url)} answered 404 to GET after HEAD found it", MISSING_HINT)
-        if answer.status == 416 and have:
-            _remove(part)  # the part does not fit the file: start over on the next attempt
-            raise UpstreamUnreachable(f"GET {redact(url)}: the server refused to continue at byte {have:,}")
-        if answer.status >= 500:
-            raise UpstreamUnreachable(f"GET {redact(url)}: HTTP {answer.status}")
-        if answer.status == 206 and have:
-            _check_continues(answer, url, have, size)
-            digest = _hash_part(part, have)
-        elif answer.status == 200:
-            _check_length(answer, url, size)
-            have, digest = 0, hashlib.sha256()  # a 200 is the whole file (the ETag changed, or no ranges)
-        else:
-            raise UpstreamMalformed(f"GET {redact(url)}: unexpected HTTP {answer.status} for the wheel")
-        _emit(on_progress, DownloadEvent("started", filename, have, size, resumed_at=have))
-        done = _receive(answer, part, have, digest, url, filename, size, on_progress)
+        return _take(answer, url, filename, size, part, have, on_progress, cancel)
+
+
+def _take(answer: Stream, url: str, filename: str, size: int | None, part: Path, have: int,
+          on_progress: OnProgress | None, cancel: threading.Event | None) -> tuple[str, int]:  # fmt: skip
+    """The answer's body into the part (after the `have` bytes it holds, for a 206), hashed on the way."""
+    if answer.status == 404:
+        raise UpstreamMismatch(f"the wheel {redact(url)} answered 404 to GET after HEAD found it", MISSING_HINT)
+    if answer.status == 416 and have:
+        _remove(part)  # the part does not fit the file: start over on the next attempt
+        raise UpstreamUnreachable(f"GET {redact(url)}: the server refused to continue at byte {have:,}")
+    if answer.status >= 500:
+        raise UpstreamUnreachable(f"GET {redact(url)}: HTTP {answer.status}")
+    if answer.status == 206 and have:
+        _check_continues(answer, url, have, size)
+        digest = _hash_part(part, have)
+    elif answer.status == 200:
+        _check_length(answer, url, size)
+        have, digest = 0, hashlib.sha256()  # a 200 is the whole file (the ETag changed, or no ranges)
+    else:
+        raise UpstreamMalformed(f"GET {redact(url)}: unexpected HTTP {answer.status} for the wheel")
+    _emit(on_progress, DownloadEvent("started", filename, have, size, resumed_at=have))
+    done = _receive(answer, part, have, digest, url, filename, size, on_progress, cancel)
     if size is not None and done != size:
         raise UpstreamMismatch(f"GET {redact(url)}: the wheel is {done:,} bytes, HEAD said {size:,}")
     sha256 = digest.hexdigest()
@@ -208,7 +283,7 @@ def _attempt(http: Http, url: str, filename: str, size: int | None, etag: str | 
 
 
 def _receive(answer: Stream, part: Path, have: int, digest, url: str, filename: str, size: int | None,
-             on_progress: OnProgress | None) -> int:  # fmt: skip
+             on_progress: OnProgress | None, cancel: threading.Event | None = None) -> int:  # fmt: skip
     """The body appended to the part (truncated to `have` first) and fed to the hash in the same pass; fsync'd."""
     try:
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -222,6 +297,8 @@ def _receive(answer: Stream, part: Path, have: int, digest, url: str, filename: 
             sink = _Sink(digest, out, have)
             try:
                 for chunk in answer.chunks(CHUNK, held=have):
+                    if cancel is not None and cancel.is_set():
+                        raise Cancelled()  # what arrived so far is written: the next run continues it
                     done += len(chunk)
                     if size is not None and done > size:
                         raise UpstreamMismatch(f"GET {redact(url)}: the wheel is more than HEAD's {size:,} bytes")

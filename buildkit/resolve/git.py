@@ -5,7 +5,7 @@
 the history of the branches, fetched once into a cache that later runs reuse.
 
 The cache is untrusted: a cached repository holding config buildkit does not write, attributes, alternates or
-hooks, or one git cannot read, is deleted and fetched afresh (the fact's `source` says why).
+hooks, or one git cannot read, is deleted and fetched afresh (the resolve record's notes say why).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import shutil
 from pathlib import Path
 
 from buildkit.errors import GitFailed, InputError, UpstreamMismatch, UpstreamUnreachable
-from buildkit.files import utc_now
 from buildkit.gitcmd import has_commit, inspect_git_dir, run_git, written_by_init
 from buildkit.grammar import FULL_SHA_RE, SHA_PREFIX_RE
 from buildkit.http import OFFLINE_HINT
@@ -26,6 +25,7 @@ from buildkit.lock import CommitFact
 class GitResolver:
     def __init__(self, cache_dir: Path):
         self.cache_dir = cache_dir
+        self.notes: list[str] = []  # what the cache made necessary (a reset): for the resolve record, not the lock
 
     def _repo_for(self, url: str, damaged: str | None = None) -> tuple[Path, str | None]:
         """The cache repository for url, and why an earlier one was deleted (None when it was not)."""
@@ -59,19 +59,22 @@ class GitResolver:
 
     def _resolve(self, url: str, ref: str, damaged: str | None = None) -> CommitFact:
         repo, reset = self._repo_for(url, damaged)
-        steps: list[str] = [f"git cache reset: {reset}"] if reset else []
+        if reset:
+            self.notes.append(f"git cache for {url} reset: {reset}")
+        # `source` says how the ref is found on the remote, never what the cache spared (the lock is the same with
+        # or without a cache): by its id, by the remote's refs, or in the history of its branches and tags.
         sha = FULL_SHA_RE.fullmatch(ref) and ref
+        how = "git fetch --depth=1 <sha>"
         if not sha:
             sha = self._from_ls_remote(url, ref)
-            steps.append("git ls-remote")
+            how = "git ls-remote"
         if not sha and SHA_PREFIX_RE.fullmatch(ref):
             sha = self._from_history(repo, url, ref)
-            steps.append("git fetch (branches and tags)")
+            how = "git ls-remote, git fetch (branches and tags)"
         if not sha:
             raise UpstreamMismatch(f"{url}: no branch, tag or commit matches {ref!r}")
         if not has_commit(repo, sha):
             self._fetch(repo, url, [sha], depth=1)
-            steps.append("git fetch --depth=1 <sha>")
         out = run_git(["log", "-1", "--format=%H%n%cI%n%s", sha], cwd=repo)
         commit, date, subject = (out.splitlines() + ["", "", ""])[:3]
         return CommitFact(
@@ -81,8 +84,7 @@ class GitResolver:
             date=date,
             subject=subject,
             url=None,
-            source=f"{', '.join(steps) or 'git cache'} on {url}",
-            resolved_at=utc_now(),
+            source=f"{how} on {url}",
         )
 
     def branch_commits(self, url: str, branch: str, count: int) -> list[CommitFact]:
@@ -94,7 +96,9 @@ class GitResolver:
             raise UpstreamMismatch(f"{url}: no branch or tag {branch!r}")
         self._fetch(repo, url, [tip], depth=count)
         out = run_git(["log", f"--max-count={count}", "--format=%H%x1f%cI%x1f%s", tip, "--"], cwd=repo)
-        source = f"{'git cache reset: ' + reset + ', ' if reset else ''}git ls-remote, git fetch --depth={count}"
+        if reset:
+            self.notes.append(f"git cache for {url} reset: {reset}")
+        source = f"git ls-remote, git fetch --depth={count}"
         facts = []
         for line in out.splitlines():
             commit, date, subject = (line.split("\x1f") + ["", "", ""])[:3]
@@ -109,7 +113,6 @@ class GitResolver:
                     subject=subject,
                     url=None,
                     source=f"{source} on {url}",
-                    resolved_at=utc_now(),
                 )  # fmt: skip
             )
         return facts

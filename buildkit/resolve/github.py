@@ -17,7 +17,6 @@ from urllib.parse import quote, urlsplit
 from pydantic import field_validator
 
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
-from buildkit.files import utc_now
 from buildkit.grammar import FullSha, HttpsUrl, is_loopback_host
 from buildkit.http import GITHUB_API, Http, Reply
 from buildkit.lock import CommitFact, PullRequestFact
@@ -158,7 +157,6 @@ class GitHub:
             subject=_subject(found.commit.message),
             url=found.html_url,
             source=f"GitHub API {self.api}{path}",
-            resolved_at=utc_now(),
         )
 
     def branch_commits(self, repo_url: str, branch: str, count: int) -> list[CommitFact]:
@@ -177,7 +175,6 @@ class GitHub:
                 subject=_subject(found.commit.message),
                 url=found.html_url,
                 source=f"GitHub API {self.api}{path}",
-                resolved_at=utc_now(),
             )
             for found in listed[:count]
         ]
@@ -210,7 +207,6 @@ class GitHub:
             merge_commit=pull.merge_commit_sha,
             url=pull.html_url or f"https://github.com/{owner}/{repo}/pull/{number}",
             source=f"GitHub API {self.api}{path}",
-            resolved_at=utc_now(),
         )
 
     def _require(self, repo_url: str) -> tuple[str, str]:

@@ -36,7 +36,6 @@ from buildkit.errors import (
     UpstreamUnreachable,
     excerpt,
 )
-from buildkit.files import utc_now
 from buildkit.grammar import CUDA_VERSION_RE, IMAGE_REF_RE, Digest, is_loopback_host
 from buildkit.http import REGISTRY, REGISTRY_TOKEN, Http, Reply
 from buildkit.lock import ImageFact
@@ -340,7 +339,6 @@ class Registry:
             platform=platform,
             pinned=f"{image.name}@{pinned_digest}",
             source=f"OCI distribution API {image.api_base}/v2/{image.repository}/manifests/{reference}",
-            resolved_at=utc_now(),
             cuda_version=_cuda_version(config, f"registry {image.registry}: the config of {image.name}"),
             config_digest=config_digest,
         )

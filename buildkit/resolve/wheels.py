@@ -9,6 +9,7 @@ parsed platform tag and variant, never by position.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from html.parser import HTMLParser
 from urllib.parse import quote, unquote, urldefrag, urljoin
@@ -17,7 +18,6 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable, excerpt
-from buildkit.files import utc_now
 from buildkit.grammar import https_url
 from buildkit.http import WHEEL_INDEX, Http, Reply, content_length, redact
 from buildkit.lock import SHA256_HEX_RE, WheelFact
@@ -65,7 +65,6 @@ class FoundWheel:
     index_sha256: str | None
     listed_in: str
     verified_by: str
-    resolved_at: str
     listed_variant: str | None = None  # what metadata.json says the entry's variant is (not in the lock)
 
 
@@ -200,10 +199,14 @@ def _verify_exists(http: Http, url: str) -> tuple[str, int | None, str | None, s
 
 
 def _header_text(method: str, url: str, reply: Reply, name: str) -> str | None:
+    return header_text(method, url, reply.headers, name)
+
+
+def header_text(method: str, url: str, headers: Mapping[str, str], name: str) -> str | None:
     """A header that goes into the lock as it is: printable ASCII, not too long."""
-    value = reply.headers.get(name)
+    value = headers.get(name)
     if value is not None and not _HEADER_TEXT_RE.fullmatch(value):
-        raise _bad_header(method, url, reply, name)
+        raise UpstreamMalformed(f"{method} {redact(url)}: malformed {name} header {excerpt(value, 80)} in the answer")
     return value
 
 
@@ -212,8 +215,9 @@ def _bad_header(method: str, url: str, reply: Reply, name: str) -> UpstreamMalfo
     return UpstreamMalformed(f"{method} {redact(url)}: malformed {name} header {value} in the answer")
 
 
-def resolve_wheel(http: Http, index: str, commit: str, arch: str, variant: str) -> FoundWheel:
-    """The commit's wheel for arch and variant, chosen from the index and checked with HEAD (no download)."""
+def resolve_wheel(http: Http, index: str, commit: str, arch: str, variant: str, *, head: bool = True) -> FoundWheel:
+    """The commit's wheel for arch and variant, chosen from the index and checked with HEAD (no download). Without
+    `head` it is only chosen (size, ETag and Last-Modified unknown): the GET that downloads it checks it then."""
     base = f"{index}/{commit}" if variant == "default" else f"{index}/{commit}/{variant}"
     listed_in, listed = _listing(http, base)
     item, version = choose_wheel(listed, commit, arch, variant)
@@ -229,7 +233,7 @@ def resolve_wheel(http: Http, index: str, commit: str, arch: str, variant: str) 
                 f"the wheel index {redact(listed_in)} gives {item.filename} a malformed #sha256= "
                 f"{excerpt(item.sha256, 80)}"
             )
-    method, size, etag, last_modified = _verify_exists(http, url)
+    method, size, etag, last_modified = _verify_exists(http, url) if head else ("GET", None, None, None)
     return FoundWheel(
         index=index,
         variant=variant,
@@ -243,7 +247,6 @@ def resolve_wheel(http: Http, index: str, commit: str, arch: str, variant: str) 
         index_sha256=index_sha256,
         listed_in=listed_in,
         verified_by=method,
-        resolved_at=utc_now(),
         listed_variant=item.variant,
     )
 
