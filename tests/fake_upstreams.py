@@ -497,6 +497,7 @@ class FakeWheelIndex(Upstream):
         self.encode_metadata_paths = True
         self.redirect_wheels = False
         self.ranges = True  # False: Range is ignored, every GET is a 200 with the whole file
+        self.conditional = True  # False: If-None-Match is ignored (a 200 with the whole file)
         self.cuts: list[int] = []  # each wheel GET takes the first: its body is cut off after that many bytes
         self.wheel_size = TEST_WHEEL_SIZE
 
@@ -590,6 +591,9 @@ class FakeWheelIndex(Upstream):
             if self.refuse_head:
                 return 405, {"Allow": "GET"}, b""
             return 200, {**common, "Content-Length": str(wheel.size)}, b""
+        if self.conditional and headers.get("If-None-Match") == wheel.etag:
+            # RFC 9110 13.1.2, as S3 and CloudFront (which serve wheels.vllm.ai) answer it: 304, no body.
+            return 304, {"ETag": wheel.etag, "Last-Modified": wheel.last_modified}, b""
         length = wheel.length
         start, end, status = 0, length, 200
         wanted = headers.get("Range", "")

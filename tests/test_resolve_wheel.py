@@ -53,6 +53,7 @@ def test_the_hash_is_of_the_served_bytes_and_the_wheel_is_kept(project, upstream
         "etag": lock["wheel"]["etag"],
         "size": TEST_WHEEL_SIZE,
         "sha256": lock["wheel"]["sha256"],
+        "last_modified": lock["wheel"]["last_modified"],
     }
 
 
@@ -69,9 +70,13 @@ def test_a_later_resolve_and_another_project_reuse_the_cache(project, upstreams,
     shutil.copytree(REPO_ROOT / "patches", other / "patches")
     lock = resolved(Cli(other, cli.env))
     assert lock["wheel"]["sha256"] == first["wheel"]["sha256"]
-    # Each resolve asks the wheel's GET (its existence check, whose headers name the cache entry); a cached one is
-    # reused and that answer's body left unread (closed after the headers): downloaded once.
-    assert len(upstreams.wheels.wheel_gets()) == 3
+    # Each resolve asks the wheel's GET (its existence check); for a cached wheel it is conditional
+    # (If-None-Match: the ETag the cache saw) and the answer a 304 without a body: downloaded once.
+    gets = upstreams.wheels.wheel_gets()
+    assert [h.get("If-None-Match") for h in gets] == [None, first["wheel"]["etag"], first["wheel"]["etag"]]
+    # A server that ignores the condition answers 200: its ETag names the finished entry, the body is left unread.
+    upstreams.wheels.conditional = False
+    assert resolved(cli)["wheel"]["sha256"] == first["wheel"]["sha256"]
 
 
 def test_a_new_etag_is_a_new_download(project, upstreams):
@@ -261,7 +266,8 @@ def test_a_damaged_cache_entry_is_downloaded_again(project, upstreams):
         gets = len(upstreams.wheels.wheel_gets())
         damage()
         lock = resolved(cli)
-        assert len(upstreams.wheels.wheel_gets()) == gets + 1
+        # The conditional GET (304: the cache should have it), then, the entry being damaged, the whole file.
+        assert len(upstreams.wheels.wheel_gets()) == gets + 2
         assert lock["wheel"]["sha256"] == first["wheel"]["sha256"]
         assert json.loads((kept / "record.json").read_text())["sha256"] == first["wheel"]["sha256"]
 

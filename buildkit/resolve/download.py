@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import queue
+import re
 import shutil
 import stat
 import tempfile
@@ -47,6 +48,8 @@ from buildkit.resolve.wheels import CONTENT_RANGE_RE, MISSING_HINT, FoundWheel, 
 # 1 MiB: large enough that hashing and writing cost little per call, small enough for smooth progress.
 CHUNK = 1 << 20
 MAX_RECORD_BYTES = 4096
+MAX_ETAG_BYTES = 256
+ETAG_RE = re.compile(r"[\x20-\x7e]{1,256}")  # as wheels.header_text lets it into the lock
 RESUME_HINT = "rerun `buildkit resolve`: the download continues where it stopped"
 
 
@@ -75,6 +78,7 @@ class _Record(BaseModel):
     etag: str | None
     size: int
     sha256: Sha256Hex
+    last_modified: str | None = None  # what the 200 said: a 304 may not repeat it, and the lock holds it
 
 
 @dataclass(frozen=True)
@@ -118,8 +122,7 @@ def fetch(http: Http, cache_dir: Path, wheel: FoundWheel, on_progress: OnProgres
         elif found := _reuse(entry, wheel, on_progress):
             return found
         part = entry / f"{wheel.filename}.part"
-        if opened is not None and _part_size(part):
-            opened = None  # a part to continue: a Range request for the rest, not this answer's whole body
+        _remember_etag(cache_dir, wheel.url, wheel.etag)  # the next run asks for the rest of the part, or a 304
         try:
             sha256, size = download(
                 http, wheel.url, wheel.filename, wheel.size, wheel.etag, part, on_progress, cancel, opened
@@ -139,52 +142,88 @@ def fetch(http: Http, cache_dir: Path, wheel: FoundWheel, on_progress: OnProgres
             _fsync_dir(entry)
         except OSError as exc:
             raise _cache_error(entry, exc) from None
-        record = _Record(url=wheel.url, etag=wheel.etag, size=size, sha256=sha256)
+        record = _Record(url=wheel.url, etag=wheel.etag, size=size, sha256=sha256, last_modified=wheel.last_modified)
         write_atomic(entry / "record.json", record.model_dump_json(indent=2) + "\n")
         return Hashed(sha256, size, final, reused=False)
 
 
 def fetch_by_get(http: Http, cache_dir: Path, wheel: FoundWheel, on_progress: OnProgress | None = None,
                  cancel: threading.Event | None = None) -> Hashed:  # fmt: skip
-    """fetch, with the downloading GET as the wheel's existence check (no HEAD first): its answer's headers give the
-    size, ETag and Last-Modified HEAD would (Hashed.found, verified_by "GET"). A finished cache entry for that ETag
-    is reused without reading the body; a part is continued with a Range request (one more round trip)."""
-    problem: UpstreamUnreachable | None = None
-    for attempt in range(1, http.attempts + 1):
-        if attempt > 1:
-            time.sleep(http.backoff * 2 ** (attempt - 2))
+    """fetch, with the downloading GET as the wheel's existence check (no HEAD first): its answer gives the size,
+    ETag and Last-Modified HEAD would (Hashed.found, verified_by "GET"). The cache remembers the ETag it last saw for
+    the URL, so that one GET asks for what is missing: `If-None-Match` for a finished entry (304: reused, nothing
+    sent), `Range` + `If-Range` to continue a part (206), nothing for a wheel not seen before (200). A 200 whose
+    ETag names a finished entry is reused too, its body left unread."""
+    failed = 0
+    while True:
+        known, headers = _last_etag(cache_dir, wheel.url), None
+        if known is not None:
+            entry = entry_dir(cache_dir, wheel.url, known)
+            have = _part_size(entry / f"{wheel.filename}.part") if _is_dir(entry) else 0
+            if _exists(entry / "record.json"):
+                headers = {"If-None-Match": known}
+            elif have:
+                headers = {"Range": f"bytes={have}-", "If-Range": known}
         described = False
         try:
-            with http.stream(wheel.url, limit=WHEEL) as answer:
+            with http.stream(wheel.url, limit=WHEEL, headers=headers) as answer:
+                if answer.status == 304 and known is not None:
+                    reused = _not_modified(cache_dir, answer, wheel, known, on_progress)
+                    if reused is not None:
+                        return reused
+                    _forget_etag(cache_dir, wheel.url)  # the entry did not hold together: ask for the whole file
+                    continue
                 found = _described(answer, wheel)
+                if answer.status == 206 and found.etag is None and headers and "If-Range" in headers:
+                    found = replace(found, etag=known)  # a 206 to If-Range is that ETag's file (RFC 9110 13.1.5)
                 described = True  # from here on the download retries (and resumes) by itself
                 if found.size is not None and found.size > http.max_bytes[WHEEL]:
                     raise http.too_large("GET", wheel.url, WHEEL)  # before a byte is read
                 hashed = fetch(http, cache_dir, found, on_progress, cancel, opened=answer)
                 return replace(hashed, found=found)
-        except UpstreamUnreachable as exc:
-            if described:
+        except UpstreamUnreachable:
+            failed += 1
+            if described or failed >= http.attempts:
                 raise
-            problem = exc
-    assert problem is not None
-    raise problem
+        time.sleep(http.backoff * 2 ** (failed - 1))
+
+
+def _not_modified(cache_dir: Path, answer: Stream, wheel: FoundWheel, etag: str,
+                  on_progress: OnProgress | None) -> Hashed | None:  # fmt: skip
+    """A 304 to `If-None-Match: etag`: the finished entry, described as the 200 that filled it did (its record)."""
+    record = _read_record(entry_dir(cache_dir, wheel.url, etag) / "record.json")
+    if record is None:
+        return None
+    last_modified = header_text("GET", wheel.url, answer.headers, "Last-Modified") or record.last_modified
+    found = replace(wheel, size=record.size, etag=etag, last_modified=last_modified, verified_by="GET")
+    hashed = cached(cache_dir, found, on_progress)
+    return replace(hashed, found=found) if hashed is not None else None
 
 
 def _described(answer: Stream, wheel: FoundWheel) -> FoundWheel:
-    """The wheel as the answer to its GET describes it; an answer that is no wheel is an error."""
+    """The wheel as the answer to its GET describes it (a 200: the whole file; a 206: the rest of a part, its
+    size in Content-Range); an answer that is no wheel is an error."""
     url = wheel.url
     if answer.status == 404:
         raise UpstreamMismatch(f"the index lists the wheel, but it is missing: {url} answered 404", MISSING_HINT)
     if answer.status >= 500:
         raise UpstreamUnreachable(f"GET {redact(url)}: HTTP {answer.status}")
-    if answer.status != 200:
+    if answer.status == 206:
+        m = CONTENT_RANGE_RE.fullmatch(answer.headers.get("Content-Range", ""))
+        if not m:
+            value = excerpt(answer.headers.get("Content-Range"), 80)
+            raise UpstreamMalformed(f"GET {redact(url)}: malformed Content-Range header {value} in the answer")
+        size = int(m["size"]) if m["size"] != "*" else None
+    elif answer.status == 200:
+        try:
+            size = content_length(answer.headers.get("Content-Length"))
+        except ValueError:
+            value = excerpt(answer.headers.get("Content-Length"), 80)
+            raise UpstreamMalformed(
+                f"GET {redact(url)}: malformed Content-Length header {value} in the answer"
+            ) from None
+    else:
         raise UpstreamUnreachable(f"GET {redact(url)} answered {answer.status}")
-    try:
-        size = content_length(answer.headers.get("Content-Length"))
-    except ValueError:
-        raise UpstreamMalformed(
-            f"GET {redact(url)}: malformed Content-Length header {excerpt(answer.headers.get('Content-Length'), 80)}"
-        ) from None
     return replace(
         wheel,
         size=size,
@@ -192,6 +231,31 @@ def _described(answer: Stream, wheel: FoundWheel) -> FoundWheel:
         last_modified=header_text("GET", url, answer.headers, "Last-Modified"),
         verified_by="GET",
     )
+
+
+def _etag_path(cache_dir: Path, url: str) -> Path:
+    return cache_dir / "wheels" / f"{hashlib.sha256(url.encode()).hexdigest()}.etag"
+
+
+def _last_etag(cache_dir: Path, url: str) -> str | None:
+    """The ETag the cache last saw for the URL; None when there is none or it is not one (the cache is untrusted:
+    a bad one only costs a download)."""
+    try:
+        with open(os.open(_etag_path(cache_dir, url), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as handle:
+            raw = handle.read(MAX_ETAG_BYTES + 1)
+        text = raw.decode("ascii")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if ETAG_RE.fullmatch(text) else None
+
+
+def _remember_etag(cache_dir: Path, url: str, etag: str | None) -> None:
+    if etag is not None and _last_etag(cache_dir, url) != etag:
+        write_atomic(_etag_path(cache_dir, url), etag)
+
+
+def _forget_etag(cache_dir: Path, url: str) -> None:
+    _remove(_etag_path(cache_dir, url))
 
 
 def measure_afresh(http: Http, cache_dir: Path, url: str, filename: str, size: int | None, etag: str | None,
@@ -248,8 +312,8 @@ def _attempt(http: Http, url: str, filename: str, size: int | None, etag: str | 
     if have and (etag is None or (size is not None and have >= size)):
         _remove(part)  # nothing to continue: without an ETag If-Range cannot guard it; or it is already too long
         have = 0
-    if opened is not None and not have:
-        return _take(opened, url, filename, size, part, 0, on_progress, cancel)
+    if opened is not None:  # the answer to fetch_by_get's GET: the whole file (200) or the part's rest (206)
+        return _take(opened, url, filename, size, part, have, on_progress, cancel)
     headers = {"Range": f"bytes={have}-", "If-Range": etag} if have and etag else None
     with http.stream(url, limit=WHEEL, headers=headers) as answer:
         return _take(answer, url, filename, size, part, have, on_progress, cancel)
