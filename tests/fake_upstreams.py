@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
@@ -484,6 +485,40 @@ def wheel_bytes(size: int = 1024, needed: tuple[str, ...] = ("libcudart.so.12",)
     return WheelFile(size, "", needed=needed).data()
 
 
+@dataclass
+class RealFile:
+    """A real wheel's bytes (tests/realwheels.py: fetched from PyPI, sha256-checked), served from the file as they
+    are, in place of a WheelFile. Only the bytes are real: the name and the index entry the stand-in index gives
+    them are the test's."""
+
+    path: Path
+    sha256_hex: str  # PyPI's, which realwheels.py already checked the file against
+    etag: str = '"6ac1d49b0e6b0d1b3bd0a9e2d4f8f1c5-60"'  # an S3 multipart ETag's shape; not the real object's
+    last_modified: str = "Tue, 20 Jan 2026 03:12:44 GMT"
+
+    @property
+    def size(self) -> int:
+        return self.path.stat().st_size
+
+    @property
+    def length(self) -> int:
+        return self.size
+
+    def chunks(self, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        end = self.size if end is None else end
+        with self.path.open("rb") as handle:
+            handle.seek(start)
+            while start < end and (chunk := handle.read(min(_BLOCK, end - start))):
+                start += len(chunk)
+                yield chunk
+
+    def data(self) -> bytes:
+        return self.path.read_bytes()
+
+    def sha256(self) -> str:
+        return self.sha256_hex
+
+
 class FakeWheelIndex(Upstream):
     """vLLM's per-commit index: /{commit}[/{variant}]/vllm/{metadata.json,index.html} and the wheels themselves."""
 
@@ -491,7 +526,7 @@ class FakeWheelIndex(Upstream):
         super().__init__()
         # commit -> variant ("default" or a name) -> filenames
         self.listings: dict[str, dict[str, list[str]]] = {}
-        self.files: dict[str, WheelFile] = {}  # "/{commit}/{filename}" (decoded) -> file
+        self.files: dict[str, WheelFile | RealFile] = {}  # "/{commit}/{filename}" (decoded) -> file
         self.refuse_head = False
         self.without_metadata = False
         self.encode_metadata_paths = True
@@ -852,8 +887,6 @@ def reference_upstreams(wheel_size: int = TEST_WHEEL_SIZE) -> Upstreams:
 
 def pins_text(base_image: str, **overrides: str) -> str:
     """The reference pins.yaml with the base image moved (to a loopback registry)."""
-    from pathlib import Path
-
     text = (Path(__file__).resolve().parent.parent / "pins.yaml").read_text()
     text = text.replace("nvcr.io/nvidia/cuda-dl-base:25.05-cuda12.9-devel-ubuntu24.04", base_image)
     for old, new in overrides.items():
