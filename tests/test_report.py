@@ -124,7 +124,7 @@ def test_the_reference_reports_facts_for_the_reference_pins(project, upstreams):
         '"feat: spec decode with draft models", merged 2026-01-19',
         "https://wheels.vllm.ai/4a5299c93ff97c26def537b92562df5ada530fea/"
         "vllm-0.14.0rc2.dev156%2Bg4a5299c93-cp38-abi3-manylinux_2_31_x86_64.whl",
-        "verified with `HEAD`",
+        "verified with `GET`",
         f"Size {WHEEL_SIZE} bytes",
         # Local modifications
         "-GIT_REF=${2:-cc99baf14dacc2497d0c5ed84e076ef2c37f6a4d}",
