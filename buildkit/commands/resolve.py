@@ -9,17 +9,21 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from rich import box
+from rich.console import RenderableType
 from rich.progress import (
     BarColumn,
     DownloadColumn,
     Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    Task,
     TaskID,
     TextColumn,
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
-from rich.status import Status
 from rich.table import Table
+from rich.text import Text
 
 from buildkit import pipeline, ui
 from buildkit.errors import CheckFailed, InputError
@@ -64,17 +68,16 @@ def run_resolve(
 
     # --check stays cheap: HEAD tells the wheel's URL, size and ETag; only --deep reads its bytes (below).
     records: list = []  # the resolve record: when each fact was read (build/resolve.json, beside the lock)
-    with ui.err.status("resolving pins (GitHub, wheel index, registry)...", spinner="dots") as status:
-        with WheelProgress(status) as progress:
-            fresh = pipeline.resolve(
-                paths,
-                pins,
-                patches,
-                on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"),
-                wheel_bytes="none" if check else "download" if download_wheel else "cache",
-                on_progress=progress,
-                on_record=records.append,
-            )
+    with WheelProgress("resolving pins (GitHub, wheel index, registry)") as progress:
+        fresh = pipeline.resolve(
+            paths,
+            pins,
+            patches,
+            on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"),
+            wheel_bytes="none" if check else "download" if download_wheel else "cache",
+            on_progress=progress,
+            on_record=records.append,
+        )
 
     if check:
         assert old is not None
@@ -125,15 +128,26 @@ def _warn(lock: Lock) -> None:
             ui.warn(warning)
 
 
+class _WheelOnly(ProgressColumn):
+    """A column shown for the wheel's row only (the lookups' row is a spinner and its words)."""
+
+    def __init__(self, column: ProgressColumn):
+        super().__init__()
+        self.column = column
+
+    def render(self, task: Task) -> RenderableType:
+        return self.column.render(task) if task.fields.get("wheel") else Text("")
+
+
 class WheelProgress:
-    """The wheel download on stderr: on a terminal a bar with size, rate and time left; otherwise a handful of
-    plain lines (every 10% or 10 s). The resolve spinner is stopped when the download starts, so the two never
-    draw at once (the download runs after every lookup has finished)."""
+    """Resolve's progress on stderr, one display for the lookups and the wheel download that runs beside them: on a
+    terminal a spinner row for the lookups and, once the download starts, a bar with size, rate and time left;
+    otherwise a handful of plain lines (every 10% or 10 s)."""
 
     EVERY_SECONDS = 10.0
 
-    def __init__(self, status: Status | None):
-        self.status = status
+    def __init__(self, lookups: str | None):
+        self.lookups = lookups  # the lookups' row, None for a download alone (--deep)
         self.bar: Progress | None = None
         self.task: TaskID | None = None
         self.began = 0.0  # when the first attempt started; 0: none yet
@@ -143,7 +157,24 @@ class WheelProgress:
         self.next_time = 0.0
 
     def __enter__(self) -> WheelProgress:
+        if ui.err.is_terminal and self.lookups:
+            self._display().add_task(self.lookups, total=None)
         return self
+
+    def _display(self) -> Progress:
+        if self.bar is None:
+            self.bar = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                _WheelOnly(BarColumn()),
+                _WheelOnly(DownloadColumn(binary_units=True)),
+                _WheelOnly(TransferSpeedColumn()),
+                _WheelOnly(TimeRemainingColumn()),
+                console=ui.err,
+                transient=True,
+            )
+            self.bar.start()
+        return self.bar
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
@@ -166,8 +197,6 @@ class WheelProgress:
 
     def _started(self, event: DownloadEvent) -> None:
         """An attempt starts: the first one, or one that resumes (or restarts) after a broken transfer."""
-        if self.status is not None:
-            self.status.stop()
         if not self.began:
             self.began = time.monotonic()
             self.next_time = self.began + self.EVERY_SECONDS
@@ -178,21 +207,12 @@ class WheelProgress:
             ui.err.print("wheel: starting over")
         self.done = event.done
         if ui.err.is_terminal:
-            if self.bar is None:
-                self.bar = Progress(
-                    TextColumn("wheel"),
-                    BarColumn(),
-                    DownloadColumn(binary_units=True),
-                    TransferSpeedColumn(),
-                    TimeRemainingColumn(),
-                    console=ui.err,
-                )
-                self.task = self.bar.add_task("wheel", total=event.total)
-                self.bar.start()
-            self.bar.update(self.task, completed=event.done)
+            if self.task is None:
+                self.task = self._display().add_task("wheel", total=event.total, wheel=True)
+            self._display().update(self.task, completed=event.done)
 
     def _advanced(self, event: DownloadEvent) -> None:
-        if self.bar is not None:
+        if self.bar is not None and self.task is not None:
             self.bar.update(self.task, completed=event.done)
             return
         now = time.monotonic()
@@ -209,10 +229,8 @@ class WheelProgress:
         ui.err.print(f"wheel: {shown}, {self._rate(now)}")
 
     def _finished(self, event: DownloadEvent) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, completed=event.done)
-            self.bar.stop()
-            self.bar = None
+        if self.bar is not None and self.task is not None:
+            self.bar.update(self.task, completed=event.done)  # the display stays for the lookups still running
         now = time.monotonic()
         took = f"in {now - self.began:.1f}s ({self._rate(now)})"
         if self.received == event.done:
