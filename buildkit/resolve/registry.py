@@ -24,6 +24,7 @@ import re
 import threading
 from dataclasses import dataclass
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import Field, StringConstraints
 
@@ -50,7 +51,10 @@ MANIFEST_TYPES = (
     "application/vnd.docker.distribution.manifest.v2+json",
 )
 ACCEPT = ", ".join(INDEX_TYPES + MANIFEST_TYPES)
-_CHALLENGE_PARAM_RE = re.compile(r'(\w+)="([^"]*)"')
+# A challenge's auth-params (RFC 9110 11.2): name="quoted value" or name=token. Real ones: nvcr.io sends realm and
+# scope only, its realm once with a query inside the quotes; gcr.io has sent service unquoted (test tables in
+# tests/test_resolve_grammar.py).
+_CHALLENGE_PARAM_RE = re.compile(r'([A-Za-z][A-Za-z0-9_-]*)=(?:"([^"]*)"|([^",\s]+))')
 
 
 # The fields buildkit reads from the registry's answers, typed (see shapes.py).
@@ -137,6 +141,30 @@ def _host_only(registry: str) -> str:
     return registry.rsplit(":", 1)[0] if registry.count(":") == 1 else registry
 
 
+def challenge_params(params_text: str) -> dict[str, str]:
+    """The auth-params of a `Bearer ...` challenge (the first of a name wins)."""
+    params: dict[str, str] = {}
+    for name, quoted, token in _CHALLENGE_PARAM_RE.findall(params_text):
+        params.setdefault(name.lower(), quoted or token)
+    return params
+
+
+def usable_realm_host(realm: str) -> str | None:
+    """The host of a token realm buildkit will ask (and send credentials to): https, or plain http on loopback;
+    no userinfo, no other scheme. None for any other realm."""
+    parts = urlsplit(realm)
+    try:
+        host = parts.hostname
+        parts.port  # noqa: B018 -- raises for a port that is no number
+    except ValueError:
+        return None
+    if not host or "@" in parts.netloc or any(c in realm for c in " \t\r\n\\"):
+        return None
+    if parts.scheme == "https" or (parts.scheme == "http" and is_loopback_host(host)):
+        return parts.netloc
+    return None
+
+
 @dataclass
 class Login:
     """One image's login: the Authorization header its requests carry, and the credential behind it (if any)."""
@@ -205,12 +233,10 @@ class Registry:
     def _token(self, image: ImageName, params_text: str, credential: Credential | None) -> str:
         """A bearer token from the realm the challenge names: anonymous, with Basic auth, or for an identity token
         through the OAuth2 refresh-token grant (as Docker's registry client asks)."""
-        params = dict(_CHALLENGE_PARAM_RE.findall(params_text))
+        params = challenge_params(params_text)
         realm = params.get("realm", "")
-        realm_host = re.sub(r"^\w+://", "", realm).split("/")[0]
-        if "@" in realm_host or not (
-            realm.startswith("https://") or (realm.startswith("http://") and is_loopback_host(_host_only(realm_host)))
-        ):
+        realm_host = usable_realm_host(realm)
+        if realm_host is None:
             raise UpstreamMalformed(f"registry {image.registry} sent an unusable token realm {excerpt(realm, 120)}")
         # Only what Docker sends: the service and the scope (the challenge's, else pull access to the repository).
         query = {"scope": params.get("scope") or f"repository:{image.repository}:pull"}
