@@ -163,7 +163,7 @@ REAL_COMMIT = {
     "commit": {
         "author": {"name": "dev", "email": "dev@example.com", "date": "2026-01-19T21:04:55Z"},
         "committer": {"name": "GitHub", "email": "noreply@github.com", "date": "2026-01-19T21:04:55Z"},
-        "message": "[Spec Decode] feat: spec decode with draft models (#24322)\r\n\r\nSigned-off-by: dev <dev@example.com>",
+        "message": "[Spec Decode] feat: spec decode with draft models (#24322)\r\n\r\nSigned-off-by: dev <d@e.com>",
         "tree": {"sha": "0" * 40, "url": "https://api.github.com/repos/vllm-project/vllm/git/trees/" + "0" * 40},
         "url": f"https://api.github.com/repos/vllm-project/vllm/git/commits/{REFERENCE}",
         "comment_count": 0,
