@@ -12,6 +12,7 @@ import time
 
 from tests.conftest import REPO_ROOT, Cli
 from tests.fake_upstreams import pins_text
+from tests.test_render import remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
 
 
 def resolve(cli) -> None:
@@ -115,3 +116,25 @@ def test_the_report_shows_the_record_times(project):
     (root / "build" / "resolve.json").write_text(json.dumps({**record, "lock_sha256": "0" * 64}))
     data = json.loads(cli("report", "--format", "json").stdout)
     assert data["overview"]["resolved_at"] is None
+
+
+def test_two_locks_resolved_a_second_apart_build_one_image(project, remote, engine):  # noqa: F811
+    """The issue's measurement on the engine: delete the lock, resolve, smoke-build; again a second later. The
+    locks are the same bytes, so the images (whose labels carry the lock's hash) are one digest."""
+    from tests.test_build import smoke_project
+
+    root, cli = smoke_project(project, remote)
+    locks, images = [], []
+    for n in range(2):
+        (root / "pins.lock").unlink()
+        if n:
+            time.sleep(1.1)  # another second on the clock: nothing in the lock may depend on it
+        resolve(cli)
+        locks.append((root / "pins.lock").read_bytes())
+        result = cli("build", "--smoke", "--builder", engine, "--progress", "plain", timeout=600)
+        assert result.code == 0, result.output[-3000:]
+        record = json.loads((root / "build" / "smoke-record.json").read_text())
+        images.append((record["image"]["digest"], record["image"]["config_digest"]))
+    (root / "first.lock").write_bytes(locks[0])
+    assert subprocess.run(["cmp", str(root / "first.lock"), str(root / "pins.lock")]).returncode == 0
+    assert images[0] == images[1] and images[0][0].startswith("sha256:")
