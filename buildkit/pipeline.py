@@ -255,15 +255,25 @@ def ensure_lock(
 def _download_notes(on_note: OnNote) -> OnProgress:
     """The wheel download as notes: where it starts or resumes, and its hash (for callers with no progress view)."""
 
+    held: list[str] | None = []  # until every lookup succeeded: a refusal stays one clear line
+
+    def say(line: str) -> None:
+        held.append(line) if held is not None else on_note(line)
+
     def note(event) -> None:
+        nonlocal held
         mib = f"{event.total / 2**20:.1f} MiB" if event.total is not None else "size unknown"
-        if event.kind == "started":
+        if event.kind == "resolved":
+            lines, held = held or [], None
+            for line in lines:
+                on_note(line)
+        elif event.kind == "started":
             at = f", resuming at {event.resumed_at:,} bytes" if event.resumed_at else ""
-            on_note(f"wheel: downloading {event.filename} ({mib}) to hash it{at}")
+            say(f"wheel: downloading {event.filename} ({mib}) to hash it{at}")
         elif event.kind == "cached":
-            on_note(f"wheel: reused from cache, sha256 {event.sha256}")
+            say(f"wheel: reused from cache, sha256 {event.sha256}")
         elif event.kind == "finished":
-            on_note(f"wheel: downloaded, sha256 {event.sha256}")
+            say(f"wheel: downloaded, sha256 {event.sha256}")
 
     return note
 

@@ -148,6 +148,7 @@ class WheelProgress:
 
     def __init__(self, lookups: str | None):
         self.lookups = lookups  # the lookups' row, None for a download alone (--deep)
+        self.held: list[str] | None = [] if lookups else None
         self.bar: Progress | None = None
         self.task: TaskID | None = None
         self.began = 0.0  # when the first attempt started; 0: none yet
@@ -181,11 +182,23 @@ class WheelProgress:
             self.bar.stop()  # also when the download failed: the error is printed below the bar
             self.bar = None
 
+    def _say(self, line: str) -> None:
+        """A line about the download; held back while the lookups may still fail, so that a refusal is one clear
+        line (the download started beside them; it stops, and nothing of it is said)."""
+        if self.held is not None:
+            self.held.append(line)
+        else:
+            ui.err.print(line)
+
     def __call__(self, event: DownloadEvent) -> None:
-        if event.kind == "cached":
-            ui.err.print(f"wheel: reused from cache, sha256 {ui.safe(event.sha256)}")
+        if event.kind == "resolved":  # every lookup succeeded: what was held back is said now
+            held, self.held = self.held or [], None
+            for line in held:
+                ui.err.print(line)
+        elif event.kind == "cached":
+            self._say(f"wheel: reused from cache, sha256 {ui.safe(event.sha256)}")
         elif event.kind == "waiting":
-            ui.err.print("wheel: waiting for another buildkit that is downloading it into the same cache")
+            self._say("wheel: waiting for another buildkit that is downloading it into the same cache")
         elif event.kind == "started":
             self._started(event)
         elif event.kind == "advanced":
@@ -200,11 +213,11 @@ class WheelProgress:
         if not self.began:
             self.began = time.monotonic()
             self.next_time = self.began + self.EVERY_SECONDS
-            ui.err.print(f"wheel: downloading {ui.safe(event.filename)} ({_size(event.total)}) to hash it")
+            self._say(f"wheel: downloading {ui.safe(event.filename)} ({_size(event.total)}) to hash it")
         if event.resumed_at:
-            ui.err.print(f"wheel: resumed at {event.resumed_at:,} bytes")
+            self._say(f"wheel: resumed at {event.resumed_at:,} bytes")
         elif self.done:
-            ui.err.print("wheel: starting over")
+            self._say("wheel: starting over")
         self.done = event.done
         if ui.err.is_terminal:
             if self.task is None:
@@ -226,7 +239,7 @@ class WheelProgress:
         else:
             self.next_percent = percent - percent % 10 + 10
             shown = f"{percent}% ({event.done / 2**20:.1f} of {_size(event.total)})"
-        ui.err.print(f"wheel: {shown}, {self._rate(now)}")
+        self._say(f"wheel: {shown}, {self._rate(now)}")
 
     def _finished(self, event: DownloadEvent) -> None:
         if self.bar is not None and self.task is not None:
@@ -237,7 +250,7 @@ class WheelProgress:
             what = f"downloaded {event.done / 2**20:.1f} MiB {took}"
         else:
             what = f"hashed {event.done / 2**20:.1f} MiB ({self.received / 2**20:.1f} MiB downloaded {took})"
-        ui.err.print(f"wheel: {what}, sha256 {ui.safe(event.sha256)}")
+        self._say(f"wheel: {what}, sha256 {ui.safe(event.sha256)}")
 
     def _rate(self, now: float) -> str:
         return f"{self.received / max(now - self.began, 1e-3) / 2**20:.1f} MiB/s"

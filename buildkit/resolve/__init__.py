@@ -221,6 +221,8 @@ class Resolver:
                 # The name's CUDA is refused as soon as the base image's is known, whatever the download has done
                 # by then: its bytes are never trusted for a wheel whose name already disagrees.
                 cuda.check_majors(base_fact, named, found.filename, name_source)
+                if self.on_progress is not None:
+                    self.on_progress(download.DownloadEvent("resolved", found.filename, 0, None))
                 got = hashed.result()
                 if got is not None and got.found is not None:
                     found = got.found  # as the downloading GET described it

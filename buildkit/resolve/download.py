@@ -58,7 +58,8 @@ class DownloadEvent:
     """What the download is doing, for the command to show. `done` counts the bytes of the file so far (a resumed
     part included); `total` is HEAD's size (None: unknown)."""
 
-    kind: Literal["cached", "waiting", "started", "advanced", "finished"]
+    # "resolved": not the download's: every other lookup of resolve succeeded (a display may say what it held back)
+    kind: Literal["cached", "waiting", "started", "advanced", "finished", "resolved"]
     filename: str
     done: int
     total: int | None
