@@ -7,7 +7,9 @@ The cache: `<cache>/wheels/<sha256 of url and ETag>/` holds the finished file un
 `record.json` beside it (url, etag, size, sha256), so a later resolve, or another project with the same cache
 dir, does not download it again. An interrupted download leaves `<name>.part`, which the next attempt continues
 with `Range: bytes=N-` and `If-Range: <etag>`: a 206 from byte N continues it (the part is hashed first), a 200
-starts over. The finished size must be HEAD's.
+starts over. The finished size must be the one announced (by the GET's own answer, or HEAD's). resolve sends one GET
+(fetch_by_get): it is the wheel's existence check, and it asks for what the cache lacks (`If-None-Match` for a
+finished entry, `Range` for a part), by the ETag `wheels/<sha256 of url>.etag` remembers for the URL.
 
 The cache is untrusted, like the source cache: another user, a CI cache restored from a pull request. Its record
 is read strictly and bounded; an entry that does not hold together is deleted and downloaded again. Its sha256

@@ -1,5 +1,6 @@
-"""Find the precompiled vLLM wheel for a commit in the per-commit index, and prove it exists with HEAD. The bytes
-are hashed by resolve/download.py; `wheel_fact` joins both into the lock's WheelFact.
+"""Find the precompiled vLLM wheel for a commit in the per-commit index. That it exists is proved by the GET that
+downloads it (resolve/download.py, which hashes the bytes), or with HEAD when its bytes are not read
+(--no-wheel-download, --check); `wheel_fact` joins both into the lock's WheelFact.
 
 Index layout (wheels.vllm.ai): `{index}/{commit}[/{variant}]/vllm/metadata.json`, with the PEP 503 page
 `.../vllm/index.html` beside it. A commit lists wheels for several architectures and variants: choose by
