@@ -533,6 +533,7 @@ class FakeWheelIndex(Upstream):
         self.redirect_wheels = False
         self.ranges = True  # False: Range is ignored, every GET is a 200 with the whole file
         self.conditional = True  # False: If-None-Match is ignored (a 200 with the whole file)
+        self.chunk_delay = 0.0  # seconds before each 1 MiB of a wheel's body: a slow link
         self.cuts: list[int] = []  # each wheel GET takes the first: its body is cut off after that many bytes
         self.wheel_size = TEST_WHEEL_SIZE
 
@@ -642,10 +643,10 @@ class FakeWheelIndex(Upstream):
             cut = self.cuts.pop(0) if self.cuts else None
         return status, {**common, "Content-Length": str(end - start)}, self._body(wheel, start, end, cut)
 
-    @staticmethod
-    def _body(wheel: WheelFile, start: int, end: int, cut: int | None) -> Iterator[bytes]:
+    def _body(self, wheel: WheelFile | RealFile, start: int, end: int, cut: int | None) -> Iterator[bytes]:
         sent = 0
         for chunk in wheel.chunks(start, end):
+            time.sleep(self.chunk_delay)
             if cut is not None and sent + len(chunk) >= cut:
                 yield chunk[: cut - sent]
                 yield DROP

@@ -12,7 +12,7 @@ from pathlib import Path
 from buildkit.lock import SKIPPED_REASON
 from buildkit.resolve.download import entry_dir
 from tests.conftest import REPO_ROOT, Cli
-from tests.fake_upstreams import TEST_WHEEL_SIZE, VLLM_SHA, WHEEL_X86, pins_text
+from tests.fake_upstreams import TEST_WHEEL_SIZE, VLLM_SHA, WHEEL_X86, WheelFile, pins_text
 from tests.test_render import remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
 
 MiB = 1 << 20
@@ -390,3 +390,34 @@ def test_render_warns_of_a_lock_that_is_not_content_addressed(project, remote): 
         f"warning: the locked wheel is not content-addressed ({SKIPPED_REASON}); run `buildkit resolve` without "
         "--no-wheel-download to hash it"
     ]
+
+
+def test_a_failed_lookup_stops_the_download_beside_it_and_the_next_run_continues_it(project, upstreams):
+    """The download starts as soon as the wheel is chosen, beside the registry's lookups; when one of them fails,
+    resolve says so at once (one error line, no lock), the download stops, and its part stays for the next run."""
+    import time
+
+    root, cli = project
+    wheels = upstreams.wheels
+    wheels.files[f"/{VLLM_SHA}/{WHEEL_X86}"] = WheelFile(8 << 20, served(upstreams).etag)
+    wheels.chunk_delay = 0.25  # 8 MiB take 2 s
+    upstreams.registry.latency = 0.2  # the registry's answer (a 404, after its token) comes after a few MiB
+    text = (root / "pins.yaml").read_text()
+    (root / "pins.yaml").write_text(text.replace(upstreams.base_image, upstreams.base_image + "-missing"))
+    started = time.monotonic()
+    result = cli("resolve")
+    took = time.monotonic() - started
+    assert result.code == 4 and "not found in registry" in result.stderr, result.output
+    assert [line for line in result.stderr.splitlines() if line.strip()][0].startswith("error:")
+    assert "wheel:" not in result.stderr and not (root / "pins.lock").exists()
+    assert took < 2.0, f"resolve waited {took:.1f}s for a download it did not need"
+    time.sleep(0.5)  # the last chunk in flight lands in the part
+    [part] = entry(root, upstreams).glob("*.part")
+    assert 0 < part.stat().st_size < 8 << 20
+    # The next run (the pins fixed) continues the part where it stopped.
+    (root / "pins.yaml").write_text(text)
+    wheels.chunk_delay = upstreams.registry.latency = 0.0
+    lock = resolved(cli)
+    ranges = [h.get("Range") for h in wheels.wheel_gets()]
+    assert ranges[0] is None and ranges[-1] is not None and ranges[-1].startswith("bytes=")
+    assert lock["wheel"]["sha256"] == served(upstreams).sha256() and lock["wheel"]["size"] == 8 << 20

@@ -343,7 +343,7 @@ def _take(answer: Stream, url: str, filename: str, size: int | None, part: Path,
     _emit(on_progress, DownloadEvent("started", filename, have, size, resumed_at=have))
     done = _receive(answer, part, have, digest, url, filename, size, on_progress, cancel)
     if size is not None and done != size:
-        raise UpstreamMismatch(f"GET {redact(url)}: the wheel is {done:,} bytes, HEAD said {size:,}")
+        raise UpstreamMismatch(f"GET {redact(url)}: the wheel is {done:,} bytes, {size:,} were announced")
     sha256 = digest.hexdigest()
     _emit(on_progress, DownloadEvent("finished", filename, done, size, sha256=sha256))
     return sha256, done
@@ -364,12 +364,12 @@ def _receive(answer: Stream, part: Path, have: int, digest, url: str, filename: 
             sink = _Sink(digest, out, have)
             try:
                 for chunk in answer.chunks(CHUNK, held=have):
-                    if cancel is not None and cancel.is_set():
-                        raise Cancelled()  # what arrived so far is written: the next run continues it
                     done += len(chunk)
                     if size is not None and done > size:
-                        raise UpstreamMismatch(f"GET {redact(url)}: the wheel is more than HEAD's {size:,} bytes")
+                        raise UpstreamMismatch(f"GET {redact(url)}: the wheel is more than the {size:,} bytes announced")
                     sink.put(chunk)
+                    if cancel is not None and cancel.is_set():
+                        raise Cancelled()  # what arrived so far is written: the next run continues it
                     _emit(on_progress, DownloadEvent("advanced", filename, done, size))
             finally:
                 sink.close()  # what arrived is in the part, also when the transfer broke: the next one continues it
@@ -449,7 +449,7 @@ def _check_length(answer: Stream, url: str, size: int | None) -> None:
     except ValueError:
         declared = None  # then the bytes are counted as they come
     if size is not None and declared is not None and declared != size:
-        raise UpstreamMismatch(f"GET {redact(url)}: the wheel is {declared:,} bytes, HEAD said {size:,}")
+        raise UpstreamMismatch(f"GET {redact(url)}: the wheel is {declared:,} bytes, {size:,} were announced")
 
 
 def _hash_part(part: Path, have: int):
