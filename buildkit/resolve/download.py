@@ -366,7 +366,9 @@ def _receive(answer: Stream, part: Path, have: int, digest, url: str, filename: 
                 for chunk in answer.chunks(CHUNK, held=have):
                     done += len(chunk)
                     if size is not None and done > size:
-                        raise UpstreamMismatch(f"GET {redact(url)}: the wheel is more than the {size:,} bytes announced")
+                        raise UpstreamMismatch(
+                            f"GET {redact(url)}: the wheel is more than the {size:,} bytes announced"
+                        )
                     sink.put(chunk)
                     if cancel is not None and cancel.is_set():
                         raise Cancelled()  # what arrived so far is written: the next run continues it

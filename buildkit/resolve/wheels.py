@@ -255,8 +255,8 @@ def resolve_wheel(http: Http, index: str, commit: str, arch: str, variant: str, 
 def wheel_fact(
     found: FoundWheel, sha256: str | None, not_content_addressed: str | None, cuda: str | None, cuda_source: str
 ) -> WheelFact:
-    """The lock's fact: what the index and the GET (or HEAD) said, the sha256 measured by downloading (or why there is none),
-    and the CUDA the wheel is built for (resolve/cuda.py)."""
+    """The lock's fact: what the index and the GET (or HEAD) said, the sha256 measured by downloading (or why there
+    is none), and the CUDA the wheel is built for (resolve/cuda.py)."""
     fields = {k: v for k, v in asdict(found).items() if k != "listed_variant"}
     return WheelFact(
         **fields,
