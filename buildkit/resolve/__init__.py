@@ -203,8 +203,8 @@ class Resolver:
             hashed = after(wheel, lambda: self._bytes_of(wheel.result(), cancel))
             # Report the first failure in pin order, once every lookup has settled; the download is stopped then.
             futures = [f for f in (nemo, vllm, pr, wheel, base) if f is not None]
-            wait(futures)
             try:
+                wait(futures)  # (in the try: Ctrl-C here stops the download too)
                 for future in futures:
                     if future.exception() is not None:
                         raise future.exception()
