@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from buildkit.errors import InputError, excerpt
+from buildkit.files import MAX_LOCK_BYTES, read_local
 from buildkit.grammar import CudaVersion, Digest, FullSha, GitRef, GitUrl, HttpsUrl, ImageRef, OneLine, WheelCuda
 from buildkit.pins import Build, KnownIssue, Pins, dump_build
 
@@ -183,16 +184,12 @@ class Lock(_Fact):
         return json.dumps(data, indent=2, sort_keys=False) + "\n"
 
 
-MAX_LOCK_BYTES = 1 << 20  # a lock is a few KiB
 REWRITE_HINT = "run `buildkit resolve` to rewrite it"
 
 
 def read_lock(path: Path) -> Lock:
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_LOCK_BYTES + 1)
-        if len(raw) > MAX_LOCK_BYTES:
-            raise InputError(f"{path}: larger than {MAX_LOCK_BYTES} bytes: not a lock", hint="run `buildkit resolve`")
+        raw = read_local(path, "the lock", MAX_LOCK_BYTES)
         data = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise InputError(f"{path}: no lock yet", hint="run `buildkit resolve` to write one") from None

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from buildkit.errors import InputError, excerpt
+from buildkit.files import read_local
 from buildkit.grammar import (
     CacheRepository,
     CudaArchList,
@@ -281,8 +282,7 @@ def load_pins(path: Path) -> Pins:
 def read_pins_text(path: Path) -> str:
     """The text of a pins file, read bounded and decoded as UTF-8 (load_pins and bump both start here)."""
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)  # bounded: pins.yaml could be a symlink to /dev/zero
+        raw = read_local(path, "the pins file", MAX_BYTES)  # pins.yaml could be a symlink to /dev/zero or a FIFO
     except FileNotFoundError:
         raise InputError(
             f"{path}: no such file", hint="pass --pins PATH, or run from the directory holding it"

@@ -20,7 +20,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from buildkit.build import BuildRecord
 from buildkit.errors import InputError
-from buildkit.files import read_record, sha256_bytes, sha256_file
+from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, sha256_bytes, sha256_file
 from buildkit.lock import Lock
 from buildkit.pins import Pins
 from buildkit.pipeline import Paths, latest_build, load_inputs
@@ -35,7 +35,6 @@ PAYLOAD_TYPE = "application/vnd.in-toto+json"  # DSSE payloadType of an in-toto 
 BUILD_TYPE = "https://buildkit.invalid/buildtypes/nemo-rl-image/v1"
 DEFAULT_BUILDER_ID = "https://buildkit.invalid/builders/local/v1"
 
-MAX_RECORD_BYTES = 16 << 20  # the buildx metadata file carries BuildKit's whole mode=max provenance
 _BUILD_REF_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
 _TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z")
 _BUILDER_ID_RE = re.compile(r"[a-z][a-z0-9+.-]*:[A-Za-z0-9._~:/?#@!$&'()*+,;=%-]{1,500}")
@@ -130,14 +129,11 @@ def gather(paths: Paths, record_path: Path | None = None) -> Sources:
 
 
 def _read_bounded(path: Path) -> bytes:
+    """A record or a file a record names (the metadata file): a regular file, bounded, never waited on."""
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_RECORD_BYTES + 1)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_RECORD_BYTES:
-        raise InputError(f"{path}: larger than {MAX_RECORD_BYTES} bytes: not a record buildkit wrote")
-    return data
+        return read_local(path, "the record", MAX_RECORD_BYTES)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
 
 
 def _shown(path: Path, project_dir: Path) -> str:

@@ -43,7 +43,7 @@ from buildkit.gitcmd import (
     written_by_init,
 )
 from buildkit.lock import Lock, PatchFact
-from buildkit.patches import AppliedPatch, apply_patches, patch_targets
+from buildkit.patches import AppliedPatch, apply_patches, patch_targets, read_patch_text
 from buildkit.pins import GitUrlRewrite
 
 
@@ -396,7 +396,7 @@ def _patched(
         return [], {}
     targets: set[str] = set()
     for fact in patches:
-        targets.update(patch_targets((project_dir / fact.file).read_text(), fact.file))
+        targets.update(patch_targets(read_patch_text(project_dir / fact.file, project_dir), fact.file))
     pristine = {path: listing[path] for path in sorted(targets) if path in listing}
     blobs = read_objects(tree, [oid for _, oid in pristine.values()])
     with tempfile.TemporaryDirectory(prefix="buildkit-patch-") as tmp:
