@@ -514,6 +514,13 @@ def attest(
     ] = None,
     build_dir: BuildDirOption = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the statement on stdout.")] = False,
+    repository: Annotated[
+        str | None,
+        typer.Option(
+            "--repository",
+            help="The subject's repository when the image was copied from build.tag's (shown in the statement).",
+        ),
+    ] = None,
 ) -> None:
     """Write the build's SLSA provenance v1 (an in-toto statement); with --key, sign it and attach it.
 
@@ -533,7 +540,7 @@ def attest(
     """
     from buildkit.commands.attest import attest_command
 
-    attest_command(_paths(pins, lock, build_dir), record, key, builder_id, json_out)
+    attest_command(_paths(pins, lock, build_dir), record, key, builder_id, json_out, repository)
 
 
 @app.command()

@@ -166,6 +166,14 @@ class Endpoints(_Strict):
 class Pins(_Strict):
     """pins.yaml: the inputs of a buildkit build."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_boolean_version(cls, data: Any) -> Any:
+        # Literal[1] takes `true` (True == 1 in Python): a boolean is never a number here.
+        if isinstance(data, dict) and isinstance(data.get("schema_version"), bool):
+            raise ValueError(f"schema_version: expected the integer 1, found {str(data['schema_version']).lower()}")
+        return data
+
     schema_version: Literal[1] = 1
     nemo_rl: NemoRl
     vllm: Vllm
