@@ -81,6 +81,7 @@ def _replacing(path: Path) -> Iterator[tuple[int, Path]]:
     fd, tmp = _make_temp(path)
     try:
         yield fd, Path(tmp)
+        check_replaceable(path)  # again: the path may have changed while the block ran
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
@@ -108,6 +109,7 @@ def work_dir_beside(path: Path) -> Iterator[Path]:
 def _make_temp(path: Path, directory: bool = False) -> tuple[int, str]:
     """A new temp file (its fd and name) or directory (-1 and its name) beside `path`, after removing the orphans
     of earlier runs."""
+    check_replaceable(path)
     prefix = f".{path.name}.{os.getpid()}."
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -117,6 +119,36 @@ def _make_temp(path: Path, directory: bool = False) -> tuple[int, str]:
         return tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise write_error(path, exc) from None
+
+
+def is_stdout(path: Path | None) -> bool:
+    """`-o -` and `-o /dev/stdout` mean standard output: streamed there, never a file renamed over the name."""
+    return path is not None and str(path) in ("-", "/dev/stdout")
+
+
+def check_replaceable(path: Path) -> None:
+    """A write replaces `path` by renaming a new file onto it: only a regular file, a symlink to one (the link
+    is replaced, not what it points at) or a new path may be there. A device, FIFO or socket, or a symlink to one,
+    is refused (InputError), and nothing is replaced: as root, renaming onto /dev/null would replace the device for
+    every process on the machine. A directory gets the rename's own error (EISDIR)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return  # a new path; or the write itself says what is wrong
+    through = ""
+    if stat.S_ISLNK(mode):
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            return  # a dangling link: the link itself is replaced
+        through = " through a symlink"
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return
+    kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    raise InputError(
+        f"{path} is {kind}{through}, not a regular file: refusing to replace it",
+        hint="give a file path, or `-o -` for standard output",
+    )
 
 
 def write_error(path: Path, exc: OSError) -> InputError:
