@@ -245,6 +245,14 @@ def bump(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of markdown.")
     ] = False,
+    allow_unrelated: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unrelated",
+            help="Move a pin even to a commit that does not contain the pinned one (older, or "
+            "after a force-push); the summary says so.",
+        ),
+    ] = False,
 ) -> None:
     """Move the pins to newer upstream commits, check the move end to end, and summarize it for a reviewer.
 
@@ -270,7 +278,7 @@ def bump(
 
     bump_command(
         _paths(pins, lock, build_dir, cache_dir), nemo_rl, vllm_branch or ("main" if vllm else None),
-        dry_run=dry_run, summary=summary, submodules=submodules, json_out=json_out,
+        dry_run=dry_run, summary=summary, submodules=submodules, json_out=json_out, allow_unrelated=allow_unrelated,
     )  # fmt: skip
 
 

@@ -34,6 +34,7 @@ INTOTO_LAYER = "application/vnd.in-toto+json"
 PREDICATE_ANNOTATION = "in-toto.io/predicate-type"
 BUILDKIT_SOURCE = "BuildKit provenance"
 SIGNED_SOURCE = "buildkit statement"
+MAX_ATTESTATIONS = 4  # attestation manifests read for one platform
 
 
 class Expected(NamedTuple):
@@ -156,12 +157,16 @@ def read_buildkit_provenance(ref: str, platform: str, http: Http | None = None) 
     )
     if platform_digest is None or not DIGEST_RE.fullmatch(platform_digest):
         return ImageProvenance(top, None, None, f"the image index has no {platform} manifest")
-    attestations = [
-        m.digest
-        for m in entries
-        if m.annotations.get("vnd.docker.reference.type") == ATTESTATION_REFERENCE
-        and m.annotations.get("vnd.docker.reference.digest") == platform_digest
-    ]
+    # Each distinct digest once, and only the first MAX_ATTESTATIONS: BuildKit attaches one attestation manifest per
+    # platform, and a forged index of thousands of entries must not make thousands of requests.
+    attestations = list(
+        dict.fromkeys(
+            m.digest
+            for m in entries
+            if m.annotations.get("vnd.docker.reference.type") == ATTESTATION_REFERENCE
+            and m.annotations.get("vnd.docker.reference.digest") == platform_digest
+        )
+    )[:MAX_ATTESTATIONS]
     if not attestations:
         return ImageProvenance(
             top, platform_digest, None, f"the image index has no attestation manifest for {platform}"
