@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict
 from buildkit import __version__
 from buildkit.cache import prepared_tree
 from buildkit.errors import BuildkitError, GitFailed, InputError, UpstreamMismatch
-from buildkit.files import utc_now, write_atomic
+from buildkit.files import MAX_RECORD_BYTES, read_local, utc_now, write_atomic
 from buildkit.gitcmd import (
     has_commit,
     inspect_git_dir,
@@ -398,8 +398,8 @@ def _hinted(marker: Path, commit: str, patches: list[PatchFact], submodules: boo
     try:
         if marker.is_symlink() or not marker.is_file():
             return False
-        previous = PrepareRecord.model_validate_json(marker.read_text())
-    except (OSError, ValueError):
+        previous = PrepareRecord.model_validate_json(read_local(marker, "the cache marker", MAX_RECORD_BYTES))
+    except (OSError, ValueError, InputError):
         return False
     return (
         previous.record_version == 2
