@@ -119,6 +119,10 @@ def gather(paths: Paths, record_path: Path | None = None, repository: str | None
     record_bytes = _read_bounded(record_path)
     log = Path(record.log)
     try:
+        one_line_text(_shown(log, paths.project_dir))  # its name goes into the statement's byproducts
+    except ValueError:
+        raise InputError(f"{record_path}: log {excerpt(record.log, 120)} is not a path of one line") from None
+    try:
         log_sha = sha256_file(log) if log.is_file() else None
     except (OSError, InputError):
         log_sha = None  # gone, or no longer a plain file: not a byproduct

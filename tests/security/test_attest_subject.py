@@ -73,6 +73,8 @@ def test_a_record_text_field_with_a_line_break(cli, tmp_path):
     record = json.loads((project / RECORD).read_text())
     (project / RECORD).write_text(json.dumps({**record, "builder": "buildkit-engine\nsubject: evil"}))
     _attest(cli, project).assert_refused(2, "builder")
+    (project / RECORD).write_text(json.dumps({**record, "log": "build/logs/x.log\n--upload"}))
+    _attest(cli, project).assert_refused(2, "is not a path of one line")
 
 
 def test_a_repository_named_on_the_command_line_is_shown(cli, tmp_path):
