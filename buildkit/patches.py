@@ -70,7 +70,7 @@ def read_patch(path: Path, project_dir: Path) -> bytes:
     try:
         return read_local(path, "the patch declared in pins.yaml", MAX_PATCH_BYTES, within=project_dir)
     except FileNotFoundError:
-        raise InputError(f"{path}: no such patch file (declared in pins.yaml)") from None
+        raise InputError(f"{path}: cannot read the patch declared in pins.yaml: no such file") from None
 
 
 def read_patch_text(path: Path, project_dir: Path) -> str:

@@ -5,6 +5,7 @@ private device nodes made here (mknod, as root), never the machine's own /dev.""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import stat
@@ -113,3 +114,23 @@ def test_every_atomic_writer_refuses(tmp_path, writer):
                     raise AssertionError("the block must not run")
         assert _same_node(path, before)
         assert not list(path.parent.glob(f".{path.name}.*.tmp"))
+
+
+def test_export_refuses_a_device_and_streams_to_stdout(project, remote, engine, tmp_path):  # noqa: F811
+    import hashlib
+    import subprocess
+    import sys
+
+    from tests.test_export import smoke_built
+
+    root, cli = smoke_built(project, remote)
+    null = private_null(tmp_path / "null")
+    before = os.lstat(null)
+    refused = cli("export", "-o", str(null), timeout=300)
+    assert refused.code == 2 and "a character device" in refused.stderr, refused.output
+    assert _same_node(null, before) and not list(tmp_path.glob(".null.*.tmp"))
+    streamed = subprocess.run([sys.executable, "-m", "buildkit.cli", "export", "-o", "-"], cwd=root, env=cli.env,
+                              capture_output=True, timeout=300)  # fmt: skip
+    assert streamed.returncode == 0, streamed.stderr.decode()
+    record = json.loads((root / "build" / "smoke" / "squashfs.json").read_text())
+    assert hashlib.sha256(streamed.stdout).hexdigest() == record["sha256"] and streamed.stdout[:4] == b"hsqs"
