@@ -336,9 +336,11 @@ def _stop(process: subprocess.Popen[str]) -> int:
 
 
 def read_metadata(path: Path) -> dict:
+    from buildkit.files import MAX_RECORD_BYTES, read_local
+
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = json.loads(read_local(path, "buildx's metadata file", MAX_RECORD_BYTES))
+    except (OSError, ValueError, InputError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -23,7 +23,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-from buildkit.errors import BuildkitError, InputError, UpstreamMalformed, UpstreamMismatch
+from buildkit.errors import BuildkitError, GitFailed, InputError, UpstreamMalformed, UpstreamMismatch
 from buildkit.grammar import git_ref
 from buildkit.lock import CommitFact, Lock
 from buildkit.pipeline import Paths
@@ -39,6 +39,7 @@ class BumpRequest(NamedTuple):
     dry_run: bool
     summary: Path | None  # default: build/bump.md
     submodules: bool = True
+    allow_unrelated: bool = False  # move a pin even to a commit that does not contain the pinned one
 
 
 class CommitInfo(BaseModel):
@@ -55,6 +56,9 @@ class Move(BaseModel):
     to: str  # the branch or tag asked for
     old: CommitInfo | None
     new: CommitInfo | None = None
+    # How new relates to old: "descendant" (it contains old), "older" (old contains it), "unrelated" (neither:
+    # a force-push?); None when unchanged or not checked. The summary says so, and names an older date.
+    relation: Literal["descendant", "older", "unrelated"] | None = None
 
 
 class SkippedCommit(BaseModel):
@@ -202,6 +206,7 @@ class _Bump:
         new_nemo = old_nemo
         if nemo_to:
             new_nemo = resolver.commit(nemo.repo, nemo_to)
+            self._check_descends(resolver, move, nemo.repo, old_nemo, new_nemo, old_pins)
             edits.append(lambda e: e.set_commit(("nemo_rl", "ref"), new_nemo.commit))
             self._stale_comment("nemo_rl", "ref")
         move.new = _info(new_nemo)
@@ -277,6 +282,7 @@ class _Bump:
         report.vllm_skipped = [SkippedCommit(commit=_info(c), reason=r) for c, r in search.skipped]
         new = search.commit
         move.new = _info(new)
+        self._check_descends(resolver, move, vllm.repo, old, new, old_pins)
         edits: list[Callable] = []
         if new.commit == old.commit:  # already the newest with a wheel: the PR (if any) still names it
             if vllm.ref:
@@ -292,6 +298,24 @@ class _Bump:
         if vllm.pr:
             report.pull_request = self._pull_request(resolver, old_pins, old_lock, new.commit)
         return edits
+
+    def _check_descends(self, resolver, move: Move, repo: str, old: CommitFact, new: CommitFact, pins) -> None:
+        """A pin moves forward: to a commit that contains the pinned one. Moving to an older commit, or to one
+        unrelated to it (history rewritten by a force-push), stops the bump (exit 4) unless allow_unrelated."""
+        if old.commit == new.commit:
+            return
+        move.relation = _relation(resolver, repo, old.commit, new.commit, pins.git_url_rewrites)
+        if move.relation == "descendant" or self.request.allow_unrelated:
+            return
+        what = (
+            "older than it (an ancestor of the pinned commit)"
+            if move.relation == "older"
+            else "unrelated to it (neither contains the other: upstream's history was rewritten?)"
+        )
+        raise UpstreamMismatch(
+            f"{move.pin}: {move.to} is {new.commit[:12]}, which is {what}; the pin is {old.commit[:12]}",
+            hint="check upstream; `buildkit bump --allow-unrelated` moves the pin anyway",
+        )
 
     def _pull_request(self, resolver, old_pins, old_lock: Lock | None, new_commit: str) -> PullRequestNote:
         """Whether the new vLLM commit still contains the PR pins.yaml named (informative: a failure to find out
@@ -445,6 +469,34 @@ def _statuses(declared: list[str], removed: dict[str, str], failed, done: bool =
 
 def _diff(old: str, new: str, name: str) -> str:
     return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{name}", f"b/{name}"))
+
+
+def _relation(resolver, repo: str, old: str, new: str, rewrites) -> Literal["descendant", "older", "unrelated"]:
+    """How `new` relates to `old`: GitHub's compare for GitHub repositories; otherwise git, in a scratch repository
+    that fetches the two commits' history without trees or blobs (`--filter=tree:0`: commits only, where the
+    server allows filters)."""
+    status = resolver.contains(repo, old, new)
+    if status is not None:
+        return {"ahead": "descendant", "identical": "descendant", "behind": "older"}.get(status, "unrelated")
+    from buildkit.gitcmd import run_git
+    from buildkit.source import git_config
+
+    config = git_config(rewrites, repo)
+    with tempfile.TemporaryDirectory(prefix="buildkit-bump-") as scratch:
+        repo_dir = Path(scratch) / "history.git"
+        run_git(["init", "-q", "--bare", str(repo_dir)])
+        run_git(["fetch", "-q", "--filter=tree:0", "--no-tags", "--", repo, old, new], cwd=repo_dir, config=config)
+
+        def contains(head: str, ancestor: str) -> bool:
+            try:
+                run_git(["merge-base", "--is-ancestor", ancestor, head], cwd=repo_dir)
+                return True
+            except GitFailed:
+                return False
+
+        if contains(new, old):
+            return "descendant"
+        return "older" if contains(old, new) else "unrelated"
 
 
 def _file_at(repo: str, commit: str, rewrites) -> str | None:

@@ -7,6 +7,8 @@ link or HTML can come out of it.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from buildkit.bump import BumpReport, CommitInfo, PatchStatus
 from buildkit.markdown import cell, code, code_cell, fence, text
 
@@ -28,6 +30,31 @@ def _outcome(report: BumpReport) -> str:
     }[report.outcome]
 
 
+def _not_forward(report: BumpReport) -> list[str]:
+    """Moves that do not go forward (allowed with --allow-unrelated), and new commits dated before the old ones."""
+    out = []
+    for move in report.moves:
+        if move.old is None or move.new is None or move.old.commit == move.new.commit:
+            continue
+        if move.relation == "older":
+            out.append(f"- **{move.pin} moved back**: the new commit is an ancestor of the old one.")
+        elif move.relation == "unrelated":
+            out.append(f"- **{move.pin} moved to an unrelated commit**: neither contains the other.")
+        if _when(move.new.date) < _when(move.old.date):
+            out.append(f"- {move.pin}: the new commit is older than the old one ({text(move.new.date[:10])} < "
+                       f"{text(move.old.date[:10])}).")  # fmt: skip
+    return [*out, ""] if out else []
+
+
+def _when(date: str) -> datetime:
+    """A commit date (ISO 8601 with its offset) as an aware time, so offsets compare rightly; unknown: the epoch."""
+    try:
+        parsed = datetime.fromisoformat(date)
+    except ValueError:
+        return datetime.fromtimestamp(0, UTC)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
 def _commits(report: BumpReport) -> list[str]:
     out = ["## Commits", "", "| pin | moved to | old | new |", "|---|---|---|---|"]
     for move in report.moves:
@@ -36,6 +63,7 @@ def _commits(report: BumpReport) -> list[str]:
             new = "unchanged"
         out.append(f"| {move.pin} | {code_cell(move.to)} | {_commit(move.old)} | {new} |")
     out.append("")
+    out += _not_forward(report)
     if report.vllm_skipped:
         out.append(f"vLLM commits passed over, newest first ({len(report.vllm_skipped)}), for want of a usable wheel:")
         out.append("")

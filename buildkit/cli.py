@@ -245,6 +245,14 @@ def bump(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of markdown.")
     ] = False,
+    allow_unrelated: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unrelated",
+            help="Move a pin even to a commit that does not contain the pinned one (older, or "
+            "after a force-push); the summary says so.",
+        ),
+    ] = False,
 ) -> None:
     """Move the pins to newer upstream commits, check the move end to end, and summarize it for a reviewer.
 
@@ -270,7 +278,7 @@ def bump(
 
     bump_command(
         _paths(pins, lock, build_dir, cache_dir), nemo_rl, vllm_branch or ("main" if vllm else None),
-        dry_run=dry_run, summary=summary, submodules=submodules, json_out=json_out,
+        dry_run=dry_run, summary=summary, submodules=submodules, json_out=json_out, allow_unrelated=allow_unrelated,
     )  # fmt: skip
 
 
@@ -514,6 +522,13 @@ def attest(
     ] = None,
     build_dir: BuildDirOption = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the statement on stdout.")] = False,
+    repository: Annotated[
+        str | None,
+        typer.Option(
+            "--repository",
+            help="The subject's repository when the image was copied from build.tag's (shown in the statement).",
+        ),
+    ] = None,
 ) -> None:
     """Write the build's SLSA provenance v1 (an in-toto statement); with --key, sign it and attach it.
 
@@ -533,7 +548,7 @@ def attest(
     """
     from buildkit.commands.attest import attest_command
 
-    attest_command(_paths(pins, lock, build_dir), record, key, builder_id, json_out)
+    attest_command(_paths(pins, lock, build_dir), record, key, builder_id, json_out, repository)
 
 
 @app.command()

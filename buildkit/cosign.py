@@ -98,6 +98,33 @@ def check_key(key: str) -> None:
         )
 
 
+MAX_PUBLIC_KEY = 64 << 10  # a PEM public key is a few hundred bytes
+
+
+def check_public_key(key: str) -> None:
+    """verify --provenance's --key, before any check runs: a KMS URI, or a regular file holding a PEM public key. A
+    missing file, or a private key (cosign.key given for cosign.pub), is bad input (exit 2), not a failed check."""
+    if not key or key.startswith("-") or any(c in key for c in "\n\r\0"):
+        raise InputError(f"--key: expected a public key file or a KMS URI, found {excerpt(key, 80)}")
+    if key.startswith(_KEY_SCHEMES):
+        return
+    from buildkit.files import read_local
+
+    try:
+        text = read_local(Path(key), "the public key", MAX_PUBLIC_KEY).decode("ascii", "replace")
+    except FileNotFoundError:
+        raise InputError(
+            f"--key: no public key file {key}", hint="give cosign.pub from `cosign generate-key-pair`"
+        ) from None
+    if "PRIVATE KEY" in text:
+        raise InputError(
+            f"--key: {key} is a private key; verifying needs the public key",
+            hint="give cosign.pub (never hand the private key to a verifier)",
+        )
+    if "-----BEGIN PUBLIC KEY-----" not in text:
+        raise InputError(f"--key: {key} holds no PEM public key (-----BEGIN PUBLIC KEY-----)", hint="give cosign.pub")
+
+
 def sign(cosign: str, key: str, payload: bytes) -> dict[str, Any]:
     """A DSSE envelope of the payload (an in-toto statement), signed with `key` by `cosign sign-blob` over the
     pre-authentication encoding, offline (no transparency log)."""

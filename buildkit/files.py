@@ -11,6 +11,7 @@ import errno
 import hashlib
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,8 +36,12 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def sha256_file(path: Path) -> str:
+    """The sha256 of a regular file, streamed; opened without blocking, so a FIFO is refused, never waited on."""
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"{path}: not a regular file: refused")
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
@@ -76,6 +81,7 @@ def _replacing(path: Path) -> Iterator[tuple[int, Path]]:
     fd, tmp = _make_temp(path)
     try:
         yield fd, Path(tmp)
+        check_replaceable(path)  # again: the path may have changed while the block ran
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
@@ -103,6 +109,7 @@ def work_dir_beside(path: Path) -> Iterator[Path]:
 def _make_temp(path: Path, directory: bool = False) -> tuple[int, str]:
     """A new temp file (its fd and name) or directory (-1 and its name) beside `path`, after removing the orphans
     of earlier runs."""
+    check_replaceable(path)
     prefix = f".{path.name}.{os.getpid()}."
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -112,6 +119,36 @@ def _make_temp(path: Path, directory: bool = False) -> tuple[int, str]:
         return tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise write_error(path, exc) from None
+
+
+def is_stdout(path: Path | None) -> bool:
+    """`-o -` and `-o /dev/stdout` mean standard output: streamed there, never a file renamed over the name."""
+    return path is not None and str(path) in ("-", "/dev/stdout")
+
+
+def check_replaceable(path: Path) -> None:
+    """A write replaces `path` by renaming a new file onto it: only a regular file, a symlink to one (the link
+    is replaced, not what it points at) or a new path may be there. A device, FIFO or socket, or a symlink to one,
+    is refused (InputError), and nothing is replaced: as root, renaming onto /dev/null would replace the device for
+    every process on the machine. A directory gets the rename's own error (EISDIR)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return  # a new path; or the write itself says what is wrong
+    through = ""
+    if stat.S_ISLNK(mode):
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            return  # a dangling link: the link itself is replaced
+        through = " through a symlink"
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return
+    kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    raise InputError(
+        f"{path} is {kind}{through}, not a regular file: refusing to replace it",
+        hint="give a file path, or `-o -` for standard output",
+    )
 
 
 def write_error(path: Path, exc: OSError) -> InputError:
@@ -206,14 +243,87 @@ def _alive(pid: int) -> bool:
     return True
 
 
+# The one way a local file is read: the most bytes each kind may have (README "Security" lists them).
+MAX_PINS_BYTES = 1 << 20  # a pins file is a few KiB
+MAX_LOCK_BYTES = 1 << 20  # a lock is a few KiB
+MAX_PATCH_BYTES = 4 << 20  # a patch to a few build files
+MAX_RECORD_BYTES = 16 << 20  # buildx's metadata file carries BuildKit's whole mode=max provenance
+MAX_RESULTS_BYTES = 16 << 20  # report --results: metrics per step
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a directory",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def read_local(path: Path, what: str, limit: int, within: Path | None = None) -> bytes:
+    """The bytes of the local file `path` (`what` names it in messages), at most `limit`. Only a regular file:
+    checked before it is opened (opening a device can act on it), opened without blocking (a FIFO never waits for a
+    writer) and checked again with fstat on the descriptor read. With `within`, the path and every symlink on it
+    must resolve inside that directory (a patch inside the project). FileNotFoundError passes through; anything
+    else is InputError (exit 2) naming the file, what it is, and the limit."""
+    if within is not None:
+        resolved, root = os.path.realpath(path), os.path.realpath(within)
+        if os.path.commonpath([resolved, root]) != root:
+            raise InputError(
+                f"{path}: {what} resolves outside {within} (to {resolved}): refused",
+                hint=f"keep {what} a regular file inside {within}",
+            )
+    try:
+        _regular(path, os.stat(path).st_mode, what)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    try:
+        held = os.fstat(fd)
+        _regular(path, held.st_mode, what)
+        if held.st_size > limit:
+            raise _too_large(path, what, limit)
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise _too_large(path, what, limit)
+    return b"".join(chunks)
+
+
+def _regular(path: Path, mode: int, what: str) -> None:
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise InputError(f"{path}: {what} must be a regular file, found {kind}", hint=f"give {what} as a plain file")
+
+
+def _too_large(path: Path, what: str, limit: int) -> InputError:
+    return InputError(
+        f"{path}: {what} is larger than {_size(limit)}, the limit for it",
+        hint="the limits are in the README's Security section",
+    )
+
+
+def _size(limit: int) -> str:
+    return f"{limit >> 20} MiB" if limit >= 1 << 20 and not limit % (1 << 20) else f"{limit:,} bytes"
+
+
 def read_record(path: Path, model: type[M]) -> M | None:
     """A record an earlier stage wrote, or None when that stage has not run; a broken one is bad input."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_local(path, "the record", MAX_RECORD_BYTES).decode("utf-8")
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read the record: {getattr(exc, 'strerror', None) or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: cannot read the record: not UTF-8 (byte {exc.start})") from None
     try:
         return model.model_validate_json(text)
     except ValidationError as exc:

@@ -15,9 +15,11 @@ import os
 import subprocess
 from pathlib import Path
 
-from buildkit.errors import GitFailed, UpstreamUnreachable
+from buildkit.errors import GitFailed, InputError, UpstreamUnreachable
 
 GIT_TIMEOUT = 600.0
+_DISK_FULL = ("No space left on device", "Disk quota exceeded")
+DISK_FULL_HINT = "the disk is full: free some space"  # as files.write_error says it
 SAFE_CONFIG = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.useReplaceRefs=false"]
 
 
@@ -56,7 +58,11 @@ def run_git_bytes(
     except subprocess.TimeoutExpired:
         raise UpstreamUnreachable(f"git {args[0]} took longer than {timeout:g}s") from None
     if done.returncode != 0:
-        raise GitFailed(args, done.stderr.decode("utf-8", "replace").strip())
+        stderr = done.stderr.decode("utf-8", "replace").strip()
+        if any(marker in stderr for marker in _DISK_FULL):  # not the remote's fault: the cache's disk is full
+            where = f" in {cwd}" if cwd is not None else ""
+            raise InputError(f"git {args[0]} failed{where}: no space left on device", hint=DISK_FULL_HINT)
+        raise GitFailed(args, stderr)
     return done.stdout
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,12 +23,14 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    StrictBool,
     ValidationError,
     WithJsonSchema,
     model_validator,
 )
 
 from buildkit.errors import InputError, excerpt
+from buildkit.files import MAX_LOCK_BYTES, read_local
 from buildkit.grammar import CudaVersion, Digest, FullSha, GitRef, GitUrl, HttpsUrl, ImageRef, OneLine, WheelCuda
 from buildkit.pins import Build, KnownIssue, Pins, dump_build
 
@@ -68,8 +71,63 @@ def cuda_major(version: str) -> int:
     return int(version.split(".", 1)[0])
 
 
+# Strict reading (issue 20): a lock is a file anyone can edit, so its JSON and its values are held to bounds
+# before anything reads them: no duplicate keys, no integer longer than 19 digits, no NaN, strings of at most
+# MAX_STRING characters, sizes and numbers within range and never booleans, dates that parse.
+MAX_STRING = 16384
+MAX_DIGITS = 19
+
+
+class _Refused(ValueError):
+    """JSON the lock's decoder refuses (its message names what)."""
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:  # json.loads would keep the last one silently
+            raise _Refused(f"duplicate key {excerpt(key, 60)}")
+        out[key] = value
+    return out
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise _Refused(f"an integer of {len(text.lstrip('-'))} digits (at most {MAX_DIGITS})")
+    return int(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a JSON number")
+
+
+def strict_json(text: str) -> Any:
+    """JSON as a lock may hold it; raises _Refused or json.JSONDecodeError (both ValueError)."""
+    return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_int=_bounded_int, parse_constant=_no_constant)
+
+
+_ISO_TIME_RE = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2})"
+)
+
+
+def _iso_time(value: str) -> str:
+    try:
+        if _ISO_TIME_RE.fullmatch(value):
+            datetime.fromisoformat(value)
+            return value
+    except ValueError:
+        pass
+    raise ValueError(f"expected an ISO 8601 time with its offset (2026-02-05T12:34:56Z), found {excerpt(value)}")
+
+
+IsoTime = Annotated[str, AfterValidator(_iso_time)]
+Size = Annotated[int, Field(strict=True, ge=0, le=1 << 40)]
+PrNumber = Annotated[int, Field(strict=True, ge=1, le=10_000_000)]
+
+
 class _Fact(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=MAX_STRING)
 
 
 class PatchFact(_Fact):
@@ -84,17 +142,17 @@ class CommitFact(_Fact):
     repo: GitUrl
     ref: GitRef = Field(description="The ref as pinned.")
     commit: FullSha
-    date: str = Field(description="Committer date, ISO 8601.")
+    date: IsoTime = Field(description="Committer date, ISO 8601.")
     subject: str
     url: str | None = Field(default=None, description="Web page of the commit, when the host has one.")
     source: str = Field(description="How it was resolved: the API URL, or the git command and remote.")
 
 
 class PullRequestFact(_Fact):
-    number: int
+    number: PrNumber
     title: str
     state: str
-    merged_at: str
+    merged_at: IsoTime
     merge_commit: FullSha
     url: str
     source: str
@@ -107,12 +165,12 @@ class WheelFact(_Fact):
     filename: str
     version: str
     url: HttpsUrl = Field(description="Absolute URL exactly as the index encodes it.")
-    size: int | None
+    size: Size | None
     etag: str | None = None
     last_modified: str | None = None
     sha256: Sha256Hex | None = Field(description="Of the bytes, measured by resolve downloading the wheel.")
     index_sha256: Sha256Hex | None = Field(description="What the index's #sha256= fragment claimed, if it gave one.")
-    content_addressed: bool = Field(description="True when sha256 was measured; the build then checks the bytes.")
+    content_addressed: StrictBool = Field(description="True when sha256 was measured; the build then checks the bytes.")
     not_content_addressed: OneLine | None = Field(description="Why the wheel is not content-addressed, when it is not.")
     listed_in: str = Field(description="The metadata.json or PEP 503 page that listed the wheel.")
     verified_by: Literal["GET", "HEAD", "GET Range: bytes=0-0"] = Field(
@@ -192,20 +250,16 @@ class Lock(_Fact):
         return {k: v for k, v in times.items() if isinstance(v, str)}
 
 
-MAX_LOCK_BYTES = 1 << 20  # a lock is a few KiB
 REWRITE_HINT = "run `buildkit resolve` to rewrite it"
 
 
 def read_lock(path: Path) -> Lock:
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_LOCK_BYTES + 1)
-        if len(raw) > MAX_LOCK_BYTES:
-            raise InputError(f"{path}: larger than {MAX_LOCK_BYTES} bytes: not a lock", hint="run `buildkit resolve`")
-        data = json.loads(raw.decode("utf-8"))
+        raw = read_local(path, "the lock", MAX_LOCK_BYTES)
+        data = strict_json(raw.decode("utf-8"))
     except FileNotFoundError:
         raise InputError(f"{path}: no lock yet", hint="run `buildkit resolve` to write one") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else excerpt(str(exc))
         raise InputError(f"{path}: not a readable lock: {reason}", hint=REWRITE_HINT) from None
     try:

@@ -15,8 +15,8 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from buildkit.errors import GitFailed, InputError, UpstreamMismatch, excerpt
-from buildkit.files import sha256_bytes, sha256_file
-from buildkit.gitcmd import run_git
+from buildkit.files import MAX_PATCH_BYTES, read_local, sha256_bytes, sha256_file
+from buildkit.gitcmd import run_git_bytes
 from buildkit.grammar import REPO_PATH_RE
 from buildkit.lock import PatchFact
 from buildkit.pins import Pins
@@ -64,24 +64,46 @@ def patch_targets(text: str, name: str) -> list[str]:
     return [_target_path(p.path) for p in _parse(text, name)]
 
 
+def read_patch(path: Path, project_dir: Path) -> bytes:
+    """A declared patch's bytes: a regular file inside the project (a symlink that leads out of it, to /dev/zero or
+    a FIFO, is refused), at most MAX_PATCH_BYTES."""
+    try:
+        return read_local(path, "the patch declared in pins.yaml", MAX_PATCH_BYTES, within=project_dir)
+    except FileNotFoundError:
+        raise InputError(f"{path}: cannot read the patch declared in pins.yaml: no such file") from None
+
+
+def read_patch_text(path: Path, project_dir: Path) -> str:
+    return _utf8(read_patch(path, project_dir), path)
+
+
+def _utf8(data: bytes, path: Path) -> str:
+    """A patch's text: resolve refuses a patch that is not UTF-8, so every later stage reads the same bytes the
+    same way."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{path}: the patch is not UTF-8 text (byte {exc.start})", hint="save the patch as UTF-8"
+        ) from None
+
+
 def patch_facts(pins: Pins, project_dir: Path) -> list[PatchFact]:
     """Read and hash every declared patch (resolve records these in the lock)."""
     facts = []
     for pin in pins.nemo_rl.patches:
         path = project_dir / pin.file
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read the patch declared in pins.yaml: {exc.strerror}") from None
-        _parse(data.decode("utf-8", errors="replace"), pin.file)
+        data = read_patch(path, project_dir)
+        _parse(_utf8(data, path), pin.file)
         facts.append(PatchFact(file=pin.file, reason=pin.reason, sha256=sha256_bytes(data)))
     return facts
 
 
-def _git_apply(tree: Path, patch_path: Path, *extra: str) -> str | None:
-    """None when `git apply` succeeds, else git's complaint."""
+def _git_apply(tree: Path, patch: bytes, *extra: str) -> str | None:
+    """None when `git apply` succeeds, else git's complaint. The patch goes on stdin: git applies exactly the bytes
+    that were checked and hashed, never the file again (it could have changed in between)."""
     try:
-        run_git(["apply", "--whitespace=nowarn", *extra, "--", str(patch_path)], cwd=tree)
+        run_git_bytes(["apply", "--whitespace=nowarn", *extra, "-"], cwd=tree, stdin=patch)
         return None
     except GitFailed as exc:
         return exc.stderr
@@ -219,21 +241,18 @@ def apply_patches(tree: Path, facts: list[PatchFact], project_dir: Path) -> list
     applied = []
     for fact in facts:
         path = project_dir / fact.file
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read patch: {exc.strerror}") from None
+        data = read_patch(path, project_dir)
         if sha256_bytes(data) != fact.sha256:
             raise InputError(
                 f"{fact.file} changed since the lock was written (sha256 differs)",
                 hint="run `buildkit resolve` to record the new patch",
             )
-        text = data.decode("utf-8")
+        text = _utf8(data, path)
         patch = _parse(text, fact.file)
         targets = [_target_path(p.path) for p in patch]
         before = {t: sha256_file(tree / t) if (tree / t).exists() else "" for t in targets}
-        if _git_apply(tree, path.resolve(), "--check") is not None:
-            if _git_apply(tree, path.resolve(), "--check", "--reverse") is None:
+        if _git_apply(tree, data, "--check") is not None:
+            if _git_apply(tree, data, "--check", "--reverse") is None:
                 raise PatchObsolete(
                     f"{fact.file}: upstream already contains this change",
                     fact.file,
@@ -256,7 +275,7 @@ def apply_patches(tree: Path, facts: list[PatchFact], project_dir: Path) -> list
                 conflict,
                 hint="update the patch to the new upstream, then resolve again",
             )
-        problem = _git_apply(tree, path.resolve())
+        problem = _git_apply(tree, data)
         if problem is not None:
             raise PatchConflict(f"{fact.file}: git apply failed: {problem.strip()}", fact.file)
         hashes = []

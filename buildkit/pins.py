@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from buildkit.errors import InputError, excerpt
+from buildkit.files import read_local
 from buildkit.grammar import (
     CacheRepository,
     CudaArchList,
@@ -165,6 +166,14 @@ class Endpoints(_Strict):
 class Pins(_Strict):
     """pins.yaml: the inputs of a buildkit build."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_boolean_version(cls, data: Any) -> Any:
+        # Literal[1] takes `true` (True == 1 in Python): a boolean is never a number here.
+        if isinstance(data, dict) and isinstance(data.get("schema_version"), bool):
+            raise ValueError(f"schema_version: expected the integer 1, found {str(data['schema_version']).lower()}")
+        return data
+
     schema_version: Literal[1] = 1
     nemo_rl: NemoRl
     vllm: Vllm
@@ -281,8 +290,7 @@ def load_pins(path: Path) -> Pins:
 def read_pins_text(path: Path) -> str:
     """The text of a pins file, read bounded and decoded as UTF-8 (load_pins and bump both start here)."""
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)  # bounded: pins.yaml could be a symlink to /dev/zero
+        raw = read_local(path, "the pins file", MAX_BYTES)  # pins.yaml could be a symlink to /dev/zero or a FIFO
     except FileNotFoundError:
         raise InputError(
             f"{path}: no such file", hint="pass --pins PATH, or run from the directory holding it"

@@ -34,6 +34,7 @@ INTOTO_LAYER = "application/vnd.in-toto+json"
 PREDICATE_ANNOTATION = "in-toto.io/predicate-type"
 BUILDKIT_SOURCE = "BuildKit provenance"
 SIGNED_SOURCE = "buildkit statement"
+MAX_ATTESTATIONS = 4  # attestation manifests read for one platform
 
 
 class Expected(NamedTuple):
@@ -156,12 +157,16 @@ def read_buildkit_provenance(ref: str, platform: str, http: Http | None = None) 
     )
     if platform_digest is None or not DIGEST_RE.fullmatch(platform_digest):
         return ImageProvenance(top, None, None, f"the image index has no {platform} manifest")
-    attestations = [
-        m.digest
-        for m in entries
-        if m.annotations.get("vnd.docker.reference.type") == ATTESTATION_REFERENCE
-        and m.annotations.get("vnd.docker.reference.digest") == platform_digest
-    ]
+    # Each distinct digest once, and only the first MAX_ATTESTATIONS: BuildKit attaches one attestation manifest per
+    # platform, and a forged index of thousands of entries must not make thousands of requests.
+    attestations = list(
+        dict.fromkeys(
+            m.digest
+            for m in entries
+            if m.annotations.get("vnd.docker.reference.type") == ATTESTATION_REFERENCE
+            and m.annotations.get("vnd.docker.reference.digest") == platform_digest
+        )
+    )[:MAX_ATTESTATIONS]
     if not attestations:
         return ImageProvenance(
             top, platform_digest, None, f"the image index has no attestation manifest for {platform}"
@@ -183,6 +188,42 @@ def read_buildkit_provenance(ref: str, platform: str, http: Http | None = None) 
     return ImageProvenance(
         top, platform_digest, None, f"the attestation manifest holds no {slsa.PREDICATE_TYPE} statement"
     )
+
+
+def served_lock_sha256(name: str, digest: str, platform: str, http: Http | None = None) -> str | None:
+    """The `buildkit.lock.sha256` label of the image the registry serves as name@digest (for an index, its
+    `platform` manifest's config), read through buildkit's registry client (bounded, every digest checked); None
+    when the config carries no such label. `attest` signs only an image whose config names its lock."""
+    image = parse_image_ref(f"{name}@{digest}")
+    reader = _Reader(http or Http())
+    login = Login()
+    _, media_type, manifest = reader.manifest(image, digest, login)
+    if media_type in INDEX_TYPES:
+        os_name, arch = platform.split("/")[:2]
+        entries = parse(_Index, manifest, f"{name}@{digest}: the image index").manifests
+        platform_digest = next(
+            (
+                m.digest
+                for m in entries
+                if m.platform is not None
+                and (m.platform.os, m.platform.architecture) == (os_name, arch)
+                and m.annotations.get("vnd.docker.reference.type") is None
+                and DIGEST_RE.fullmatch(m.digest)
+            ),
+            None,
+        )
+        if platform_digest is None:
+            raise UpstreamMismatch(f"{name}@{digest}: the image index has no {platform} manifest")
+        _, media_type, manifest = reader.manifest(image, platform_digest, login)
+    if media_type not in MANIFEST_TYPES:
+        raise UpstreamMalformed(f"{name}@{digest}: {excerpt(media_type, 80)} is not an image manifest")
+    config_digest = parse(_ImageManifest, manifest, f"{name}@{digest}: the manifest").config.digest
+    if not DIGEST_RE.fullmatch(config_digest):
+        raise UpstreamMalformed(f"{name}@{digest}: the manifest names no valid config digest")
+    what = f"{name}@{digest}: the image config"
+    config = parse(_ImageConfig, _json_object(reader.blob(image, config_digest, login), what), what)
+    labels = (config.config.Labels if config.config else None) or {}
+    return labels.get("buildkit.lock.sha256")
 
 
 # The fields read from the registry's answers, typed (buildkit.resolve.shapes): a wrong shape is UpstreamMalformed.
@@ -209,6 +250,22 @@ class _Layer(Answer):
 
 class _AttestationManifest(Answer):
     layers: list[_Layer] = []
+
+
+class _ConfigRef(Answer):
+    digest: str = ""
+
+
+class _ImageManifest(Answer):
+    config: _ConfigRef = _ConfigRef()
+
+
+class _Labels(Answer):
+    Labels: dict[str, str] | None = None
+
+
+class _ImageConfig(Answer):
+    config: _Labels | None = None
 
 
 class _Subject(Answer):

@@ -256,8 +256,8 @@ def upstream_dockerfile(prepared, commit: str) -> str:
                 hint="drop that part of the patch: Dockerfile changes are transformations (buildkit/transforms.py)",
             )
     try:
-        size = run_git(["cat-file", "-s", f"{commit}:{UPSTREAM_PATH}"], cwd=Path(prepared.tree))
-        if int(size) > MAX_UPSTREAM_DOCKERFILE:
+        size = int(run_git(["cat-file", "-s", f"{commit}:{UPSTREAM_PATH}"], cwd=Path(prepared.tree)))  # "N\n"
+        if size > MAX_UPSTREAM_DOCKERFILE:
             raise UpstreamMalformed(
                 f"upstream {UPSTREAM_PATH} at {commit[:12]} is {size} bytes; more than buildkit reads"
             )

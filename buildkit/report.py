@@ -15,8 +15,8 @@ from typing import Any
 
 from buildkit import __version__
 from buildkit.build import BuildRecord
-from buildkit.errors import InputError
-from buildkit.files import read_record, sha256_bytes
+from buildkit.errors import InputError, excerpt
+from buildkit.files import MAX_PATCH_BYTES, MAX_RESULTS_BYTES, read_local, read_record, sha256_bytes
 from buildkit.grammar import one_line_text
 from buildkit.lock import Lock, lock_sha256
 from buildkit.pipeline import Paths, latest_build, load_inputs
@@ -51,11 +51,16 @@ def read_results(path: Path) -> dict[str, Any]:
     [values]}}) or CSV
     (header `metric,<step>,<step>...`, one row per metric)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the results file: {exc.strerror}") from None
+        text = read_local(path, "the results file", MAX_RESULTS_BYTES).decode("utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such results file") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: the results file is not UTF-8 text (byte {exc.start})") from None
     if path.suffix.lower() == ".csv":
-        rows = [r for r in csv.reader(io.StringIO(text)) if r and any(cell.strip() for cell in r)]
+        try:
+            rows = [r for r in csv.reader(io.StringIO(text)) if r and any(cell.strip() for cell in r)]
+        except csv.Error as exc:  # a field over the csv module's limit (128 KiB), a NUL byte
+            raise InputError(f"{path}: not a readable CSV file: {excerpt(str(exc))}") from None
         if len(rows) < 2:
             raise InputError(f"{path}: expected a header `metric,<step>...` and one row per metric")
         steps = [cell.strip() for cell in rows[0][1:]]
@@ -142,9 +147,9 @@ def _declared_diffs(lock: Lock, project_dir: Path | None) -> list[dict[str, Any]
         text = None
         if project_dir is not None:
             try:
-                data = (project_dir / patch.file).read_bytes()
+                data = read_local(project_dir / patch.file, "a patch", MAX_PATCH_BYTES, within=project_dir)
                 text = data.decode("utf-8") if sha256_bytes(data) == patch.sha256 else None
-            except OSError:
+            except (OSError, InputError, UnicodeDecodeError):
                 text = None
         out.append({**patch.model_dump(mode="json"), "diff": text})
     return out

@@ -19,8 +19,9 @@ from typing import Any, NamedTuple
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from buildkit.build import BuildRecord
-from buildkit.errors import InputError
-from buildkit.files import read_record, sha256_bytes, sha256_file
+from buildkit.errors import InputError, excerpt
+from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, sha256_bytes, sha256_file
+from buildkit.grammar import DIGEST_RE, IMAGE_REF_RE, one_line_text
 from buildkit.lock import Lock
 from buildkit.pins import Pins
 from buildkit.pipeline import Paths, latest_build, load_inputs
@@ -35,7 +36,6 @@ PAYLOAD_TYPE = "application/vnd.in-toto+json"  # DSSE payloadType of an in-toto 
 BUILD_TYPE = "https://buildkit.invalid/buildtypes/nemo-rl-image/v1"
 DEFAULT_BUILDER_ID = "https://buildkit.invalid/builders/local/v1"
 
-MAX_RECORD_BYTES = 16 << 20  # the buildx metadata file carries BuildKit's whole mode=max provenance
 _BUILD_REF_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
 _TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z")
 _BUILDER_ID_RE = re.compile(r"[a-z][a-z0-9+.-]*:[A-Za-z0-9._~:/?#@!$&'()*+,;=%-]{1,500}")
@@ -55,6 +55,8 @@ class Sources(NamedTuple):
     log_name: str | None  # the build log, when it is still there
     log_sha256: str | None
     invocation_id: str
+    repository: str  # the subject's name: the lock's build.tag repository, or the one --repository names
+    repository_named: bool = False  # named on the command line (the statement says so)
 
 
 def canonical(value: Any) -> bytes:
@@ -79,9 +81,10 @@ def builder_id(value: str | None) -> str:
     return value
 
 
-def gather(paths: Paths, record_path: Path | None = None) -> Sources:
+def gather(paths: Paths, record_path: Path | None = None, repository: str | None = None) -> Sources:
     """The statement's inputs: a lock that agrees with the pins, the build record given (else the newest), the
-    render record of that build's Dockerfile, and the digests of the record and its log."""
+    render record of that build's Dockerfile, and the digests of the record and its log. Every record value that
+    reaches the statement is held to the lock (checked_record)."""
     inputs = load_inputs(paths)
     if record_path is None:
         latest = latest_build(paths)
@@ -111,9 +114,18 @@ def gather(paths: Paths, record_path: Path | None = None) -> Sources:
             f"{paths.render_record(record.smoke)}: no render record of this build's Dockerfile (from this lock)",
             hint=f"build again (`buildkit build{' --smoke' if record.smoke else ''}` renders the Dockerfile first)",
         )
+    named = checked_repository(repository) if repository is not None else None
+    checked_record(record, record_path, inputs.lock)
     record_bytes = _read_bounded(record_path)
     log = Path(record.log)
-    log_sha = sha256_file(log) if log.is_file() else None
+    try:
+        one_line_text(_shown(log, paths.project_dir))  # its name goes into the statement's byproducts
+    except ValueError:
+        raise InputError(f"{record_path}: log {excerpt(record.log, 120)} is not a path of one line") from None
+    try:
+        log_sha = sha256_file(log) if log.is_file() else None
+    except (OSError, InputError):
+        log_sha = None  # gone, or no longer a plain file: not a byproduct
     return Sources(
         pins=inputs.pins,
         lock=inputs.lock,
@@ -126,18 +138,67 @@ def gather(paths: Paths, record_path: Path | None = None) -> Sources:
         log_name=_shown(log, paths.project_dir) if log_sha else None,
         log_sha256=log_sha,
         invocation_id=invocation_id(record),
+        repository=named or image_name(inputs.lock.build.tag),
+        repository_named=named is not None,
     )
 
 
+def checked_repository(value: str) -> str:
+    """--repository: an image name (registry and path, the distribution grammar), no tag or digest."""
+    m = IMAGE_REF_RE.fullmatch(value)
+    if not m or m.group("tag") or m.group("digest"):
+        raise InputError(f"--repository: expected an image name without tag or digest, found {excerpt(value, 120)}")
+    return value
+
+
+def checked_record(record: BuildRecord, path: Path, lock: Lock) -> None:
+    """The build record's values that reach a statement, held to the lock that built it: a record is a file anyone
+    can edit, and a signed statement must not say what the lock did not build. The image is the lock's (its tag,
+    `-smoke` for a smoke build) with a digest; the target, the build args and SOURCE_DATE_EPOCH are the lock's; the
+    builder, driver and versions one line of text each."""
+    from buildkit.build import build_args
+    from buildkit.render import source_date_epoch
+
+    def refuse(field: str, found: object, want: str) -> InputError:
+        return InputError(
+            f"{path}: {field} {excerpt(found, 120)} is not {want}: the record was edited or is of another build",
+            hint="attest the record the build wrote (`buildkit build` again)",
+        )
+
+    tag = lock.build.tag + ("-smoke" if record.smoke else "")
+    if record.image.tag != tag:
+        raise refuse("image.tag", record.image.tag, f"the lock's {tag}")
+    if not isinstance(record.image.digest, str) or not DIGEST_RE.fullmatch(record.image.digest):
+        raise refuse("image.digest", record.image.digest, "a sha256 digest")
+    target = "smoke" if record.smoke else lock.build.target
+    if _target(record) != target:
+        raise refuse("--target", _target(record), f"the lock's {target}")
+    if dict(_build_args(record)) != dict(build_args(lock)):
+        raise refuse("the build args", dict(_build_args(record)), "the lock's")
+    if record.source_date_epoch != source_date_epoch(lock):
+        raise refuse("source_date_epoch", record.source_date_epoch, f"the lock's {source_date_epoch(lock)}")
+    texts = {
+        "builder": record.builder,
+        "driver": record.driver,
+        "buildkit_version": record.buildkit_version,
+        "buildx_version": record.buildx_version,
+        "buildkit_daemon_version": record.buildkit_daemon_version,
+        "docker_version": record.docker_version,
+        "provenance": record.provenance or "-",
+    }
+    for field, value in texts.items():
+        try:
+            one_line_text(value)
+        except ValueError:
+            raise refuse(field, value, "one line of text") from None
+
+
 def _read_bounded(path: Path) -> bytes:
+    """A record or a file a record names (the metadata file): a regular file, bounded, never waited on."""
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_RECORD_BYTES + 1)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_RECORD_BYTES:
-        raise InputError(f"{path}: larger than {MAX_RECORD_BYTES} bytes: not a record buildkit wrote")
-    return data
+        return read_local(path, "the record", MAX_RECORD_BYTES)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
 
 
 def _shown(path: Path, project_dir: Path) -> str:
@@ -249,7 +310,7 @@ def statement(sources: Sources, builder: str = DEFAULT_BUILDER_ID) -> dict[str, 
             raise InputError(f"{sources.record_path}: {stamp!r} is not an RFC 3339 UTC time")
     return {
         "_type": STATEMENT_TYPE,
-        "subject": [{"name": image_name(record.image.tag), "digest": _sha256_of(record.image.digest or "")}],
+        "subject": [{"name": sources.repository, "digest": _sha256_of(record.image.digest or "")}],
         "predicateType": PREDICATE_TYPE,
         "predicate": {
             "buildDefinition": {
@@ -259,6 +320,8 @@ def statement(sources: Sources, builder: str = DEFAULT_BUILDER_ID) -> dict[str, 
                     "pinsSha256": pins.sha256(),
                     "smoke": record.smoke,
                     "push": pushed(record),
+                    # Only when --repository named the subject's repository instead of the lock's build.tag.
+                    **({"subjectRepository": sources.repository} if sources.repository_named else {}),
                 },
                 "internalParameters": {
                     "buildkitVersion": record.buildkit_version,

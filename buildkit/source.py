@@ -18,12 +18,16 @@ The cache is untrusted (another user, a CI cache restored from a pull request, a
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import re
 import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -32,7 +36,7 @@ from pydantic import BaseModel, ConfigDict
 from buildkit import __version__
 from buildkit.cache import prepared_tree
 from buildkit.errors import BuildkitError, GitFailed, InputError, UpstreamMismatch
-from buildkit.files import utc_now, write_atomic
+from buildkit.files import MAX_RECORD_BYTES, read_local, utc_now, write_atomic
 from buildkit.gitcmd import (
     has_commit,
     inspect_git_dir,
@@ -43,7 +47,7 @@ from buildkit.gitcmd import (
     written_by_init,
 )
 from buildkit.lock import Lock, PatchFact
-from buildkit.patches import AppliedPatch, apply_patches, patch_targets
+from buildkit.patches import AppliedPatch, apply_patches, patch_targets, read_patch_text
 from buildkit.pins import GitUrlRewrite
 
 
@@ -139,6 +143,47 @@ def prepare(
             **values,
         )
 
+    with entry_lock(tree):  # one prepare of a commit at a time; the others then find it prepared
+        return _prepare_locked(lock, project_dir, tree, marker, config, submodules, fetched, record)
+
+
+@contextmanager
+def entry_lock(tree: Path) -> Iterator[None]:
+    """An exclusive lock on the cache entry `tree` (a lock file beside it, flock'd), held for the whole prepare:
+    concurrent prepares of one commit (CI jobs sharing a cache, two terminals) wait for each other instead of
+    fetching into, or deleting, the same tree. Released when the process ends, however it ends."""
+    path = tree.with_name(tree.name + ".lock")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+    except OSError as exc:
+        raise InputError(f"cannot lock the cache entry {tree}: {exc.strerror or exc}", hint=_disk_hint(exc)) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"{path} is not a regular file", hint=f"delete {path}, then run buildkit again")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _disk_hint(exc: OSError) -> str:
+    from buildkit.files import write_error
+
+    return write_error(Path("."), exc).hint or "check the cache directory"
+
+
+def _prepare_locked(
+    lock: Lock,
+    project_dir: Path,
+    tree: Path,
+    marker: Path,
+    config: list[str],
+    submodules: bool,
+    fetched: list[str],
+    record: Callable[..., PrepareRecord],
+) -> PrepareRecord:
+    repo, commit = lock.nemo_rl.repo, lock.nemo_rl.commit
     modules: dict[Path, Path] = {}
     if os.path.lexists(tree):
         try:
@@ -170,9 +215,9 @@ def prepare(
             if not cached or exc.remote_unreachable():
                 raise
             reason = exc.message
-        except OSError as exc:  # a file where a directory should be, one that cannot be removed, ...
-            if not cached:
-                raise InputError(f"cannot prepare {tree}: {exc}", hint="check the cache directory") from None
+        except OSError as exc:  # a file where a directory should be, one that cannot be removed, a full disk ...
+            if not cached or exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+                raise InputError(f"cannot prepare {tree}: {exc.strerror or exc}", hint=_disk_hint(exc)) from None
             reason = f"{exc.filename or tree}: {exc.strerror or exc}"
         # A damaged cache entry: start again from an empty one (once; it is not cached the second time).
         _discard(tree, reason, fetched)
@@ -353,8 +398,8 @@ def _hinted(marker: Path, commit: str, patches: list[PatchFact], submodules: boo
     try:
         if marker.is_symlink() or not marker.is_file():
             return False
-        previous = PrepareRecord.model_validate_json(marker.read_text())
-    except (OSError, ValueError):
+        previous = PrepareRecord.model_validate_json(read_local(marker, "the cache marker", MAX_RECORD_BYTES))
+    except (OSError, ValueError, InputError):
         return False
     return (
         previous.record_version == 2
@@ -396,7 +441,7 @@ def _patched(
         return [], {}
     targets: set[str] = set()
     for fact in patches:
-        targets.update(patch_targets((project_dir / fact.file).read_text(), fact.file))
+        targets.update(patch_targets(read_patch_text(project_dir / fact.file, project_dir), fact.file))
     pristine = {path: listing[path] for path in sorted(targets) if path in listing}
     blobs = read_objects(tree, [oid for _, oid in pristine.values()])
     with tempfile.TemporaryDirectory(prefix="buildkit-patch-") as tmp:
@@ -675,7 +720,11 @@ def _remove(path: Path, why: str = "") -> None:
             path.unlink()  # a link itself, never what it points to
         elif path.exists():
             shutil.rmtree(path)
+    except FileNotFoundError:
+        return  # already gone
     except OSError as exc:
+        if exc.errno == errno.EROFS:
+            raise InputError(f"cannot delete {path}{why}: {exc.strerror}", hint=_disk_hint(exc)) from None
         raise InputError(
             f"cannot delete {path}{why}: {exc.strerror or exc}", hint=f"delete {path} by hand, then run buildkit again"
         ) from None

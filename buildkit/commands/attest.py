@@ -10,12 +10,17 @@ from buildkit.pipeline import Paths
 
 
 def attest_command(
-    paths: Paths, record_path: Path | None, key: str | None, builder_id: str | None, json_out: bool
+    paths: Paths,
+    record_path: Path | None,
+    key: str | None,
+    builder_id: str | None,
+    json_out: bool,
+    repository: str | None = None,
 ) -> None:
     from buildkit.attest import attest
     from buildkit.slsa import canonical
 
-    done = attest(paths, record_path, key, builder_id)
+    done = attest(paths, record_path, key, builder_id, repository)
     if json_out:
         sys.stdout.write(canonical(done.statement).decode("utf-8") + "\n")
     ui.err.print(f"statement: {ui.safe(str(done.statement_file))} (SLSA provenance v1 of {ui.safe(done.subject)}, "

@@ -19,6 +19,7 @@ def bump_command(
     summary: Path | None,
     submodules: bool,
     json_out: bool,
+    allow_unrelated: bool = False,
 ) -> None:
     request = BumpRequest(
         nemo_rl=check_ref(nemo_rl, "--nemo-rl") if nemo_rl is not None else None,
@@ -26,6 +27,7 @@ def bump_command(
         dry_run=dry_run,
         summary=summary,
         submodules=submodules,
+        allow_unrelated=allow_unrelated,
     )
     try:
         with ui.err.status("bumping: resolve, prepare, render in staging...", spinner="dots"):

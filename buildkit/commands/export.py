@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
 from buildkit import pipeline, ui
+from buildkit.errors import InputError
+from buildkit.files import is_stdout
 from buildkit.pipeline import Paths
 
 
 def export_command(image: str | None, paths: Paths, output: Path | None, json_out: bool) -> None:
     from buildkit.squashfs import choose_source, export_squashfs, find_mksquashfs, srun_line
 
+    streamed = is_stdout(output)  # `-o -`: made where it goes by default, then streamed to stdout
+    if streamed and json_out:
+        raise InputError("-o - writes the squashfs to standard output: it cannot go with --json")
+    output = None if streamed else output
     tool = find_mksquashfs()  # before anything else: without it nothing can be made
     lock = pipeline.load_inputs(paths, on_note=ui.warn).lock
     source = choose_source(paths, image)
@@ -22,6 +29,10 @@ def export_command(image: str | None, paths: Paths, output: Path | None, json_ou
         record, where = export_squashfs(
             paths, lock, source, tool, output, on_step=lambda text: status.update(ui.safe(text))
         )
+    if streamed:
+        with open(record.path, "rb") as made:
+            shutil.copyfileobj(made, sys.stdout.buffer, 1 << 20)
+        sys.stdout.buffer.flush()
     if json_out:
         sys.stdout.write(json.dumps(record.model_dump(mode="json"), indent=2) + "\n")
     ui.err.print(f"[green]wrote[/] {ui.safe(record.path)} ({record.size / 2**20:,.1f} MiB)")

@@ -9,6 +9,8 @@ from pathlib import Path
 from rich.syntax import Syntax
 
 from buildkit import pipeline, ui
+from buildkit.errors import InputError
+from buildkit.files import check_replaceable, is_stdout
 from buildkit.pipeline import Paths
 
 
@@ -25,12 +27,20 @@ def prepare_command(paths: Paths, submodules: bool, json_out: bool) -> None:
 def render_command(
     paths: Paths, output: Path | None, *, submodules: bool, diff: bool, strict: bool, syntax: bool, json_out: bool
 ) -> None:
+    streamed = is_stdout(output)  # `-o -`: written where it goes by default, and streamed to stdout
+    if streamed and (json_out or diff):
+        raise InputError("-o - writes the Dockerfile to standard output: it cannot go with --json or --diff")
+    output = None if streamed else output
+    if output is not None:
+        check_replaceable(output)  # before the work: a device or FIFO is never replaced
     inputs = pipeline.load_inputs(paths, on_note=ui.warn)
     with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
         prepared = pipeline.prepare(inputs, submodules)
     if not json_out:
         ui.print_prepare(prepared, paths.prepare_record)
-    _, record = pipeline.render(inputs, prepared, syntax=syntax, output=output, refuse_drift=strict)
+    text, record = pipeline.render(inputs, prepared, syntax=syntax, output=output, refuse_drift=strict)
+    if streamed:
+        sys.stdout.write(text)
     if not json_out:
         ui.print_transformations(record.transformations)
     ui.print_drift(record.drift)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from buildkit import ui
 from buildkit.errors import InputError
-from buildkit.files import write_atomic
+from buildkit.files import check_replaceable, is_stdout, write_atomic
 from buildkit.pipeline import Paths
 
 
@@ -19,10 +19,12 @@ def report_command(
 
     if fmt not in ("markdown", "json"):
         raise InputError(f"--format: expected markdown or json, found {fmt!r}")
+    if output is not None and not is_stdout(output):
+        check_replaceable(output)
     data, used = gather(paths, record_path, results_path)
     ui.err.print(f"build record: {ui.safe(used) if used else 'none (nothing built yet)'}")
     text = json.dumps(data, indent=2) + "\n" if fmt == "json" else render_markdown(data)
-    if output is None:
+    if output is None or is_stdout(output):
         sys.stdout.write(text)
         return
     write_atomic(output, text)

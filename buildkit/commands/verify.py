@@ -17,6 +17,12 @@ def verify_command(
     from buildkit.source import PrepareRecord
     from buildkit.verify import verify_image
 
+    if provenance:
+        from buildkit.cosign import check_public_key
+
+        if not key:
+            raise InputError("--provenance needs --key: the public key buildkit's statement was signed with")
+        check_public_key(key)  # bad input before any check: a missing or private key is not a failed check
     lock = pipeline.load_inputs(paths, on_note=ui.warn).lock
     prepare = read_record(paths.prepare_record, PrepareRecord)
     if provenance:

@@ -34,8 +34,9 @@ def test_hostile_upstream_text_stays_text(project, tmp_path):
     assert honest.code == 0, honest.output
 
     lock = json.loads((root / "pins.lock").read_text())
-    lock["vllm_pr"].update(title=FORGE + ANSI, url="javascript:alert(1)", merged_at=FORGE, source=FORGE)
-    lock["vllm"].update(subject=FORGE, date=FORGE, url="https://evil.example.com/x", source=FORGE)
+    # Dates are parsed when the lock is read (a forged one is refused: tests/security/test_local_files.py).
+    lock["vllm_pr"].update(title=FORGE + ANSI, url="javascript:alert(1)", source=FORGE)
+    lock["vllm"].update(subject=FORGE, url="https://evil.example.com/x", source=FORGE)
     lock["nemo_rl"].update(subject="```\n# Forged\n```" + ANSI + BIDI, url="javascript:alert(1)")
     lock["wheel"].update(etag=FORGE, last_modified=FORGE)
     (root / "pins.lock").write_text(json.dumps(lock))
