@@ -638,7 +638,7 @@ def export(
 
     \b
     Examples:
-      buildkit export              # the newest build's image -> build/<image>.sqsh
+      buildkit export           # the newest build's image -> build/<image>.sqsh
       buildkit export -o /shared/nemo-rl.sqsh
       srun --container-image=/shared/nemo-rl.sqsh \\
         --container-workdir=/opt/nemo-rl --pty bash
