@@ -27,6 +27,7 @@ from buildkit.files import utc_now, write_atomic
 from buildkit.lock import Lock
 from buildkit.progress import Progress
 from buildkit.reproduce import ReproCheck
+from buildkit.sanitize import strip_controls
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,33 @@ _DIGEST_MISMATCH_RE = re.compile(
 )
 
 
+# BuildKit's words when the network is not there (Go's net errors, as buildkitd reports them).
+_NETWORK_RE = re.compile(
+    r"dial tcp|no such host|network is unreachable|i/o timeout|connection refused|TLS handshake timeout|"
+    r"server misbehaving|temporary failure in name resolution",
+    re.IGNORECASE,
+)
+SYNTAX_IMAGE = "docker/dockerfile"
+
+
+def failure_hint(step: str | None, error: str | None, log_path: Path) -> str:
+    """The next step for a failed build, from the failing step and BuildKit's error."""
+    step, error = step or "", error or ""
+    full_log = f"the full log: {log_path}"
+    frontend_step = step.startswith("resolve image config for") and SYNTAX_IMAGE in step
+    if frontend_step or (not step and SYNTAX_IMAGE in error and "did not complete successfully" not in error):
+        return (
+            "the `# syntax=` frontend image could not be pulled (Docker Hub): build with --no-syntax to use the "
+            f"builder's own Dockerfile frontend; {full_log}"
+        )
+    if _NETWORK_RE.search(error):
+        return (
+            'the builder could not reach the network: README "No internet" says which mirrors to set '
+            f"(base_image, BUILDKIT_WHEEL_INDEX, git_url_rewrites); {full_log}"
+        )
+    return f"the failing step's output is above; {full_log}"
+
+
 def explain_failure(error: str | None, lock: Lock) -> tuple[str, str] | None:
     """(message, hint) for failures buildkit can name better than BuildKit's last line, else None."""
     # A RUN's failure quotes its whole script, which holds text from the pins: never read it as BuildKit's words.
@@ -255,6 +283,8 @@ class BuildRecord(BaseModel):
     outcome: Literal["succeeded", "failed", "interrupted"]
     exit_code: int
     error: str | None = None
+    failed_step: str | None = None  # the instruction (BuildKit's vertex name) whose failure stopped the build
+    failed_output: list[str] = []  # the last lines of that step's own output
     image: ImageFacts
     steps_total: int  # every vertex BuildKit reported, its internal ones (metadata, context, export) included
     steps_cached: int
@@ -277,6 +307,7 @@ class RunResult:
     interrupted: bool
     progress: Progress
     seconds: float
+    interrupted_by: str | None = None  # "Ctrl-C", "SIGTERM", "SIGHUP"
 
     @property
     def outcome(self) -> Literal["succeeded", "failed", "interrupted"]:
@@ -296,7 +327,7 @@ def run(plan: BuildPlan, log_path: Path, on_line: Callable[[str, Progress], None
         raise InputError(f"cannot write the build log {log_path}: {exc.strerror or exc}") from None
     progress = Progress()
     started = time.monotonic()
-    interrupted = False
+    interrupted: str | bool = False
     with log:
         log.write(f"$ {shell_command(plan)}\n")
         process = subprocess.Popen(
@@ -315,11 +346,11 @@ def run(plan: BuildPlan, log_path: Path, on_line: Callable[[str, Progress], None
                 progress.feed(line)
                 on_line(line, progress)
             code = process.wait()
-        except KeyboardInterrupt:
-            interrupted = True
+        except KeyboardInterrupt as stop:
+            interrupted = stop.args[0] if stop.args else "Ctrl-C"  # or the signal the CLI turned into it
             code = _stop(process)
-            log.write("buildkit: interrupted (Ctrl-C); buildx was asked to cancel\n")
-    return RunResult(code, interrupted, progress, time.monotonic() - started)
+            log.write(f"buildkit: interrupted ({interrupted}); buildx was asked to cancel\n")
+    return RunResult(code, bool(interrupted), progress, time.monotonic() - started, interrupted or None)
 
 
 def _stop(process: subprocess.Popen[str]) -> int:
@@ -398,13 +429,13 @@ def execute(
             )
     outcome = result.outcome
     error = None
+    cause = result.progress.cause() if outcome == "failed" else None
     if outcome == "failed":
-        failed = result.progress.failed()
         error = (
-            failed[0].error
-            if failed
-            else next((line for line in reversed(result.progress.plain) if "ERROR" in line), None)
+            cause.error if cause else next((line for line in reversed(result.progress.plain) if "ERROR" in line), None)
         )
+    elif outcome == "interrupted":
+        error = f"interrupted ({result.interrupted_by or 'Ctrl-C'})"
     instructions = result.progress.instructions()
     record = BuildRecord(
         buildkit_version=__version__,
@@ -428,6 +459,8 @@ def execute(
         outcome=outcome,
         exit_code=result.exit_code,
         error=error,
+        failed_step=cause.name if cause else None,
+        failed_output=[strip_controls(line)[:500] for line in cause.logs] if cause else [],
         image=image,
         steps_total=result.progress.total,
         steps_cached=result.progress.cached,

@@ -661,9 +661,21 @@ def schema() -> None:
     sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
 
 
+def _stop_as_ctrl_c(signum: int, frame: object) -> None:
+    """SIGTERM (a CI cancel, `timeout`) and SIGHUP (a closed terminal) end a run as Ctrl-C does: buildx is asked to
+    cancel, the record says interrupted, temp files go. The signal's name rides along for the log."""
+    import signal
+
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main() -> None:
+    import signal
+
     from buildkit.errors import BuildkitError
 
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _stop_as_ctrl_c)
     try:
         app()
     except BuildkitError as err:
@@ -671,8 +683,8 @@ def main() -> None:
 
         print_error(err)
         sys.exit(err.exit_code)
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
+    except KeyboardInterrupt as stop:
+        sys.stderr.write(f"interrupted ({stop.args[0] if stop.args else 'Ctrl-C'})\n")
         sys.exit(130)
     except Exception as err:  # noqa: BLE001 -- a bug: say so briefly; the traceback is one variable away
         if os.environ.get("BUILDKIT_DEBUG"):

@@ -171,13 +171,20 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
         else:
             ui.warn(f"build cache not used: {problem} (the build went on without it)")
     if record.outcome == "interrupted":
-        raise Interrupted("interrupted: buildx cancelled the build; the record says so")
+        raise Interrupted(f"{record.error}: buildx cancelled the build; the record says so")
     if record.outcome == "failed":
-        from buildkit.build import explain_failure
+        from buildkit.build import explain_failure, failure_hint
 
+        if record.failed_step:
+            ui.err.print(f"[red]failed[/]: {ui.safe(record.failed_step)}")
+            if record.failed_output:
+                ui.err.print(f"  the last {len(record.failed_output)} line(s) of its output:")
+            for text in record.failed_output:
+                ui.err.print(f"  | {ui.safe(text)}")
         message, hint = explain_failure(record.error, inputs.lock) or (
-            f"the build failed ({record.error or f'buildx exit code {record.exit_code}'})",
-            f"full log: {log_path}",
+            f"the build failed{' at ' + record.failed_step if record.failed_step else ''}: "
+            f"{record.error or f'buildx exit code {record.exit_code}'}",
+            failure_hint(record.failed_step, record.error, log_path),
         )
         raise BuildFailed(message, hint=hint)
     ui.err.print(
