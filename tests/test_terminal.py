@@ -4,6 +4,7 @@ BUILDKIT_PROGRESS, pins.yaml found from a subdirectory, files readable by the gr
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import stat
@@ -18,6 +19,7 @@ from buildkit.cli import app
 from buildkit.files import write_atomic
 from tests.conftest import REPO_ROOT
 from tests.test_progress import STREAMS
+from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
 
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -121,3 +123,25 @@ def test_report_and_render_outputs_are_readable_by_others(cli, tmp_path):
     result = cli("report", "--pins", str(project / "pins.yaml"), "-o", str(out))
     assert result.code == 0, result.output
     assert stat.S_IMODE(out.stat().st_mode) == 0o644  # the test runner's umask is 022
+
+
+def test_a_submodule_that_cannot_be_fetched_is_named_with_its_url_and_the_ways_on(project, remote):  # noqa: F811
+    root, cli = use_remote(project, remote)
+    # The mirror the pins name for the submodule is down (nothing listens on port 1).
+    text = (root / "pins.yaml").read_text()
+    (root / "pins.yaml").write_text(text.replace(f"url: {remote.daemon.url}test/", "url: git://127.0.0.1:1/test/"))
+    assert cli("resolve").code == 0
+    result = cli("render")
+    assert result.code == 3, result.output
+    assert "cannot fetch submodule 3rdparty/Megatron-LM-workspace/Megatron-LM from https://github.com/test/" in (
+        result.stderr
+    )
+    assert "insteadOf" in result.stderr and "BUILDKIT_SUBMODULES=0" in result.stderr and "No internet" in result.stderr
+    # Said once, honoured by every command: render, then the smoke build's plan, without submodules.
+    skip = {"BUILDKIT_SUBMODULES": "0"}
+    rendered = cli("render", env=skip)
+    assert rendered.code == 0, rendered.output
+    assert "submodules skipped" in rendered.stderr
+    assert json.loads((root / "build" / "prepare.json").read_text())["submodules"] is None
+    plan = cli("build", "--smoke", "--dry-run", env=skip)
+    assert plan.code == 0 and "prepare: " in plan.stderr and "nothing to do" in plan.stderr.split("prepare: ")[1]
