@@ -26,6 +26,7 @@ from buildkit.errors import InputError
 from buildkit.files import utc_now, write_atomic
 from buildkit.lock import Lock
 from buildkit.progress import Progress
+from buildkit.records import RecordHeader, header
 from buildkit.reproduce import ReproCheck
 from buildkit.sanitize import strip_controls
 
@@ -296,6 +297,7 @@ class BuildRecord(BaseModel):
     log: str
     metadata_file: str
     reproducibility: ReproCheck | None = None  # `build --check-reproducible`: the rebuild and the comparison
+    header: RecordHeader | None = None  # None in a record written before headers
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
@@ -479,6 +481,7 @@ def execute(
         force_compression=plan.force_compression,
         log=str(log_path),
         metadata_file=str(plan.metadata_file),
+        header=header("build", image.digest or image.id, lock_sha256, smoke),
     )
     write_atomic(record_path, record.to_json())
     return record

@@ -21,6 +21,7 @@ from buildkit import __version__
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch
 from buildkit.files import sha256_bytes, sha256_file
 from buildkit.lock import Lock, lock_sha256
+from buildkit.records import RecordHeader, header
 
 
 # What the release target's steps fetch as it is on build day: the report lists these instead of claiming that the
@@ -221,6 +222,7 @@ class RenderRecord(BaseModel):
     transformations: list[Transformation] = []  # in the order applied (empty in a record from before them)
     upstream_base_image: str | None = None  # upstream's own ARG BASE_IMAGE default at that commit
     unpinned: list[str] = []  # what the rendered target fetches unpinned on build day (buildkit/unpinned.py)
+    header: RecordHeader | None = None  # None in a record written before headers
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
@@ -301,6 +303,7 @@ def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_
         transformations=done,
         upstream_base_image=upstream_base,
         unpinned=unpinned_inputs(parse(text, "build/Dockerfile"), "smoke" if smoke_base else lock.build.target, script),
+        header=header("render", None, lock_sha256(lock), smoke_base is not None),
     )
     return text, record
 

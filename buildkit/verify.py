@@ -15,6 +15,7 @@ from buildkit import __version__
 from buildkit.errors import CredentialsError, EngineNotReady, InputError, excerpt
 from buildkit.files import utc_now
 from buildkit.lock import Lock, lock_sha256
+from buildkit.records import RecordHeader, header
 from buildkit.sanitize import strip_controls
 from buildkit.source import PrepareRecord
 
@@ -107,6 +108,7 @@ class VerifyRecord(BaseModel):
     gpus: bool
     checked_at: str
     results: list[CheckResult]
+    header: RecordHeader | None = None  # None in a record written before headers
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
@@ -196,6 +198,7 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
         gpus=gpus,
         checked_at=utc_now(),
         results=results,
+        header=header("verify", attrs.get("Id") or None, lock_sha256(lock), smoke),
     )
 
 
