@@ -240,6 +240,14 @@ def shell_command(plan: BuildPlan) -> str:
     return f"{env} {shlex.join(argv(plan))}"
 
 
+class LayerFact(BaseModel):
+    """One entry of the image's history: the size it added and the instruction that made it."""
+
+    model_config = ConfigDict(extra="forbid")
+    size: int
+    created_by: str
+
+
 class ImageFacts(BaseModel):
     model_config = ConfigDict(extra="forbid")
     tag: str
@@ -249,6 +257,47 @@ class ImageFacts(BaseModel):
     size: int | None = None
     layers: int | None = None
     labels: dict[str, str] = {}
+    history: list[LayerFact] = []  # oldest first, from the engine after --load ([]: not loaded, or older record)
+
+
+class StepTime(BaseModel):
+    """One BuildKit step with BuildKit's own times (for the report's timeline)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    started: str
+    completed: str
+    cached: bool = False
+    error: bool = False
+
+
+MAX_STEPS_KEPT = 300
+
+
+def step_times(progress: Progress) -> list[StepTime]:
+    """Every step that started and ended, in order of start: its first start (a step BuildKit restarts keeps its
+    first) and its last end."""
+    steps = [s for s in progress.steps.values() if (s.first_started or s.started) and s.completed]
+    steps.sort(key=lambda s: s.first_started or s.started or "")
+    return [
+        StepTime(
+            name=strip_controls(s.name)[:300],
+            started=s.first_started or s.started or "",
+            completed=s.completed or "",
+            cached=s.cached,
+            error=bool(s.error),
+        )  # fmt: skip
+        for s in steps[:MAX_STEPS_KEPT]
+    ]
+
+
+def layer_facts(history: list[dict]) -> list[LayerFact]:
+    out = []
+    for entry in reversed(history):  # the engine lists the newest first
+        size, created_by = entry.get("Size"), entry.get("CreatedBy")
+        if isinstance(size, int) and isinstance(created_by, str):
+            out.append(LayerFact(size=size, created_by=strip_controls(created_by)[:2000]))
+    return out
 
 
 class CacheUse(BaseModel):
@@ -286,6 +335,7 @@ class BuildRecord(BaseModel):
     error: str | None = None
     failed_step: str | None = None  # the instruction (BuildKit's vertex name) whose failure stopped the build
     failed_output: list[str] = []  # the last lines of that step's own output
+    steps: list[StepTime] = []  # BuildKit's steps with its own times ([]: a record from before they were kept)
     image: ImageFacts
     steps_total: int  # every vertex BuildKit reported, its internal ones (metadata, context, export) included
     steps_cached: int
@@ -424,11 +474,15 @@ def execute(
     if result.exit_code == 0 and not plan.push:
         from buildkit.engine import Engine
 
-        info = Engine().image(plan.tag)
+        engine = Engine()
+        info = engine.image(plan.tag)
         if info:
             image = image.model_copy(
-                update={"id": info.id, "size": info.size, "layers": info.layers, "labels": info.labels}
-            )
+                update={
+                    "id": info.id, "size": info.size, "layers": info.layers, "labels": info.labels,
+                    "history": layer_facts(engine.history(info.id)),
+                }
+            )  # fmt: skip
     outcome = result.outcome
     error = None
     cause = result.progress.cause() if outcome == "failed" else None
@@ -463,6 +517,7 @@ def execute(
         error=error,
         failed_step=cause.name if cause else None,
         failed_output=[strip_controls(line)[:500] for line in cause.logs] if cause else [],
+        steps=step_times(result.progress),
         image=image,
         steps_total=result.progress.total,
         steps_cached=result.progress.cached,

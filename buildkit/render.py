@@ -223,6 +223,7 @@ class RenderRecord(BaseModel):
     upstream_base_image: str | None = None  # upstream's own ARG BASE_IMAGE default at that commit
     unpinned: list[str] = []  # what the rendered target fetches unpinned on build day (buildkit/unpinned.py)
     header: RecordHeader | None = None  # None in a record written before headers
+    seconds: float | None = None  # how long render took (None: a record from before it was kept)
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
@@ -275,11 +276,14 @@ def upstream_dockerfile(prepared, commit: str) -> str:
 def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_base: str | None = None):
     """(Dockerfile text, RenderRecord) for a lock and its prepare record: upstream's docker/Dockerfile at the locked
     commit, transformed; the drift findings compare what upstream expects with what the pins give."""
+    import time
+
     from buildkit.dockerfile_text import parse
     from buildkit.drift import base_image_drift
     from buildkit.transforms import read_script
     from buildkit.unpinned import unpinned_inputs
 
+    begun = time.monotonic()
     patched = [(t.path, t.after) for patch in prepared.patches for t in patch.targets]
     upstream = upstream_dockerfile(prepared, lock.nemo_rl.commit)
     script = read_script(Path(prepared.tree))
@@ -304,6 +308,7 @@ def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_
         upstream_base_image=upstream_base,
         unpinned=unpinned_inputs(parse(text, "build/Dockerfile"), "smoke" if smoke_base else lock.build.target, script),
         header=header("render", None, lock_sha256(lock), smoke_base is not None),
+        seconds=round(time.monotonic() - begun, 3),
     )
     return text, record
 

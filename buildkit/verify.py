@@ -7,6 +7,7 @@ without --gpus) is a skip that says why, never a pass.
 
 from __future__ import annotations
 
+import time
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -109,6 +110,7 @@ class VerifyRecord(BaseModel):
     checked_at: str
     results: list[CheckResult]
     header: RecordHeader | None = None  # None in a record written before headers
+    seconds: float | None = None  # how long the checks took (None: a record from before it was kept)
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
@@ -119,6 +121,7 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
 
     from buildkit.engine import Engine
 
+    begun = time.monotonic()
     engine = engine or Engine()
     attrs = engine.image_attrs(image) or pull(engine, image)
     config = attrs.get("Config") or {}
@@ -199,6 +202,7 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
         checked_at=utc_now(),
         results=results,
         header=header("verify", attrs.get("Id") or None, lock_sha256(lock), smoke),
+        seconds=round(time.monotonic() - begun, 3),
     )
 
 
