@@ -139,9 +139,9 @@ def test_the_reference_reports_facts_for_the_reference_pins(project, upstreams):
         "docker buildx build",
         "--build-arg BUILD_CUSTOM_VLLM=1",
         "--target release",
-        "/src/nemo-rl-946862e7755f",  # the prepared tree, as `buildkit build --dry-run` names it
+        "--build-context nemo-rl=nemo-rl",  # the tree the by-hand script clones, relative: no home or cache
         "--tag nemo-rl:v0.5.0-spec-decode",
-        "git submodule update --init --depth 1",
+        "git -C nemo-rl submodule update --init --recursive --depth 1",
         # GPUs, save/load, run
         "Hopper (H100, H20)",
         "about 100 GB free",
