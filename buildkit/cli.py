@@ -267,6 +267,13 @@ def bump(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of markdown.")
     ] = False,
+    allow_drift: Annotated[
+        bool,
+        typer.Option(
+            "--allow-drift",
+            help="Exit 0 even when `buildkit build` would stop on the bumped pins (drift); without it, exit 7.",
+        ),
+    ] = False,
 ) -> None:
     """Move the pins to newer upstream commits, check the move end to end, and summarize it for a reviewer.
 
@@ -292,7 +299,7 @@ def bump(
 
     bump_command(
         _paths(pins, lock, build_dir, cache_dir), nemo_rl, vllm_branch or ("main" if vllm else None),
-        dry_run=dry_run, summary=summary, submodules=submodules, json_out=json_out,
+        dry_run=dry_run, summary=summary, submodules=submodules, json_out=json_out, allow_drift=allow_drift,
     )  # fmt: skip
 
 
