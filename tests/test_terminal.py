@@ -145,3 +145,17 @@ def test_a_submodule_that_cannot_be_fetched_is_named_with_its_url_and_the_ways_o
     assert json.loads((root / "build" / "prepare.json").read_text())["submodules"] is None
     plan = cli("build", "--smoke", "--dry-run", env=skip)
     assert plan.code == 0 and "prepare: " in plan.stderr and "nothing to do" in plan.stderr.split("prepare: ")[1]
+
+
+def test_offline_hint_points_to_the_no_internet_section_and_its_variables(project):
+    from tests.gitserver import free_port
+
+    root, cli = project
+    dead = f"http://127.0.0.1:{free_port()}"
+    result = cli("resolve", env={"BUILDKIT_GITHUB_API": dead, "BUILDKIT_WHEEL_INDEX": dead})
+    assert result.code == 3, result.output
+    hint = result.stderr.split("hint:", 1)[1]
+    assert 'README "No internet"' in hint and "BUILDKIT_GITHUB_API" in hint and "BUILDKIT_WHEEL_INDEX" in hint
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme[readme.index("## No internet") :].split("\n## ", 1)[0]
+    assert "BUILDKIT_GITHUB_API" in section and "BUILDKIT_WHEEL_INDEX" in section and "BUILDKIT_SUBMODULES" in section
