@@ -310,8 +310,10 @@ def layers(record: BuildRecord | None) -> list[dict[str, Any]] | None:
         return None
     out = []
     for entry in record.image.history:
+        if entry.size == 0:
+            continue  # ENV, CMD, LABEL...: history entries that made no layer
         made_by = entry.created_by.removeprefix("/bin/sh -c #(nop) ").strip()
-        out.append({"size": entry.size, "created_by": made_by})
+        out.append({"size": entry.size, "created_by": made_by[:300] + ("..." if len(made_by) > 300 else "")})
     return sorted(out, key=lambda layer: -layer["size"])
 
 
@@ -437,6 +439,13 @@ def facts(
     }
 
 
+def _human_size(size: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= scale:
+            return f"{size / scale:,.1f} {unit}"
+    return f"{size} B"
+
+
 def render_markdown(data: dict[str, Any]) -> str:
     """The markdown report: every value escaped unless a filter of buildkit.markdown says how it is shown."""
     from buildkit import markdown
@@ -447,4 +456,5 @@ def render_markdown(data: dict[str, Any]) -> str:
         paragraphs=markdown.paragraphs, link=markdown.link,
     )  # fmt: skip
     env.filters["mib"] = lambda size: f"{size / 2**20:,.1f} MiB" if isinstance(size, int) else "unknown"
+    env.filters["bytes"] = _human_size
     return env.get_template("report.md.j2").render(**data)

@@ -89,7 +89,7 @@ def test_the_verdict_comes_first(cli, tmp_path):
     result = cli("report", "--pins", str(project / "pins.yaml"))
     assert result.code == 0, result.output
     headings = re.findall(r"^## (.+)$", result.stdout, re.MULTILINE)
-    assert headings[:2] == ["Verdict", "Stage timings"], headings
+    assert headings[:4] == ["Verdict", "Build timeline", "Stage timings", "Image layers"], headings
     verdict = result.stdout.split("## Verdict", 1)[1].split("\n## ", 1)[0]
     assert "| Built | `nemo-rl:v0.5.0-spec-decode-smoke` (smoke" in verdict and "**succeeded**" in verdict
     assert "| Target | `smoke` |" in verdict and "Checks: " in verdict and "Still unpinned" in verdict
@@ -116,8 +116,12 @@ def test_a_smoke_build_reported_top_down_and_reproduced_by_hand(project, remote,
     # The parser is the judge: a step name with a line break, left as it is, would break the chart.
     assert not mermaid_parse(chart + "\n    RUN echo a\n    && b :s99, 0, 1")["ok"]
     layers = text.split("## Image layers", 1)[1].split("\n## ", 1)[0]
-    sizes = [float(s.replace(",", "")) for s in re.findall(r"^\| ([0-9.,]+) MiB \|", layers, re.MULTILINE)]
-    assert sizes and sizes == sorted(sizes, reverse=True)
+    scale = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+    sizes = [
+        float(n.replace(",", "")) * scale[u]
+        for n, u in re.findall(r"^\| ([0-9.,]+) (B|KiB|MiB|GiB) \|", layers, re.MULTILINE)
+    ]
+    assert len(sizes) >= 3 and sizes == sorted(sizes, reverse=True)
     # The smoke report's unpinned inputs are the smoke render's, and said to be the smoke target's.
     render = json.loads((root / "build" / "smoke" / "render.json").read_text())
     data = json.loads(cli("report", "--format", "json").stdout)
