@@ -99,8 +99,10 @@ def test_the_verdict_comes_first(cli, tmp_path):
 
 def test_a_smoke_build_reported_top_down_and_reproduced_by_hand(project, remote, engine, tmp_path):  # noqa: F811
     root, cli = smoke_project(project, remote)
-    built = cli("build", "--smoke", "--builder", engine, "--progress", "plain", timeout=600)
+    built = cli("build", "--smoke", "--builder", engine, "--progress", "plain", "--json", timeout=600)
     assert built.code == 0, built.output
+    # --json: the build record on stdout, and nothing else there.
+    assert json.loads(built.stdout) == json.loads((root / "build" / "smoke-record.json").read_text())
     result = cli("report")
     assert result.code == 0, result.output
     text = result.stdout

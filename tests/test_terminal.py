@@ -159,3 +159,14 @@ def test_offline_hint_points_to_the_no_internet_section_and_its_variables(projec
     readme = (REPO_ROOT / "README.md").read_text()
     section = readme[readme.index("## No internet") :].split("\n## ", 1)[0]
     assert "BUILDKIT_GITHUB_API" in section and "BUILDKIT_WHEEL_INDEX" in section and "BUILDKIT_SUBMODULES" in section
+
+
+def test_doctor_json_prints_every_check(cli, tmp_path):
+    # No engine at this address: the checks that need one fail, each with what to do, and stdout is JSON only.
+    result = cli("doctor", "--json", env={"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"})
+    assert result.code == 1, result.output
+    data = json.loads(result.stdout)
+    assert data["ok"] is False and data["checks"]
+    failed = [c for c in data["checks"] if c["result"] == "fail"]
+    assert failed and all(c["fix"] for c in failed)
+    assert {"mksquashfs", "cosign"} <= {c["name"] for c in data["checks"]}
