@@ -211,7 +211,7 @@ def failure_hint(step: str | None, error: str | None, log_path: Path) -> str:
             'the builder could not reach the network: README "No internet" says which mirrors to set '
             f"(base_image, BUILDKIT_WHEEL_INDEX, git_url_rewrites); {full_log}"
         )
-    return f"the failing step's output is above; {full_log}"
+    return f"the failing step's last output is above; {full_log}" if step else f"read {full_log}"
 
 
 def explain_failure(error: str | None, lock: Lock) -> tuple[str, str] | None:
