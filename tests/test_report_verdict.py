@@ -149,3 +149,22 @@ def test_a_smoke_build_reported_top_down_and_reproduced_by_hand(project, remote,
     made = empty / "nemo-rl-build"
     assert (made / "Dockerfile").read_bytes() == (root / "build" / "smoke" / "Dockerfile").read_bytes()
     assert json.loads((made / "metadata.json").read_text())["containerimage.config.digest"]
+
+
+def test_a_failed_build_reports_the_failing_step_and_its_output(cli, tmp_path):
+    project = golden_project(tmp_path)
+    path = project / "build" / "smoke-record.json"
+    record = json.loads(path.read_text())
+    output = ["compiling", "```", "## not a heading", "unable to find user root: no matching entries in passwd file"]
+    record.update(
+        outcome="failed", exit_code=1, failed_step="[smoke 3/5] RUN make", failed_output=output,
+        error='process "/bin/sh -c make" did not complete successfully: exit code: 2',
+    )  # fmt: skip
+    path.write_text(json.dumps(record))
+    result = cli("report", "--pins", str(project / "pins.yaml"))
+    assert result.code == 0, result.output
+    verdict = result.stdout.split("## Verdict", 1)[1].split("\n## ", 1)[0]
+    assert "**failed**" in verdict and "| build | **FAIL** | \\[smoke 3/5\\] RUN make process" in verdict
+    assert "- Failed at `[smoke 3/5] RUN make`; the last lines of its output:" in result.stdout
+    assert "\n````\ncompiling\n```\n## not a heading\nunable to find user root" in result.stdout  # fenced, longer
+    assert "\n## not a heading" not in result.stdout.replace("\n```\n## not a heading", "")
