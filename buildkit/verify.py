@@ -201,9 +201,24 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
         gpus=gpus,
         checked_at=utc_now(),
         results=results,
-        header=header("verify", attrs.get("Id") or None, lock_sha256(lock), smoke),
+        header=header("verify", _identity(image, attrs), lock_sha256(lock), smoke),
         seconds=round(time.monotonic() - begun, 3),
     )
+
+
+def _identity(image: str, attrs: dict) -> str | None:
+    """Which image was checked, as its build record names it: the registry's digest when the engine holds the image
+    by a digest of the repository verified (a pushed build: its record has that digest, not the engine's ID), else
+    the engine's image ID (a loaded build: its record has that ID)."""
+    name = image.partition("@")[0]
+    tail = name.rsplit("/", 1)[-1]
+    if ":" in tail:
+        name = name[: -len(tail)] + tail.partition(":")[0]
+    for repo_digest in attrs.get("RepoDigests") or []:
+        repo, _, digest = str(repo_digest).partition("@")
+        if repo == name and digest.startswith("sha256:"):
+            return digest
+    return attrs.get("Id") or None
 
 
 def version_reason(out: str, commit: str) -> str:
