@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
 
-Kind = Literal["render", "build", "verify", "provenance-verify", "squashfs"]
+Kind = Literal["render", "build", "verify", "provenance-verify", "squashfs", "attest"]
 
 
 class RecordHeader(BaseModel):

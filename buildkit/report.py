@@ -153,11 +153,15 @@ def gather(
         squashfs_record_path(paths, smoke), SquashfsRecord,
         lambda e: e.lock_sha256 == lock_sha and bool({e.image_id, e.config_digest} & images),
     )  # fmt: skip
+    from buildkit.attest import AttestRecord
+    from buildkit.attest import record_path as attest_record_path
+
+    attested = take(attest_record_path(paths, smoke), AttestRecord, lambda a: False)
     results = read_results(results_path) if results_path else None
     used = _shown_path(record_path, paths.project_dir) if record_path else None
     data = facts(
         lock, prepare, record, verify, results, rendered, paths=paths, record_name=used, exported=exported,
-        provenance_checked=provenance_checked,
+        provenance_checked=provenance_checked, attested=attested,
     )  # fmt: skip
     return data, used
 
@@ -229,7 +233,7 @@ def by_hand(lock: Lock, prepare: PrepareRecord | None, rendered: RenderRecord | 
     return lines
 
 
-def verdict(lock, record, rendered, verify, provenance_checked, exported) -> dict[str, Any]:
+def verdict(lock, record, rendered, verify, provenance_checked, exported, attested=None) -> dict[str, Any]:
     """The report's first block: what was built, every check with pass, fail or skipped, and what is unpinned."""
     checks: list[dict[str, str]] = []
 
@@ -237,7 +241,7 @@ def verdict(lock, record, rendered, verify, provenance_checked, exported) -> dic
         checks.append({"check": name, "status": status, "detail": detail})
 
     if record is None:
-        check("build", "skipped", "nothing built yet: `buildkit build`")
+        check("build", "skipped", "nothing built yet: buildkit build")
     elif record.outcome == "succeeded":
         check("build", "pass", f"{record.instructions_cached or 0} of {record.instructions_total or 0} steps cached")
     else:
@@ -256,20 +260,27 @@ def verdict(lock, record, rendered, verify, provenance_checked, exported) -> dic
     else:
         check("drift", "pass", "upstream expects nothing the pins do not give")
     for label, found, how in (
-        ("verify", verify, "`buildkit verify`"),
-        ("provenance", provenance_checked, "`buildkit verify --provenance`"),
+        ("verify", verify, "buildkit verify"),
+        ("provenance", provenance_checked, "buildkit verify --provenance"),
     ):
         if found is None:
-            check(label, "skipped", f"not run on this image: {how.strip('`')}")
+            check(label, "skipped", f"not run on this image: {how}")
         for r in found.results if found else []:
             check(f"{label}: {r.name}", {"skip": "skipped"}.get(r.status, r.status), r.reason)
     repro = record.reproducibility if record else None
     if repro is None:
-        check("reproducible", "skipped", "not checked: `buildkit build --check-reproducible`")
+        check("reproducible", "skipped", "not checked: buildkit build --check-reproducible")
     else:
         check("reproducible", "pass" if repro.identical else "fail", "; ".join(repro.summary[:3]))
+    if attested is None:
+        check("SLSA attestation", "skipped", "not attested: buildkit attest")
+    elif attested.attached_to:
+        check("SLSA attestation", "pass", f"signed and attached to {attested.attached_to}")
+    else:
+        how = "signed, not attached: " + (attested.not_attached or "") if attested.signed else "written, not signed"
+        check("SLSA attestation", "skipped", f"{attested.statement} {how}")
     if exported is None:
-        check("squashfs export", "skipped", "not exported: `buildkit export`")
+        check("squashfs export", "skipped", "not exported: buildkit export")
     else:
         check("squashfs export", "pass", f"{exported.path}, sha256 {exported.sha256}")
     target = ("smoke" if rendered.smoke_base else lock.build.target) if rendered else None
@@ -336,6 +347,7 @@ def facts(
     record_name: str | None = None,
     exported: SquashfsRecord | None = None,
     provenance_checked: VerifyRecord | None = None,
+    attested=None,
 ) -> dict[str, Any]:
     n, v, pr, w, b = lock.nemo_rl, lock.vllm, lock.vllm_pr, lock.wheel, lock.base_image
     github = "https://github.com/"
@@ -419,7 +431,8 @@ def facts(
         "image": record.image.model_dump(mode="json") if record else None,
         "verification": verify.model_dump(mode="json") if verify else None,
         "provenance_verification": provenance_checked.model_dump(mode="json") if provenance_checked else None,
-        "verdict": verdict(lock, record, rendered, verify, provenance_checked, exported),
+        "verdict": verdict(lock, record, rendered, verify, provenance_checked, exported, attested),
+        "attestation": attested.model_dump(mode="json") if attested else None,
         "timeline": gantt(record.steps) if record else None,
         "stages": stage_times(prepare, rendered, record, verify, exported),
         "layers": layers(record),

@@ -26,7 +26,8 @@ def _report(cli, project, *args):
 
 def _with_header(path, kind, image, lock_sha256=None, smoke=True):
     data = json.loads(path.read_text())
-    data["header"] = header(kind, image, lock_sha256 or data["lock_sha256"], smoke).model_dump()
+    lock_sha256 = lock_sha256 or data.get("lock_sha256") or data["header"]["lock_sha256"]
+    data["header"] = header(kind, image, lock_sha256, smoke).model_dump()
     path.write_text(json.dumps(data))
     return data
 
@@ -45,8 +46,14 @@ def test_records_of_another_build_are_left_out_kind_by_kind(cli, tmp_path):
     _with_header(build / "provenance-verify.json", "provenance-verify", record["image"]["digest"])
     _with_header(build / "smoke" / "squashfs.json", "squashfs", image_id)
     _with_header(build / "smoke" / "render.json", "render", None)
+    (build / "smoke" / "attest.json").write_text(json.dumps({
+        "statement": "provenance.intoto.json", "statement_sha256": "a" * 64,
+        "subject": "nemo-rl@" + record["image"]["digest"], "signed": False, "attested_at": "2026-11-24T00:00:00Z",
+    }))  # fmt: skip
+    _with_header(build / "smoke" / "attest.json", "attest", record["image"]["digest"], lock)
     data, _ = _report(cli, project)
     assert data["verification"] and data["provenance_verification"] and data["slurm"] and data["dockerfile"]
+    assert data["attestation"]["statement"] == "provenance.intoto.json"
     names = [c["check"] for c in data["verdict"]["checks"]]
     assert "verify: labels match the lock" in names and "provenance: BuildKit provenance: lock sha256" in names
 
@@ -56,12 +63,13 @@ def test_records_of_another_build_are_left_out_kind_by_kind(cli, tmp_path):
         "provenance-verify.json": ("provenance-verify", OTHER, None, True),
         "smoke/squashfs.json": ("squashfs", OTHER, None, True),
         "smoke/render.json": ("render", None, "f" * 64, True),
+        "smoke/attest.json": ("attest", OTHER, None, True),
     }
     for name, (kind, image, lock_sha256, smoke) in foreign.items():
         _with_header(build / name, kind, image, lock_sha256, smoke)
     data, notes = _report(cli, project)
     assert data["verification"] is None and data["provenance_verification"] is None
-    assert data["slurm"] is None and data["dockerfile"] is None
+    assert data["slurm"] is None and data["dockerfile"] is None and data["attestation"] is None
     for name in foreign:
         assert f"{build / name}: a record of another build; left out" in notes
     assert data["verdict"]["unpinned"] is None  # not from another render

@@ -397,6 +397,11 @@ def test_build_push_attest_verify_on_the_engine(project, remote, upstreams, tmp_
     report = json.loads(cli("report", "--format", "json").stdout)
     assert {r["name"] for r in report["provenance_verification"]["results"]} == set(found)
     assert report["verification"]["header"]["kind"] == "verify"
+    attest_record = json.loads((root / "build" / "smoke" / "attest.json").read_text())
+    assert attest_record["header"]["kind"] == "attest" and attest_record["attached_to"] == pinned
+    assert {"check": "SLSA attestation", "status": "pass", "detail": f"signed and attached to {pinned}"} in (
+        report["verdict"]["checks"]
+    )
 
     # Another key: cosign accepts no attestation, and the signed statement's check says so.
     other = cli("verify", "--provenance", "--key", str(other_public), "--json", env=env)
