@@ -369,7 +369,11 @@ def build(
     ] = False,
     smoke: Annotated[
         bool,
-        typer.Option("--smoke", help="Build the smoke target on a small stand-in base image (no GPU, no internet)."),
+        typer.Option(
+            "--smoke",
+            help="Build the smoke target on a small stand-in base image: no GPU, and no internet once the lock is "
+            "current and the sources are cached (README: No internet).",
+        ),
     ] = False,
     smoke_base: Annotated[
         str, typer.Option("--smoke-base", metavar="IMAGE", help="The stand-in base image for --smoke.")
