@@ -7,10 +7,42 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
+
 from buildkit import slsa
 from buildkit.errors import InputError, excerpt
-from buildkit.files import write_atomic
+from buildkit.files import sha256_bytes, utc_now, write_atomic
 from buildkit.pipeline import Paths
+from buildkit.records import RecordHeader, header
+
+
+class AttestRecord(BaseModel):
+    """attest.json beside the statement: which build it attests (the header), and what was done with it."""
+
+    model_config = ConfigDict(extra="forbid")
+    header: RecordHeader
+    statement: str  # the statement file's name
+    statement_sha256: str
+    subject: str  # name@digest
+    signed: bool
+    attached_to: str | None = None
+    not_attached: str | None = None
+    attested_at: str
+
+
+def record_path(paths: Paths, smoke: bool) -> Path:
+    return slsa.statement_path(paths, smoke).with_name("attest.json")
+
+
+def _write_record(paths: Paths, sources, payload: bytes, subject: str, done: Attested) -> None:
+    record = sources.record
+    kept = AttestRecord(
+        header=header("attest", record.image.digest or record.image.id, record.lock_sha256, record.smoke),
+        statement=done.statement_file.name, statement_sha256=sha256_bytes(payload), subject=subject,
+        signed=done.envelope_file is not None, attached_to=done.attached_to, not_attached=done.not_attached,
+        attested_at=utc_now(),
+    )  # fmt: skip
+    write_atomic(record_path(paths, record.smoke), kept.model_dump_json(indent=2) + "\n")
 
 
 @dataclass(frozen=True)
@@ -41,7 +73,9 @@ def attest(
     subject = f"{sources.repository}@{sources.record.image.digest}"
     if key is None:
         write_atomic(statement_file, payload.decode("utf-8"))
-        return Attested(statement, statement_file, subject, sources.record_name)
+        done = Attested(statement, statement_file, subject, sources.record_name)
+        _write_record(paths, sources, payload, subject, done)
+        return done
 
     tool = cosign.binary()
     tool_version = cosign.version(tool)
@@ -54,10 +88,14 @@ def attest(
     write_atomic(envelope_file, json.dumps(signed, sort_keys=True) + "\n")
     if not slsa.pushed(sources.record):
         reason = "the build loaded the image into Docker instead of pushing it (`buildkit build --push`)"
-        return Attested(statement, statement_file, subject, sources.record_name, envelope_file, None, reason,
+        done = Attested(statement, statement_file, subject, sources.record_name, envelope_file, None, reason,
                         tool_version)  # fmt: skip
+        _write_record(paths, sources, payload, subject, done)
+        return done
     cosign.attach(tool, envelope_file, image)
-    return Attested(statement, statement_file, subject, sources.record_name, envelope_file, image, None, tool_version)
+    done = Attested(statement, statement_file, subject, sources.record_name, envelope_file, image, None, tool_version)
+    _write_record(paths, sources, payload, subject, done)
+    return done
 
 
 def built_from_this_lock(image: str, sources: slsa.Sources) -> None:

@@ -26,7 +26,9 @@ from buildkit.errors import InputError
 from buildkit.files import utc_now, write_atomic
 from buildkit.lock import Lock
 from buildkit.progress import Progress
+from buildkit.records import RecordHeader, header
 from buildkit.reproduce import ReproCheck
+from buildkit.sanitize import strip_controls
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,33 @@ _DIGEST_MISMATCH_RE = re.compile(
 )
 
 
+# BuildKit's words when the network is not there (Go's net errors, as buildkitd reports them).
+_NETWORK_RE = re.compile(
+    r"dial tcp|no such host|network is unreachable|i/o timeout|connection refused|TLS handshake timeout|"
+    r"server misbehaving|temporary failure in name resolution",
+    re.IGNORECASE,
+)
+SYNTAX_IMAGE = "docker/dockerfile"
+
+
+def failure_hint(step: str | None, error: str | None, log_path: Path) -> str:
+    """The next step for a failed build, from the failing step and BuildKit's error."""
+    step, error = step or "", error or ""
+    full_log = f"the full log: {log_path}"
+    frontend_step = step.startswith("resolve image config for") and SYNTAX_IMAGE in step
+    if frontend_step or (not step and SYNTAX_IMAGE in error and "did not complete successfully" not in error):
+        return (
+            "the `# syntax=` frontend image could not be pulled (Docker Hub): build with --no-syntax to use the "
+            f"builder's own Dockerfile frontend; {full_log}"
+        )
+    if _NETWORK_RE.search(error):
+        return (
+            'the builder could not reach the network: README "No internet" says which mirrors to set '
+            f"(base_image, BUILDKIT_WHEEL_INDEX, git_url_rewrites); {full_log}"
+        )
+    return f"the failing step's last output is above; {full_log}" if step else f"read {full_log}"
+
+
 def explain_failure(error: str | None, lock: Lock) -> tuple[str, str] | None:
     """(message, hint) for failures buildkit can name better than BuildKit's last line, else None."""
     # A RUN's failure quotes its whole script, which holds text from the pins: never read it as BuildKit's words.
@@ -211,6 +240,14 @@ def shell_command(plan: BuildPlan) -> str:
     return f"{env} {shlex.join(argv(plan))}"
 
 
+class LayerFact(BaseModel):
+    """One entry of the image's history: the size it added and the instruction that made it."""
+
+    model_config = ConfigDict(extra="forbid")
+    size: int
+    created_by: str
+
+
 class ImageFacts(BaseModel):
     model_config = ConfigDict(extra="forbid")
     tag: str
@@ -220,6 +257,47 @@ class ImageFacts(BaseModel):
     size: int | None = None
     layers: int | None = None
     labels: dict[str, str] = {}
+    history: list[LayerFact] = []  # oldest first, from the engine after --load ([]: not loaded, or older record)
+
+
+class StepTime(BaseModel):
+    """One BuildKit step with BuildKit's own times (for the report's timeline)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    started: str
+    completed: str
+    cached: bool = False
+    error: bool = False
+
+
+MAX_STEPS_KEPT = 300
+
+
+def step_times(progress: Progress) -> list[StepTime]:
+    """Every step that started and ended, in order of start: its first start (a step BuildKit restarts keeps its
+    first) and its last end."""
+    steps = [s for s in progress.steps.values() if (s.first_started or s.started) and s.completed]
+    steps.sort(key=lambda s: s.first_started or s.started or "")
+    return [
+        StepTime(
+            name=strip_controls(s.name)[:300],
+            started=s.first_started or s.started or "",
+            completed=s.completed or "",
+            cached=s.cached,
+            error=bool(s.error),
+        )  # fmt: skip
+        for s in steps[:MAX_STEPS_KEPT]
+    ]
+
+
+def layer_facts(history: list[dict]) -> list[LayerFact]:
+    out = []
+    for entry in reversed(history):  # the engine lists the newest first
+        size, created_by = entry.get("Size"), entry.get("CreatedBy")
+        if isinstance(size, int) and isinstance(created_by, str):
+            out.append(LayerFact(size=size, created_by=strip_controls(created_by)[:2000]))
+    return out
 
 
 class CacheUse(BaseModel):
@@ -255,6 +333,9 @@ class BuildRecord(BaseModel):
     outcome: Literal["succeeded", "failed", "interrupted"]
     exit_code: int
     error: str | None = None
+    failed_step: str | None = None  # the instruction (BuildKit's vertex name) whose failure stopped the build
+    failed_output: list[str] = []  # the last lines of that step's own output
+    steps: list[StepTime] = []  # BuildKit's steps with its own times ([]: a record from before they were kept)
     image: ImageFacts
     steps_total: int  # every vertex BuildKit reported, its internal ones (metadata, context, export) included
     steps_cached: int
@@ -266,6 +347,7 @@ class BuildRecord(BaseModel):
     log: str
     metadata_file: str
     reproducibility: ReproCheck | None = None  # `build --check-reproducible`: the rebuild and the comparison
+    header: RecordHeader | None = None  # None in a record written before headers
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
@@ -277,6 +359,7 @@ class RunResult:
     interrupted: bool
     progress: Progress
     seconds: float
+    interrupted_by: str | None = None  # "Ctrl-C", "SIGTERM", "SIGHUP"
 
     @property
     def outcome(self) -> Literal["succeeded", "failed", "interrupted"]:
@@ -296,7 +379,7 @@ def run(plan: BuildPlan, log_path: Path, on_line: Callable[[str, Progress], None
         raise InputError(f"cannot write the build log {log_path}: {exc.strerror or exc}") from None
     progress = Progress()
     started = time.monotonic()
-    interrupted = False
+    interrupted: str | bool = False
     with log:
         log.write(f"$ {shell_command(plan)}\n")
         process = subprocess.Popen(
@@ -315,11 +398,11 @@ def run(plan: BuildPlan, log_path: Path, on_line: Callable[[str, Progress], None
                 progress.feed(line)
                 on_line(line, progress)
             code = process.wait()
-        except KeyboardInterrupt:
-            interrupted = True
+        except KeyboardInterrupt as stop:
+            interrupted = stop.args[0] if stop.args else "Ctrl-C"  # or the signal the CLI turned into it
             code = _stop(process)
-            log.write("buildkit: interrupted (Ctrl-C); buildx was asked to cancel\n")
-    return RunResult(code, interrupted, progress, time.monotonic() - started)
+            log.write(f"buildkit: interrupted ({interrupted}); buildx was asked to cancel\n")
+    return RunResult(code, bool(interrupted), progress, time.monotonic() - started, interrupted or None)
 
 
 def _stop(process: subprocess.Popen[str]) -> int:
@@ -393,20 +476,24 @@ def execute(
     if result.exit_code == 0 and not plan.push:
         from buildkit.engine import Engine
 
-        info = Engine().image(plan.tag)
+        engine = Engine()
+        info = engine.image(plan.tag)
         if info:
             image = image.model_copy(
-                update={"id": info.id, "size": info.size, "layers": info.layers, "labels": info.labels}
-            )
+                update={
+                    "id": info.id, "size": info.size, "layers": info.layers, "labels": info.labels,
+                    "history": layer_facts(engine.history(info.id)),
+                }
+            )  # fmt: skip
     outcome = result.outcome
     error = None
+    cause = result.progress.cause() if outcome == "failed" else None
     if outcome == "failed":
-        failed = result.progress.failed()
         error = (
-            failed[0].error
-            if failed
-            else next((line for line in reversed(result.progress.plain) if "ERROR" in line), None)
+            cause.error if cause else next((line for line in reversed(result.progress.plain) if "ERROR" in line), None)
         )
+    elif outcome == "interrupted":
+        error = f"interrupted ({result.interrupted_by or 'Ctrl-C'})"
     instructions = result.progress.instructions()
     record = BuildRecord(
         buildkit_version=__version__,
@@ -430,6 +517,9 @@ def execute(
         outcome=outcome,
         exit_code=result.exit_code,
         error=error,
+        failed_step=cause.name if cause else None,
+        failed_output=[strip_controls(line)[:500] for line in cause.logs] if cause else [],
+        steps=step_times(result.progress),
         image=image,
         steps_total=result.progress.total,
         steps_cached=result.progress.cached,
@@ -448,6 +538,7 @@ def execute(
         force_compression=plan.force_compression,
         log=str(log_path),
         metadata_file=str(plan.metadata_file),
+        header=header("build", image.digest or image.id, lock_sha256, smoke),
     )
     write_atomic(record_path, record.to_json())
     return record

@@ -59,6 +59,9 @@ class Move(BaseModel):
     # How new relates to old: "descendant" (it contains old), "older" (old contains it), "unrelated" (neither:
     # a force-push?); None when unchanged or not checked. The summary says so, and names an older date.
     relation: Literal["descendant", "older", "unrelated"] | None = None
+    commits: int | None = None  # commits in new that old does not have (None: not known, see count_note)
+    compare_url: str | None = None  # GitHub's compare page old...new (GitHub repositories only)
+    count_note: str = ""
 
 
 class SkippedCommit(BaseModel):
@@ -124,6 +127,7 @@ class BumpReport(BaseModel):
     dockerfile: DockerfileChanges | None = None
     dockerfile_note: str = ""  # why there are no stage changes to show, when there are none
     drift: list[str] | None = None  # None: render did not run
+    build_would_stop: list[str] = []  # why `buildkit build` would stop on the bumped pins (drift)
     cuda: list[str] = []
     pins_diff: str | None = None
     comments_to_check: list[str] = []
@@ -210,6 +214,7 @@ class _Bump:
             edits.append(lambda e: e.set_commit(("nemo_rl", "ref"), new_nemo.commit))
             self._stale_comment("nemo_rl", "ref")
         move.new = _info(new_nemo)
+        _count(move, resolver, nemo.repo, old_pins.git_url_rewrites)
 
         if request.vllm_branch:
             edits += self._move_vllm(resolver, old_pins, old_lock)
@@ -236,6 +241,7 @@ class _Bump:
 
         text, record = render_stage(lock, prepared, paths.dockerfile(False), syntax=True)
         report.drift = record.drift
+        report.build_would_stop = [f"drift: {finding}" for finding in record.drift]
         report.cuda = lock_cuda_facts(lock)
         self._dockerfile_changes(old_nemo, new_nemo, upstream_dockerfile(prepared, lock.nemo_rl.commit), new_pins)
 
@@ -283,6 +289,7 @@ class _Bump:
         new = search.commit
         move.new = _info(new)
         self._check_descends(resolver, move, vllm.repo, old, new, old_pins)
+        _count(move, resolver, vllm.repo, old_pins.git_url_rewrites)
         edits: list[Callable] = []
         if new.commit == old.commit:  # already the newest with a wheel: the PR (if any) still names it
             if vllm.ref:
@@ -406,6 +413,39 @@ class _Bump:
 
 
 # -- helpers -----------------------------------------------------------------------------------------------------
+
+
+def _count(move: Move, resolver, repo: str, rewrites) -> None:
+    """How many commits the move takes in, and GitHub's compare page: through GitHub's compare API for a GitHub
+    repository, through git (the commits alone, no trees or files) for any other. Informative: a failure is said in
+    the summary and does not stop the bump."""
+    if move.old is None or move.new is None or move.old.commit == move.new.commit:
+        if move.old is not None and move.new is not None:
+            move.commits = 0
+        return
+    old, new = move.old.commit, move.new.commit
+    try:
+        if resolver.github.owner_repo(repo):
+            move.commits, move.compare_url = resolver.github.commits_between(repo, old, new)
+        else:
+            move.commits = _git_count(repo, old, new, rewrites)
+    except BuildkitError as exc:
+        move.count_note = f"commit count not known: {exc.message}"
+
+
+def _git_count(repo: str, old: str, new: str, rewrites) -> int | None:
+    """`git rev-list --count old..new` in a scratch repository holding the commits alone (a treeless fetch)."""
+    from buildkit.gitcmd import run_git
+    from buildkit.source import git_config
+
+    config = git_config(rewrites, repo)
+    with tempfile.TemporaryDirectory(prefix="buildkit-bump-count-") as scratch:
+        repo_dir = Path(scratch) / "count.git"
+        run_git(["init", "-q", "--bare", str(repo_dir)])
+        for commit in (old, new):
+            run_git(["fetch", "-q", "--filter=tree:0", "--no-tags", "--", repo, commit], cwd=repo_dir, config=config)
+        counted = run_git(["rev-list", "--count", f"{old}..{new}"], cwd=repo_dir).strip()
+        return int(counted) if counted.isdigit() else None
 
 
 def _old_lock(paths: Paths) -> Lock | None:

@@ -10,13 +10,31 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from buildkit.bump import BumpReport, CommitInfo, PatchStatus
-from buildkit.markdown import cell, code, code_cell, fence, text
+from buildkit.markdown import cell, code, code_cell, fence, link, safe_url, text
 
 
 def _commit(info: CommitInfo | None) -> str:
     if info is None:
         return "not reached"
     return f"{code_cell(info.commit[:12])} {cell(info.date[:10])} {cell(info.subject)}"
+
+
+def _would_stop(report: BumpReport) -> list[str]:
+    """What would stop `buildkit build` on the bumped pins, said before anything else."""
+    if not report.build_would_stop or report.outcome == "failed":
+        return []
+    out = ["**`buildkit build` would stop on these pins** (bump exits 7; `--allow-drift` accepts them):", ""]
+    out += [f"- {text(reason)}" for reason in report.build_would_stop]
+    out += ["", "Fix `base_image` in pins.yaml to upstream's CUDA major, or build with `--allow-drift`.", ""]
+    return out
+
+
+def _between(move) -> str:
+    if move.commits is None:
+        return text(move.count_note or "commit count not known")
+    count = f"{move.commits} commit{'s' if move.commits != 1 else ''}"
+    url = safe_url(move.compare_url, {"github.com"} | ({move.compare_url.split("/")[2]} if move.compare_url else set()))
+    return f"{count}{' (' + link(url, 'compare on GitHub') + ')' if url else ''}"
 
 
 def _outcome(report: BumpReport) -> str:
@@ -64,6 +82,13 @@ def _commits(report: BumpReport) -> list[str]:
         out.append(f"| {move.pin} | {code_cell(move.to)} | {_commit(move.old)} | {new} |")
     out.append("")
     out += _not_forward(report)
+    for move in report.moves:
+        if move.new is not None and move.old is not None and move.new.commit != move.old.commit:
+            out.append(
+                f"- {move.pin}: {_between(move)} from {code(move.old.commit[:12])} to {code(move.new.commit[:12])}"
+            )
+    if any(m.new is not None and m.old is not None and m.new.commit != m.old.commit for m in report.moves):
+        out.append("")
     if report.vllm_skipped:
         out.append(f"vLLM commits passed over, newest first ({len(report.vllm_skipped)}), for want of a usable wheel:")
         out.append("")
@@ -209,7 +234,7 @@ def _files(report: BumpReport) -> list[str]:
 
 
 def markdown(report: BumpReport) -> str:
-    lines = ["# buildkit bump", "", _outcome(report), ""]
+    lines = ["# buildkit bump", "", *_would_stop(report), _outcome(report), ""]
     for section in (_commits, _dockerfile, _patches, _wheel, _cuda, _pins, _files):
         lines += section(report)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -56,14 +56,20 @@ def _main(
 def _paths(pins: Path, lock: Path | None = None, build_dir: Path | None = None, cache_dir: Path | None = None):
     from buildkit.pipeline import Paths
 
+    if pins == Path("pins.yaml") and not pins.exists():
+        # Not given (or given as the default name) and not here: the nearest pins.yaml above, as uv and bake do.
+        from buildkit.pins import find_pins
+
+        pins = find_pins(Path.cwd()) or pins
     return Paths.of(pins, lock, build_dir, cache_dir)
 
 
 PinsOption = Annotated[
-    Path, typer.Option("--pins", "-p", help="The pins file.", envvar="BUILDKIT_PINS", show_default=True)
+    Path, typer.Option("--pins", "-p", metavar="PATH", help="The pins file.", envvar="BUILDKIT_PINS", show_default=True)
 ]
 LockOption = Annotated[
-    Path | None, typer.Option("--lock", "-l", help="The lock file [default: pins.lock beside the pins].")
+    Path | None,
+    typer.Option("--lock", "-l", metavar="PATH", help="The lock file [default: pins.lock beside the pins]."),
 ]
 
 
@@ -109,8 +115,8 @@ def resolve(
     \b
     Examples:
       buildkit resolve                 # write pins.lock
-      buildkit resolve --check         # CI: is the lock current, does upstream agree?
-      buildkit resolve --check --deep  # ... and the wheel's bytes, downloaded afresh
+      buildkit resolve --check         # CI: lock current, upstream agrees?
+      buildkit resolve --check --deep  # ... and the wheel's bytes, afresh
       buildkit resolve --offline       # no network: pins valid, lock consistent?
       buildkit resolve --json | jq .wheel.url
     """
@@ -129,14 +135,23 @@ def resolve(
 CacheDirOption = Annotated[
     Path | None,
     typer.Option(
-        "--cache-dir", help="Where sources are cached [default: $BUILDKIT_CACHE_DIR or $XDG_CACHE_HOME/buildkit]."
+        "--cache-dir",
+        metavar="DIR",
+        help="Where sources are cached [default: $BUILDKIT_CACHE_DIR or $XDG_CACHE_HOME/buildkit].",
     ),
 ]
 BuildDirOption = Annotated[
-    Path | None, typer.Option("--build-dir", help="Where records and outputs go [default: build/ beside the pins].")
+    Path | None,
+    typer.Option("--build-dir", metavar="DIR", help="Where records and outputs go [default: build/ beside the pins]."),
 ]
 SubmodulesOption = Annotated[
-    bool, typer.Option("--submodules/--no-submodules", help="Check out NeMo-RL's submodules at their recorded commits.")
+    bool,
+    typer.Option(
+        "--submodules/--no-submodules",
+        envvar="BUILDKIT_SUBMODULES",
+        help="Check out NeMo-RL's submodules at their recorded commits; BUILDKIT_SUBMODULES=0 skips them for every "
+        "command (enough for a smoke build).",
+    ),
 ]
 
 
@@ -156,7 +171,6 @@ def prepare(
     patch from pins.yaml (a patch that no longer fits stops the run with the file, hunk and line), and writes
     build/prepare.json with every patch's diff and the target files' hashes before and after.
 
-    \b
     Mirrors: pins.yaml `git_url_rewrites` (git's insteadOf) apply to every fetch, submodules included.
     """
     from buildkit.commands.render import prepare_command
@@ -169,7 +183,10 @@ def render(
     pins: PinsOption = Path("pins.yaml"),
     lock: LockOption = None,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Where to write the Dockerfile [default: build/Dockerfile].")
+        Path | None,
+        typer.Option(
+            "--output", "-o", metavar="PATH", help="Where to write the Dockerfile [default: build/Dockerfile]."
+        ),
     ] = None,
     diff: Annotated[bool, typer.Option("--diff", help="Show the rendered Dockerfile against upstream's.")] = False,
     strict: Annotated[
@@ -197,7 +214,7 @@ def render(
     \b
     Examples:
       buildkit render                     # build/Dockerfile
-      buildkit render --diff | less       # what differs from upstream's Dockerfile
+      buildkit render --diff | less       # what differs from upstream's
       buildkit render --strict --no-syntax
     """
     from buildkit.commands.render import render_command
@@ -216,6 +233,7 @@ def bump(
         str | None,
         typer.Option(
             "--nemo-rl",
+            metavar="REF",
             help="Branch or tag to move nemo_rl.ref to (its commit is pinned) [default: "
             "nemo_rl stays; `main` when --vllm is not given either].",
             show_default=False,
@@ -230,14 +248,18 @@ def bump(
     vllm_branch: Annotated[
         str | None,
         typer.Option(
-            "--vllm-branch", help="The vLLM branch for --vllm (implies it) [default: main].", show_default=False
+            "--vllm-branch",
+            metavar="BRANCH",
+            help="The vLLM branch for --vllm (implies it) [default: main].",
+            show_default=False,
         ),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Do every step, write nothing, print the summary.")
     ] = False,
     summary: Annotated[
-        Path | None, typer.Option("--summary", help="Where to write the summary [default: build/bump.md].")
+        Path | None,
+        typer.Option("--summary", metavar="PATH", help="Where to write the summary [default: build/bump.md]."),
     ] = None,
     build_dir: BuildDirOption = None,
     cache_dir: CacheDirOption = None,
@@ -251,6 +273,13 @@ def bump(
             "--allow-unrelated",
             help="Move a pin even to a commit that does not contain the pinned one (older, or "
             "after a force-push); the summary says so.",
+        ),
+    ] = False,
+    allow_drift: Annotated[
+        bool,
+        typer.Option(
+            "--allow-drift",
+            help="Exit 0 even when `buildkit build` would stop on the bumped pins (drift); without it, exit 7.",
         ),
     ] = False,
 ) -> None:
@@ -269,9 +298,9 @@ def bump(
 
     \b
     Examples:
-      buildkit bump --dry-run                  # nemo_rl to main's head: what would change?
-      buildkit bump --nemo-rl v0.6.0           # to a tag, and write it all
-      buildkit bump --nemo-rl main --vllm      # both; vLLM to main's newest commit with a wheel
+      buildkit bump --dry-run              # nemo_rl to main's head: what changes?
+      buildkit bump --nemo-rl v0.6.0       # to a tag, and write it all
+      buildkit bump --nemo-rl main --vllm  # both; vLLM: newest with a wheel
       buildkit bump --vllm --vllm-branch releases/v0.15.0 --json | jq .moves
     """
     from buildkit.commands.bump import bump_command
@@ -279,12 +308,17 @@ def bump(
     bump_command(
         _paths(pins, lock, build_dir, cache_dir), nemo_rl, vllm_branch or ("main" if vllm else None),
         dry_run=dry_run, summary=summary, submodules=submodules, json_out=json_out, allow_unrelated=allow_unrelated,
+        allow_drift=allow_drift,
     )  # fmt: skip
 
 
 BuilderOption = Annotated[
     str | None,
-    typer.Option("--builder", help="buildx builder (local, docker-container, remote, kubernetes) [default: current]."),
+    typer.Option(
+        "--builder",
+        metavar="NAME",
+        help="buildx builder (local, docker-container, remote, kubernetes) [default: current].",
+    ),
 ]
 
 
@@ -298,19 +332,25 @@ def build(
         bool, typer.Option("--push/--load", help="Push to the tag's registry, or load into Docker.")
     ] = False,
     sbom: Annotated[bool, typer.Option("--sbom", help="Attach an SBOM attestation (needs the scanner image).")] = False,
-    cache_from: Annotated[list[str], typer.Option("--cache-from", help="buildx --cache-from spec (repeatable).")] = [],  # noqa: B006
-    cache_to: Annotated[list[str], typer.Option("--cache-to", help="buildx --cache-to spec (repeatable).")] = [],  # noqa: B006
+    cache_from: Annotated[
+        list[str], typer.Option("--cache-from", metavar="SPEC", help="buildx --cache-from spec (repeatable).")
+    ] = [],  # noqa: B006
+    cache_to: Annotated[
+        list[str], typer.Option("--cache-to", metavar="SPEC", help="buildx --cache-to spec (repeatable).")
+    ] = [],  # noqa: B006
     shared_cache: Annotated[
         bool,
         typer.Option(
             "--shared-cache/--no-shared-cache",
             help="Import from and export to the registry cache pins.yaml names (build.cache) [default: on].",
+            show_default=False,
         ),
     ] = True,
     compression: Annotated[
         str | None,
         typer.Option(
             "--compression",
+            metavar="gzip|zstd",
             help="gzip or zstd layers for a pushed image [default: build.compression in pins.yaml, else gzip].",
             show_default=False,
         ),
@@ -325,20 +365,33 @@ def build(
         ),
     ] = None,
     progress: Annotated[
-        str, typer.Option("--progress", help="auto (live view on a terminal, plain otherwise), live, or plain.")
+        str,
+        typer.Option(
+            "--progress",
+            metavar="MODE",
+            envvar="BUILDKIT_PROGRESS",
+            help="auto (tty on a terminal, plain otherwise), tty, plain, quiet or rawjson, as buildx.",
+        ),
     ] = "auto",
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the plan and the exact command; change nothing.")
     ] = False,
     smoke: Annotated[
         bool,
-        typer.Option("--smoke", help="Build the smoke target on a small stand-in base image (no GPU, no internet)."),
+        typer.Option(
+            "--smoke",
+            help="Build the smoke target on a small stand-in base image: no GPU, and no internet once the lock is "
+            "current and the sources are cached (README: No internet).",
+        ),
     ] = False,
     smoke_base: Annotated[
-        str, typer.Option("--smoke-base", help="The stand-in base image for --smoke.")
+        str, typer.Option("--smoke-base", metavar="IMAGE", help="The stand-in base image for --smoke.")
     ] = "127.0.0.1:5000/buildkit/stand-in-base:1",
     min_free_gb: Annotated[
-        float | None, typer.Option("--min-free-gb", help="Free space the builder needs [default: 100; 1 with --smoke].")
+        float | None,
+        typer.Option(
+            "--min-free-gb", metavar="GB", help="Free space the builder needs [default: 100; 1 with --smoke]."
+        ),
     ] = None,
     syntax: Annotated[
         bool | None,
@@ -359,7 +412,9 @@ def build(
     ] = False,
     rebuild_builder: Annotated[
         str | None,
-        typer.Option("--rebuild-builder", help="Run the --check-reproducible rebuild on this builder instead."),
+        typer.Option(
+            "--rebuild-builder", metavar="NAME", help="Run the --check-reproducible rebuild on this builder instead."
+        ),
     ] = None,
     allow_drift: Annotated[
         bool,
@@ -373,6 +428,7 @@ def build(
     build_dir: BuildDirOption = None,
     cache_dir: CacheDirOption = None,
     submodules: SubmodulesOption = True,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the build record as JSON on stdout.")] = False,
 ) -> None:
     """Build the image: resolve, prepare and render as needed, then `docker buildx build`.
 
@@ -385,17 +441,21 @@ def build(
 
     \b
     Examples:
-      buildkit build --dry-run                  # the exact command, with the locked values
-      buildkit build --builder remote-bk        # any buildx builder, used the same way
+      buildkit build --dry-run                  # the exact command
+      buildkit build --builder remote-bk        # any buildx builder
       buildkit build --smoke --progress plain   # the CI smoke build
-      buildkit build --smoke --check-reproducible   # build, rebuild from a clean cache, compare
-      buildkit build --push --compression zstd  # zstd layers for what the build adds
+      buildkit build --smoke --check-reproducible  # rebuild, compare
+      buildkit build --push --compression zstd  # zstd layers, pushed
       buildkit build -- --no-cache              # extra buildx flags
     """
-    from buildkit.commands.build import BuildOptions, build_command
+    from buildkit.commands.build import PROGRESS_MODES, BuildOptions, build_command
 
-    if progress not in ("auto", "live", "plain"):
-        raise typer.BadParameter("expected auto, live or plain", param_hint="--progress")
+    progress = progress or "auto"  # BUILDKIT_PROGRESS set but empty, as buildx reads it
+    if progress not in PROGRESS_MODES:
+        raise typer.BadParameter(
+            f"expected auto, tty, plain, quiet or rawjson, found {progress!r}",
+            param_hint="--progress/$BUILDKIT_PROGRESS",
+        )
     if compression not in (None, "gzip", "zstd"):
         raise typer.BadParameter("expected gzip or zstd", param_hint="--compression")
     opts = BuildOptions(
@@ -403,7 +463,7 @@ def build(
         dry_run=dry_run, smoke=smoke, smoke_base=smoke_base, min_free_gb=min_free_gb, submodules=submodules,
         syntax=syntax, extra=list(ctx.args), allow_drift=allow_drift, check_reproducible=check_reproducible,
         rebuild_builder=rebuild_builder, shared_cache=shared_cache, compression=compression,
-        force_compression=force_compression,
+        force_compression=force_compression, json_out=json_out,
     )  # fmt: skip
     if rebuild_builder and not check_reproducible:
         raise typer.BadParameter("only with --check-reproducible", param_hint="--rebuild-builder")
@@ -413,10 +473,17 @@ def build(
 @app.command()
 def doctor(
     builder: BuilderOption = None,
-    min_free_gb: Annotated[float, typer.Option("--min-free-gb", help="Free space the build needs.")] = 100.0,
+    min_free_gb: Annotated[
+        float, typer.Option("--min-free-gb", metavar="GB", help="Free space the build needs.")
+    ] = 100.0,
     push: Annotated[bool, typer.Option("--push", help="Also check registry credentials for pushing.")] = False,
-    tag: Annotated[str, typer.Option("--tag", help="Image tag to check credentials for.")] = "nemo-rl:latest",
-    platform: Annotated[str, typer.Option("--platform", help="Platform the builder must offer.")] = "linux/amd64",
+    tag: Annotated[
+        str, typer.Option("--tag", metavar="TAG", help="Image tag to check credentials for.")
+    ] = "nemo-rl:latest",
+    platform: Annotated[
+        str, typer.Option("--platform", metavar="PLATFORM", help="Platform the builder must offer.")
+    ] = "linux/amd64",
+    json_out: Annotated[bool, typer.Option("--json", help="Print the checks as JSON on stdout.")] = False,
 ) -> None:
     """Check that this machine can build: engine, buildx, builder and driver, platform, disk, credentials.
 
@@ -424,12 +491,14 @@ def doctor(
     """
     from buildkit.commands.build import doctor_command
 
-    doctor_command(builder, min_free_gb, push, tag, platform)
+    doctor_command(builder, min_free_gb, push, tag, platform, json_out)
 
 
 @app.command()
 def verify(
-    image: Annotated[str | None, typer.Argument(help="Image to check [default: the last successful build's].")] = None,
+    image: Annotated[
+        str | None, typer.Argument(metavar="[IMAGE]", help="Image to check [default: the last successful build's].")
+    ] = None,
     pins: PinsOption = Path("pins.yaml"),
     lock: LockOption = None,
     build_dir: BuildDirOption = None,
@@ -449,12 +518,12 @@ def verify(
         ),
     ] = False,
     key: Annotated[
-        str | None, typer.Option("--key", help="With --provenance: the public key (cosign.pub) or KMS URI.")
+        str | None,
+        typer.Option("--key", metavar="KEY", help="With --provenance: the public key (cosign.pub) or KMS URI."),
     ] = None,
 ) -> None:
     """Check the built image against the lock, inside containers with no network.
 
-    \b
     Checks: the vLLM version names the locked commit (+g<9 hex>); sglang is not importable; NEMO_RL_COMMIT and
     the provenance labels match the lock; the container fingerprint exists; the patched tools/build-custom-vllm.sh
     is the one the prepare record holds. --gpus adds: torch sees a GPU of compute capability 9.0 and sm_90.
@@ -473,12 +542,18 @@ def report(
     pins: PinsOption = Path("pins.yaml"),
     lock: LockOption = None,
     record: Annotated[
-        Path | None, typer.Option("--record", help="Build record [default: build/record.json, if it exists].")
+        Path | None,
+        typer.Option("--record", metavar="PATH", help="Build record [default: build/record.json, if it exists]."),
     ] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="markdown or json.")] = "markdown",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", metavar="PATH", help="Write here instead of stdout.")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", metavar="FORMAT", help="markdown or json.")] = "markdown",
     results: Annotated[
-        Path | None, typer.Option("--results", help="Training metrics per step (YAML or CSV) for 'Verified results'.")
+        Path | None,
+        typer.Option(
+            "--results", metavar="PATH", help="Training metrics per step (YAML or CSV) for 'Verified results'."
+        ),
     ] = None,
     build_dir: BuildDirOption = None,
 ) -> None:
@@ -506,19 +581,23 @@ def attest(
     pins: PinsOption = Path("pins.yaml"),
     lock: LockOption = None,
     record: Annotated[
-        Path | None, typer.Option("--record", help="Build record [default: the newest, as verify picks it].")
+        Path | None,
+        typer.Option("--record", metavar="PATH", help="Build record [default: the newest, as verify picks it]."),
     ] = None,
     key: Annotated[
         str | None,
         typer.Option(
             "--key",
+            metavar="KEY",
             help="Sign with this cosign key (a file from `cosign generate-key-pair`, password in $COSIGN_PASSWORD; "
             "or a KMS URI) and attach the envelope to the pushed image.",
         ),
     ] = None,
     builder_id: Annotated[
         str | None,
-        typer.Option("--builder-id", help="runDetails.builder.id: a URI for the platform that ran the build."),
+        typer.Option(
+            "--builder-id", metavar="URI", help="runDetails.builder.id: a URI for the platform that ran the build."
+        ),
     ] = None,
     build_dir: BuildDirOption = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the statement on stdout.")] = False,
@@ -544,7 +623,8 @@ def attest(
     Examples:
       buildkit attest                              # the statement only
       COSIGN_PASSWORD=... buildkit attest --key cosign.key
-      buildkit attest --record build/smoke-record.json --json | jq .predicate.buildDefinition
+      buildkit attest --record build/smoke-record.json --json \\
+        | jq .predicate.buildDefinition
     """
     from buildkit.commands.attest import attest_command
 
@@ -555,7 +635,9 @@ def attest(
 def export(
     image: Annotated[
         str | None,
-        typer.Argument(help="Image in the local Docker to export [default: the newest successful build's]."),
+        typer.Argument(
+            metavar="[IMAGE]", help="Image in the local Docker to export [default: the newest successful build's]."
+        ),
     ] = None,
     pins: PinsOption = Path("pins.yaml"),
     lock: LockOption = None,
@@ -563,7 +645,10 @@ def export(
     output: Annotated[
         Path | None,
         typer.Option(
-            "--output", "-o", help="The .sqsh to write [default: build/<image>.sqsh; build/smoke/ for a smoke build]."
+            "--output",
+            "-o",
+            metavar="PATH",
+            help="The .sqsh to write [default: build/<image>.sqsh; build/smoke/ for a smoke build].",
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the export record as JSON on stdout.")] = False,
@@ -580,9 +665,10 @@ def export(
 
     \b
     Examples:
-      buildkit export                         # the newest build's image -> build/<image>.sqsh
+      buildkit export           # the newest build's image -> build/<image>.sqsh
       buildkit export -o /shared/nemo-rl.sqsh
-      srun --container-image=/shared/nemo-rl.sqsh --container-workdir=/opt/nemo-rl --pty bash
+      srun --container-image=/shared/nemo-rl.sqsh \\
+        --container-workdir=/opt/nemo-rl --pty bash
     """
     from buildkit.commands.export import export_command
 
@@ -602,9 +688,21 @@ def schema() -> None:
     sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
 
 
+def _stop_as_ctrl_c(signum: int, frame: object) -> None:
+    """SIGTERM (a CI cancel, `timeout`) and SIGHUP (a closed terminal) end a run as Ctrl-C does: buildx is asked to
+    cancel, the record says interrupted, temp files go. The signal's name rides along for the log."""
+    import signal
+
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main() -> None:
+    import signal
+
     from buildkit.errors import BuildkitError
 
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _stop_as_ctrl_c)
     try:
         app()
     except BuildkitError as err:
@@ -612,8 +710,8 @@ def main() -> None:
 
         print_error(err)
         sys.exit(err.exit_code)
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
+    except KeyboardInterrupt as stop:
+        sys.stderr.write(f"interrupted ({stop.args[0] if stop.args else 'Ctrl-C'})\n")
         sys.exit(130)
     except Exception as err:  # noqa: BLE001 -- a bug: say so briefly; the traceback is one variable away
         if os.environ.get("BUILDKIT_DEBUG"):

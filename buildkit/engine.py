@@ -71,6 +71,14 @@ class Engine:
         except self._errors:
             return None
 
+    def history(self, ref: str) -> list[dict[str, Any]]:
+        """`docker image history`: each layer's size and the instruction that made it, newest first ([] if none)."""
+        try:
+            found = self.client.api.history(ref)
+        except self._errors:
+            return []
+        return found if isinstance(found, list) else []
+
     def run_check(self, image: str, command: list[str], gpus: bool = False) -> tuple[int, str]:
         """Run a command in a throwaway container with no network: its exit code and combined output. A container
         that cannot start (the executable is missing) is exit 127 with the engine's reason."""

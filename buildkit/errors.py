@@ -15,8 +15,9 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (4, "upstream disagrees with the pins, or a patch no longer fits"),
     (5, "engine not ready: Docker, buildx, builder, disk, credentials, mksquashfs"),
     (6, "the build failed"),
+    (7, "bump: the pins moved, but `buildkit build` would stop on them (drift)"),
     (70, "internal error: a bug in buildkit, please report it"),
-    (130, "interrupted (Ctrl-C)"),
+    (130, "interrupted (Ctrl-C, SIGTERM, SIGHUP)"),
 )
 
 
@@ -95,6 +96,12 @@ class CredentialsError(EngineNotReady):
 
 class BuildFailed(BuildkitError):
     exit_code = 6
+
+
+class BuildWouldStop(BuildkitError):
+    """`bump` moved the pins, but the build they describe would stop (drift): said with its own code."""
+
+    exit_code = 7
 
 
 class Interrupted(BuildkitError):

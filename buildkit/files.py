@@ -64,11 +64,9 @@ def replaced_atomically(path: Path) -> Iterator[Path]:
     with _replacing(path) as (fd, tmp):
         os.close(fd)
         yield tmp
-        umask = os.umask(0o022)
-        os.umask(umask)
         fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
-            os.fchmod(fd, 0o666 & ~umask)
+            os.fchmod(fd, 0o666 & ~current_umask())
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -80,6 +78,9 @@ def _replacing(path: Path) -> Iterator[tuple[int, Path]]:
     block succeeds, removed when it fails; an OSError becomes write_error(path)."""
     fd, tmp = _make_temp(path)
     try:
+        # mkstemp makes the file 0600; the file written gets the mode any new file gets (0644 under umask 022), so
+        # teammates on a shared file system can read the lock, the records and the report.
+        os.fchmod(fd, 0o666 & ~current_umask())
         yield fd, Path(tmp)
         check_replaceable(path)  # again: the path may have changed while the block ran
         os.replace(tmp, path)
@@ -89,6 +90,20 @@ def _replacing(path: Path) -> Iterator[tuple[int, Path]]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it (os.umask sets it, which races with other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
 
 
 @contextmanager

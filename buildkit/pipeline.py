@@ -89,6 +89,11 @@ class Paths(NamedTuple):
         return self.build_dir / "verify.json"
 
     @property
+    def provenance_verify_record(self) -> Path:
+        """`verify --provenance`'s record: a record of its own, so the in-image checks' stays beside it."""
+        return self.build_dir / "provenance-verify.json"
+
+    @property
     def logs(self) -> Path:
         return self.build_dir / "logs"
 

@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-LOG_TAIL = 8
+LOG_TAIL = 20  # enough of a failed step's own output to show why it failed
 # A Dockerfile instruction's vertex: "[stage 2/4] RUN ...", or "[2/4] RUN ..." in a file without stage names.
 _INSTRUCTION_RE = re.compile(r"\[(?:[^\]]* )?\d+/\d+\] (?P<keyword>[A-Z]+)\b.*", re.DOTALL)
 # BuildKit's vertices for registry cache import and export; their errors do not fail a build.
@@ -27,6 +27,7 @@ class Step:
     name: str = ""
     started: str | None = None
     completed: str | None = None
+    first_started: str | None = None  # a vertex BuildKit restarts keeps its first start (the timeline's bar)
     cached: bool = False
     error: str | None = None
     logs: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL))
@@ -66,6 +67,7 @@ class Progress:
             # Updates can repeat a vertex without `completed` after it completed (a restart): take the latest.
             if vertex.get("started"):
                 step.started = vertex["started"]
+                step.first_started = step.first_started or step.started
                 step.completed = vertex.get("completed")
             elif vertex.get("completed"):
                 step.completed = vertex["completed"]
@@ -118,3 +120,17 @@ class Progress:
     def failed(self) -> list[Step]:
         """The steps that failed the build (not a cache import or export, which only slows it)."""
         return [s for s in self.steps.values() if s.error and not _CACHE_VERTEX_RE.fullmatch(s.name)]
+
+    def cause(self) -> Step | None:
+        """The step whose failure stopped the build. When one step fails, BuildKit cancels the steps running beside
+        it, and they report `context canceled` too: the cause is the failed step that was not cancelled, a
+        Dockerfile instruction before an internal step, the first to fail before a later one."""
+        failed = self.failed()
+        if not failed:
+            return None
+
+        def rank(step: Step) -> tuple[bool, bool, str]:
+            cancelled = "context canceled" in (step.error or "") or (step.error or "").strip() == "canceled"
+            return cancelled, not _INSTRUCTION_RE.fullmatch(step.name), step.completed or "~"
+
+        return min(failed, key=rank)

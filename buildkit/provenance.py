@@ -23,6 +23,7 @@ from buildkit.files import utc_now
 from buildkit.grammar import DIGEST_RE
 from buildkit.http import Http
 from buildkit.lock import Lock, lock_sha256
+from buildkit.records import header
 from buildkit.render import RenderRecord, source_date_epoch
 from buildkit.resolve.registry import INDEX_TYPES, MANIFEST_TYPES, ImageName, Login, Registry, parse_image_ref
 from buildkit.resolve.shapes import Answer, parse
@@ -462,4 +463,5 @@ def verify_provenance(
         gpus=False,
         checked_at=utc_now(),
         results=results,
+        header=header("provenance-verify", found.top_digest, want.lock_sha256, smoke),
     )

@@ -21,6 +21,7 @@ from buildkit import __version__
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch
 from buildkit.files import sha256_bytes, sha256_file
 from buildkit.lock import Lock, lock_sha256
+from buildkit.records import RecordHeader, header
 
 
 # What the release target's steps fetch as it is on build day: the report lists these instead of claiming that the
@@ -221,6 +222,8 @@ class RenderRecord(BaseModel):
     transformations: list[Transformation] = []  # in the order applied (empty in a record from before them)
     upstream_base_image: str | None = None  # upstream's own ARG BASE_IMAGE default at that commit
     unpinned: list[str] = []  # what the rendered target fetches unpinned on build day (buildkit/unpinned.py)
+    header: RecordHeader | None = None  # None in a record written before headers
+    seconds: float | None = None  # how long render took (None: a record from before it was kept)
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
@@ -273,11 +276,14 @@ def upstream_dockerfile(prepared, commit: str) -> str:
 def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_base: str | None = None):
     """(Dockerfile text, RenderRecord) for a lock and its prepare record: upstream's docker/Dockerfile at the locked
     commit, transformed; the drift findings compare what upstream expects with what the pins give."""
+    import time
+
     from buildkit.dockerfile_text import parse
     from buildkit.drift import base_image_drift
     from buildkit.transforms import read_script
     from buildkit.unpinned import unpinned_inputs
 
+    begun = time.monotonic()
     patched = [(t.path, t.after) for patch in prepared.patches for t in patch.targets]
     upstream = upstream_dockerfile(prepared, lock.nemo_rl.commit)
     script = read_script(Path(prepared.tree))
@@ -301,6 +307,8 @@ def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_
         transformations=done,
         upstream_base_image=upstream_base,
         unpinned=unpinned_inputs(parse(text, "build/Dockerfile"), "smoke" if smoke_base else lock.build.target, script),
+        header=header("render", None, lock_sha256(lock), smoke_base is not None),
+        seconds=round(time.monotonic() - begun, 3),
     )
     return text, record
 

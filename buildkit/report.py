@@ -24,6 +24,7 @@ from buildkit.render import RenderRecord, commit_time, source_date_epoch, templa
 from buildkit.source import PrepareRecord
 from buildkit.squashfs import SquashfsRecord, srun_line
 from buildkit.squashfs import record_path as squashfs_record_path
+from buildkit.timeline import gantt
 from buildkit.verify import VerifyRecord
 from buildkit.yamlload import load_yaml
 
@@ -93,43 +94,81 @@ def read_results(path: Path) -> dict[str, Any]:
     return out
 
 
-def gather(paths: Paths, record_path: Path | None, results_path: Path | None) -> tuple[dict[str, Any], str | None]:
+def gather(
+    paths: Paths, record_path: Path | None, results_path: Path | None, on_note=None
+) -> tuple[dict[str, Any], str | None]:
     """The report's facts from the lock and the records, and the build record it used (None: nothing built).
 
     The build record is the one given, else the newest of build/record.json and build/smoke-record.json (as
-    `buildkit verify` picks it); the render record is the one beside that build's Dockerfile."""
+    `buildkit verify` picks it). Every other record is taken only when its header says it belongs to that build:
+    the same lock, smoke or release as it is, and (for the records of an image) the same image; a record of another
+    build is left out and `on_note` says so."""
     lock = load_inputs(paths).lock  # only a lock that agrees with the pins is reported
+    lock_sha = lock_sha256(lock)
+    note = on_note or (lambda text: None)
     prepare = read_record(paths.prepare_record, PrepareRecord)
+    if prepare is not None and prepare.lock_sha256 != lock_sha:
+        note(f"{paths.prepare_record}: prepared for another lock; left out")
+        prepare = None
     if record_path is not None:
         record = read_record(record_path, BuildRecord)
         if record is None:
             raise InputError(f"{record_path}: no such build record")
+        if record.lock_sha256 != lock_sha:
+            raise InputError(
+                f"{record_path}: a build of another lock (sha256 {record.lock_sha256[:12]}..., the lock is "
+                f"{lock_sha[:12]}...)",
+                hint="report with the pins and lock it was built from, or build again",
+            )
     else:
         latest = latest_build(paths)
         record_path, record = latest if latest else (None, None)
+        if record is not None and record.lock_sha256 != lock_sha:
+            note(f"{record_path}: a build of another lock; left out (build again to report one)")
+            record_path, record = None, None
     smoke = bool(record and record.smoke)
-    rendered = read_record(paths.render_record(smoke), RenderRecord) or read_record(
-        paths.render_record(False), RenderRecord
-    )
-    if rendered is not None and rendered.lock_sha256 != lock_sha256(lock):
-        rendered = None  # rendered from another lock
-    verify = read_record(paths.verify_record, VerifyRecord)
-    if verify and (record is None or verify.image != record.image.tag):
-        verify = None  # it checked another image
-    exported = read_record(squashfs_record_path(paths, smoke), SquashfsRecord)
-    if exported and not _exported_this(exported, record, lock):
-        exported = None  # a squashfs of another image
+    images = {x for x in (record.image.digest, record.image.id, record.image.config_digest) if x} if record else set()
+
+    def belongs(found, legacy) -> bool:
+        if found is None:
+            return False
+        if found.header is not None:
+            return found.header.of_build(images, lock_sha, smoke)
+        return legacy(found)
+
+    def take(path: Path, model, legacy):
+        found = read_record(path, model)
+        if found is not None and not belongs(found, legacy):
+            note(f"{path}: a record of another build; left out")
+            return None
+        return found
+
+    # A smoke build's report reads the smoke render (its target, its unpinned inputs), never the release one.
+    rendered = take(
+        paths.render_record(smoke), RenderRecord,
+        lambda r: r.lock_sha256 == lock_sha and bool(r.smoke_base) == smoke,
+    )  # fmt: skip
+
+    def checked_this(v: VerifyRecord) -> bool:
+        return v.lock_sha256 == lock_sha and v.smoke == smoke and v.image_id in images
+
+    verify = take(paths.verify_record, VerifyRecord, checked_this)
+    provenance_checked = take(paths.provenance_verify_record, VerifyRecord, checked_this)
+    exported = take(
+        squashfs_record_path(paths, smoke), SquashfsRecord,
+        lambda e: e.lock_sha256 == lock_sha and bool({e.image_id, e.config_digest} & images),
+    )  # fmt: skip
+    from buildkit.attest import AttestRecord
+    from buildkit.attest import record_path as attest_record_path
+
+    attested = take(attest_record_path(paths, smoke), AttestRecord, lambda a: False)
     results = read_results(results_path) if results_path else None
     used = _shown_path(record_path, paths.project_dir) if record_path else None
-    data = facts(lock, prepare, record, verify, results, rendered, paths=paths, record_name=used, exported=exported)
+    data = facts(
+        lock, prepare, record, verify, results, rendered, paths=paths, record_name=used, exported=exported,
+        provenance_checked=provenance_checked, attested=attested,
+    )  # fmt: skip
     return data, used
-
-
-def _exported_this(exported: SquashfsRecord, record: BuildRecord | None, lock: Lock) -> bool:
-    """Whether `buildkit export` made its squashfs of this build's image (of this lock, when nothing was built)."""
-    if record is None:
-        return exported.lock_sha256 == lock_sha256(lock)
-    return exported.config_digest == record.image.config_digest or exported.image_id == record.image.id
 
 
 def _shown_path(path: Path, project_dir: Path) -> str:
@@ -155,11 +194,143 @@ def _declared_diffs(lock: Lock, project_dir: Path | None) -> list[dict[str, Any]
     return out
 
 
-def _planned_command(lock: Lock, paths: Paths | None) -> str:
-    """The buildx command a build of this lock runs (what `buildkit build --dry-run` prints)."""
+def _heredoc(command: str, text: str, tag: str) -> str:
+    """`command <<'TAG'` with the text, under a terminator the text does not hold as a line."""
+    lines = set(text.splitlines())
+    word, n = tag, 1
+    while word in lines:
+        n += 1
+        word = f"{tag}_{n}"
+    return f"{command} <<'{word}'\n{text.rstrip(chr(10))}\n{word}"
+
+
+def by_hand(lock: Lock, prepare: PrepareRecord | None, rendered: RenderRecord | None, smoke: bool) -> list[str]:
+    """The build without buildkit, as one script that works from an empty directory: the sources cloned and patched,
+    upstream's Dockerfile with the rendered changes applied (the diff, inline), and buildx on those relative paths
+    (nothing under this machine's home or cache)."""
+    from dataclasses import replace
+
     from buildkit.build import plan_for_lock, shell_command
 
-    return shell_command(plan_for_lock(lock, paths or Paths.of(Path("pins.yaml"))))
+    n = lock.nemo_rl
+    lines = [
+        "mkdir nemo-rl-build && cd nemo-rl-build",
+        f"git clone {shlex.quote(n.repo)} nemo-rl",
+        f"git -C nemo-rl checkout --detach {n.commit}",
+    ]
+    if prepare is None or prepare.submodules is not None:
+        lines.append("git -C nemo-rl submodule update --init --recursive --depth 1")
+    for number, patch in enumerate(prepare.patches if prepare else [], 1):
+        lines.append(_heredoc("git -C nemo-rl apply", patch.diff, f"PATCH_{number}"))
+    if prepare is None and lock.patches:
+        lines += [f"git -C nemo-rl apply ../{shlex.quote(p.file)}  # from this repository" for p in lock.patches]
+    lines.append(f"git -C nemo-rl show {n.commit}:docker/Dockerfile > Dockerfile")
+    if rendered is not None and rendered.diff:
+        lines.append(_heredoc("patch Dockerfile", rendered.diff, "DOCKERFILE_DIFF"))
+    else:
+        lines.append("# then the changes `buildkit render` makes (not rendered from this lock yet)")
+    plan = plan_for_lock(lock, Paths.of(Path("pins.yaml")), smoke=smoke, provenance=False)
+    plan = replace(
+        plan, dockerfile=Path("Dockerfile"), tree=Path("nemo-rl"), metadata_file=Path("metadata.json"),
+        cache_from=(), cache_to=(),
+    )  # fmt: skip
+    lines.append(shell_command(plan))
+    return lines
+
+
+def verdict(lock, record, rendered, verify, provenance_checked, exported, attested=None) -> dict[str, Any]:
+    """The report's first block: what was built, every check with pass, fail or skipped, and what is unpinned."""
+    checks: list[dict[str, str]] = []
+
+    def check(name: str, status: str, detail: str) -> None:
+        checks.append({"check": name, "status": status, "detail": detail})
+
+    if record is None:
+        check("build", "skipped", "nothing built yet: buildkit build")
+    elif record.outcome == "succeeded":
+        check("build", "pass", f"{record.instructions_cached or 0} of {record.instructions_total or 0} steps cached")
+    else:
+        check("build", "fail", " ".join(x for x in (record.failed_step, record.error) if x) or record.outcome)
+    w = lock.wheel
+    if w.content_addressed:
+        check("wheel content-addressed", "pass", f"sha256 {w.sha256}, checked by BuildKit")
+    else:
+        check("wheel content-addressed", "fail", w.not_content_addressed or "no sha256 in the lock")
+    cuda_ok = lock.cuda.outcome == "match"
+    check("CUDA: base image and wheel", "pass" if cuda_ok else "skipped", lock.cuda.detail)
+    if rendered is None:
+        check("drift", "skipped", "not rendered from this lock")
+    elif rendered.drift:
+        check("drift", "fail", "; ".join(rendered.drift))
+    else:
+        check("drift", "pass", "upstream expects nothing the pins do not give")
+    for label, found, how in (
+        ("verify", verify, "buildkit verify"),
+        ("provenance", provenance_checked, "buildkit verify --provenance"),
+    ):
+        if found is None:
+            check(label, "skipped", f"not run on this image: {how}")
+        for r in found.results if found else []:
+            check(f"{label}: {r.name}", {"skip": "skipped"}.get(r.status, r.status), r.reason)
+    repro = record.reproducibility if record else None
+    if repro is None:
+        check("reproducible", "skipped", "not checked: buildkit build --check-reproducible")
+    else:
+        check("reproducible", "pass" if repro.identical else "fail", "; ".join(repro.summary[:3]))
+    if attested is None:
+        check("SLSA attestation", "skipped", "not attested: buildkit attest")
+    elif attested.attached_to:
+        check("SLSA attestation", "pass", f"signed and attached to {attested.attached_to}")
+    else:
+        how = "signed, not attached: " + (attested.not_attached or "") if attested.signed else "written, not signed"
+        check("SLSA attestation", "skipped", f"{attested.statement} {how}")
+    if exported is None:
+        check("squashfs export", "skipped", "not exported: buildkit export")
+    else:
+        check("squashfs export", "pass", f"{exported.path}, sha256 {exported.sha256}")
+    target = ("smoke" if rendered.smoke_base else lock.build.target) if rendered else None
+    return {
+        "built": {
+            "tag": record.image.tag if record else lock.build.tag,
+            "digest": record.image.digest if record else None,
+            "id": record.image.id if record else None,
+            "target": record.argv[record.argv.index("--target") + 1] if record and "--target" in record.argv else None,
+            "kind": ("smoke" if record.smoke else "release") if record else None,
+            "outcome": record.outcome if record else None,
+        },
+        "checks": checks,
+        "counts": {s: sum(1 for c in checks if c["status"] == s) for s in ("pass", "fail", "skipped")},
+        "unpinned": {"target": target, "items": rendered.unpinned} if rendered else None,
+    }
+
+
+def stage_times(prepare, rendered, record, verify, exported) -> list[dict[str, Any]]:
+    """How long each stage took, as its record says (None where the record does not say)."""
+
+    def seconds(found, attribute: str = "seconds"):
+        return getattr(found, attribute, None) if found is not None else None
+
+    return [
+        {"stage": "resolve", "seconds": None, "detail": ""},
+        {"stage": "prepare", "seconds": seconds(prepare), "detail": "reused" if prepare and prepare.reused else ""},
+        {"stage": "render", "seconds": seconds(rendered), "detail": ""},
+        {"stage": "build", "seconds": seconds(record), "detail": record.outcome if record else ""},
+        {"stage": "verify", "seconds": seconds(verify), "detail": ""},
+        {"stage": "export", "seconds": seconds(exported), "detail": ""},
+    ]
+
+
+def layers(record: BuildRecord | None) -> list[dict[str, Any]] | None:
+    """The image's layers, largest first, each with the instruction that made it (None: not known)."""
+    if record is None or not record.image.history:
+        return None
+    out = []
+    for entry in record.image.history:
+        if entry.size == 0:
+            continue  # ENV, CMD, LABEL...: history entries that made no layer
+        made_by = entry.created_by.removeprefix("/bin/sh -c #(nop) ").strip()
+        out.append({"size": entry.size, "created_by": made_by[:300] + ("..." if len(made_by) > 300 else "")})
+    return sorted(out, key=lambda layer: -layer["size"])
 
 
 def _link(url: str | None, repo: str) -> str | None:
@@ -191,6 +362,8 @@ def facts(
     paths: Paths | None = None,
     record_name: str | None = None,
     exported: SquashfsRecord | None = None,
+    provenance_checked: VerifyRecord | None = None,
+    attested=None,
 ) -> dict[str, Any]:
     n, v, pr, w, b = lock.nemo_rl, lock.vllm, lock.vllm_pr, lock.wheel, lock.base_image
     github = "https://github.com/"
@@ -218,13 +391,8 @@ def facts(
         },
     ]
     built = record is not None and record.outcome == "succeeded"
-    buildkit_commands = ["buildkit resolve --check", "buildkit build" + (" --smoke" if record and record.smoke else "")]
-    patches = [p.file for p in (prepare.patches if prepare else [])] or [p.file for p in lock.patches]
-    manual = [
-        f"git clone {shlex.quote(n.repo)} nemo-rl && cd nemo-rl && git checkout {n.commit}",
-        "git submodule update --init --depth 1",
-        *[f"git apply ../{shlex.quote(p)}" for p in patches],
-    ]
+    smoke = bool(record and record.smoke)
+    buildkit_commands = ["buildkit resolve --check", "buildkit build" + (" --smoke" if smoke else "")]
     return {
         "report_version": 1,
         "buildkit_version": __version__,
@@ -279,6 +447,12 @@ def facts(
         ),
         "image": record.image.model_dump(mode="json") if record else None,
         "verification": verify.model_dump(mode="json") if verify else None,
+        "provenance_verification": provenance_checked.model_dump(mode="json") if provenance_checked else None,
+        "verdict": verdict(lock, record, rendered, verify, provenance_checked, exported, attested),
+        "attestation": attested.model_dump(mode="json") if attested else None,
+        "timeline": gantt(record.steps) if record else None,
+        "stages": stage_times(prepare, rendered, record, verify, exported),
+        "layers": layers(record),
         "slurm": exported.model_dump(mode="json") | {"srun": srun_line(exported)} if exported else None,
         "reproducibility": {
             "source_date_epoch": record.source_date_epoch if record else source_date_epoch(lock),
@@ -288,13 +462,18 @@ def facts(
         },
         "reproduction": {
             "buildkit": buildkit_commands,
-            "manual": manual,
-            "buildx": record.command if record else _planned_command(lock, paths),
-            "buildx_from_record": record is not None,
+            "manual": by_hand(lock, prepare, rendered, smoke),
         },
         "results": results,
         "known_issues": [k.model_dump(mode="json") for k in lock.known_issues],
     }
+
+
+def _human_size(size: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= scale:
+            return f"{size / scale:,.1f} {unit}"
+    return f"{size} B"
 
 
 def render_markdown(data: dict[str, Any]) -> str:
@@ -307,4 +486,5 @@ def render_markdown(data: dict[str, Any]) -> str:
         paragraphs=markdown.paragraphs, link=markdown.link,
     )  # fmt: skip
     env.filters["mib"] = lambda size: f"{size / 2**20:,.1f} MiB" if isinstance(size, int) else "unknown"
+    env.filters["bytes"] = _human_size
     return env.get_template("report.md.j2").render(**data)

@@ -128,10 +128,10 @@ def rebuild_and_compare(
     if outcome == "interrupted":
         raise Interrupted("interrupted: buildx cancelled the rebuild of the reproducibility check")
     if outcome != "succeeded":
-        failed = result.progress.failed()
+        cause = result.progress.cause()
         raise BuildFailed(
             "the rebuild for the reproducibility check failed"
-            + (f" ({failed[0].error})" if failed and failed[0].error else ""),
+            + (f" at {cause.name}: {cause.error}" if cause and cause.error else ""),
             hint=f"full log: {log_path}; the first build's OCI layout is left in {first_layout(repro_dir)}",
         )
     comparison = compare(first_layout(repro_dir), second, plan.platform)

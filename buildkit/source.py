@@ -103,6 +103,38 @@ def _git_dir_bytes(tree: Path) -> int:
     return total
 
 
+SUBMODULE_HINT = (
+    "check the network to that host; or point it at a mirror with pins.yaml `git_url_rewrites` (git's "
+    "url.<mirror>.insteadOf); or, for a smoke build, skip submodules in every command with BUILDKIT_SUBMODULES=0 "
+    '(or --no-submodules); see README "No internet"'
+)
+
+
+def _submodule_failure(tree: Path, exc: GitFailed) -> GitFailed:
+    """git's "Failed to clone 'x' a second time" made into what failed (the submodule and its URL) and the ways on."""
+    paths = re.findall(r"'([^'\n]{1,200})'", exc.stderr)
+    urls: dict[str, str] = {}
+    try:
+        listed = run_git(["config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.(path|url)$"], cwd=tree)
+        names: dict[str, dict[str, str]] = {}
+        for line in listed.splitlines():
+            key, _, value = line.partition(" ")
+            name, _, field = key.removeprefix("submodule.").rpartition(".")
+            names.setdefault(name, {})[field] = value
+        urls = {entry["path"]: entry["url"] for entry in names.values() if "path" in entry and "url" in entry}
+    except GitFailed:
+        pass  # the message then names the path git gave, without its URL
+    failed = next((path for path in reversed(paths) if path in urls), None)
+    if failed is None:
+        failed = next((p for p in reversed(paths) if "/" in p or p in urls), None)
+    what = f"submodule {failed}" if failed else "a submodule"
+    where = f" from {urls[failed]}" if failed in urls else ""
+    exc.message = f"cannot fetch {what}{where}: {exc.message.removeprefix('git submodule update failed: ')}"
+    exc.hint = SUBMODULE_HINT
+    exc.args = (exc.message,)
+    return exc
+
+
 def _submodule_status(tree: Path, config: list[str]) -> list[tuple[str, str, str]]:
     """(flag, commit, path) per submodule: ' ' in sync, '-' not checked out, '+' other commit, 'U' conflict."""
     out = run_git(["submodule", "status", "--recursive"], cwd=tree, config=config)
@@ -291,9 +323,14 @@ def _reset_to_pristine(
         before = {work.relative_to(top).as_posix(): _head(module) for module, work in modules.items()}
         run_git(["submodule", "sync", "-q", "--recursive"], cwd=tree, config=config)
         _check_entry(tree, repo)  # sync wrote the URLs from .gitmodules: each submodule git dir must agree
-        run_git(
-            ["submodule", "update", "-q", "--init", "--recursive", "--depth", "1", "--force"], cwd=tree, config=config
-        )
+        try:
+            run_git(
+                ["submodule", "update", "-q", "--init", "--recursive", "--depth", "1", "--force"],
+                cwd=tree,
+                config=config,
+            )
+        except GitFailed as exc:
+            raise _submodule_failure(tree, exc) from None
         run_git(["submodule", "foreach", "-q", "--recursive", "git clean -q -ffdx"], cwd=tree, config=config)
         status = _submodule_status(tree, config)
         for _flag, sha, path in status:

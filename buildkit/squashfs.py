@@ -71,6 +71,7 @@ from buildkit.files import (
 from buildkit.grammar import DIGEST_RE, image_ref
 from buildkit.lock import Lock, lock_sha256
 from buildkit.pipeline import Paths, latest_successful_build
+from buildkit.records import RecordHeader, header
 
 ENROOT_SQUASH_OPTIONS = ("-comp", "lzo", "-noD", "-exit-on-error")  # enroot.in: ENROOT_SQUASH_OPTIONS
 MIN_VERSION = (4, 5)  # -exit-on-error came with 4.5; -mkfs-time, -all-time and reproducible output with 4.4
@@ -137,6 +138,7 @@ class SquashfsRecord(BaseModel):
     skipped_count: int
     exported_at: str
     seconds: float
+    header: RecordHeader | None = None  # None in a record written before headers
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
@@ -304,6 +306,7 @@ def export_squashfs(
         skipped_count=unpacked.skipped_count,
         exported_at=started,
         seconds=round(time.monotonic() - begun, 3),
+        header=header("squashfs", str(attrs["Id"]), record.lock_sha256 if record else lock_sha256(lock), smoke),
     )
     where = record_path(paths, smoke)
     write_atomic(where, result.to_json())

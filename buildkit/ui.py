@@ -12,8 +12,10 @@ from rich.table import Table
 from buildkit.errors import BuildkitError
 from buildkit.sanitize import strip_controls, without_remembered_secrets
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# NO_COLOR (no-color.org: set and not empty) turns off every style, bold and dim included, not only colours.
+_STYLES = {"color_system": None} if os.environ.get("NO_COLOR") else {}
+out = Console(highlight=False, soft_wrap=True, **_STYLES)
+err = Console(stderr=True, highlight=False, soft_wrap=True, **_STYLES)
 
 
 SECRET_ENV = ("GITHUB_TOKEN", "COSIGN_PASSWORD")

@@ -7,6 +7,7 @@ without --gpus) is a skip that says why, never a pass.
 
 from __future__ import annotations
 
+import time
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -15,6 +16,7 @@ from buildkit import __version__
 from buildkit.errors import CredentialsError, EngineNotReady, InputError, excerpt
 from buildkit.files import utc_now
 from buildkit.lock import Lock, lock_sha256
+from buildkit.records import RecordHeader, header
 from buildkit.sanitize import strip_controls
 from buildkit.source import PrepareRecord
 
@@ -107,6 +109,8 @@ class VerifyRecord(BaseModel):
     gpus: bool
     checked_at: str
     results: list[CheckResult]
+    header: RecordHeader | None = None  # None in a record written before headers
+    seconds: float | None = None  # how long the checks took (None: a record from before it was kept)
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
@@ -117,6 +121,7 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
 
     from buildkit.engine import Engine
 
+    begun = time.monotonic()
     engine = engine or Engine()
     attrs = engine.image_attrs(image) or pull(engine, image)
     config = attrs.get("Config") or {}
@@ -196,7 +201,24 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
         gpus=gpus,
         checked_at=utc_now(),
         results=results,
+        header=header("verify", _identity(image, attrs), lock_sha256(lock), smoke),
+        seconds=round(time.monotonic() - begun, 3),
     )
+
+
+def _identity(image: str, attrs: dict) -> str | None:
+    """Which image was checked, as its build record names it: the registry's digest when the engine holds the image
+    by a digest of the repository verified (a pushed build: its record has that digest, not the engine's ID), else
+    the engine's image ID (a loaded build: its record has that ID)."""
+    name = image.partition("@")[0]
+    tail = name.rsplit("/", 1)[-1]
+    if ":" in tail:
+        name = name[: -len(tail)] + tail.partition(":")[0]
+    for repo_digest in attrs.get("RepoDigests") or []:
+        repo, _, digest = str(repo_digest).partition("@")
+        if repo == name and digest.startswith("sha256:"):
+            return digest
+    return attrs.get("Id") or None
 
 
 def version_reason(out: str, commit: str) -> str:

@@ -27,6 +27,13 @@ else
   echo "test: not root, so no build engine; the tests that need one are skipped here (CI runs them)" >&2
 fi
 
+# The report's build chart is checked with Mermaid's own parser, which runs in Node: tests/mermaid_check.py installs
+# it with `npm ci` from the pinned lock in tests/mermaid/ into the artifacts cache below.
+if ! command -v npm >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+
 export DOCKER_CONFIG=${DOCKER_CONFIG:-$HOME/.docker}
 # Real wheels from PyPI (vLLM, torch; several GB) are fetched once into a cache outside the repository and reused on
 # this machine, each checked against PyPI's sha256 on every use (tests/realwheels.py); a fresh machine fetches them.

@@ -84,7 +84,8 @@ def _sha256(path: Path) -> str:
 def _good(path: Path, wheel: RealWheel) -> bool:
     if path in _checked:
         return _checked[path]
-    ok = path.is_file() and not path.is_symlink() and path.stat().st_size == wheel.size and _sha256(path) == wheel.sha256
+    ok = path.is_file() and not path.is_symlink() and path.stat().st_size == wheel.size
+    ok = ok and _sha256(path) == wheel.sha256
     _checked[path] = ok
     return ok
 

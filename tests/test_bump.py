@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,11 @@ def test_bump_to_the_later_upstream_shape(project, remote):
     later = remote.move_to_later_shape()
 
     result = cli("bump", "--nemo-rl", "main")
-    assert result.code == 0, result.output
+    # Written, but the next build would stop on drift (upstream moved to CUDA 13.2): the summary leads with it and
+    # the exit code says so.
+    assert result.code == 7, result.output
+    assert result.stdout.startswith("# buildkit bump\n\n**`buildkit build` would stop on these pins**")
+    assert "would stop on these pins: drift: upstream builds on CUDA 13.2" in result.stderr
 
     # pins.yaml: the ref moved to the full SHA, the obsolete patch went, every other byte (comments too) stayed.
     after = (root / "pins.yaml").read_text()
@@ -72,6 +77,10 @@ def test_bump_to_the_later_upstream_shape(project, remote):
     assert "- base image: CUDA\\_VERSION 12.9.0.043 (config sha256:" in summary
     assert "- check: match: " in summary
     assert "line 8, above nemo\\_rl.ref:" in summary  # the comment that names the old commit's subject
+    # How far the pin moved: git's own count on the served repository (not GitHub: no compare link).
+    count = subprocess.run(["git", "rev-list", "--count", f"{remote.commit}..{later}"], cwd=remote.work,
+                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    assert f"- nemo_rl: {count} commit" in summary and "compare on GitHub" not in summary
     for written in ("pins.yaml", "pins.lock", "build/prepare.json", "build/Dockerfile", "build/render.json"):
         assert f"- `{written}`" in summary
 
@@ -111,7 +120,7 @@ def test_dry_run_does_the_work_and_writes_nothing(project, remote):
     root, cli = use_remote(project, remote)
     later = remote.move_to_later_shape()
     state = project_state(root)
-    result = cli("bump", "--dry-run")
+    result = cli("bump", "--dry-run", "--allow-drift")  # upstream moved to CUDA 13.2: accepted here
     assert result.code == 0, result.output
     assert "**dry run**: nothing was written." in result.stdout
     assert f'+  ref: "{later}"' in result.stdout and "| `custom-setup` | added |" in result.stdout
@@ -166,6 +175,10 @@ def test_vllm_moves_to_the_newest_commit_with_a_wheel_and_the_pr_goes(project, r
     summary = (root / "build" / "bump.md").read_text()
     assert f"`vllm.pr` #{VLLM_PR} is removed from pins.yaml" in summary
     assert f"`{VLLM_SHA[:12]}` is an ancestor (GitHub compare: ahead)" in summary
+    # How far vLLM moved, by GitHub's compare API (ahead_by), with the compare page.
+    compare = f"https://github.com/vllm-project/vllm/compare/{VLLM_SHA}...{with_wheel}"
+    assert f"- vllm: 1 commit ([compare on GitHub]({compare})) from `{VLLM_SHA[:12]}`" in summary
+    assert report["moves"][1]["commits"] == 1 and report["moves"][1]["compare_url"] == compare
     assert f"- `{without[:12]}` 2026-03-02 \\[CI\\] a commit without one" in summary
     assert cli("resolve", "--check").code == 0
 

@@ -139,9 +139,9 @@ def test_the_reference_reports_facts_for_the_reference_pins(project, upstreams):
         "docker buildx build",
         "--build-arg BUILD_CUSTOM_VLLM=1",
         "--target release",
-        "/src/nemo-rl-946862e7755f",  # the prepared tree, as `buildkit build --dry-run` names it
+        "--build-context nemo-rl=nemo-rl",  # the tree the by-hand script clones, relative: no home or cache
         "--tag nemo-rl:v0.5.0-spec-decode",
-        "git submodule update --init --depth 1",
+        "git -C nemo-rl submodule update --init --recursive --depth 1",
         # GPUs, save/load, run
         "Hopper (H100, H20)",
         "about 100 GB free",
@@ -164,10 +164,12 @@ def test_the_markdown_parses_cleanly():
     fences = [t for t in tokens if t.type == "fence"]
     headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h2"]
     assert headings == [
-        "Overview", "Source components", "Commit provenance", "Local modifications", "Build", "Image",
+        "Verdict", "Build timeline", "Stage timings", "Image layers", "Overview", "Source components",
+        "Commit provenance", "Local modifications", "Build", "Image",
         "Slurm (enroot/pyxis)", "Reproducibility", "Verification", "Reproduction", "Verified results", "Known issues",
     ]  # fmt: skip
-    assert len(tables) == 6  # components, image, labels, squashfs, verification, results
+    # verdict, its checks, stage timings, layers, components, image, labels, squashfs, verification, results
+    assert len(tables) == 10
     assert any(
         f.info == "diff" and "+GIT_REF=${2:-4a5299c93ff97c26def537b92562df5ada530fea}" in f.content for f in fences
     )
@@ -180,7 +182,7 @@ def test_the_markdown_parses_cleanly():
             widths[-1].append(0)
         elif token.type in ("th_open", "td_open"):
             widths[-1][-1] += 1
-    assert len(widths) == 6 and all(len(set(table)) == 1 and len(table) > 1 for table in widths), widths
+    assert len(widths) == 10 and all(len(set(table)) == 1 and len(table) > 1 for table in widths), widths
 
 
 def test_report_is_a_pure_function_of_the_records(project, remote):  # noqa: F811

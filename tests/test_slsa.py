@@ -387,9 +387,21 @@ def test_build_push_attest_verify_on_the_engine(project, remote, upstreams, tmp_
                       "build args", "Dockerfile sha256"):  # fmt: skip
             assert f"{source}: {field}" in found
     assert found["buildkit statement: lock sha256"][0] == "pass"
-    assert json.loads((root / "build" / "verify.json").read_text())["results"] == json.loads(passed.stdout)["results"]
+    # A record of its own: the in-image checks' record beside it is never overwritten, and the report shows both.
+    kept = json.loads((root / "build" / "provenance-verify.json").read_text())
+    assert kept["results"] == json.loads(passed.stdout)["results"]
+    assert kept["header"]["kind"] == "provenance-verify" and kept["header"]["image"] == record["image"]["digest"]
+    inside = cli("verify", env=env)
+    assert inside.code == 0, inside.output
+    assert json.loads((root / "build" / "provenance-verify.json").read_text()) == kept
     report = json.loads(cli("report", "--format", "json").stdout)
-    assert {r["name"] for r in report["verification"]["results"]} == set(found)
+    assert {r["name"] for r in report["provenance_verification"]["results"]} == set(found)
+    assert report["verification"]["header"]["kind"] == "verify"
+    attest_record = json.loads((root / "build" / "smoke" / "attest.json").read_text())
+    assert attest_record["header"]["kind"] == "attest" and attest_record["attached_to"] == pinned
+    assert {"check": "SLSA attestation", "status": "pass", "detail": f"signed and attached to {pinned}"} in (
+        report["verdict"]["checks"]
+    )
 
     # Another key: cosign accepts no attestation, and the signed statement's check says so.
     other = cli("verify", "--provenance", "--key", str(other_public), "--json", env=env)

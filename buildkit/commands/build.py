@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ class BuildOptions:
     sbom: bool
     cache_from: list[str]
     cache_to: list[str]
-    progress: str  # "auto" | "live" | "plain"
+    progress: str  # "auto" | "tty" | "plain" | "quiet" | "rawjson", as buildx names them ("live" is "tty")
     dry_run: bool
     smoke: bool
     smoke_base: str
@@ -38,13 +39,24 @@ class BuildOptions:
     shared_cache: bool = True  # the lock's build.cache, if it names one
     compression: str | None = None  # None: the lock's build.compression
     force_compression: bool | None = None
+    json_out: bool = False
 
 
-def doctor_command(builder: str | None, min_free_gb: float, push: bool, tag: str, platform: str) -> None:
+PROGRESS_MODES = ("auto", "tty", "live", "plain", "quiet", "rawjson")
+
+
+def doctor_command(
+    builder: str | None, min_free_gb: float, push: bool, tag: str, platform: str, json_out: bool = False
+) -> None:
+    from dataclasses import asdict
+
     from buildkit.preflight import run_preflight, tool_checks
 
     result = run_preflight(builder, platform, min_free_gb, push, tag)
     result.checks += tool_checks()
+    if json_out:
+        checks = [{**asdict(c), "result": {True: "ok", False: "fail", None: "n/a"}[c.ok]} for c in result.checks]
+        sys.stdout.write(json.dumps({"ok": not result.failed, "checks": checks}, indent=2) + "\n")
     ui.print_checks(result.checks)
     if result.failed:
         raise CheckFailed(f"{len(result.failed)} check(s) failed", hint=result.failed[0].fix or None)
@@ -131,9 +143,9 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
         ui.err.print(f"shared build cache: {ui.safe(inputs.lock.build.cache.ref)}:{ui.safe(plan.target)}")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     log_path = (paths.logs / f"build-{stamp}{'-smoke' if opts.smoke else ''}.log").resolve()
-    mode = opts.progress
+    mode = {"live": "tty"}.get(opts.progress, opts.progress)
     if mode == "auto":
-        mode = "live" if sys.stderr.isatty() else "plain"
+        mode = "tty" if sys.stderr.isatty() else "plain"
     view = _view(plan, mode)
     ui.err.print(f"building {ui.safe(plan.tag)} (target {ui.safe(plan.target)}); full log: {ui.safe(str(log_path))}")
     from buildkit.build import execute
@@ -150,6 +162,8 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
             on_line=view.update,
         )
     ui.err.print(f"record: {ui.safe(str(paths.build_record(opts.smoke)))}")
+    if opts.json_out:
+        sys.stdout.write(record.to_json())
     for problem in record.cache.problems if record.cache else []:
         if problem.startswith("importing cache manifest from ") and problem.endswith(": not found"):
             ref = problem.removeprefix("importing cache manifest from ").split(": ", 1)[0]
@@ -157,13 +171,20 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
         else:
             ui.warn(f"build cache not used: {problem} (the build went on without it)")
     if record.outcome == "interrupted":
-        raise Interrupted("interrupted: buildx cancelled the build; the record says so")
+        raise Interrupted(f"{record.error}: buildx cancelled the build; the record says so")
     if record.outcome == "failed":
-        from buildkit.build import explain_failure
+        from buildkit.build import explain_failure, failure_hint
 
+        if record.failed_step:
+            ui.err.print(f"[red]failed[/]: {ui.safe(record.failed_step)}")
+            if record.failed_output:
+                ui.err.print(f"  the last {len(record.failed_output)} line(s) of its output:")
+            for text in record.failed_output:
+                ui.err.print(f"  | {ui.safe(text)}")
         message, hint = explain_failure(record.error, inputs.lock) or (
-            f"the build failed ({record.error or f'buildx exit code {record.exit_code}'})",
-            f"full log: {log_path}",
+            f"the build failed{' at ' + record.failed_step if record.failed_step else ''}: "
+            f"{record.error or f'buildx exit code {record.exit_code}'}",
+            failure_hint(record.failed_step, record.error, log_path),
         )
         raise BuildFailed(message, hint=hint)
     ui.err.print(
@@ -258,14 +279,38 @@ def _compression_note(plan: BuildPlan) -> str | None:
     )
 
 
-def _view(plan: BuildPlan, mode: str) -> LiveView | PlainView:
-    return LiveView(plan) if mode == "live" else PlainView()
+def _view(plan: BuildPlan, mode: str) -> LiveView | PlainView | QuietView | RawView:
+    return {"tty": LiveView, "quiet": QuietView, "rawjson": RawView}.get(mode, PlainView)(plan)
+
+
+class QuietView:
+    """`quiet`, as buildx: nothing while the build runs (the outcome and any error are still said after it)."""
+
+    def __init__(self, plan: BuildPlan | None = None) -> None:
+        pass
+
+    def __enter__(self) -> QuietView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def update(self, line: str, progress: Progress) -> None:
+        pass
+
+
+class RawView(QuietView):
+    """`rawjson`, as buildx: BuildKit's status lines as they come, for tools that read them."""
+
+    def update(self, line: str, progress: Progress) -> None:
+        ui.err.file.write(ui.without_secrets(line if line.endswith("\n") else line + "\n"))
 
 
 class PlainView:
-    """One line per event, for CI logs: steps as they start and finish, and their output."""
+    """One line per event, for CI logs: each step's start once and its end once (BuildKit sends a vertex again when
+    it reuses it: "load build definition" starts twice), and its output."""
 
-    def __init__(self) -> None:
+    def __init__(self, plan: BuildPlan | None = None) -> None:
         self.seen: dict[str, tuple[bool, bool, int]] = {}
 
     def __enter__(self) -> PlainView:
@@ -290,7 +335,8 @@ class PlainView:
             if step.completed and not completed:
                 state = "ERROR " + step.error if step.error else ("CACHED" if step.cached else "DONE")
                 ui.err.print(f"   {ui.safe(state)}: {ui.safe(step.name)}")
-            self.seen[step.digest] = (bool(step.started), bool(step.completed), step.log_count)
+            # Once said, a start or an end stays said: a vertex BuildKit restarts is not announced again.
+            self.seen[step.digest] = (started or bool(step.started), completed or bool(step.completed), step.log_count)
 
 
 class LiveView:

@@ -20,6 +20,7 @@ def bump_command(
     submodules: bool,
     json_out: bool,
     allow_unrelated: bool = False,
+    allow_drift: bool = False,
 ) -> None:
     request = BumpRequest(
         nemo_rl=check_ref(nemo_rl, "--nemo-rl") if nemo_rl is not None else None,
@@ -43,6 +44,15 @@ def bump_command(
         ui.err.print("dry run: nothing written")
     elif report.outcome == "unchanged":
         ui.err.print("[green]ok[/]: the pins already name these commits; nothing written")
+    if report.build_would_stop and not allow_drift:
+        from buildkit.errors import BuildWouldStop
+
+        done = {"bumped": "bumped", "dry run": "dry run: the bump works"}.get(report.outcome, "the pins already moved")
+        raise BuildWouldStop(
+            f"{done}, but `buildkit build` would stop on these pins: {report.build_would_stop[0]}",
+            hint="fix base_image in pins.yaml to upstream's CUDA major, or accept it: `buildkit bump --allow-drift` "
+            "(and `buildkit build --allow-drift`)",
+        )
 
 
 def _present(report: BumpReport, json_out: bool) -> None:

@@ -21,7 +21,9 @@ def report_command(
         raise InputError(f"--format: expected markdown or json, found {fmt!r}")
     if output is not None and not is_stdout(output):
         check_replaceable(output)
-    data, used = gather(paths, record_path, results_path)
+    data, used = gather(
+        paths, record_path, results_path, on_note=lambda text: ui.err.print(f"[yellow]note[/]: {ui.safe(text)}")
+    )
     ui.err.print(f"build record: {ui.safe(used) if used else 'none (nothing built yet)'}")
     text = json.dumps(data, indent=2) + "\n" if fmt == "json" else render_markdown(data)
     if output is None or is_stdout(output):

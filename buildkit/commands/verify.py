@@ -34,7 +34,7 @@ def verify_command(
         image, smoke = _pushed_image(image, paths, lock)
         with ui.err.status(f"reading the provenance of {image}...", spinner="dots"):
             result = verify_provenance(image, lock, smoke, read_record(paths.render_record(smoke), RenderRecord), key)
-        _present(result, paths, json_out)
+        _present(result, paths.provenance_verify_record, json_out)
         return
     if image is None:
         record_path, record = pipeline.latest_successful_build(
@@ -47,7 +47,7 @@ def verify_command(
         ui.err.print(f"image {ui.safe(image)}, from {ui.safe(str(record_path))}")
     with ui.err.status(f"verifying {image}...", spinner="dots"):
         result = verify_image(image, lock, prepare, gpus=gpus)
-    _present(result, paths, json_out)
+    _present(result, paths.verify_record, json_out)
 
 
 def _pushed_image(image: str | None, paths: Paths, lock) -> tuple[str, bool]:
@@ -70,14 +70,14 @@ def _pushed_image(image: str | None, paths: Paths, lock) -> tuple[str, bool]:
     return record.image.tag, record.smoke
 
 
-def _present(result, paths: Paths, json_out: bool) -> None:
-    write_atomic(paths.verify_record, result.to_json())
+def _present(result, record_path, json_out: bool) -> None:
+    write_atomic(record_path, result.to_json())
     if json_out:
         sys.stdout.write(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
     marks = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "skip": "[yellow]skip[/]"}
     for check in result.results:
         ui.err.print(f"{marks[check.status]}  {ui.safe(check.name)}: {ui.safe(check.reason)}")
-    ui.err.print(f"record: {ui.safe(str(paths.verify_record))}")
+    ui.err.print(f"record: {ui.safe(str(record_path))}")
     failed = [c for c in result.results if c.status == "fail"]
     if failed:
         raise CheckFailed(f"{len(failed)} check(s) failed on {result.image}: {', '.join(c.name for c in failed)}")

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import quote, urlsplit
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
 from buildkit.grammar import FullSha, HttpsUrl, is_loopback_host
@@ -80,6 +80,10 @@ class _Pull(Answer):
 
 class _Compare(Answer):
     status: Literal["ahead", "behind", "identical", "diverged"]
+
+
+class _CompareCount(Answer):
+    ahead_by: int = Field(ge=0)
 
 
 def _subject(message: str) -> str:
@@ -186,6 +190,15 @@ class GitHub:
         path = f"/repos/{owner}/{repo}/compare/{base}...{head}?per_page=1"
         what = f"{owner}/{repo} compare {base[:12]}...{head[:12]}"
         return parse(_Compare, self._get(path, what), f"GitHub API answer for {what}").status
+
+    def commits_between(self, repo_url: str, base: str, head: str) -> tuple[int, str]:
+        """How many commits `head` has that `base` has not (the compare API's ahead_by), and the compare page."""
+        owner, repo = self._require(repo_url)
+        path = f"/repos/{owner}/{repo}/compare/{base}...{head}?per_page=1"
+        what = f"{owner}/{repo} compare {base[:12]}...{head[:12]}"
+        answer = parse(_CompareCount, self._get(path, what), f"GitHub API answer for {what}")
+        host = urlsplit(repo_url).hostname or "github.com"
+        return answer.ahead_by, f"https://{host}/{owner}/{repo}/compare/{base}...{head}"
 
     def pull(self, repo_url: str, number: int) -> PullRequestFact:
         owner, repo = self._require(repo_url)

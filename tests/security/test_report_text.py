@@ -43,10 +43,12 @@ def test_hostile_upstream_text_stays_text(project, tmp_path):
     hostile = cli("report", "--results", str(_results(tmp_path, honest=False)))
     assert hostile.code == 0, hostile.output
 
-    want_headings, want_tables, _, want_links = _shape(honest.stdout)
+    want_headings, want_tables, want_html, want_links = _shape(honest.stdout)
     headings, tables, html, links = _shape(hostile.stdout)
     assert headings == want_headings and tables == want_tables, "no section or table was forged"
-    assert not html, "no HTML from upstream"
+    # The only HTML is the report's own folding (<details>), the same as in the honest report: none from upstream.
+    assert [t.content for t in html] == [t.content for t in want_html], "no HTML from upstream"
+    assert all(t.content.startswith(("<details>", "</details>")) for t in html)
     assert all(href.startswith("https://github.com/") for href in links), links
     assert "javascript:" not in " ".join(links) and "evil.example.com" not in " ".join(links)
     assert "\x1b" not in hostile.stdout and "\x9b" not in hostile.stdout and "\x07" not in hostile.stdout

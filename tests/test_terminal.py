@@ -1,0 +1,172 @@
+"""Terminal conventions a newcomer expects (issue 21): help pages that fit 80 columns, NO_COLOR, plain progress,
+BUILDKIT_PROGRESS, pins.yaml found from a subdirectory, files readable by the group under the usual umask."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import stat
+import subprocess
+
+import pytest
+import typer
+from rich.console import Console
+
+from buildkit import ui
+from buildkit.cli import app
+from buildkit.files import write_atomic
+from tests.conftest import REPO_ROOT
+from tests.test_progress import STREAMS
+from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
+
+SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _commands() -> list[str]:
+    return ["", *sorted(typer.main.get_command(app).commands)]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_every_help_page_fits_80_columns(cli, command):
+    result = cli(*([command] if command else []), "--help", env={"COLUMNS": "80"})
+    assert result.code == 0, result.output
+    wide = [line for line in result.stdout.splitlines() if len(line) > 80]
+    assert not wide, f"`buildkit {command} --help` is wider than 80 columns: {wide}"
+    assert "<list[" not in result.stdout and "<str>" not in result.stdout.split("Options:")[-1]
+
+
+def test_no_color_removes_every_style(cli):
+    # FORCE_COLOR makes rich style its output as on a terminal; the error line is bold red, its hint dim.
+    env = {"FORCE_COLOR": "1", "NO_COLOR": ""}
+    styled = cli("render", "--pins", "missing.yaml", env=env)
+    assert styled.code == 2 and SGR.search(styled.stderr), "the test must see styles when NO_COLOR is not set"
+    plain = cli("render", "--pins", "missing.yaml", env={**env, "NO_COLOR": "1"})
+    assert plain.code == 2 and "error:" in plain.stderr
+    assert "\x1b[" not in plain.stderr
+
+
+def _plain_lines(name: str) -> list[str]:
+    from buildkit.commands.build import PlainView
+    from buildkit.progress import Progress
+
+    buffer = io.StringIO()
+    saved, ui.err = ui.err, Console(file=buffer, width=300, color_system=None)
+    try:
+        view, progress = PlainView(), Progress()
+        for line in (STREAMS / f"{name}.jsonl").read_text().splitlines(keepends=True):
+            progress.feed(line)
+            view.update(line, progress)
+    finally:
+        ui.err = saved
+    return buffer.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("stream", ["cold", "cached", "failed"])
+def test_plain_progress_says_each_steps_start_and_end_once(stream):
+    # Recorded from the real engine: BuildKit sends "load build definition" again after it completed.
+    lines = _plain_lines(stream)
+    ends = [line for line in lines if re.match(r"\s+(DONE|CACHED|ERROR)", line)]
+    starts = [line for line in lines if line.startswith("=> ")]
+    assert ends and len(ends) == len(set(ends)), ends
+    assert len(starts) == len(set(starts)), starts
+
+
+def test_buildkit_progress_is_read_as_buildx_reads_it(cli):
+    bad = cli("build", "--dry-run", env={"BUILDKIT_PROGRESS": "fancy"})
+    assert bad.code == 2 and "BUILDKIT_PROGRESS" in bad.stderr and "'fancy'" in bad.stderr
+    for mode in ("plain", "tty", "quiet", "rawjson", "auto", ""):
+        result = cli("build", "--dry-run", "--pins", "missing.yaml", env={"BUILDKIT_PROGRESS": mode})
+        assert "Invalid value" not in result.stderr, (mode, result.stderr)
+
+
+def test_pins_are_found_from_a_subdirectory(cli, tmp_path):
+    project = tmp_path / "project"
+    (project / "docs" / "deep").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (project / "pins.yaml").write_text((REPO_ROOT / "pins.yaml").read_text())
+    import shutil
+
+    shutil.copytree(REPO_ROOT / "patches", project / "patches")
+    cli.cwd = project / "docs" / "deep"
+    found = cli("resolve", "--offline")
+    # The pins were found (no lock yet is the next thing said), not "pins.yaml: no such file".
+    assert "no such file" not in found.stderr and "pins.lock" in found.stderr, found.stderr
+    # Above the repository's top nothing is looked for.
+    (tmp_path / "pins.yaml").write_text("not: pins\n")
+    cli.cwd = tmp_path / "elsewhere"
+    cli.cwd.mkdir()
+    subprocess.run(["git", "init", "-q", str(cli.cwd)], check=True)
+    missing = cli("resolve", "--offline")
+    assert missing.code == 2 and "pins.yaml: no such file" in missing.stderr and "directories above" in missing.stderr
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])
+def test_written_files_take_the_users_umask(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        target = tmp_path / "pins.lock"
+        write_atomic(target, "{}\n")
+        assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask
+        write_atomic(target, "{}\n")  # replacing keeps to the rule too
+        assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask
+    finally:
+        os.umask(old)
+
+
+def test_report_and_render_outputs_are_readable_by_others(cli, tmp_path):
+    from tests.test_report import golden_project
+
+    project = golden_project(tmp_path)
+    out = tmp_path / "report.md"
+    result = cli("report", "--pins", str(project / "pins.yaml"), "-o", str(out))
+    assert result.code == 0, result.output
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644  # the test runner's umask is 022
+
+
+def test_a_submodule_that_cannot_be_fetched_is_named_with_its_url_and_the_ways_on(project, remote):  # noqa: F811
+    root, cli = use_remote(project, remote)
+    # The mirror the pins name for the submodule is down (nothing listens on port 1).
+    text = (root / "pins.yaml").read_text()
+    (root / "pins.yaml").write_text(text.replace(f"url: {remote.daemon.url}test/", "url: git://127.0.0.1:1/test/"))
+    assert cli("resolve").code == 0
+    result = cli("render")
+    assert result.code == 3, result.output
+    assert "cannot fetch submodule 3rdparty/Megatron-LM-workspace/Megatron-LM from https://github.com/test/" in (
+        result.stderr
+    )
+    assert "insteadOf" in result.stderr and "BUILDKIT_SUBMODULES=0" in result.stderr and "No internet" in result.stderr
+    # Said once, honoured by every command: render, then the smoke build's plan, without submodules.
+    skip = {"BUILDKIT_SUBMODULES": "0"}
+    rendered = cli("render", env=skip)
+    assert rendered.code == 0, rendered.output
+    assert "submodules skipped" in rendered.stderr
+    assert json.loads((root / "build" / "prepare.json").read_text())["submodules"] is None
+    plan = cli("build", "--smoke", "--dry-run", env=skip)
+    assert plan.code == 0 and "prepare: " in plan.stderr and "nothing to do" in plan.stderr.split("prepare: ")[1]
+
+
+def test_offline_hint_points_to_the_no_internet_section_and_its_variables(project):
+    from tests.gitserver import free_port
+
+    root, cli = project
+    dead = f"http://127.0.0.1:{free_port()}"
+    result = cli("resolve", env={"BUILDKIT_GITHUB_API": dead, "BUILDKIT_WHEEL_INDEX": dead})
+    assert result.code == 3, result.output
+    hint = result.stderr.split("hint:", 1)[1]
+    assert 'README "No internet"' in hint and "BUILDKIT_GITHUB_API" in hint and "BUILDKIT_WHEEL_INDEX" in hint
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme[readme.index("## No internet") :].split("\n## ", 1)[0]
+    assert "BUILDKIT_GITHUB_API" in section and "BUILDKIT_WHEEL_INDEX" in section and "BUILDKIT_SUBMODULES" in section
+
+
+def test_doctor_json_prints_every_check(cli, tmp_path):
+    # No engine at this address: the checks that need one fail, each with what to do, and stdout is JSON only.
+    result = cli("doctor", "--json", env={"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"})
+    assert result.code == 1, result.output
+    data = json.loads(result.stdout)
+    assert data["ok"] is False and data["checks"]
+    failed = [c for c in data["checks"] if c["result"] == "fail"]
+    assert failed and all(c["fix"] for c in failed)
+    assert {"mksquashfs", "cosign"} <= {c["name"] for c in data["checks"]}
