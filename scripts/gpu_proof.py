@@ -7,7 +7,8 @@ nvcc and cuobjdump, and python3 with torch and CuPy; no network needed:
     same SASS and PTX entries as `cuobjdump --list-elf` / `--list-ptx` (cuobjdump names a family cubin `sm_100`,
     the reader `sm_100f`: compared without the `f`).
 (b) Small kernels are built with nvcc for one target each, into shared objects; each is loaded on the GPU twice,
-    normally and with CUDA_DISABLE_PTX_JIT=1 (CUDA's documented switch), which tells SASS (runs both ways),
+    with CUDA_DISABLE_PTX_JIT=1 and normally (CUDA's documented switches; CUDA_CACHE_DISABLE=1 both times), which
+    tells SASS (runs both ways),
     PTX-JIT (runs only with JIT) and none (`no kernel image is available`, cudaErrorNoKernelImageForDevice) apart.
     buildkit's verdict (buildkit/gpu/coverage.py) for the GPU must equal what happened.
 Writes OUTDIR/proof.json (everything), OUTDIR/proof.txt (the summary) and OUTDIR/kernels.tar.gz (the shared
@@ -111,7 +112,7 @@ def shared_objects(module: str) -> list[Path]:
 
 
 def load(path: Path, jit: bool) -> int:
-    env = dict(os.environ)
+    env = dict(os.environ, CUDA_CACHE_DISABLE="1")  # else a JIT-compiled kernel from the cache loads without JIT
     if not jit:
         env["CUDA_DISABLE_PTX_JIT"] = "1"
     code = f"import ctypes; print(ctypes.CDLL({str(path)!r}).run_kernel())"
@@ -123,7 +124,7 @@ def load(path: Path, jit: bool) -> int:
 
 
 def observed(path: Path) -> tuple[str, int, int]:
-    with_jit, without_jit = load(path, True), load(path, False)
+    without_jit, with_jit = load(path, False), load(path, True)
     if with_jit == 0 and without_jit == 0:
         return "SASS", with_jit, without_jit
     if with_jit == 0:
