@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from buildkit.errors import InputError, excerpt
+from buildkit.gpu.facts import GpuCheck
 from buildkit.grammar import CudaVersion, Digest, FullSha, GitRef, GitUrl, HttpsUrl, ImageRef, OneLine, WheelCuda
 from buildkit.pins import Build, KnownIssue, Pins, dump_build
 
@@ -169,9 +170,13 @@ class Lock(_Fact):
     build: Build
     patches: list[PatchFact] = Field(description="Declared patches to NeMo-RL, each pinned by sha256.")
     known_issues: list[KnownIssue]
+    # Optional: written only when resolve read the wheel's GPU code, so locks without it keep their bytes and hash.
+    gpu: GpuCheck | None = Field(default=None, description="Kernels per target GPU, ABI, driver (buildkit.gpu).")
 
     def to_json(self) -> str:
         data = {**self.model_dump(mode="json"), "build": dump_build(self.build)}
+        if data["gpu"] is None:
+            del data["gpu"]
         # A migrated lock serializes as the lock it was read from, so its hash (lock_sha256, which labels and
         # records carry) stays the one its builds were stamped with.
         if self.lock_version < 3:

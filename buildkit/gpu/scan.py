@@ -24,6 +24,7 @@ from buildkit.gpu.fatbin import Kernel, kernels
 DEFAULT_REQUIRED = ("vllm/_C.abi3.so", "vllm/_moe_C.abi3.so")
 MAX_LIBRARY_BYTES = 4 << 30
 MAX_LIBRARIES = 10_000
+UNKNOWN, MISSING = "unknown", "missing"
 
 
 def is_shared_object(name: str) -> bool:
@@ -31,7 +32,7 @@ def is_shared_object(name: str) -> bool:
     return base.endswith(".so") or ".so." in base
 
 
-def wheel_kernels(wheel: Path) -> Iterator[tuple[str, list[Kernel]]]:
+def wheel_kernels(wheel: Path) -> Iterator[tuple[str, list[Kernel] | None]]:
     """(member name, its kernels) for every shared object in the wheel, in name order."""
     what = f"wheel {wheel.name}"
     try:
@@ -54,7 +55,7 @@ def wheel_kernels(wheel: Path) -> Iterator[tuple[str, list[Kernel]]]:
         raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {excerpt(str(exc), 120)}") from None
 
 
-def tree_kernels(root: Path) -> Iterator[tuple[str, list[Kernel]]]:
+def tree_kernels(root: Path) -> Iterator[tuple[str, list[Kernel] | None]]:
     """(path relative to root, its kernels) for every regular shared object file under root (symlinks not
     followed), in path order."""
     found = []
@@ -70,9 +71,12 @@ def tree_kernels(root: Path) -> Iterator[tuple[str, list[Kernel]]]:
             yield rel, _read(f, path.stat().st_size, rel)
 
 
-def _read(file: BinaryIO, size: int, what: str) -> list[Kernel]:
+def _read(file: BinaryIO, size: int, what: str) -> list[Kernel] | None:
+    """Its kernels; None when it has no section headers (legal, `sstrip` removes them; nothing says where its
+    GPU code is, so it is not checked)."""
     try:
-        return kernels(ElfFile(file, size))
+        elf = ElfFile(file, size)
+        return kernels(elf) if elf.sections else None
     except GpuFileError as exc:
         raise UpstreamMalformed(f"{what} is not a shared object buildkit can read: {exc}") from None
 
@@ -81,33 +85,38 @@ def required(name: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(name, f"*/{p}") for p in patterns)
 
 
-def kernel_table(found: Iterator[tuple[str, list[Kernel]]], cuda_arch_list: str,
+def kernel_table(found: Iterator[tuple[str, list[Kernel] | None]], cuda_arch_list: str,
                  required_patterns: list[str]) -> list[LibraryKernels]:  # fmt: skip
     """One row per shared object with GPU code (and each required one): its architectures and how it loads on
-    each target GPU."""
+    each target GPU. A required pattern no file matches gets a row saying so."""
     targets = gpus(cuda_arch_list)
     rows = []
     for name, ks in found:
         needed = required(name, required_patterns)
         if not ks and not needed:
             continue
+        if ks is None:
+            loads = {gpu_name(cc): f"{UNKNOWN} (no section headers: not checked)" for cc in targets}
+            rows.append(LibraryKernels(library=name, required=needed, sass=[], ptx=[], loads=loads))
+            continue
         sass, ptx = archs(ks)
         loads = {gpu_name(cc): verdict(ks, cc).line() for cc in targets}
         rows.append(LibraryKernels(library=name, required=needed, sass=sass, ptx=ptx, loads=loads))
+    for pattern in required_patterns:
+        if not any(required(r.library, [pattern]) for r in rows):
+            loads = {gpu_name(cc): f"{MISSING} (no such library: not checked)" for cc in targets}
+            rows.append(LibraryKernels(library=pattern, required=True, sass=[], ptx=[], loads=loads))
     return rows
 
 
-def check_required(rows: list[LibraryKernels], required_patterns: list[str], where: str) -> None:
-    """UpstreamMismatch naming the first required library with no kernel for a target GPU (or missing)."""
-    for pattern in required_patterns:
-        if not any(required(r.library, [pattern]) for r in rows):
-            raise UpstreamMismatch(f"{where} has no library {pattern}, which build.gpu_required needs",
-                                   hint="fix build.gpu_required in pins.yaml, or pin another vLLM")  # fmt: skip
+def check_required(rows: list[LibraryKernels], where: str) -> None:
+    """UpstreamMismatch naming the first required library with no kernel for a target GPU. A required library
+    that is missing, or has no section headers, is shown "not checked" (a layout vLLM may change), not stopped."""
     for row in rows:
         if not row.required:
             continue
         for gpu, load in row.loads.items():
-            if load.split(" ", 1)[0] in (NONE, "no"):
+            if load.split(" ", 1)[0] == NONE:
                 has = ", ".join(row.sass + row.ptx) or "no GPU code"
                 raise UpstreamMismatch(
                     f"{where}: {row.library} has no kernel for {gpu} (build.cuda_arch_list); it has {has}",

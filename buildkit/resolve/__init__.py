@@ -26,6 +26,7 @@ from buildkit import __version__
 from buildkit.cache import default_cache_dir
 from buildkit.errors import UpstreamMismatch
 from buildkit.files import utc_now
+from buildkit.gpu.check import wheel_check
 from buildkit.grammar import FULL_SHA_RE
 from buildkit.http import Http
 from buildkit.lock import SKIPPED_REASON, CommitFact, Lock, PatchFact, PullRequestFact, WheelFact
@@ -85,6 +86,7 @@ class Resolver:
         self.git = GitResolver(self.cache_dir)
         self.registry = Registry(self.http)
         self.wheel_bytes = wheel_bytes
+        self.wheel_path: Path | None = None  # the downloaded wheel, once hash_wheel has it
         self.on_progress = on_progress
 
     def commit(self, repo: str, ref: str) -> CommitFact:
@@ -187,6 +189,7 @@ class Resolver:
         named, name_source = cuda.cuda_of_name(found)
         cuda.check_majors(base_fact, named, found.filename, name_source)  # before downloading a wheel of no use
         wheel_fact_ = self.hash_wheel(found)
+        gpu = wheel_check(self.wheel_path, found.filename, pins.build) if self.wheel_path else None
         return Lock(
             buildkit_version=__version__,
             pins_sha256=pins.sha256(),
@@ -200,12 +203,13 @@ class Resolver:
             build=pins.build,
             patches=self.patches,
             known_issues=pins.known_issues,
+            gpu=gpu,
         )
 
     def hash_wheel(self, found: FoundWheel) -> WheelFact:
         """The wheel's fact with the sha256 of its bytes (cached, or downloaded now, as wheel_bytes allows) and
         its CUDA, read from those bytes when there are any."""
-        hashed = None
+        hashed = self.wheel_path = None
         if self.wheel_bytes == "download":
             hashed = download.fetch(self.http, self.cache_dir, found, self.on_progress)
         elif self.wheel_bytes == "cache":
@@ -213,6 +217,7 @@ class Resolver:
         if hashed is None:  # ("none" is --check's: that fact is compared with the lock, never written)
             unread = "--no-wheel-download" if self.wheel_bytes == "cache" else "resolve --check"
             return wheel_fact(found, None, SKIPPED_REASON, *cuda.wheel_cuda(found, None, unread))
+        self.wheel_path = hashed.path  # the GPU checks read it next (buildkit.gpu)
         return wheel_fact(found, hashed.sha256, None, *cuda.wheel_cuda(found, hashed.path, ""))
 
 
