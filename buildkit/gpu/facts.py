@@ -29,7 +29,8 @@ class UnresolvedSymbol(_Fact):
 class AbiCheck(_Fact):
     against: list[str] = Field(description="What the symbols were resolved against (torch wheel, glibc, ...).")
     checked: int = Field(description="Undefined symbols looked up.")
-    unresolved: list[UnresolvedSymbol]
+    unresolved_count: int = 0
+    unresolved: list[UnresolvedSymbol] = Field(description="The first 50.")
 
 
 class DriverCheck(_Fact):

@@ -16,6 +16,7 @@ from typing import BinaryIO
 
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch, excerpt
 from buildkit.gpu.coverage import NONE, archs, gpu_name, gpus, verdict
+from buildkit.gpu.dynsym import DynamicSymbols, read_symbols
 from buildkit.gpu.elfsections import ElfFile, GpuFileError
 from buildkit.gpu.facts import LibraryKernels
 from buildkit.gpu.fatbin import Kernel, kernels
@@ -34,6 +35,14 @@ def is_shared_object(name: str) -> bool:
 
 def wheel_kernels(wheel: Path) -> Iterator[tuple[str, list[Kernel] | None]]:
     """(member name, its kernels) for every shared object in the wheel, in name order."""
+    for name, found, _symbols in wheel_libraries(wheel, symbols=False):
+        yield name, found
+
+
+def wheel_libraries(wheel: Path, symbols: bool = True) -> Iterator[tuple[str, list[Kernel] | None,
+                                                                         DynamicSymbols | None]]:  # fmt: skip
+    """(member name, its kernels, its dynamic symbols when asked) for every shared object in the wheel, each
+    member decompressed once."""
     what = f"wheel {wheel.name}"
     try:
         with zipfile.ZipFile(wheel) as archive:
@@ -49,7 +58,9 @@ def wheel_kernels(wheel: Path) -> Iterator[tuple[str, list[Kernel] | None]]:
                 # on vLLM 0.14.0's wheel, 1.2 GB of libraries: 20 s through the stream, 14 s spooled).
                 with archive.open(info) as member, tempfile.TemporaryFile() as spool:
                     shutil.copyfileobj(member, spool, 4 << 20)
-                    yield info.filename, _read(spool, spool.tell(), f"{what}: {info.filename}")
+                    where = f"{what}: {info.filename}"
+                    size = spool.tell()
+                    yield info.filename, _read(spool, size, where), _symbols(spool, size, where) if symbols else None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, zlib.error,
             OSError) as exc:  # fmt: skip
         raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {excerpt(str(exc), 120)}") from None
@@ -69,6 +80,13 @@ def tree_kernels(root: Path) -> Iterator[tuple[str, list[Kernel] | None]]:
         rel = path.relative_to(root).as_posix()
         with path.open("rb") as f:
             yield rel, _read(f, path.stat().st_size, rel)
+
+
+def _symbols(file: BinaryIO, size: int, what: str) -> DynamicSymbols:
+    try:
+        return read_symbols(file, size)
+    except GpuFileError as exc:
+        raise UpstreamMalformed(f"{what} is not a shared object buildkit can read: {exc}") from None
 
 
 def _read(file: BinaryIO, size: int, what: str) -> list[Kernel] | None:
