@@ -236,6 +236,8 @@ def facts(
         "wheel": w.model_dump(mode="json"),
         "base_image": b.model_dump(mode="json"),
         "cuda": lock.cuda.model_dump(mode="json"),
+        # buildkit.gpu: the image's own files when verify read them, else the wheel's at resolve; absent when neither
+        **({"gpu": gpu.model_dump(mode="json")} if (gpu := verify.gpu if verify and verify.gpu else lock.gpu) else {}),
         "modifications": [p.model_dump(mode="json") for p in prepare.patches] if prepare else [],
         "declared_patches": _declared_diffs(lock, paths.project_dir if paths else None),
         "dropped_extras": [e.model_dump(mode="json") for e in lock.build.drop_extras],
@@ -261,7 +263,7 @@ def facts(
             else None
         ),
         "image": record.image.model_dump(mode="json") if record else None,
-        "verification": verify.model_dump(mode="json") if verify else None,
+        "verification": verify.model_dump(mode="json", exclude={"gpu"}) if verify else None,
         "slurm": exported.model_dump(mode="json") | {"srun": srun_line(exported)} if exported else None,
         "reproducibility": {
             "source_date_epoch": record.source_date_epoch if record else source_date_epoch(lock),

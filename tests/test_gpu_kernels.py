@@ -228,3 +228,19 @@ def test_a_malformed_library_in_a_wheel_is_upstream_malformed(tmp_path):
 
 def test_limits_stay_far_above_real_files():
     assert elfsections.MAX_SECTIONS >= 40 * 50 and fatbin.MAX_ENTRIES >= 352 * 100
+
+
+def test_the_report_shows_the_table(vllm_libraries):
+    from buildkit.gpu.facts import GpuCheck
+    from buildkit.lock import read_lock
+    from buildkit.report import facts, render_markdown
+
+    rows = kernel_table(iter(vllm_libraries), "9.0", list(DEFAULT_REQUIRED))
+    gpu = GpuCheck(source=VLLM_0_14_0.filename, gpus=["sm_90"], libraries=rows)
+    lock = read_lock(Path(__file__).parent / "fixtures" / "report" / "pins.lock").model_copy(update={"gpu": gpu})
+    text = render_markdown(facts(lock, None, None, None, {}, None))
+    assert "### GPU compatibility (vllm-0.14.0-cp38-abi3-manylinux\\_2\\_31\\_x86\\_64.whl)" in text
+    fa2 = "| `vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so` | no | sm\\_80 | compute\\_80 | PTX-JIT (0 of 60 modules"
+    assert fa2 in text
+    assert "| `vllm/_C.abi3.so` | yes |" in text
+    assert json.loads(lock.to_json())["gpu"]["libraries"][0]["library"] == "vllm/_C.abi3.so"
