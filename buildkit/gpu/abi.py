@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch, excerpt
@@ -51,9 +51,10 @@ def torch_library_for(name: str) -> str:
     return "libtorch_cpu.so"
 
 
-def torch_defined(torch_wheel: Path, sha256: str, cache_dir: Path) -> set[str]:
+def torch_defined(torch_wheel: Path | Callable[[], Path], sha256: str, cache_dir: Path) -> set[str]:
     """The names torch/lib/*.so in the wheel define, cached by the wheel's sha256 (the symbol tables of a 900 MB
-    wheel take seconds to read; their names, gzipped, a few MB)."""
+    wheel take seconds to read; their names, gzipped, a few MB). torch_wheel may be a function that downloads it:
+    called only when the cache has no entry."""
     cached = cache_dir / "gpu-abi" / f"torch-{sha256}.v{CACHE_FORMAT}.txt.gz"
     if cached.is_file():
         try:
@@ -62,7 +63,8 @@ def torch_defined(torch_wheel: Path, sha256: str, cache_dir: Path) -> set[str]:
         except (OSError, EOFError, zlib.error, UnicodeDecodeError):
             cached.unlink(missing_ok=True)  # a broken cache entry is read again from the wheel
     names: set[str] = set()
-    for _member, symbols in wheel_symbols(torch_wheel, prefix="torch/lib/"):
+    wheel = torch_wheel if isinstance(torch_wheel, Path) else torch_wheel()
+    for _member, symbols in wheel_symbols(wheel, prefix="torch/lib/"):
         names.update(s.name for s in symbols.defined)
     cached.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("wb", dir=cached.parent, delete=False) as tmp:
