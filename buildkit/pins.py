@@ -128,7 +128,7 @@ class Build(_Strict):
         description="Compression of the layers a pushed image gets (zstd: smaller, faster to pull; needs "
         "containerd 1.5+ / Docker 23+ on the nodes). Only the layers this build makes: see force_compression.",
     )
-    gpu_required: list[Annotated[str, StringConstraints(pattern=r"[A-Za-z0-9_./*?+-]{1,200}")]] = Field(
+    gpu_required: list[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_./*?+-]{1,200}$")]] = Field(
         default_factory=lambda: ["vllm/_C.abi3.so", "vllm/_moe_C.abi3.so"],
         description="Shared objects (paths in the wheel, * allowed) that must hold a kernel for every GPU in "
         "cuda_arch_list; resolve and verify stop otherwise. The others are shown, not required.",
