@@ -521,12 +521,20 @@ def verify(
         str | None,
         typer.Option("--key", metavar="KEY", help="With --provenance: the public key (cosign.pub) or KMS URI."),
     ] = None,
+    driver: Annotated[
+        list[str],
+        typer.Option("--driver", metavar="VERSION", help="A node's NVIDIA driver (580.65.06); repeatable: does "
+                     "the image's CUDA run there natively, through forward compatibility (data-center GPUs), or not."),
+    ] = [],  # noqa: B006
 ) -> None:
     """Check the built image against the lock, inside containers with no network.
 
     Checks: the vLLM version names the locked commit (+g<9 hex>); sglang is not importable; NEMO_RL_COMMIT and
     the provenance labels match the lock; the container fingerprint exists; the patched tools/build-custom-vllm.sh
-    is the one the prepare record holds. --gpus adds: torch sees a GPU of compute capability 9.0 and sm_90.
+    is the one the prepare record holds; every shared object of the image's Python environments has kernels for
+    build.cuda_arch_list where build.gpu_required says, and vLLM's symbols resolve against the image's torch,
+    glibc and libstdc++; each --driver is judged against NVIDIA's tables. --gpus adds: torch sees a GPU of
+    compute capability 9.0 and sm_90, and the prediction for its driver holds.
     Checks that cannot apply (vLLM in a smoke image) are skipped with the reason. Writes build/verify.json, which
     `buildkit report` reads. Exit 1 when a check fails.
     """
@@ -534,7 +542,14 @@ def verify(
 
     if provenance and gpus:
         raise typer.BadParameter("not with --provenance", param_hint="--gpus")
-    verify_command(image, _paths(pins, lock, build_dir), gpus, json_out, provenance, key)
+    from buildkit.gpu.driver import parse_driver
+
+    for value in driver:
+        try:
+            parse_driver(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--driver") from None
+    verify_command(image, _paths(pins, lock, build_dir), gpus, json_out, provenance, key, driver or [])
 
 
 @app.command()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,6 +100,15 @@ class Engine:
         finally:
             container.remove(force=True)
         return code, output.strip()
+
+    def archive(self, image: str, path: str) -> Iterator[bytes]:
+        """The tar stream of `path` in the image, from a container created for it and never started."""
+        container = self.client.containers.create(image, command=["true"], entrypoint=[], network_disabled=True)
+        try:
+            stream, _stat = container.get_archive(path, chunk_size=1 << 20)
+            yield from stream
+        finally:
+            container.remove(force=True)
 
     def pull(self, ref: str, auth: dict[str, str]) -> str | None:
         """Pull `ref` with this auth config (empty: anonymous; never the SDK's own credential lookup). None when

@@ -31,6 +31,7 @@ from pydantic import (
 
 from buildkit.errors import InputError, excerpt
 from buildkit.files import MAX_LOCK_BYTES, read_local
+from buildkit.gpu.facts import GpuCheck
 from buildkit.grammar import CudaVersion, Digest, FullSha, GitRef, GitUrl, HttpsUrl, ImageRef, OneLine, WheelCuda
 from buildkit.pins import Build, KnownIssue, Pins, dump_build
 
@@ -230,6 +231,8 @@ class Lock(_Fact):
     build: Build
     patches: list[PatchFact] = Field(description="Declared patches to NeMo-RL, each pinned by sha256.")
     known_issues: list[KnownIssue]
+    # Optional: written only when resolve read the wheel's GPU code, so locks without it keep their bytes and hash.
+    gpu: GpuCheck | None = Field(default=None, description="Kernels per target GPU, ABI, driver (buildkit.gpu).")
 
     # An older lock as read_lock decoded it, before migration (None for a current one).
     _as_read: dict[str, Any] | None = PrivateAttr(default=None)
@@ -240,6 +243,8 @@ class Lock(_Fact):
         data = self._as_read if self._as_read is not None else {
             **self.model_dump(mode="json"), "build": dump_build(self.build)
         }  # fmt: skip
+        if data.get("gpu", ...) is None:  # written only when resolve read the wheel's GPU code
+            data = {k: v for k, v in data.items() if k != "gpu"}
         return json.dumps(data, indent=2, sort_keys=False) + "\n"
 
     def times_as_read(self) -> dict[str, str]:

@@ -10,10 +10,10 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from buildkit.errors import InputError, excerpt
 from buildkit.files import read_local
@@ -129,6 +129,11 @@ class Build(_Strict):
         description="Compression of the layers a pushed image gets (zstd: smaller, faster to pull; needs "
         "containerd 1.5+ / Docker 23+ on the nodes). Only the layers this build makes: see force_compression.",
     )
+    gpu_required: list[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_./*?+-]{1,200}$")]] = Field(
+        default_factory=lambda: ["vllm/_C.abi3.so", "vllm/_moe_C.abi3.so"],
+        description="Shared objects (paths in the wheel, * allowed) that must hold a kernel for every GPU in "
+        "cuda_arch_list; resolve and verify stop otherwise. The others are shown, not required.",
+    )
     force_compression: bool = Field(
         default=False,
         description="Re-compress the base image's layers too. They then differ from the base image's own, so nodes "
@@ -138,7 +143,12 @@ class Build(_Strict):
 
 # Build settings added after locks of version 2 were first written: dumped (so hashed, and written into the lock)
 # only when set, so that pins and locks that do not use them keep the bytes and hashes they had before.
-_WRITTEN_WHEN_SET = {"cache": None, "compression": "gzip", "force_compression": False}
+_WRITTEN_WHEN_SET = {
+    "cache": None,
+    "compression": "gzip",
+    "force_compression": False,
+    "gpu_required": ["vllm/_C.abi3.so", "vllm/_moe_C.abi3.so"],
+}
 
 
 def dump_build(build: Build) -> dict[str, Any]:

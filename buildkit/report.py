@@ -421,6 +421,8 @@ def facts(
         "wheel": {**w.model_dump(mode="json"), "resolved_at": times.get("wheel")},
         "base_image": {**b.model_dump(mode="json"), "resolved_at": times.get("base_image")},
         "cuda": lock.cuda.model_dump(mode="json"),
+        # buildkit.gpu: the image's own files when verify read them, else the wheel's at resolve; absent when neither
+        **({"gpu": gpu.model_dump(mode="json")} if (gpu := verify.gpu if verify and verify.gpu else lock.gpu) else {}),
         "modifications": [p.model_dump(mode="json") for p in prepare.patches] if prepare else [],
         "declared_patches": _declared_diffs(lock, paths.project_dir if paths else None),
         "dropped_extras": [e.model_dump(mode="json") for e in lock.build.drop_extras],
@@ -446,7 +448,7 @@ def facts(
             else None
         ),
         "image": record.image.model_dump(mode="json") if record else None,
-        "verification": verify.model_dump(mode="json") if verify else None,
+        "verification": verify.model_dump(mode="json", exclude={"gpu"}) if verify else None,
         "provenance_verification": provenance_checked.model_dump(mode="json") if provenance_checked else None,
         "verdict": verdict(lock, record, rendered, verify, provenance_checked, exported, attested),
         "attestation": attested.model_dump(mode="json") if attested else None,

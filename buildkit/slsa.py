@@ -337,6 +337,7 @@ def statement(sources: Sources, builder: str = DEFAULT_BUILDER_ID) -> dict[str, 
                     "sourceDateEpoch": record.source_date_epoch,
                     "lockSha256": record.lock_sha256,
                     "provenanceAttestation": record.provenance,
+                    **({"gpuCheck": lock.gpu.model_dump(mode="json")} if lock.gpu else {}),  # buildkit.gpu, at resolve
                 },
                 "resolvedDependencies": dependencies,
             },

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from buildkit import __version__
 from buildkit.errors import CredentialsError, EngineNotReady, InputError, excerpt
 from buildkit.files import utc_now
+from buildkit.gpu.facts import GpuCheck
 from buildkit.lock import Lock, lock_sha256
 from buildkit.records import RecordHeader, header
 from buildkit.sanitize import strip_controls
@@ -111,12 +112,14 @@ class VerifyRecord(BaseModel):
     results: list[CheckResult]
     header: RecordHeader | None = None  # None in a record written before headers
     seconds: float | None = None  # how long the checks took (None: a record from before it was kept)
+    gpu: GpuCheck | None = None  # kernels per target GPU, ABI, drivers (buildkit.gpu); None for smoke images
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
 
 
-def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bool, engine=None) -> VerifyRecord:
+def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bool, engine=None,
+                 drivers: list[str] | None = None) -> VerifyRecord:  # fmt: skip
     from docker.errors import APIError
 
     from buildkit.engine import Engine
@@ -180,6 +183,12 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
             add(f"patched {target.path} is the recorded one", have == target.after,
                 f"sha256 {have[:16]}..., recorded {target.after[:16]}...")  # fmt: skip
 
+        gpu = None
+        if smoke:
+            add("GPU kernels, ABI and drivers", None, "a smoke image has no Python environment")
+        else:
+            gpu = gpu_checks(engine, image, lock, env.get("CUDA_VERSION"), drivers or [], add)
+
         gpu_name = gpu_check_name(lock.build.cuda_arch_list)
         if gpus:
             try:
@@ -187,6 +196,8 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
             except APIError as exc:  # no GPU runtime in this engine: the check fails, and says why
                 code, out = 1, f"the engine cannot give the container a GPU: {exc.explanation or exc}"
             add(gpu_name, *judge_gpu(lock.build.cuda_arch_list, code, out))
+            if gpu is not None and gpu.driver is not None and gpu.driver.cuda_runtime:
+                add("the driver prediction holds on this GPU", *driver_on_gpu(engine, image, gpu, code == 0))
         else:
             add(gpu_name, None, "not asked (--gpus)")
     except APIError as exc:
@@ -203,6 +214,7 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
         results=results,
         header=header("verify", _identity(image, attrs), lock_sha256(lock), smoke),
         seconds=round(time.monotonic() - begun, 3),
+        gpu=gpu,
     )
 
 
@@ -219,6 +231,53 @@ def _identity(image: str, attrs: dict) -> str | None:
         if repo == name and digest.startswith("sha256:"):
             return digest
     return attrs.get("Id") or None
+
+
+def gpu_checks(engine, image: str, lock: Lock, cuda_version: str | None, drivers: list[str], add) -> GpuCheck:
+    """buildkit.gpu's checks over the image's files: kernels for build.cuda_arch_list in the required libraries,
+    vLLM's symbols against the image's torch and glibc/libstdc++, and each --driver."""
+    from buildkit.errors import UpstreamMismatch
+    from buildkit.gpu.abi import stop_if_unresolved
+    from buildkit.gpu.image import image_check
+    from buildkit.gpu.scan import check_required
+
+    gpu = image_check(lambda argv: engine.run_check(image, argv), lambda path: engine.archive(image, path),
+                      lock.build, cuda_version, drivers, image)  # fmt: skip
+    try:
+        check_required(gpu.libraries, image)
+        required = [r.library for r in gpu.libraries if r.required]
+        add(f"required libraries have kernels for {', '.join(gpu.gpus)}", True, f"{len(required)} checked: "
+            + "; ".join(f"{r.library.rsplit('/', 1)[-1]} {r.loads}" for r in gpu.libraries if r.required)[:400])
+    except UpstreamMismatch as exc:
+        add(f"required libraries have kernels for {', '.join(gpu.gpus)}", False, exc.message)
+    if gpu.abi is None:
+        add("vLLM's symbols resolve against the image's torch", None, "no environment with both vllm and torch/lib")
+    else:
+        try:
+            stop_if_unresolved(gpu.abi, image)
+            add("vLLM's symbols resolve against the image's torch", True, f"{gpu.abi.checked} symbols looked up")
+        except UpstreamMismatch as exc:
+            add("vLLM's symbols resolve against the image's torch", False, exc.message)
+    for have, judged in (gpu.driver.drivers if gpu.driver else {}).items():
+        add(f"CUDA {gpu.driver.cuda_runtime} runs on driver {have}", None if judged.startswith("unknown") else
+            not judged.startswith("no:"), judged)  # fmt: skip
+    return gpu
+
+
+def driver_on_gpu(engine, image: str, gpu: GpuCheck, torch_sees_gpu: bool) -> tuple[bool, str]:
+    """The prediction for this machine's real driver (nvidia-smi in a GPU container) against what torch saw."""
+    from buildkit.gpu import driver
+
+    code, out = engine.run_check(image, ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                 gpus=True)  # fmt: skip
+    have = out.strip().splitlines()[0].strip() if code == 0 and out.strip() else ""
+    try:
+        verdict, why = driver.judge(gpu.driver.cuda_runtime, have, gpu.driver.forward_compat)
+    except ValueError:
+        return False, f"nvidia-smi gave no driver version: {excerpt(out, 120)}"
+    predicted = verdict != driver.NO
+    seen = "sees" if torch_sees_gpu else "does not see"
+    return predicted == torch_sees_gpu, f"predicted {verdict} ({why}); torch {seen} the GPU"
 
 
 def version_reason(out: str, commit: str) -> str:

@@ -12,7 +12,8 @@ from buildkit.pipeline import Paths
 
 
 def verify_command(
-    image: str | None, paths: Paths, gpus: bool, json_out: bool, provenance: bool = False, key: str | None = None
+    image: str | None, paths: Paths, gpus: bool, json_out: bool, provenance: bool = False, key: str | None = None,
+    drivers: list[str] | None = None,
 ) -> None:
     from buildkit.source import PrepareRecord
     from buildkit.verify import verify_image
@@ -46,7 +47,7 @@ def verify_command(
         image = record.image.tag
         ui.err.print(f"image {ui.safe(image)}, from {ui.safe(str(record_path))}")
     with ui.err.status(f"verifying {image}...", spinner="dots"):
-        result = verify_image(image, lock, prepare, gpus=gpus)
+        result = verify_image(image, lock, prepare, gpus=gpus, drivers=drivers)
     _present(result, paths.verify_record, json_out)
 
 

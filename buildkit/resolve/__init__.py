@@ -30,6 +30,7 @@ from buildkit import __version__
 from buildkit.cache import default_cache_dir
 from buildkit.errors import UpstreamMismatch
 from buildkit.files import utc_now
+from buildkit.gpu.check import wheel_check
 from buildkit.grammar import FULL_SHA_RE
 from buildkit.http import Http
 from buildkit.lock import SKIPPED_REASON, CommitFact, Lock, PatchFact, PullRequestFact, WheelFact, lock_sha256
@@ -90,6 +91,7 @@ class Resolver:
         self.git = GitResolver(self.cache_dir)
         self.registry = Registry(self.http)
         self.wheel_bytes = wheel_bytes
+        self.wheel_path: Path | None = None  # the downloaded wheel, once hash_wheel has it
         self.on_progress = on_progress
         self.record: ResolveRecord | None = None  # set by resolve()
 
@@ -230,6 +232,7 @@ class Resolver:
                 cancel.set()
                 raise
         wheel_fact_ = self.wheel_fact(found, got)
+        gpu = wheel_check(self.wheel_path, found.filename, pins.build) if self.wheel_path else None
         if got is not None:
             read_at["wheel"] = got.at
         lock = Lock(
@@ -244,6 +247,7 @@ class Resolver:
             build=pins.build,
             patches=self.patches,
             known_issues=pins.known_issues,
+            gpu=gpu,
         )
         self.record = ResolveRecord(
             lock_sha256=lock_sha256(lock),
@@ -272,6 +276,7 @@ class Resolver:
         if hashed is None:  # ("none" is --check's: that fact is compared with the lock, never written)
             unread = "--no-wheel-download" if self.wheel_bytes == "cache" else "resolve --check"
             return wheel_fact(found, None, SKIPPED_REASON, *cuda.wheel_cuda(found, None, unread))
+        self.wheel_path = hashed.path  # the GPU checks read it next (buildkit.gpu)
         return wheel_fact(found, hashed.sha256, None, *cuda.wheel_cuda(found, hashed.path, ""))
 
 

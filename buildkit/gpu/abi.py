@@ -1,0 +1,166 @@
+"""Does vLLM link against the torch the image installs? The undefined dynamic symbols of vLLM's extension modules,
+looked up in the symbols torch's libraries define, and their symbol versions (GLIBC_2.x, GLIBCXX_3.4.x,
+CXXABI_1.3.x, GCC_x) held to what the base image's glibc and libstdc++ define.
+
+Which undefined symbols torch must define: the unversioned C++ ones of torch's namespaces (c10::, at::, torch::,
+caffe2::, c10d::) — what `undefined symbol` names when a wheel was built against another torch (vLLM issues
+41659, 52544). Python's C API (Py*, _Py*) comes from the interpreter, the CUDA driver API (cu*) from libcuda, so
+those are not looked up. The library that should define a missing symbol is named from its namespace.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from buildkit.errors import UpstreamMalformed, UpstreamMismatch, excerpt
+from buildkit.gpu.dynsym import DynamicSymbols, read_symbols
+from buildkit.gpu.elfsections import GpuFileError
+from buildkit.gpu.facts import AbiCheck, UnresolvedSymbol
+from buildkit.gpu.scan import MAX_LIBRARY_BYTES, is_shared_object
+
+# Itanium-mangled names in torch's namespaces: _ZN3c10..., _ZNK2at..., _ZTVN5torch... (nested names, consts,
+# vtables/typeinfo); the number is the length of the namespace's name.
+_TORCH_RE = re.compile(r"_Z(?:T[VISH])?N(?:K)?(?:3c10|2at|5torch|6caffe2|4c10d)")
+_NAMESPACE_LIBRARY = (  # the first match names the library (torch 2.x's layout)
+    ("_ZN3c104cuda", "libc10_cuda.so"), ("_ZNK3c104cuda", "libc10_cuda.so"),
+    ("3c10", "libc10.so"), ("2at4cuda", "libtorch_cuda.so"), ("5torch4cuda", "libtorch_cuda.so"),
+    ("5torch6python", "libtorch_python.so"), ("", "libtorch_cpu.so"),
+)  # fmt: skip
+_VERSION_RE = re.compile(r"(?P<family>GLIBC|GLIBCXX|CXXABI|GCC)_(?P<number>[0-9]+(?:\.[0-9]+){0,3})")  # fullmatch
+MAX_REPORTED = 50
+CACHE_FORMAT = 1
+
+
+def wants_torch(name: str) -> bool:
+    return bool(_TORCH_RE.match(name))
+
+
+def torch_library_for(name: str) -> str:
+    for needle, library in _NAMESPACE_LIBRARY:
+        if needle in name[:24]:
+            return library
+    return "libtorch_cpu.so"
+
+
+def torch_defined(torch_wheel: Path | Callable[[], Path], sha256: str, cache_dir: Path) -> set[str]:
+    """The names torch/lib/*.so in the wheel define, cached by the wheel's sha256 (the symbol tables of a 900 MB
+    wheel take seconds to read; their names, gzipped, a few MB). torch_wheel may be a function that downloads it:
+    called only when the cache has no entry."""
+    cached = cache_dir / "gpu-abi" / f"torch-{sha256}.v{CACHE_FORMAT}.txt.gz"
+    if cached.is_file():
+        try:
+            with gzip.open(cached, "rt", encoding="utf-8") as f:
+                return set(f.read().split("\n"))
+        except (OSError, EOFError, zlib.error, UnicodeDecodeError):
+            cached.unlink(missing_ok=True)  # a broken cache entry is read again from the wheel
+    names: set[str] = set()
+    wheel = torch_wheel if isinstance(torch_wheel, Path) else torch_wheel()
+    for _member, symbols in wheel_symbols(wheel, prefix="torch/lib/"):
+        names.update(s.name for s in symbols.defined)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("wb", dir=cached.parent, delete=False) as tmp:
+        with gzip.open(tmp, "wt", encoding="utf-8") as f:
+            f.write("\n".join(sorted(names)))
+    os.replace(tmp.name, cached)
+    return names
+
+
+def wheel_symbols(wheel: Path, prefix: str = "") -> Iterable[tuple[str, DynamicSymbols]]:
+    """(member, its dynamic symbols) for each shared object in the wheel under prefix; read from the zip stream
+    (the tables lie at the start of each library)."""
+    what = f"wheel {wheel.name}"
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            for info in sorted(archive.infolist(), key=lambda i: i.filename):
+                if not info.filename.startswith(prefix) or not is_shared_object(info.filename):
+                    continue
+                if info.file_size > MAX_LIBRARY_BYTES:
+                    raise UpstreamMalformed(f"{what}: {info.filename} says it is {info.file_size:,} bytes")
+                with archive.open(info) as member:
+                    try:
+                        yield info.filename, read_symbols(member, info.file_size)
+                    except GpuFileError as exc:
+                        raise UpstreamMalformed(f"{what}: {info.filename} is not a shared object buildkit can "
+                                                f"read: {exc}") from None  # fmt: skip
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, zlib.error,
+            OSError) as exc:  # fmt: skip
+        raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {excerpt(str(exc), 120)}") from None
+
+
+def _number(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split("."))
+
+
+def provided_versions(version_defs: Iterable[str]) -> dict[str, tuple[int, ...]]:
+    """The newest version of each family a glibc/libstdc++/libgcc_s defines: {'GLIBC': (2, 39), ...}."""
+    out: dict[str, tuple[int, ...]] = {}
+    for name in version_defs:
+        m = _VERSION_RE.fullmatch(name)
+        if m:
+            out[m["family"]] = max(out.get(m["family"], ()), _number(m["number"]))
+    return out
+
+
+def check(modules: Iterable[tuple[str, DynamicSymbols]], torch: set[str], system: dict[str, tuple[int, ...]],
+          against: list[str]) -> AbiCheck:  # fmt: skip
+    """The ABI check over vLLM's extension modules; `system`: the newest GLIBC/GLIBCXX/CXXABI/GCC versions the
+    base image provides ({} when unknown: not checked)."""
+    checked = 0
+    missing: list[tuple[str, str, str | None, str]] = []
+    for library, symbols in modules:
+        for s in symbols.undefined:
+            if s.weak:
+                continue
+            if s.version is not None:
+                m = _VERSION_RE.fullmatch(s.version)
+                if m and m["family"] in system:
+                    checked += 1
+                    if _number(m["number"]) > system[m["family"]]:
+                        missing.append((library, s.name, s.version, s.library or "the base image"))
+            elif wants_torch(s.name):
+                checked += 1
+                if s.name not in torch:
+                    missing.append((library, s.name, None, torch_library_for(s.name)))
+    names = demangle([m[1] for m in missing[:MAX_REPORTED]])
+    unresolved = [UnresolvedSymbol(library=lib, symbol=names[i][:300], version=ver, expected_in=where)
+                  for i, (lib, _name, ver, where) in enumerate(missing[:MAX_REPORTED])]  # fmt: skip
+    return AbiCheck(against=against, checked=checked, unresolved=unresolved, unresolved_count=len(missing))
+
+
+def demangle(names: list[str]) -> list[str]:
+    """C++ names demangled by binutils' c++filt, one per line on stdin (argv, no shell); as they are when it is
+    not installed."""
+    if not names:
+        return []
+    tool = shutil.which("c++filt")
+    if tool:
+        try:
+            done = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=60)
+            out = done.stdout.split("\n")[: len(names)]
+            if done.returncode == 0 and len(out) == len(names):
+                return out
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return list(names)
+
+
+def stop_if_unresolved(abi: AbiCheck, where: str) -> None:
+    if not abi.unresolved:
+        return
+    first = abi.unresolved[0]
+    version = f"@{first.version}" if first.version else ""
+    raise UpstreamMismatch(
+        f"{where}: {abi.unresolved_count} undefined symbol(s) would not resolve; first: {first.library} needs "
+        f"{first.symbol}{version}, which {first.expected_in} ({', '.join(abi.against)}) does not define",
+        hint="pin a vLLM wheel built against the torch NeMo-RL's uv.lock installs (or a NeMo-RL commit whose torch "
+        "matches the wheel); `buildkit report` lists every symbol",
+    )

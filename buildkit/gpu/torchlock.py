@@ -1,0 +1,82 @@
+"""The torch NeMo-RL's uv.lock installs, and the ABI check of vLLM's wheel against it before the long build.
+
+uv.lock (TOML, uv's lock format 1) lists `[[package]]` tables with `name`, `version`, `source = { registry = URL }`
+and `wheels = [{ url, hash = "sha256:...", size }]`. At NeMo-RL 946862e7 it holds torch 2.9.0 from PyPI and
+2.9.0+cu129 from https://download.pytorch.org/whl/cu129 (the `pytorch-cu129` index of its pyproject.toml): the
+CUDA build (a `+cu` local version) is the one the image installs. $BUILDKIT_TORCH_INDEX moves that index (a mirror,
+a test server): the wheel's path below the registry is kept, or its file name is put under the new index.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+from buildkit.errors import UpstreamMalformed, UpstreamMismatch
+from buildkit.grammar import https_url
+
+ENV_TORCH_INDEX = "BUILDKIT_TORCH_INDEX"
+MAX_UV_LOCK_BYTES = 64 << 20
+PYTHON_TAG = "cp312"  # NeMo-RL's image runs Python 3.12
+
+
+@dataclass(frozen=True)
+class LockedTorch:
+    version: str
+    index: str
+    url: str
+    filename: str
+    sha256: str
+    size: int | None
+
+
+def locked_torch(uv_lock: Path, arch: str, python_tag: str = PYTHON_TAG) -> LockedTorch | None:
+    """The torch wheel uv.lock installs for linux `arch` and `python_tag`; None when it lists no torch."""
+    try:
+        with uv_lock.open("rb") as f:
+            raw = f.read(MAX_UV_LOCK_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    if len(raw) > MAX_UV_LOCK_BYTES:
+        raise UpstreamMalformed(f"{uv_lock}: more than {MAX_UV_LOCK_BYTES:,} bytes: not a uv.lock buildkit reads")
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UpstreamMalformed(f"{uv_lock}: not a readable uv.lock: {exc}") from None
+    packages = [p for p in data.get("package", []) if isinstance(p, dict) and p.get("name") == "torch"]
+    if not packages:
+        return None
+    packages.sort(key=lambda p: "+cu" not in str(p.get("version", "")))  # the CUDA build first
+    for package in packages:
+        registry = (package.get("source") or {}).get("registry")
+        for wheel in package.get("wheels") or []:
+            url, digest = wheel.get("url"), wheel.get("hash", "")
+            if not isinstance(url, str) or not isinstance(digest, str) or not digest.startswith("sha256:"):
+                continue
+            filename = unquote(url.rsplit("/", 1)[-1])
+            try:
+                _name, _version, _build, tags = parse_wheel_filename(filename)
+            except InvalidWheelFilename:
+                continue
+            if any(t.interpreter == python_tag and t.platform.endswith(f"_{arch}") and
+                   t.platform.startswith("manylinux") for t in tags):  # fmt: skip
+                size = wheel.get("size")
+                return LockedTorch(str(package.get("version")), str(registry), _moved(url, str(registry)), filename,
+                                   digest.removeprefix("sha256:"), size if isinstance(size, int) else None)  # fmt: skip
+    raise UpstreamMismatch(f"{uv_lock}: torch has no wheel for {python_tag} linux {arch}",
+                           hint="check NeMo-RL's uv.lock at the locked commit")  # fmt: skip
+
+
+def _moved(url: str, registry: str) -> str:
+    index = os.environ.get(ENV_TORCH_INDEX)
+    if not index:
+        return url
+    index = https_url(index).rstrip("/")  # https://, or http:// on loopback: the grammar of every endpoint
+    if registry and url.startswith(registry.rstrip("/") + "/"):
+        return index + url[len(registry.rstrip("/")) :]
+    return f"{index}/{url.rsplit('/', 1)[-1]}"

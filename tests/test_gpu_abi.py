@@ -1,0 +1,114 @@
+"""The ABI check (issue 23, point 2) on real PyPI wheels: vLLM 0.14.0's extension modules against torch 2.9.0
+(PyPI's build stands in for the 2.9.0+cu129 that NeMo-RL 946862e7's uv.lock installs from the PyTorch index, which
+this machine cannot reach: same version, same C++ symbols, another CUDA) and 2.8.0.
+
+Expectations, and what the check found (2026-11-24): 2.9.0 links (0 of 915 looked-up symbols missing); 2.8.0 does
+not: FlashAttention 2 and 3 (vllm_flash_attn/_vllm_fa2_C, _fa3_C) need c10::SymInt::maybe_as_int_slow_path() const
+and c10::SymInt::sym_ne_slow_path(c10::SymInt const&) const, which libc10.so of 2.8.0 does not define.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+
+import pytest
+
+from buildkit.errors import UpstreamMismatch
+from buildkit.gpu import abi, dynsym
+from buildkit.gpu.dynsym import read_symbols
+from buildkit.gpu.elfsections import GpuFileError
+from buildkit.gpu.scan import wheel_libraries
+from tests.realwheels import TORCH_2_8_0, TORCH_2_9_0, VLLM_0_14_0, real_wheel
+
+# Ubuntu 24.04 (the base image's OS): libc6 2.39 (GLIBC_2.39), libstdc++6 from GCC 14 (GLIBCXX_3.4.33,
+# CXXABI_1.3.15), libgcc-s1 (GCC_14.0.0) -- packages.ubuntu.com, noble.
+NOBLE = {"GLIBC": (2, 39), "GLIBCXX": (3, 4, 33), "CXXABI": (1, 3, 15), "GCC": (14, 0, 0)}
+
+
+@pytest.fixture(scope="module")
+def vllm_modules():
+    return [(name, symbols) for name, _k, symbols in wheel_libraries(real_wheel(VLLM_0_14_0))]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
+
+
+def test_vllm_0_14_0_links_against_torch_2_9_0(vllm_modules, cache):
+    torch = abi.torch_defined(real_wheel(TORCH_2_9_0), TORCH_2_9_0.sha256, cache)
+    result = abi.check(vllm_modules, torch, NOBLE, [TORCH_2_9_0.filename])
+    assert result.checked > 900 and result.unresolved == [] and result.unresolved_count == 0
+    abi.stop_if_unresolved(result, "vllm")  # passes
+    assert abi.torch_defined(real_wheel(TORCH_2_9_0), TORCH_2_9_0.sha256, cache) == torch  # from the cache
+
+
+def test_vllm_0_14_0_does_not_link_against_torch_2_8_0(vllm_modules, cache):
+    torch = abi.torch_defined(real_wheel(TORCH_2_8_0), TORCH_2_8_0.sha256, cache)
+    result = abi.check(vllm_modules, torch, NOBLE, [TORCH_2_8_0.filename])
+    found = {(u.library, u.symbol, u.expected_in) for u in result.unresolved}
+    assert found == {
+        (f"vllm/vllm_flash_attn/_vllm_fa{n}_C.abi3.so", symbol, "libc10.so")
+        for n in (2, 3)
+        for symbol in ("c10::SymInt::maybe_as_int_slow_path() const",
+                       "c10::SymInt::sym_ne_slow_path(c10::SymInt const&) const")
+    }  # fmt: skip
+    with pytest.raises(UpstreamMismatch, match=r"4 undefined symbol\(s\) would not resolve; first: vllm/vllm_flash_attn"
+                       r"/_vllm_fa2_C.abi3.so needs c10::SymInt::maybe_as_int_slow_path\(\) const, which libc10.so"):
+        abi.stop_if_unresolved(result, "vllm")
+
+
+def test_symbol_versions_held_to_the_base_image(vllm_modules):
+    old = {"GLIBC": (2, 17), "GLIBCXX": (3, 4, 19), "CXXABI": (1, 3, 7), "GCC": (4, 8, 0)}  # CentOS 7's
+    result = abi.check(vllm_modules, set(), old, ["centos7"])
+    versions = {u.version for u in result.unresolved if u.version}
+    assert "GLIBC_2.27" in versions or any(v.startswith("GLIBCXX_3.4.2") for v in versions)
+    assert all(u.expected_in in ("libc.so.6", "libstdc++.so.6", "libgcc_s.so.1", "libm.so.6", "libdl.so.2",
+                                 "libpthread.so.0", "ld-linux-x86-64.so.2", "librt.so.1")
+               for u in result.unresolved if u.version)  # fmt: skip
+
+
+def test_provided_versions_of_a_real_libc():
+    provided = abi.provided_versions(["GLIBC_2.2.5", "GLIBC_2.39", "GLIBC_2.4", "GLIBC_PRIVATE", "GLIBCXX_3.4.33"])
+    assert provided == {"GLIBC": (2, 39), "GLIBCXX": (3, 4, 33)}
+
+
+def test_torch_namespaces():
+    assert abi.wants_torch("_ZNK3c106SymInt22maybe_as_int_slow_pathEv")
+    assert abi.wants_torch("_ZN2at4_ops5empty4callEv") and not abi.wants_torch("PyLong_FromLong")
+    assert abi.torch_library_for("_ZN3c104cuda20getCurrentCUDAStreamEa") == "libc10_cuda.so"
+    assert abi.torch_library_for("_ZN2at4_ops3add4callEv") == "libtorch_cpu.so"
+
+
+def _dyn_elf(tags: list[tuple[int, int]], extra: bytes = b"") -> bytes:
+    """An ELF with one PT_LOAD over the whole file and a PT_DYNAMIC holding `tags`."""
+    dyn_at = 64 + 2 * 56
+    dynamic = b"".join(struct.pack("<qQ", t, v) for t, v in [*tags, (0, 0)])
+    total = dyn_at + len(dynamic) + len(extra)
+    header = struct.pack("<16sHHIQQQIHHHHHH", b"\x7fELF\x02\x01\x01" + b"\0" * 9, 3, 62, 1, 0, 64, 0, 0, 64, 56, 2,
+                         64, 0, 0)  # fmt: skip
+    phdrs = struct.pack("<IIQQQQQQ", 1, 5, 0, 0, 0, total, total, 4096)
+    phdrs += struct.pack("<IIQQQQQQ", 2, 6, dyn_at, dyn_at, 0, len(dynamic), len(dynamic), 8)
+    return header + phdrs + dynamic + extra
+
+
+@pytest.mark.parametrize("tags,message", [
+    ([(dynsym.DT_SYMTAB, 0), (dynsym.DT_STRTAB, 0), (dynsym.DT_STRSZ, 1 << 40)], "dynamic string table of"),
+    ([(dynsym.DT_SYMTAB, 0), (dynsym.DT_STRTAB, 0), (dynsym.DT_STRSZ, 8)], "without a hash table"),
+    ([(dynsym.DT_SYMTAB, 0), (dynsym.DT_STRTAB, 0), (dynsym.DT_STRSZ, 8), (dynsym.DT_HASH, 1 << 50)],
+     "in no loaded segment"),
+    ([(dynsym.DT_STRTAB, 0)], "without a symbol or string table"),
+])  # fmt: skip
+def test_hostile_dynamic_sections(tags, message):
+    data = _dyn_elf(tags)
+    with pytest.raises(GpuFileError, match=message):
+        read_symbols(io.BytesIO(data), len(data))
+
+
+def test_absurd_symbol_count():
+    hash_at = 64 + 2 * 56 + 16 * 5
+    data = _dyn_elf([(dynsym.DT_SYMTAB, 0), (dynsym.DT_STRTAB, 0), (dynsym.DT_STRSZ, 8), (dynsym.DT_HASH, hash_at)],
+                    struct.pack("<II", 1, 0xFFFFFFFF))  # fmt: skip
+    with pytest.raises(GpuFileError, match="dynamic symbols"):
+        read_symbols(io.BytesIO(data), len(data))
