@@ -620,6 +620,7 @@ def attest(
         str | None,
         typer.Option(
             "--repository",
+            metavar="NAME",
             help="The subject's repository when the image was copied from build.tag's (shown in the statement).",
         ),
     ] = None,

@@ -271,6 +271,7 @@ def test_verify_the_smoke_image(project, remote, engine):  # noqa: F811
         "container fingerprint exists": "pass",
         "patched tools/build-custom-vllm.sh is the recorded one": "pass",
         "a GPU of compute capability 9.0, and its kernels": "skip",
+        "GPU kernels, ABI and drivers": "skip",  # a smoke image holds no vLLM (issue 23)
     }
     assert json.loads((root / "build" / "verify.json").read_text()) == record
 

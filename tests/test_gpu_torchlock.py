@@ -64,8 +64,7 @@ def vllm_in_cache(index: str, cache: Path) -> WheelFact:
     url = f"{index}/{VLLM_0_14_0.filename}"
     found = FoundWheel(index=index, variant="default", arch="x86_64", filename=VLLM_0_14_0.filename,
                        version="0.14.0", url=url, size=VLLM_0_14_0.size, etag=None, last_modified=None,
-                       index_sha256=VLLM_0_14_0.sha256, listed_in=index, verified_by="HEAD",
-                       resolved_at="2026-11-24T00:00:00Z")  # fmt: skip
+                       index_sha256=VLLM_0_14_0.sha256, listed_in=index, verified_by="HEAD")  # fmt: skip
     head = Http().head(url)
     found = FoundWheel(**{**found.__dict__, "etag": head.headers.get("ETag")})
     download.fetch(Http(), cache, found)  # as resolve downloads it: through the loopback index

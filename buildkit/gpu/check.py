@@ -33,7 +33,6 @@ def abi_before_build(tree: Path, wheel: WheelFact, cache_dir: Path, http, on_pro
     """vLLM's wheel (from resolve's cache) against the torch the prepared NeMo-RL tree's uv.lock installs (its
     symbols from the cache, else its wheel downloaded and checked against uv.lock's sha256); UpstreamMismatch
     naming the first unresolved symbol. A string says why it was not checked."""
-    from buildkit.files import utc_now
     from buildkit.gpu import abi
     from buildkit.gpu.torchlock import locked_torch
     from buildkit.resolve import download
@@ -45,7 +44,7 @@ def abi_before_build(tree: Path, wheel: WheelFact, cache_dir: Path, http, on_pro
     if wheel.etag is None:
         return "not checked: the vLLM wheel is not in resolve's cache (no ETag)"
     names = ("index", "variant", "arch", "filename", "version", "url", "size", "etag", "last_modified",
-             "index_sha256", "listed_in", "verified_by", "resolved_at")
+             "index_sha256", "listed_in", "verified_by")
     fields = {k: getattr(wheel, k) for k in names}
     hashed = download.cached(cache_dir, FoundWheel(**fields), on_progress)
     if hashed is None:
@@ -54,8 +53,7 @@ def abi_before_build(tree: Path, wheel: WheelFact, cache_dir: Path, http, on_pro
     def fetch_torch() -> Path:
         found = FoundWheel(index=torch.index, variant="torch", arch=wheel.arch, filename=torch.filename,
                            version=torch.version, url=torch.url, size=torch.size, etag=None, last_modified=None,
-                           index_sha256=torch.sha256, listed_in="uv.lock", verified_by="HEAD",
-                           resolved_at=utc_now())  # fmt: skip
+                           index_sha256=torch.sha256, listed_in="uv.lock", verified_by="HEAD")  # fmt: skip
         return download.fetch(http, cache_dir, found, on_progress).path
 
     defined = abi.torch_defined(fetch_torch, torch.sha256, cache_dir)
