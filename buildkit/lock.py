@@ -240,7 +240,7 @@ class Lock(_Fact):
     def to_json(self) -> str:
         # A migrated lock serializes as the lock it was read from, so its hash (lock_sha256, which labels and
         # records carry) stays the one its builds were stamped with.
-        data = self._as_read if self._as_read is not None and self.gpu is None else {
+        data = self._as_read if self._as_read is not None else {
             **self.model_dump(mode="json"), "build": dump_build(self.build)
         }  # fmt: skip
         if data.get("gpu", ...) is None:  # written only when resolve read the wheel's GPU code
