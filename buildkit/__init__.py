@@ -1,3 +1,18 @@
-"""buildkit: build a reproducible NeMo-RL image with a custom vLLM, and prove how it was built."""
+"""buildkit: build a reproducible NeMo-RL image with a custom vLLM, and prove how it was built.
+
+The package is a stack of layers; a module imports from its own layer and the layers below it, never above
+(tests/test_layers.py holds the rule). Top to bottom:
+
+  buildkit/cli.py, buildkit/commands/  the CLI: parse options, call one stage, present the result
+  buildkit/stages/       the pipeline's stages (resolve, prepare, render, build, verify, attest, export, bump,
+                         report) and the registry that orders them (stages/pipeline.py)
+  buildkit/image/        image files: OCI layouts, unpacking layers, comparing two images
+  buildkit/dockerfile/   Dockerfile text: parsing, the declared transformations, unpinned inputs, patches
+  buildkit/gpu/          ELF and CUDA fat binaries: kernels per GPU, dynamic symbols, driver tables
+  buildkit/world/        the outside world: processes, HTTP, git, registries, credentials, the engine, cosign
+  buildkit/models/       the data: pins, the lock (one model per version), records, grammars
+  buildkit/text/         terminal and markdown text: sanitizing, escaping, progress, the timeline chart
+  buildkit/errors.py, buildkit/files.py   errors with exit codes; bounded reads and atomic writes
+"""
 
 __version__ = "0.1.0"

@@ -15,7 +15,7 @@ import typer
 
 from buildkit import __version__
 from buildkit.errors import EXIT_CODES
-from buildkit.pipeline import STAGES
+from buildkit.stages.pipeline import STAGES
 
 
 def _help() -> str:
@@ -54,11 +54,11 @@ def _main(
 
 
 def _paths(pins: Path, lock: Path | None = None, build_dir: Path | None = None, cache_dir: Path | None = None):
-    from buildkit.pipeline import Paths
+    from buildkit.stages.pipeline import Paths
 
     if pins == Path("pins.yaml") and not pins.exists():
         # Not given (or given as the default name) and not here: the nearest pins.yaml above, as uv and bake do.
-        from buildkit.pins import find_pins
+        from buildkit.models.pins import find_pins
 
         pins = find_pins(Path.cwd()) or pins
     return Paths.of(pins, lock, build_dir, cache_dir)
@@ -699,7 +699,7 @@ def schema() -> None:
     """
     import json
 
-    from buildkit.pins import json_schema
+    from buildkit.models.pins import json_schema
 
     sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
 
@@ -722,7 +722,7 @@ def main() -> None:
     try:
         app()
     except BuildkitError as err:
-        from buildkit.ui import print_error
+        from buildkit.text.ui import print_error
 
         print_error(err)
         sys.exit(err.exit_code)
@@ -732,7 +732,7 @@ def main() -> None:
     except Exception as err:  # noqa: BLE001 -- a bug: say so briefly; the traceback is one variable away
         if os.environ.get("BUILDKIT_DEBUG"):
             raise
-        from buildkit.ui import without_secrets
+        from buildkit.text.ui import without_secrets
 
         sys.stderr.write(
             f"buildkit: internal error: {type(err).__name__}: {without_secrets(str(err))}\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.build import Builder, BuildPlan, execute, failure_hint
+from buildkit.stages.build import Builder, BuildPlan, execute, failure_hint
 from tests.engine import STAND_IN_BASE
 from tests.test_build import smoke_project
 from tests.test_render import remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture

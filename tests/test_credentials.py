@@ -13,8 +13,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from buildkit.credentials import Credential, DockerConfig, lookup
 from buildkit.errors import CredentialsError
+from buildkit.world.credentials import Credential, DockerConfig, lookup
 from tests.dockerconfig import (
     HELPER,
     IDENTITY_TOKEN,
@@ -412,7 +412,7 @@ def test_a_helper_printing_without_end_is_cut_off_at_the_limit(tmp_path):
     """Its output is read up to the limit and no further (it once was read whole first: gigabytes of memory)."""
     import time
 
-    from buildkit.proc import run_bounded
+    from buildkit.world.proc import run_bounded
 
     started = time.monotonic()
     done = run_bounded(["sh", "-c", "yes credential"], limit=64 << 10, timeout=30)
@@ -443,7 +443,7 @@ def _helper_script(bin_dir: Path, body: str) -> Path:
 
 def test_a_failing_helper_is_quoted_from_stderr_never_stdout(tmp_path, monkeypatch):
     """A helper that prints the credential and then fails: its stdout (the Secret) is never in the message."""
-    from buildkit.credentials import _ask_helper
+    from buildkit.world.credentials import _ask_helper
 
     answer = json.dumps({"ServerURL": "r.example", "Username": USERNAME, "Secret": PASSWORD})
     bin_dir = _helper_script(tmp_path / "bin", f"echo '{answer}'; echo 'the keyring is locked' >&2; exit 1")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from buildkit.errors import InputError
-from buildkit.squashfs import bash_quote, configure, squash, squash_options
+from buildkit.stages.export import bash_quote, configure, squash, squash_options
 from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
 from tests.trees import listing
 
@@ -117,7 +117,7 @@ def test_a_label_cannot_end_its_comment_line():
 def test_the_bytes_do_not_depend_on_the_number_of_processors(tmp_path):
     """mksquashfs 4.4+ orders its output the same with any number of processors (its default -reproducible), so
     the machine that exports does not change the .sqsh."""
-    from buildkit.squashfs import find_mksquashfs
+    from buildkit.stages.export import find_mksquashfs
 
     tool = find_mksquashfs()
     tree = tmp_path / "tree"
@@ -211,9 +211,9 @@ def test_export_the_smoke_image_for_slurm(project, remote, engine, tmp_path):  #
     again = cli("export", "-o", str(tmp_path / "again.sqsh"), timeout=300)
     assert again.code == 0, again.output
     assert hashlib.sha256((tmp_path / "again.sqsh").read_bytes()).hexdigest() == record["sha256"]
-    from buildkit.lock import read_lock
-    from buildkit.pipeline import Paths
-    from buildkit.squashfs import choose_source, export_squashfs, find_mksquashfs
+    from buildkit.models.lock import read_lock
+    from buildkit.stages.export import choose_source, export_squashfs, find_mksquashfs
+    from buildkit.stages.pipeline import Paths
 
     paths = Paths.of(root / "pins.yaml")
     one, _ = export_squashfs(paths, read_lock(paths.lock), choose_source(paths, None), find_mksquashfs(),
@@ -343,9 +343,9 @@ def test_not_enough_space_is_said_before_anything_is_written(project, remote, en
 def test_a_disk_that_fills_up_midway_leaves_nothing_half_written(project, remote, engine, small_disk, stage):  # noqa: F811
     """The space check passes, then something else fills the disk while the export runs: whether the archive, the
     unpacked tree or the .sqsh hits the full disk, the same message, exit 2, and nothing of the export is left."""
-    from buildkit.lock import read_lock
-    from buildkit.pipeline import Paths
-    from buildkit.squashfs import choose_source, export_squashfs, find_mksquashfs
+    from buildkit.models.lock import read_lock
+    from buildkit.stages.export import choose_source, export_squashfs, find_mksquashfs
+    from buildkit.stages.pipeline import Paths
 
     root, cli = smoke_built(project, remote)
     disk = small_disk("300m")

@@ -14,7 +14,7 @@ import pytest
 from buildkit.errors import UpstreamMalformed
 from buildkit.gpu import image as gpu_image
 from buildkit.gpu.image import driver_check, tar_libraries
-from buildkit.pins import Build
+from buildkit.models.pins import Build
 from tests.engine import STAND_IN_BASE, engine  # noqa: F401
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
@@ -73,8 +73,8 @@ def test_driver_check():
 
 
 def test_verify_gpu_checks_on_the_engine(engine, tmp_path):  # noqa: F811
-    from buildkit.engine import Engine
-    from buildkit.verify import gpu_checks
+    from buildkit.stages.verify import gpu_checks
+    from buildkit.world.engine import Engine
 
     context = tmp_path / "image"
     (context / SITE / "vllm").mkdir(parents=True)

@@ -231,9 +231,9 @@ def test_limits_stay_far_above_real_files():
 
 
 def test_the_report_shows_the_table(vllm_libraries):
-    from buildkit.gpu.facts import GpuCheck
-    from buildkit.lock import read_lock
-    from buildkit.report import facts, render_markdown
+    from buildkit.models.gpufacts import GpuCheck
+    from buildkit.models.lock import read_lock
+    from buildkit.stages.report import facts, render_markdown
 
     rows = kernel_table(iter(vllm_libraries), "9.0", list(DEFAULT_REQUIRED))
     gpu = GpuCheck(source=VLLM_0_14_0.filename, gpus=["sm_90"], libraries=rows)

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from buildkit.errors import UpstreamMismatch
-from buildkit.gpu.check import abi_before_build
 from buildkit.gpu.torchlock import locked_torch
-from buildkit.http import Http
-from buildkit.lock import WheelFact
+from buildkit.models.lock import WheelFact
+from buildkit.stages.gpucheck import abi_before_build
+from buildkit.world.http import Http
 from tests.realwheels import TORCH_2_9_0, VLLM_0_14_0, real_wheel
 
 
@@ -58,8 +58,8 @@ wheels = [
 
 
 def vllm_in_cache(index: str, cache: Path) -> WheelFact:
-    from buildkit.resolve import download
-    from buildkit.resolve.wheels import FoundWheel
+    from buildkit.stages.resolve import download
+    from buildkit.stages.resolve.wheels import FoundWheel
 
     url = f"{index}/{VLLM_0_14_0.filename}"
     found = FoundWheel(index=index, variant="default", arch="x86_64", filename=VLLM_0_14_0.filename,

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from buildkit import imagediff
 from buildkit.errors import InputError
-from buildkit.imagediff import FieldDifference, ImageComparison, summary
+from buildkit.image import diff as imagediff
+from buildkit.image.diff import FieldDifference, ImageComparison, summary
 from tests.engine import STAND_IN_BASE
 
 GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"

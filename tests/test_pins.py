@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from buildkit import grammar
 from buildkit.errors import InputError
-from buildkit.pins import load_pins
+from buildkit.models import grammar
+from buildkit.models.pins import load_pins
 from tests.conftest import REPO_ROOT
 
 REFERENCE = (REPO_ROOT / "pins.yaml").read_text()

@@ -7,8 +7,8 @@ import difflib
 import pytest
 
 from buildkit.errors import InputError
-from buildkit.pins import pins_from_text
-from buildkit.pinsedit import PinsEditor
+from buildkit.models.pins import pins_from_text
+from buildkit.models.pinsedit import PinsEditor
 from tests.conftest import REPO_ROOT
 
 NEW_NEMO = "1" * 40

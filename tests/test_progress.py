@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from buildkit.progress import Progress
+from buildkit.text.progress import Progress
 
 STREAMS = Path(__file__).parent / "fixtures" / "rawjson"
 

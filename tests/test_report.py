@@ -99,7 +99,7 @@ def test_the_reference_reports_facts_for_the_reference_pins(project, upstreams):
     lock_text = lock_text.replace(upstreams.github.url, "https://api.github.com")
     lock_text = lock_text.replace(upstreams.registry.netloc, "nvcr.io").replace("http://nvcr.io", "https://nvcr.io")
     (root / "pins.yaml").write_text((root / "pins.yaml").read_text().replace(upstreams.registry.netloc, "nvcr.io"))
-    from buildkit.pins import load_pins
+    from buildkit.models.pins import load_pins
 
     lock = json.loads(lock_text)
     lock["pins_sha256"] = load_pins(root / "pins.yaml").sha256()  # the pins now name nvcr.io too

@@ -9,7 +9,7 @@ import os
 import re
 import subprocess
 
-from buildkit.records import header
+from buildkit.models.records import header
 from tests.mermaid_check import mermaid_parse
 from tests.test_build import smoke_project
 from tests.test_render import remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture

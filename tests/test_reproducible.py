@@ -133,8 +133,8 @@ def test_rebuild_builder_must_name_a_builder_that_exists(project, remote, engine
 def test_a_step_that_writes_the_date_is_caught_and_the_file_named(tmp_path, engine):
     """The rebuild and comparison of `--check-reproducible`, on a Dockerfile with a deliberately
     non-deterministic step."""
-    from buildkit.build import BuildPlan, run
-    from buildkit.reproduce import first_layout, prepare_layouts, rebuild_and_compare
+    from buildkit.stages.build import BuildPlan, run
+    from buildkit.stages.reproduce import first_layout, prepare_layouts, rebuild_and_compare
     from tests.engine import STAND_IN_BASE
 
     context = tmp_path / "context"
@@ -222,8 +222,8 @@ def test_drift_stops_the_build_unless_allowed(project, remote, engine):  # noqa:
 
 def test_both_of_buildkits_digest_mismatch_messages_are_named(project, remote):  # noqa: F811
     """BuildKit words a checksum failure two ways (source/http/source.go); another checksum is left alone."""
-    from buildkit.build import explain_failure
-    from buildkit.lock import read_lock
+    from buildkit.models.lock import read_lock
+    from buildkit.stages.build import explain_failure
 
     root, _ = use_remote(project, remote)
     lock = read_lock(root / "pins.lock")
@@ -240,7 +240,7 @@ def test_both_of_buildkits_digest_mismatch_messages_are_named(project, remote): 
 
 def test_the_check_deletes_only_what_it_left_in_the_repro_dir(tmp_path):
     from buildkit.errors import InputError
-    from buildkit.reproduce import prepare_layouts
+    from buildkit.stages.reproduce import prepare_layouts
 
     repro = tmp_path / "repro"
     (repro / "first" / "blobs").mkdir(parents=True)

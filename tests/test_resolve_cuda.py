@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from buildkit.drift import base_image_drift
-from buildkit.resolve.elf import ElfError, needed
+from buildkit.models.drift import base_image_drift
+from buildkit.stages.resolve.elf import ElfError, needed
 from tests.fake_upstreams import BASE_REPO, VLLM_SHA, WHEEL_VERSION, WHEEL_X86, minimal_elf
 
 WHEEL_CU129_X86 = f"vllm-{WHEEL_VERSION}.cu129-cp38-abi3-manylinux_2_31_x86_64.whl"
@@ -290,7 +290,7 @@ def test_a_hostile_wheel_is_exit_3(project, upstreams, change, needle):
 
 def test_a_zip_directory_claiming_to_be_huge_is_refused(tmp_path):
     from buildkit.errors import UpstreamMalformed
-    from buildkit.resolve.cuda import _needed
+    from buildkit.stages.resolve.cuda import _needed
 
     eocd = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, 1, 1, 0xFFFFFFF0, 0, 0)
     wheel = tmp_path / "x.whl"
@@ -324,8 +324,8 @@ def test_a_version_2_lock_is_migrated_stale_keeps_its_bytes_and_is_rewritten(pro
     text = json.dumps(v2, indent=2) + "\n"
     (root / "pins.lock").write_text(text)
 
-    from buildkit.lock import V2_STALE, consistency_problems, lock_sha256, read_lock
-    from buildkit.pins import load_pins
+    from buildkit.models.lock import V2_STALE, consistency_problems, lock_sha256, read_lock
+    from buildkit.models.pins import load_pins
 
     migrated = read_lock(root / "pins.lock")
     reason = "written by lock version 2, before CUDA versions were read"

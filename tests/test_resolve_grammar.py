@@ -12,14 +12,14 @@ import pytest
 from packaging.version import Version
 
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch
-from buildkit.grammar import CUDA_VERSION_RE
-from buildkit.http import Http
-from buildkit.lock import cuda_major
-from buildkit.resolve.cuda import cuda_of_name
-from buildkit.resolve.github import _Commit, _Pull
-from buildkit.resolve.registry import Registry, challenge_params, usable_realm_host
-from buildkit.resolve.shapes import parse
-from buildkit.resolve.wheels import FoundWheel, Listed, choose_wheel, wheel_variant
+from buildkit.models.grammar import CUDA_VERSION_RE
+from buildkit.models.lock import cuda_major
+from buildkit.stages.resolve.cuda import cuda_of_name
+from buildkit.stages.resolve.github import _Commit, _Pull
+from buildkit.stages.resolve.wheels import FoundWheel, Listed, choose_wheel, wheel_variant
+from buildkit.world.http import Http
+from buildkit.world.registry import Registry, challenge_params, usable_realm_host
+from buildkit.world.shapes import parse
 
 # --- CUDA_VERSION, as image configs set it in their Env ------------------------------------------------------------
 

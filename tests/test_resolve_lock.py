@@ -72,8 +72,8 @@ def test_a_version_3_lock_is_migrated_stale_keeps_its_bytes_and_is_rewritten(pro
     text = json.dumps(v3, indent=2) + "\n"
     (root / "pins.lock").write_text(text)
 
-    from buildkit.lock import V3_STALE, consistency_problems, lock_sha256, read_lock
-    from buildkit.pins import load_pins
+    from buildkit.models.lock import V3_STALE, consistency_problems, lock_sha256, read_lock
+    from buildkit.models.pins import load_pins
 
     migrated = read_lock(root / "pins.lock")
     assert migrated.lock_version == 3 and migrated.to_json() == text

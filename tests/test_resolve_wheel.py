@@ -9,8 +9,8 @@ import json
 import shutil
 from pathlib import Path
 
-from buildkit.lock import SKIPPED_REASON
-from buildkit.resolve.download import entry_dir
+from buildkit.models.lock import SKIPPED_REASON
+from buildkit.stages.resolve.download import entry_dir
 from tests.conftest import REPO_ROOT, Cli
 from tests.fake_upstreams import TEST_WHEEL_SIZE, VLLM_SHA, WHEEL_X86, WheelFile, pins_text
 from tests.test_render import remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
@@ -296,8 +296,8 @@ def test_a_version_1_lock_is_migrated_stale_and_rewritten(project, upstreams, mo
     text = json.dumps(v1, indent=2) + "\n"
     (root / "pins.lock").write_text(text)
 
-    from buildkit.lock import V1_REASON, consistency_problems, lock_sha256, read_lock
-    from buildkit.pins import load_pins
+    from buildkit.models.lock import V1_REASON, consistency_problems, lock_sha256, read_lock
+    from buildkit.models.pins import load_pins
 
     migrated = read_lock(root / "pins.lock")
     assert migrated.wheel.index_sha256 == "ab" * 32 and migrated.wheel.sha256 is None
@@ -352,7 +352,7 @@ def test_an_incoherent_wheel_fact_is_refused(project):
 def test_build_resolves_a_stale_lock_and_tells_of_the_download(project, upstreams, monkeypatch):
     """`buildkit build` (pipeline.ensure_lock, which has no progress view) hears of the download in notes; a lock
     the user chose not to hash is used as it is, with the warning."""
-    from buildkit import pipeline
+    from buildkit.stages import pipeline
 
     root, cli = project
     for name, value in cli.env.items():

@@ -58,7 +58,7 @@ def test_the_statement_is_slsa_provenance_v1_by_the_schemas(cli, tmp_path):
 
 def test_the_schemas_refuse_what_the_specs_forbid():
     """The schemas are not a formality: each of these breaks a rule of the specs and is refused."""
-    from buildkit.slsa import PREDICATE_TYPE, STATEMENT_TYPE
+    from buildkit.stages.slsa import PREDICATE_TYPE, STATEMENT_TYPE
 
     def statement(**changes):
         base = {
@@ -112,7 +112,7 @@ def test_the_schemas_refuse_what_the_specs_forbid():
 
 
 def test_the_statement_says_what_the_lock_and_the_records_say(cli, tmp_path):
-    from buildkit.pins import load_pins
+    from buildkit.models.pins import load_pins
 
     project = golden_project(tmp_path)
     statement = json.loads(attest(cli, project, "--json").stdout)
@@ -239,7 +239,7 @@ def test_what_cannot_be_attested_is_one_message(cli, tmp_path):
 
 
 def test_dsse_pre_authentication_encoding_is_the_protocols():
-    from buildkit.slsa import pae
+    from buildkit.world.cosign import pae
 
     # The example of the DSSE protocol (secure-systems-lab/dsse, protocol.md).
     expected = b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
@@ -251,8 +251,8 @@ def test_dsse_pre_authentication_encoding_is_the_protocols():
 
 @pytest.fixture(scope="session")
 def cosign() -> str:
-    from buildkit.cosign import binary
     from buildkit.errors import EngineNotReady
+    from buildkit.world.cosign import binary
 
     try:
         return binary()
@@ -450,7 +450,7 @@ def test_an_image_without_provenance_or_with_a_tampered_statement_fails(
 
     # A statement changed after signing (another vLLM commit under the old signature) is refused by cosign. The
     # true statement is signed but not attached, so the forged envelope is the image's only attestation.
-    from buildkit.cosign import sign
+    from buildkit.world.cosign import sign
 
     assert cli("attest").code == 0
     payload = (root / "build" / "smoke" / "provenance.intoto.json").read_bytes()

@@ -14,9 +14,9 @@ import pytest
 import typer
 from rich.console import Console
 
-from buildkit import ui
 from buildkit.cli import app
 from buildkit.files import write_atomic
+from buildkit.text import ui
 from tests.conftest import REPO_ROOT
 from tests.test_progress import STREAMS
 from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
@@ -49,7 +49,7 @@ def test_no_color_removes_every_style(cli):
 
 def _plain_lines(name: str) -> list[str]:
     from buildkit.commands.build import PlainView
-    from buildkit.progress import Progress
+    from buildkit.text.progress import Progress
 
     buffer = io.StringIO()
     saved, ui.err = ui.err, Console(file=buffer, width=300, color_system=None)

@@ -10,8 +10,8 @@ import subprocess
 import dockerfile
 import pytest
 
-from buildkit.dockerfile_text import apply_edits, is_heredoc, parse
-from buildkit.transforms import Inputs, TransformationFailed, drop_extras
+from buildkit.dockerfile.text import apply_edits, is_heredoc, parse
+from buildkit.dockerfile.transforms import Inputs, TransformationFailed, drop_extras
 
 REASON = "sgl-kernel fetches a DeepGEMM commit that no longer exists"
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from buildkit.dockerfile_text import parse
-from buildkit.unpinned import unpinned_inputs
+from buildkit.dockerfile.text import parse
+from buildkit.dockerfile.unpinned import unpinned_inputs
 from tests.nemo_repo import LATER_SHAPE, SHAPE
 
 SHA = "0123456789abcdef0123456789abcdef01234567"

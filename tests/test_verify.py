@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from buildkit.verify import gpu_check_name, judge_gpu, wanted_archs
+from buildkit.stages.verify import gpu_check_name, judge_gpu, wanted_archs
 
 
 def test_wanted_archs():
@@ -39,7 +39,7 @@ def test_judge_gpu_names_what_is_missing():
 
 def test_the_version_reason_is_bounded_and_has_no_controls():
     """What the image prints goes into build/verify.json: one bounded line, without terminal escapes."""
-    from buildkit.verify import version_reason
+    from buildkit.stages.verify import version_reason
 
     sha = "4a5299c93ff97c26def537b92562df5ada530fea"
     reason = version_reason("noise\n\x1b]0;owned\x07" + "9" * 1_000_000, sha)

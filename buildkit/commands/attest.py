@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from buildkit import ui
-from buildkit.pipeline import Paths
+from buildkit.stages.pipeline import Paths
+from buildkit.text import ui
 
 
 def attest_command(
@@ -17,8 +17,8 @@ def attest_command(
     json_out: bool,
     repository: str | None = None,
 ) -> None:
-    from buildkit.attest import attest
-    from buildkit.slsa import canonical
+    from buildkit.stages.attest import attest
+    from buildkit.stages.slsa import canonical
 
     done = attest(paths, record_path, key, builder_id, repository)
     if json_out:

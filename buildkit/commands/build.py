@@ -11,11 +11,12 @@ from rich.console import Group
 from rich.live import Live
 from rich.text import Text
 
-from buildkit import pipeline, ui
-from buildkit.build import BuildPlan
 from buildkit.errors import BuildFailed, CheckFailed, EngineNotReady, Interrupted
-from buildkit.pipeline import Paths
-from buildkit.progress import Progress
+from buildkit.stages import pipeline
+from buildkit.stages.build import BuildPlan
+from buildkit.stages.pipeline import Paths
+from buildkit.text import ui
+from buildkit.text.progress import Progress
 
 
 @dataclass
@@ -50,7 +51,7 @@ def doctor_command(
 ) -> None:
     from dataclasses import asdict
 
-    from buildkit.preflight import run_preflight, tool_checks
+    from buildkit.stages.preflight import run_preflight, tool_checks
 
     result = run_preflight(builder, platform, min_free_gb, push, tag)
     result.checks += tool_checks()
@@ -63,8 +64,8 @@ def doctor_command(
 
 
 def build_command(paths: Paths, opts: BuildOptions) -> None:
-    from buildkit import buildx
-    from buildkit.build import plan_for_lock, shell_command
+    from buildkit.stages.build import plan_for_lock, shell_command
+    from buildkit.world import buildx
 
     for name in (opts.builder, opts.rebuild_builder):
         if name:
@@ -95,7 +96,7 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     if opts.smoke and not syntax:
         ui.err.print("[dim]note[/]: smoke build without a `# syntax=` line: the builder's own frontend, no internet")
 
-    from buildkit.preflight import run_preflight
+    from buildkit.stages.preflight import run_preflight
 
     tag = inputs.lock.build.tag + ("-smoke" if opts.smoke else "")
     min_free = opts.min_free_gb if opts.min_free_gb is not None else (1.0 if opts.smoke else 100.0)
@@ -123,8 +124,8 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
         prepared = pipeline.prepare(inputs, opts.submodules)
     ui.print_prepare(prepared, paths.prepare_record)
     if not opts.smoke:  # before the long build: does the wheel link against the torch NeMo-RL's uv.lock installs?
-        from buildkit.gpu.check import abi_before_build
-        from buildkit.http import Http
+        from buildkit.stages.gpucheck import abi_before_build
+        from buildkit.world.http import Http
 
         with ui.err.status("checking vLLM's symbols against NeMo-RL's torch...", spinner="dots"):
             abi = abi_before_build(paths.tree(inputs.lock.nemo_rl.commit), inputs.lock.wheel, paths.cache_dir, Http())
@@ -140,7 +141,7 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     if opts.check_reproducible:
         from dataclasses import replace
 
-        from buildkit.reproduce import first_layout, prepare_layouts
+        from buildkit.stages.reproduce import first_layout, prepare_layouts
 
         prepare_layouts(paths.repro_dir(opts.smoke))
         plan = replace(plan, oci_layout=first_layout(paths.repro_dir(opts.smoke)).resolve())
@@ -156,7 +157,7 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
         mode = "tty" if sys.stderr.isatty() else "plain"
     view = _view(plan, mode)
     ui.err.print(f"building {ui.safe(plan.tag)} (target {ui.safe(plan.target)}); full log: {ui.safe(str(log_path))}")
-    from buildkit.build import execute
+    from buildkit.stages.build import execute
 
     with view:
         record = execute(
@@ -181,7 +182,7 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     if record.outcome == "interrupted":
         raise Interrupted(f"{record.error}: buildx cancelled the build; the record says so")
     if record.outcome == "failed":
-        from buildkit.build import explain_failure, failure_hint
+        from buildkit.stages.build import explain_failure, failure_hint
 
         if record.failed_step:
             ui.err.print(f"[red]failed[/]: {ui.safe(record.failed_step)}")

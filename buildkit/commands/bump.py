@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from buildkit import ui
-from buildkit.bump import BumpFailed, BumpReport, BumpRequest, bump, check_ref
-from buildkit.pipeline import Paths
+from buildkit.stages.bump import BumpFailed, BumpReport, BumpRequest, bump, check_ref
+from buildkit.stages.pipeline import Paths
+from buildkit.text import ui
 
 
 def bump_command(
@@ -59,6 +59,6 @@ def _present(report: BumpReport, json_out: bool) -> None:
     if json_out:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
         return
-    from buildkit.bumpsummary import markdown
+    from buildkit.stages.bumpsummary import markdown
 
     sys.stdout.write(ui.without_secrets(markdown(report)))

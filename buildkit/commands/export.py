@@ -7,14 +7,15 @@ import shutil
 import sys
 from pathlib import Path
 
-from buildkit import pipeline, ui
 from buildkit.errors import InputError
 from buildkit.files import is_stdout
-from buildkit.pipeline import Paths
+from buildkit.stages import pipeline
+from buildkit.stages.pipeline import Paths
+from buildkit.text import ui
 
 
 def export_command(image: str | None, paths: Paths, output: Path | None, json_out: bool) -> None:
-    from buildkit.squashfs import choose_source, export_squashfs, find_mksquashfs, srun_line
+    from buildkit.stages.export import choose_source, export_squashfs, find_mksquashfs, srun_line
 
     streamed = is_stdout(output)  # `-o -`: made where it goes by default, then streamed to stdout
     if streamed and json_out:

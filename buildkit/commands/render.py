@@ -8,10 +8,11 @@ from pathlib import Path
 
 from rich.syntax import Syntax
 
-from buildkit import pipeline, ui
 from buildkit.errors import InputError
 from buildkit.files import check_replaceable, is_stdout
-from buildkit.pipeline import Paths
+from buildkit.stages import pipeline
+from buildkit.stages.pipeline import Paths
+from buildkit.text import ui
 
 
 def prepare_command(paths: Paths, submodules: bool, json_out: bool) -> None:

@@ -6,16 +6,16 @@ import json
 import sys
 from pathlib import Path
 
-from buildkit import ui
 from buildkit.errors import InputError
 from buildkit.files import check_replaceable, is_stdout, write_atomic
-from buildkit.pipeline import Paths
+from buildkit.stages.pipeline import Paths
+from buildkit.text import ui
 
 
 def report_command(
     paths: Paths, record_path: Path | None, output: Path | None, fmt: str, results_path: Path | None
 ) -> None:
-    from buildkit.report import gather, render_markdown
+    from buildkit.stages.report import gather, render_markdown
 
     if fmt not in ("markdown", "json"):
         raise InputError(f"--format: expected markdown or json, found {fmt!r}")

@@ -25,9 +25,8 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from buildkit import pipeline, ui
 from buildkit.errors import CheckFailed, InputError
-from buildkit.lock import (
+from buildkit.models.lock import (
     Lock,
     PatchFact,
     consistency_problems,
@@ -36,9 +35,11 @@ from buildkit.lock import (
     differences,
     read_lock,
 )
-from buildkit.pins import Pins
-from buildkit.pipeline import Paths
-from buildkit.resolve.download import DownloadEvent
+from buildkit.models.pins import Pins
+from buildkit.stages import pipeline
+from buildkit.stages.pipeline import Paths
+from buildkit.stages.resolve.download import DownloadEvent
+from buildkit.text import ui
 
 
 def run_resolve(

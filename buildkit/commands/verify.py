@@ -5,21 +5,22 @@ from __future__ import annotations
 import json
 import sys
 
-from buildkit import pipeline, ui
 from buildkit.errors import CheckFailed, InputError
 from buildkit.files import read_record, write_atomic
-from buildkit.pipeline import Paths
+from buildkit.stages import pipeline
+from buildkit.stages.pipeline import Paths
+from buildkit.text import ui
 
 
 def verify_command(
     image: str | None, paths: Paths, gpus: bool, json_out: bool, provenance: bool = False, key: str | None = None,
     drivers: list[str] | None = None,
 ) -> None:
-    from buildkit.source import PrepareRecord
-    from buildkit.verify import verify_image
+    from buildkit.stages.prepare import PrepareRecord
+    from buildkit.stages.verify import verify_image
 
     if provenance:
-        from buildkit.cosign import check_public_key
+        from buildkit.world.cosign import check_public_key
 
         if not key:
             raise InputError("--provenance needs --key: the public key buildkit's statement was signed with")
@@ -27,8 +28,8 @@ def verify_command(
     lock = pipeline.load_inputs(paths, on_note=ui.warn).lock
     prepare = read_record(paths.prepare_record, PrepareRecord)
     if provenance:
-        from buildkit.provenance import verify_provenance
-        from buildkit.render import RenderRecord
+        from buildkit.stages.provenance import verify_provenance
+        from buildkit.stages.render import RenderRecord
 
         if not key:
             raise InputError("--provenance needs --key: the public key buildkit's statement was signed with")
@@ -60,7 +61,7 @@ def _pushed_image(image: str | None, paths: Paths, lock) -> tuple[str, bool]:
     if latest is None or latest[1].outcome != "succeeded" or not latest[1].image.digest:
         raise InputError("no image given and no successful build recorded", hint="`buildkit verify --provenance IMAGE`")
     record_path, record = latest
-    from buildkit.slsa import pushed
+    from buildkit.stages.slsa import pushed
 
     if not pushed(record):
         raise InputError(

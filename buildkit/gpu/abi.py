@@ -24,8 +24,8 @@ from pathlib import Path
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch, excerpt
 from buildkit.gpu.dynsym import DynamicSymbols, read_symbols
 from buildkit.gpu.elfsections import GpuFileError
-from buildkit.gpu.facts import AbiCheck, UnresolvedSymbol
 from buildkit.gpu.scan import MAX_LIBRARY_BYTES, is_shared_object
+from buildkit.models.gpufacts import AbiCheck, UnresolvedSymbol
 
 # Itanium-mangled names in torch's namespaces: _ZN3c10..., _ZNK2at..., _ZTVN5torch... (nested names, consts,
 # vtables/typeinfo); the number is the length of the namespace's name.

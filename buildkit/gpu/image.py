@@ -17,10 +17,10 @@ from buildkit.errors import UpstreamMalformed
 from buildkit.gpu import abi, driver
 from buildkit.gpu.coverage import gpu_name, gpus
 from buildkit.gpu.dynsym import DynamicSymbols
-from buildkit.gpu.facts import AbiCheck, DriverCheck, GpuCheck
 from buildkit.gpu.fatbin import Kernel
 from buildkit.gpu.scan import MAX_LIBRARY_BYTES, _read, _symbols, is_shared_object, kernel_table
-from buildkit.pins import Build
+from buildkit.models.gpufacts import AbiCheck, DriverCheck, GpuCheck
+from buildkit.models.pins import Build
 
 _DIR_RE = re.compile(r"/[A-Za-z0-9._+/-]{1,400}/(?:site|dist)-packages")  # fullmatch
 MAX_ENVIRONMENTS = 64

@@ -18,8 +18,8 @@ from buildkit.errors import UpstreamMalformed, UpstreamMismatch, excerpt
 from buildkit.gpu.coverage import NONE, archs, gpu_name, gpus, verdict
 from buildkit.gpu.dynsym import DynamicSymbols, read_symbols
 from buildkit.gpu.elfsections import ElfFile, GpuFileError
-from buildkit.gpu.facts import LibraryKernels
 from buildkit.gpu.fatbin import Kernel, kernels
+from buildkit.models.gpufacts import LibraryKernels
 
 # vLLM's kernels every pinned GPU needs; vLLM loads the others (FlashAttention 2/3, FlashMLA) only on some GPUs.
 DEFAULT_REQUIRED = ("vllm/_C.abi3.so", "vllm/_moe_C.abi3.so")

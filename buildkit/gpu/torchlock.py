@@ -18,7 +18,7 @@ from urllib.parse import unquote
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch
-from buildkit.grammar import https_url
+from buildkit.models.grammar import https_url
 
 ENV_TORCH_INDEX = "BUILDKIT_TORCH_INDEX"
 MAX_UV_LOCK_BYTES = 64 << 20

@@ -103,8 +103,8 @@ def measured(cli: Cli, *args: str, env: dict[str, str] | None = None, timeout: f
 def resolve_error(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> BuildkitError:
     """What `buildkit resolve` would fail with, resolved in this process (same code, same real servers, no
     interpreter start-up): for the long parametrized lists. Each kind also has a test through the CLI."""
-    from buildkit.pins import load_pins
-    from buildkit.resolve import Resolver
+    from buildkit.models.pins import load_pins
+    from buildkit.stages.resolve import Resolver
 
     for name, value in cli.env.items():
         if name.startswith("BUILDKIT_") or name in ("NO_PROXY", "no_proxy", "GITHUB_TOKEN"):

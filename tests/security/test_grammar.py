@@ -12,13 +12,13 @@ import re
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from buildkit import grammar
+from buildkit.models import grammar
 from tests.conftest import REPO_ROOT
 
 REFERENCE = (REPO_ROOT / "pins.yaml").read_text()
 SHA = "4a5299c93ff97c26def537b92562df5ada530fea"
 
-# (grammar, a value it accepts): every grammar in buildkit/grammar.py.
+# (grammar, a value it accepts): every grammar in buildkit/models/grammar.py.
 GRAMMARS = [
     ("full sha", grammar.FullSha, SHA),
     ("sha prefix", grammar.GitRef, "946862e7"),

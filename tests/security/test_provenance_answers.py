@@ -10,10 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from buildkit import slsa
 from buildkit.errors import UpstreamMalformed
-from buildkit.http import Http
-from buildkit.provenance import ATTESTATION_REFERENCE, INTOTO_LAYER, PREDICATE_ANNOTATION, read_buildkit_provenance
+from buildkit.stages import slsa
+from buildkit.stages.provenance import (
+    ATTESTATION_REFERENCE,
+    INTOTO_LAYER,
+    PREDICATE_ANNOTATION,
+    read_buildkit_provenance,
+)
+from buildkit.world.http import Http
 from tests.security.hostile import answer
 
 INDEX = "application/vnd.oci.image.index.v1+json"
@@ -147,8 +152,8 @@ LOCK = Path(__file__).resolve().parent.parent / "fixtures" / "report" / "pins.lo
 
 
 def _build_args_check(recorded: dict[str, str]):
-    from buildkit.lock import read_lock
-    from buildkit.provenance import ImageProvenance, check_buildkit_provenance, expected
+    from buildkit.models.lock import read_lock
+    from buildkit.stages.provenance import ImageProvenance, check_buildkit_provenance, expected
 
     want = expected(read_lock(LOCK), smoke=False, rendered=None)
     request = {"args": {f"build-arg:{k}": v for k, v in recorded.items()}}
@@ -158,8 +163,8 @@ def _build_args_check(recorded: dict[str, str]):
 
 
 def test_the_lock_build_args_and_its_source_date_epoch_pass():
-    from buildkit.lock import read_lock
-    from buildkit.render import source_date_epoch
+    from buildkit.models.lock import read_lock
+    from buildkit.stages.render import source_date_epoch
 
     want, _ = _build_args_check({})
     assert want.source_date_epoch == str(source_date_epoch(read_lock(LOCK)))

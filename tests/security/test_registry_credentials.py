@@ -5,8 +5,8 @@ repeats them."""
 
 from __future__ import annotations
 
-from buildkit.credentials import Credential
-from buildkit.ui import without_secrets
+from buildkit.text.ui import without_secrets
+from buildkit.world.credentials import Credential
 from tests.dockerconfig import IDENTITY_TOKEN, PASSWORD, USERNAME, basic, env_for, secret_forms, write_config
 from tests.fake_upstreams import FakeRegistry, Login
 from tests.security.conftest import measured

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from buildkit.errors import UpstreamMalformed
-from buildkit.provenance import MAX_ATTESTATIONS, read_buildkit_provenance
+from buildkit.stages.provenance import MAX_ATTESTATIONS, read_buildkit_provenance
 from tests.gitserver import git
 from tests.security.conftest import measured
 from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
@@ -109,7 +109,7 @@ def test_bump_refuses_an_older_commit_and_says_it_is_older(project, remote):  # 
 
 
 def test_a_too_large_upstream_dockerfile_is_one_line(tmp_path):
-    from buildkit.render import upstream_dockerfile
+    from buildkit.stages.render import upstream_dockerfile
 
     repo = tmp_path / "rl"
     repo.mkdir()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.gitcmd import run_git
+from buildkit.world.git import run_git
 from tests.gitserver import git
 from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from buildkit.errors import InputError
-from buildkit.resolve.github import token_for
+from buildkit.stages.resolve.github import token_for
 from tests.fake_upstreams import NEMO_RL_SHA, VLLM_PR, VLLM_SHA
 from tests.security.conftest import measured, resolve_error
 from tests.security.hostile import github_commit, github_pull, json_answer, raw, redirect_same_path

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from buildkit.errors import InputError
-from buildkit.ocilayout import OciLayout, resolve_image
-from buildkit.unpack import unpack_image
+from buildkit.image.ocilayout import OciLayout, resolve_image
+from buildkit.image.unpack import unpack_image
 from tests.test_imagediff import TAR, F, image, layer_tar, sha, write_tar
 from tests.trees import listing
 

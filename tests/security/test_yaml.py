@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from buildkit.errors import InputError
-from buildkit.pins import load_pins
-from buildkit.yamlload import load_yaml
+from buildkit.models.pins import load_pins
+from buildkit.models.yamlload import load_yaml
 from tests.conftest import REPO_ROOT, Result
 
 REFERENCE = (REPO_ROOT / "pins.yaml").read_text()

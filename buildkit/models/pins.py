@@ -1,0 +1,345 @@
+"""The pins schema: what to build, as a person writes it in pins.yaml.
+
+Loading validates everything (unknown keys rejected, every value checked against buildkit.models.grammar) and reports
+each problem with file, line, key path, what was expected and what was found.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+
+from buildkit.errors import InputError, excerpt
+from buildkit.files import read_local
+from buildkit.models.grammar import (
+    CacheRepository,
+    CudaArchList,
+    ExtraName,
+    GitRef,
+    GitUrl,
+    HttpsUrl,
+    ImageRef,
+    ImageTag,
+    OneLine,
+    Platform,
+    RepoPath,
+    StageName,
+    Variant,
+    https_url,
+)
+from buildkit.models.yamlload import MAX_BYTES, load_yaml
+
+DEFAULT_GITHUB_API = "https://api.github.com"
+DEFAULT_WHEEL_INDEX = "https://wheels.vllm.ai"
+ENV_GITHUB_API = "BUILDKIT_GITHUB_API"
+ENV_WHEEL_INDEX = "BUILDKIT_WHEEL_INDEX"
+
+ARCH_OF_PLATFORM = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Source(_Strict):
+    """A git repository at a ref."""
+
+    repo: GitUrl = Field(description="Git URL: https://, file:///path, or http:// / git:// on loopback.")
+    ref: GitRef | None = Field(
+        default=None, description="Commit SHA (full or 7-39 hex prefix), branch or tag. Resolved to a full SHA."
+    )
+
+
+class PatchPin(_Strict):
+    file: RepoPath = Field(description="Patch file (unified diff, paths a/ b/), relative to pins.yaml.")
+    reason: OneLine = Field(description="Why upstream is changed; carried into the prepare record and the report.")
+
+
+class NemoRl(Source):
+    ref: GitRef = Field(description="Commit SHA (full or 7-39 hex prefix), branch or tag.")
+    patches: list[PatchPin] = Field(
+        default_factory=list, description="Declared modifications, applied in order; each must apply cleanly."
+    )
+
+
+class GitUrlRewrite(_Strict):
+    """git's `url.<url>.insteadOf <instead_of>`: fetch from a mirror without editing the pinned URLs."""
+
+    url: GitUrl = Field(description="The mirror prefix to use, e.g. file:///srv/mirror/.")
+    instead_of: GitUrl = Field(description="The prefix it replaces, e.g. https://github.com/.")
+
+
+class Vllm(Source):
+    pr: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="GitHub pull request number. Must be merged; its merge commit must equal `ref` when both are "
+        "given, and becomes the commit when only the PR is given.",
+    )
+
+    @model_validator(mode="after")
+    def _ref_or_pr(self) -> Vllm:
+        if self.ref is None and self.pr is None:
+            raise ValueError("give vllm.ref, vllm.pr, or both")
+        return self
+
+
+class Wheel(_Strict):
+    arch: Literal["x86_64", "aarch64"] = Field(default="x86_64", description="Wheel CPU architecture.")
+    variant: Variant = Field(
+        default="default",
+        description="Wheel variant in the per-commit index: 'default' (the commit's top-level index; CUDA 12.9 "
+        "today) or a variant directory such as cu129, cu130, cpu.",
+    )
+
+
+class DroppedExtra(_Strict):
+    name: ExtraName
+    reason: OneLine = Field(description="Why it is dropped; written into the Dockerfile as a comment.")
+
+
+class BuildCache(_Strict):
+    """A build cache in a registry, shared by every builder that builds this lock."""
+
+    ref: CacheRepository = Field(
+        description="Registry repository, no tag, e.g. 127.0.0.1:5000/nemo-rl/cache. Each target gets its own tag "
+        "(`:release`, `:smoke`). Builds import it and export to it (mode=max: every stage's layers)."
+    )
+    export: bool = Field(
+        default=True, description="Export to the cache after each build (false: import only, e.g. for CI on PRs)."
+    )
+
+
+class Build(_Strict):
+    target: StageName = Field(default="release", description="Dockerfile stage to build.")
+    platform: Platform = Field(default="linux/amd64")
+    cuda_arch_list: CudaArchList = Field(description="TORCH_CUDA_ARCH_LIST, e.g. '9.0' for H20/H100.")
+    tag: ImageTag = Field(description="name:tag for the built image.")
+    drop_extras: list[DroppedExtra] = Field(default_factory=list, description="uv extras left out of the image.")
+    cache: BuildCache | None = Field(default=None, description="Registry build cache shared by builders.")
+    compression: Literal["gzip", "zstd"] = Field(
+        default="gzip",
+        description="Compression of the layers a pushed image gets (zstd: smaller, faster to pull; needs "
+        "containerd 1.5+ / Docker 23+ on the nodes). Only the layers this build makes: see force_compression.",
+    )
+    gpu_required: list[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_./*?+-]{1,200}$")]] = Field(
+        default_factory=lambda: ["vllm/_C.abi3.so", "vllm/_moe_C.abi3.so"],
+        description="Shared objects (paths in the wheel, * allowed) that must hold a kernel for every GPU in "
+        "cuda_arch_list; resolve and verify stop otherwise. The others are shown, not required.",
+    )
+    force_compression: bool = Field(
+        default=False,
+        description="Re-compress the base image's layers too. They then differ from the base image's own, so nodes "
+        "that already pulled the base pull them again.",
+    )
+
+
+# Build settings added after locks of version 2 were first written: dumped (so hashed, and written into the lock)
+# only when set, so that pins and locks that do not use them keep the bytes and hashes they had before.
+_WRITTEN_WHEN_SET = {
+    "cache": None,
+    "compression": "gzip",
+    "force_compression": False,
+    "gpu_required": ["vllm/_C.abi3.so", "vllm/_moe_C.abi3.so"],
+}
+
+
+def dump_build(build: Build) -> dict[str, Any]:
+    data = build.model_dump(mode="json")
+    for key, default in _WRITTEN_WHEN_SET.items():
+        if data[key] == default:
+            del data[key]
+    return data
+
+
+class KnownIssue(_Strict):
+    title: OneLine
+    detail: str = Field(default="", max_length=2000)
+
+
+class Endpoints(_Strict):
+    github_api: HttpsUrl | None = Field(
+        default=None, description=f"GitHub REST API base (default {DEFAULT_GITHUB_API}); ${ENV_GITHUB_API} wins."
+    )
+    wheel_index: HttpsUrl | None = Field(
+        default=None, description=f"vLLM wheel index (default {DEFAULT_WHEEL_INDEX}); ${ENV_WHEEL_INDEX} wins."
+    )
+
+
+class Pins(_Strict):
+    """pins.yaml: the inputs of a buildkit build."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_boolean_version(cls, data: Any) -> Any:
+        # Literal[1] takes `true` (True == 1 in Python): a boolean is never a number here.
+        if isinstance(data, dict) and isinstance(data.get("schema_version"), bool):
+            raise ValueError(f"schema_version: expected the integer 1, found {str(data['schema_version']).lower()}")
+        return data
+
+    schema_version: Literal[1] = 1
+    nemo_rl: NemoRl
+    vllm: Vllm
+    wheel: Wheel = Field(default_factory=Wheel)
+    base_image: ImageRef = Field(description="Base image with an explicit tag (and optionally @sha256 digest).")
+    build: Build
+    known_issues: list[KnownIssue] = Field(default_factory=list)
+    endpoints: Endpoints = Field(default_factory=Endpoints)
+    git_url_rewrites: list[GitUrlRewrite] = Field(
+        default_factory=list, description="Mirrors for git fetches (git's insteadOf), applied to submodules too."
+    )
+
+    @model_validator(mode="after")
+    def _arch_matches_platform(self) -> Pins:
+        if ARCH_OF_PLATFORM[self.build.platform] != self.wheel.arch:
+            raise ValueError(
+                f"wheel.arch {self.wheel.arch!r} does not match build.platform {self.build.platform!r} "
+                f"(expected {ARCH_OF_PLATFORM[self.build.platform]!r})"
+            )
+        return self
+
+    def sha256(self) -> str:
+        """Hash of the validated content: comments and formatting do not make a lock stale."""
+        data = {**self.model_dump(mode="json"), "build": dump_build(self.build)}
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def github_api(self) -> str:
+        return (_url_from_env(ENV_GITHUB_API) or self.endpoints.github_api or DEFAULT_GITHUB_API).rstrip("/")
+
+    def github_api_named_by_pins(self) -> bool:
+        """Whether the GitHub API base comes from this file, which a change to the repository can edit (and so
+        earns no token), rather than from the environment or the default."""
+        return not _url_from_env(ENV_GITHUB_API) and self.endpoints.github_api is not None
+
+    def wheel_index(self) -> str:
+        return (_url_from_env(ENV_WHEEL_INDEX) or self.endpoints.wheel_index or DEFAULT_WHEEL_INDEX).rstrip("/")
+
+
+def _url_from_env(name: str) -> str | None:
+    """An endpoint from the environment, held to the same grammar as in pins (https://, http:// on loopback)."""
+    value = os.environ.get(name)
+    if not value:
+        return None
+    try:
+        return https_url(value)
+    except ValueError as exc:
+        raise InputError(f"${name}: {exc}") from None
+
+
+def json_schema() -> dict[str, Any]:
+    schema = Pins.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "buildkit pins.yaml"
+    return schema
+
+
+def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """1-based line of the YAML node at a pydantic error location, or of its nearest parent."""
+    node, line = root, None
+    for part in loc:
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
+            if node is None:
+                # An unknown key: point at the key itself.
+                return line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            node = None
+    return node.start_mark.line + 1 if node is not None else line
+
+
+def _describe(err: dict[str, Any]) -> str:
+    msg = err["msg"].removeprefix("Value error, ")
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return "unknown key (check the spelling; `buildkit schema` lists every key)"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "string_type":
+        return f"expected a string (quote it in YAML), found {excerpt(err['input'])}"
+    if kind.endswith("_type") or kind in ("literal_error", "greater_than_equal", "less_than_equal"):
+        return f"{msg}, found {excerpt(err['input'])}"
+    return msg  # the grammars quote what they found through excerpt() already
+
+
+MAX_PROBLEMS_SHOWN = 20
+
+
+def format_validation_error(path: Path, exc: ValidationError, root: yaml.Node | None) -> str:
+    errors = exc.errors()
+    lines = [f"{path}: {len(errors)} problem(s):"]
+    for err in errors[:MAX_PROBLEMS_SHOWN]:
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        key = ".".join(str(p) for p in loc) or "(top level)"
+        if len(key) > 120:  # a hostile key name is quoted short like any other value
+            key = key[:117] + "..."
+        line = _line_of(root, loc)
+        where = f"{path}:{line}" if line else str(path)
+        lines.append(f"  {where}: {key}: {_describe(err)}")
+    if len(errors) > MAX_PROBLEMS_SHOWN:
+        lines.append(f"  ... and {len(errors) - MAX_PROBLEMS_SHOWN} more")
+    return "\n".join(lines)
+
+
+PINS_NAME = "pins.yaml"
+
+
+def find_pins(start: Path) -> Path | None:
+    """pins.yaml in `start` or the nearest directory above it, as uv finds pyproject.toml and bake its files; the
+    search stops at the top of a git repository (a directory holding `.git`), so another project's pins above it
+    are never taken."""
+    here = start.absolute()
+    for directory in (here, *here.parents):
+        candidate = directory / PINS_NAME
+        if candidate.is_file():
+            return candidate
+        if (directory / ".git").exists():
+            return None
+    return None
+
+
+def load_pins(path: Path) -> Pins:
+    return pins_from_text(read_pins_text(path), path)
+
+
+def read_pins_text(path: Path) -> str:
+    """The text of a pins file, read bounded and decoded as UTF-8 (load_pins and bump both start here)."""
+    try:
+        raw = read_local(path, "the pins file", MAX_BYTES)  # pins.yaml could be a symlink to /dev/zero or a FIFO
+    except FileNotFoundError:
+        raise InputError(
+            f"{path}: no such file",
+            hint="pass --pins PATH, or run inside the project (pins.yaml is looked for here and in the directories "
+            "above, up to the repository's top)",
+        ) from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise InputError(f"{path}: larger than {MAX_BYTES:,} bytes; a pins file is a few KiB")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def pins_from_text(text: str, path: Path) -> Pins:
+    """Pins from the text of a pins file (`path` names it in messages): the guarded loader, then the schema."""
+    data, root = load_yaml(text, path)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping of keys (nemo_rl, vllm, ...), found {type(data).__name__}")
+    try:
+        return Pins.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(format_validation_error(path, exc, root)) from None

@@ -1,0 +1,120 @@
+"""`buildkit attest`: the SLSA statement of a build (buildkit.stages.slsa), written beside the build's other outputs;
+with a key, signed in a DSSE envelope and attached to the pushed image (buildkit.world.cosign)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from buildkit.errors import InputError, excerpt
+from buildkit.files import sha256_bytes, utc_now, write_atomic
+from buildkit.models.records import RecordHeader, header
+from buildkit.stages import slsa
+from buildkit.stages.pipeline import Paths
+
+
+class AttestRecord(BaseModel):
+    """attest.json beside the statement: which build it attests (the header), and what was done with it."""
+
+    model_config = ConfigDict(extra="forbid")
+    header: RecordHeader
+    statement: str  # the statement file's name
+    statement_sha256: str
+    subject: str  # name@digest
+    signed: bool
+    attached_to: str | None = None
+    not_attached: str | None = None
+    attested_at: str
+
+
+def record_path(paths: Paths, smoke: bool) -> Path:
+    return slsa.statement_path(paths, smoke).with_name("attest.json")
+
+
+def _write_record(paths: Paths, sources, payload: bytes, subject: str, done: Attested) -> None:
+    record = sources.record
+    kept = AttestRecord(
+        header=header("attest", record.image.digest or record.image.id, record.lock_sha256, record.smoke),
+        statement=done.statement_file.name, statement_sha256=sha256_bytes(payload), subject=subject,
+        signed=done.envelope_file is not None, attached_to=done.attached_to, not_attached=done.not_attached,
+        attested_at=utc_now(),
+    )  # fmt: skip
+    write_atomic(record_path(paths, record.smoke), kept.model_dump_json(indent=2) + "\n")
+
+
+@dataclass(frozen=True)
+class Attested:
+    statement: dict
+    statement_file: Path
+    subject: str  # name@digest
+    record_name: str
+    envelope_file: Path | None = None  # when signed
+    attached_to: str | None = None  # name@digest in its registry, when attached
+    not_attached: str | None = None  # why a signed envelope was not attached
+    cosign_version: str | None = None
+
+
+def attest(
+    paths: Paths, record_path: Path | None, key: str | None, builder_id: str | None, repository: str | None = None
+) -> Attested:
+    from buildkit.world import cosign
+
+    builder = slsa.builder_id(builder_id)
+    if key is not None:
+        cosign.check_key(key)  # a missing key is bad input before anything else is read
+    sources = slsa.gather(paths, record_path, repository)
+    statement = slsa.statement(sources, builder)
+    payload = slsa.canonical(statement)
+    smoke = sources.record.smoke
+    statement_file = slsa.statement_path(paths, smoke)
+    subject = f"{sources.repository}@{sources.record.image.digest}"
+    if key is None:
+        write_atomic(statement_file, payload.decode("utf-8"))
+        done = Attested(statement, statement_file, subject, sources.record_name)
+        _write_record(paths, sources, payload, subject, done)
+        return done
+
+    tool = cosign.binary()
+    tool_version = cosign.version(tool)
+    image = cosign.pinned(sources.repository, sources.record.image.digest or "")
+    if slsa.pushed(sources.record):
+        built_from_this_lock(image, sources)  # before anything is signed
+    signed = cosign.sign(tool, key, payload)
+    envelope_file = slsa.envelope_path(paths, smoke)
+    write_atomic(statement_file, payload.decode("utf-8"))
+    write_atomic(envelope_file, json.dumps(signed, sort_keys=True) + "\n")
+    if not slsa.pushed(sources.record):
+        reason = "the build loaded the image into Docker instead of pushing it (`buildkit build --push`)"
+        done = Attested(statement, statement_file, subject, sources.record_name, envelope_file, None, reason,
+                        tool_version)  # fmt: skip
+        _write_record(paths, sources, payload, subject, done)
+        return done
+    cosign.attach(tool, envelope_file, image)
+    done = Attested(statement, statement_file, subject, sources.record_name, envelope_file, image, None, tool_version)
+    _write_record(paths, sources, payload, subject, done)
+    return done
+
+
+def built_from_this_lock(image: str, sources: slsa.Sources) -> None:
+    """The image the registry serves as name@digest must be this lock's build: its config (the build platform's,
+    for an index) carries the label buildkit.lock.sha256 with this lock's hash, which only a build of this lock
+    sets. Otherwise a record edited to name another image would get that image a valid signed statement."""
+    from buildkit.models.lock import lock_sha256
+    from buildkit.stages.provenance import served_lock_sha256
+
+    name, digest = image.split("@", 1)
+    found = served_lock_sha256(name, digest, sources.lock.build.platform)
+    want = lock_sha256(sources.lock)
+    if found != want:
+        said = (
+            f"its buildkit.lock.sha256 label is {excerpt(found, 80)}"
+            if found
+            else "it has no buildkit.lock.sha256 label"
+        )
+        raise InputError(
+            f"{image} is not a build of this lock ({said}, the lock's is {want[:12]}…): not signed",
+            hint="attest the record of the build that pushed this image, or build and push again",
+        )

@@ -1,0 +1,573 @@
+"""`docker buildx build` for the image: the argv from the lock, the run with progress and a full log, the record.
+
+Everything that reaches the argv comes from the lock (grammar-checked) or from typed options; buildx runs as an
+argv list, never through a shell. SOURCE_DATE_EPOCH goes in the environment (buildx copies it into the build).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from buildkit import __version__
+from buildkit.errors import InputError
+from buildkit.files import utc_now, write_atomic
+from buildkit.image.diff import ImageComparison
+from buildkit.models.lock import Lock
+from buildkit.models.records import RecordHeader, header
+from buildkit.text.progress import Progress
+from buildkit.text.sanitize import strip_controls
+
+
+class Rebuild(BaseModel):
+    """The second build: where and how it ran."""
+
+    model_config = ConfigDict(extra="forbid")
+    builder: str
+    no_cache: bool
+    second_clone: bool  # from a tree prepared afresh in its own cache directory
+    started: str
+    ended: str
+    seconds: float
+    outcome: Literal["succeeded", "failed", "interrupted"]
+    steps_total: int
+    steps_cached: int
+    log: str
+
+
+class ReproCheck(BaseModel):
+    """The outcome that goes into the build record and the report's Reproducibility section."""
+
+    model_config = ConfigDict(extra="forbid")
+    identical: bool
+    manifest_digest: str | None  # the platform image manifest, when both builds agree
+    config_digest: str | None
+    rebuild: Rebuild
+    summary: list[str]
+    comparison: ImageComparison
+    layouts_kept: list[str]  # the OCI layouts left for inspection (none when identical)
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    dockerfile: Path
+    tree: Path  # the prepared NeMo-RL tree: named context `nemo-rl`, and the main context as upstream's `.`
+    target: str
+    platform: str
+    tag: str
+    build_args: tuple[tuple[str, str], ...]
+    metadata_file: Path
+    source_date_epoch: int
+    builder: str | None = None
+    provenance: bool = True
+    sbom: bool = False
+    cache_from: tuple[str, ...] = ()
+    cache_to: tuple[str, ...] = ()
+    push: bool = False
+    export: bool = True  # load into Docker (or push, with `push`); a rebuild for comparison only writes a layout
+    oci_layout: Path | None = None  # also write the image as an OCI layout directory (reproducibility check)
+    no_cache: bool = False
+    compression: str = "gzip"  # of pushed layers and the OCI layout: gzip or zstd (the lock's build.compression)
+    force_compression: bool = False
+    extra: tuple[str, ...] = field(default_factory=tuple)
+
+    def env(self) -> dict[str, str]:
+        # Full provenance in the metadata file too, whether or not an attestation can be attached (buildx 0.14+).
+        return {"SOURCE_DATE_EPOCH": str(self.source_date_epoch), "BUILDX_METADATA_PROVENANCE": "max"}
+
+
+def build_args(lock: Lock) -> tuple[tuple[str, str], ...]:
+    from buildkit.stages.render import wheel_path
+
+    return (
+        ("BUILD_CUSTOM_VLLM", "1"),
+        ("BUILD_CUSTOM_VLLM_URL", lock.vllm.repo),
+        ("BUILD_CUSTOM_VLLM_REF", lock.vllm.commit),
+        # The file the vllm-wheel stage fetched from the locked URL (and checked against the locked sha256).
+        ("BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION", wheel_path(lock)),
+        ("NEMO_RL_COMMIT", lock.nemo_rl.commit),
+    )
+
+
+def shared_cache(lock: Lock, target: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(--cache-from, --cache-to) for the lock's registry build cache: one tag per target, every stage's layers
+    (mode=max), and an export that cannot fail the build (ignore-error: a cache is an optimisation)."""
+    cache = lock.build.cache
+    if cache is None:
+        return (), ()
+    ref = f"{cache.ref}:{target}"  # both grammar-checked: no ',' or '=' can reach buildx's CSV
+    cache_from = (f"type=registry,ref={ref}",)
+    if not cache.export:
+        return cache_from, ()
+    return cache_from, (f"type=registry,ref={ref},mode=max,image-manifest=true,oci-mediatypes=true,ignore-error=true",)
+
+
+def plan_for_lock(
+    lock: Lock,
+    paths,
+    smoke: bool = False,
+    shared_cache_use: bool = True,
+    cache_from: tuple[str, ...] = (),
+    cache_to: tuple[str, ...] = (),
+    compression: str | None = None,
+    force_compression: bool | None = None,
+    **options,
+) -> BuildPlan:
+    """The build of a lock: its Dockerfile, prepared tree and metadata file where the pipeline keeps them; platform,
+    build args, SOURCE_DATE_EPOCH, the shared cache and the layer compression from the lock (options given here
+    win); the smoke target and tag with `smoke`."""
+    from buildkit.stages.render import source_date_epoch
+
+    target = "smoke" if smoke else lock.build.target
+    locked_from, locked_to = shared_cache(lock, target) if shared_cache_use else ((), ())
+    return BuildPlan(
+        dockerfile=paths.dockerfile(smoke).resolve(),
+        tree=paths.tree(lock.nemo_rl.commit).resolve(),
+        target=target,
+        platform=lock.build.platform,
+        tag=lock.build.tag + ("-smoke" if smoke else ""),
+        build_args=build_args(lock),
+        metadata_file=paths.metadata(smoke).resolve(),
+        source_date_epoch=source_date_epoch(lock),
+        cache_from=locked_from + tuple(cache_from),
+        cache_to=locked_to + tuple(cache_to),
+        compression=compression or lock.build.compression,
+        force_compression=lock.build.force_compression if force_compression is None else force_compression,
+        **options,
+    )
+
+
+def argv(plan: BuildPlan) -> list[str]:
+    args = ["docker", "buildx", "build"]
+    if plan.builder:
+        args += ["--builder", plan.builder]
+    args += [
+        "--file", str(plan.dockerfile),
+        "--build-context", f"nemo-rl={plan.tree}",
+        "--platform", plan.platform,
+        "--tag", plan.tag,
+    ]  # fmt: skip
+    if plan.target:
+        args += ["--target", plan.target]
+    for name, value in plan.build_args:
+        args += ["--build-arg", f"{name}={value}"]
+    args += ["--metadata-file", str(plan.metadata_file)]
+    args.append("--provenance=mode=max" if plan.provenance else "--provenance=false")
+    if plan.sbom:
+        args.append("--sbom=true")
+    for spec in plan.cache_from:
+        args += ["--cache-from", spec]
+    for spec in plan.cache_to:
+        args += ["--cache-to", spec]
+    # Every exporter rewrites file times in the layers to SOURCE_DATE_EPOCH (BuildKit 0.13+): with the lock's
+    # epoch, builds at different times give the same layers.
+    if plan.export:
+        if plan.push:
+            args += ["--output", "type=image,push=true,rewrite-timestamp=true" + _compression(plan)]
+        else:
+            # Docker's classic image store (20.10) loads gzip layers only: compression is for pushed images.
+            args += ["--output", "type=docker,rewrite-timestamp=true"]
+    if plan.oci_layout is not None:
+        layout = f"type=oci,dest={_csv_safe(plan.oci_layout)},tar=false,rewrite-timestamp=true"
+        args += ["--output", layout + _compression(plan)]
+    if plan.no_cache:
+        args.append("--no-cache")
+    args.append("--progress=rawjson")  # one JSON status per line: buildkit.text.progress follows it
+    args += list(plan.extra)
+    args.append(str(plan.tree))
+    return args
+
+
+def _compression(plan: BuildPlan) -> str:
+    """Exporter options for zstd layers (OCI media types: Docker's own manifest types have no zstd)."""
+    if plan.compression == "gzip" and not plan.force_compression:
+        return ""
+    if plan.compression not in ("gzip", "zstd"):
+        raise InputError(f"compression {plan.compression!r}: expected gzip or zstd")
+    text = f",compression={plan.compression}" + (",oci-mediatypes=true" if plan.compression == "zstd" else "")
+    return text + (",force-compression=true" if plan.force_compression else "")
+
+
+def _csv_safe(path: Path) -> str:
+    """A path inside buildx's comma-separated --output value: refused if it would change the value's meaning."""
+    text = str(path)
+    if any(c in text for c in ",\"'\n\r="):
+        raise InputError(f"{text}: the build directory's path may not hold , = or quotes (buildx --output syntax)")
+    return text
+
+
+# BuildKit's words when an `ADD --checksum` source has other bytes (source/http/source.go), in its two forms:
+# "digest mismatch for URL: GOT (expected: WANT)" and "digest mismatch GOT: WANT".
+_DIGEST_MISMATCH_RE = re.compile(
+    r"digest mismatch (?:for (?P<url>\S+): )?(?P<first>sha256:[0-9a-f]{64})(?::| \(expected:) "
+    r"(?P<second>sha256:[0-9a-f]{64})"
+)
+
+
+# BuildKit's words when the network is not there (Go's net errors, as buildkitd reports them).
+_NETWORK_RE = re.compile(
+    r"dial tcp|no such host|network is unreachable|i/o timeout|connection refused|TLS handshake timeout|"
+    r"server misbehaving|temporary failure in name resolution",
+    re.IGNORECASE,
+)
+SYNTAX_IMAGE = "docker/dockerfile"
+
+
+def failure_hint(step: str | None, error: str | None, log_path: Path) -> str:
+    """The next step for a failed build, from the failing step and BuildKit's error."""
+    step, error = step or "", error or ""
+    full_log = f"the full log: {log_path}"
+    frontend_step = step.startswith("resolve image config for") and SYNTAX_IMAGE in step
+    if frontend_step or (not step and SYNTAX_IMAGE in error and "did not complete successfully" not in error):
+        return (
+            "the `# syntax=` frontend image could not be pulled (Docker Hub): build with --no-syntax to use the "
+            f"builder's own Dockerfile frontend; {full_log}"
+        )
+    if _NETWORK_RE.search(error):
+        return (
+            'the builder could not reach the network: README "No internet" says which mirrors to set '
+            f"(base_image, BUILDKIT_WHEEL_INDEX, git_url_rewrites); {full_log}"
+        )
+    return f"the failing step's last output is above; {full_log}" if step else f"read {full_log}"
+
+
+def explain_failure(error: str | None, lock: Lock) -> tuple[str, str] | None:
+    """(message, hint) for failures buildkit can name better than BuildKit's last line, else None."""
+    # A RUN's failure quotes its whole script, which holds text from the pins: never read it as BuildKit's words.
+    if not error or "did not complete successfully" in error:
+        return None
+    m = _DIGEST_MISMATCH_RE.search(error)
+    if not m or not lock.wheel.sha256:
+        return None
+    locked = f"sha256:{lock.wheel.sha256}"
+    digests = {m.group("first"), m.group("second")}
+    if locked not in digests:
+        return None  # another checksum than the wheel's
+    (got,) = digests - {locked} or {locked}
+    return (
+        f"the vLLM wheel changed upstream: {m.group('url') or lock.wheel.url} now has {got}, the lock expects {locked}",
+        "the build stopped before using it; check with `buildkit resolve --check --deep`, and only if the new bytes "
+        "are trusted run `buildkit resolve` to lock them",
+    )
+
+
+def shell_command(plan: BuildPlan) -> str:
+    """The exact command, as a person would type it (for --dry-run and the report)."""
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in plan.env().items())
+    return f"{env} {shlex.join(argv(plan))}"
+
+
+class LayerFact(BaseModel):
+    """One entry of the image's history: the size it added and the instruction that made it."""
+
+    model_config = ConfigDict(extra="forbid")
+    size: int
+    created_by: str
+
+
+class ImageFacts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tag: str
+    digest: str | None = None
+    config_digest: str | None = None
+    id: str | None = None
+    size: int | None = None
+    layers: int | None = None
+    labels: dict[str, str] = {}
+    history: list[LayerFact] = []  # oldest first, from the engine after --load ([]: not loaded, or older record)
+
+
+class StepTime(BaseModel):
+    """One BuildKit step with BuildKit's own times (for the report's timeline)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    started: str
+    completed: str
+    cached: bool = False
+    error: bool = False
+
+
+MAX_STEPS_KEPT = 300
+
+
+def step_times(progress: Progress) -> list[StepTime]:
+    """Every step that started and ended, in order of start: its first start (a step BuildKit restarts keeps its
+    first) and its last end."""
+    steps = [s for s in progress.steps.values() if (s.first_started or s.started) and s.completed]
+    steps.sort(key=lambda s: s.first_started or s.started or "")
+    return [
+        StepTime(
+            name=strip_controls(s.name)[:300],
+            started=s.first_started or s.started or "",
+            completed=s.completed or "",
+            cached=s.cached,
+            error=bool(s.error),
+        )  # fmt: skip
+        for s in steps[:MAX_STEPS_KEPT]
+    ]
+
+
+def layer_facts(history: list[dict]) -> list[LayerFact]:
+    out = []
+    for entry in reversed(history):  # the engine lists the newest first
+        size, created_by = entry.get("Size"), entry.get("CreatedBy")
+        if isinstance(size, int) and isinstance(created_by, str):
+            out.append(LayerFact(size=size, created_by=strip_controls(created_by)[:2000]))
+    return out
+
+
+class CacheUse(BaseModel):
+    """The registry caches a build imported from and exported to, and what failed with them (never fatal)."""
+
+    model_config = ConfigDict(extra="forbid")
+    cache_from: list[str]
+    cache_to: list[str]
+    problems: list[str] = []
+
+
+class BuildRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    record_version: Literal[1] = 1
+    buildkit_version: str
+    lock_sha256: str
+    smoke: bool
+    host: str | None = None  # the machine that ran buildx
+    command: str
+    argv: list[str]
+    source_date_epoch: int
+    builder: str
+    driver: str
+    endpoint: str
+    buildx_version: str
+    buildkit_daemon_version: str
+    docker_version: str
+    provenance: str = ""  # attached, or why not
+    metadata_provenance: bool = False  # the metadata file carries buildx.build.provenance
+    started: str
+    ended: str
+    seconds: float
+    outcome: Literal["succeeded", "failed", "interrupted"]
+    exit_code: int
+    error: str | None = None
+    failed_step: str | None = None  # the instruction (BuildKit's vertex name) whose failure stopped the build
+    failed_output: list[str] = []  # the last lines of that step's own output
+    steps: list[StepTime] = []  # BuildKit's steps with its own times ([]: a record from before they were kept)
+    image: ImageFacts
+    steps_total: int  # every vertex BuildKit reported, its internal ones (metadata, context, export) included
+    steps_cached: int
+    instructions_total: int | None = None  # the Dockerfile's instructions that ran, FROM aside (None: older record)
+    instructions_cached: int | None = None
+    cache: CacheUse | None = None
+    compression: str = "gzip"  # of the pushed layers
+    force_compression: bool = False
+    log: str
+    metadata_file: str
+    reproducibility: ReproCheck | None = None  # `build --check-reproducible`: the rebuild and the comparison
+    header: RecordHeader | None = None  # None in a record written before headers
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+
+@dataclass
+class RunResult:
+    exit_code: int
+    interrupted: bool
+    progress: Progress
+    seconds: float
+    interrupted_by: str | None = None  # "Ctrl-C", "SIGTERM", "SIGHUP"
+
+    @property
+    def outcome(self) -> Literal["succeeded", "failed", "interrupted"]:
+        return "interrupted" if self.interrupted else ("succeeded" if self.exit_code == 0 else "failed")
+
+
+def run(plan: BuildPlan, log_path: Path, on_line: Callable[[str, Progress], None]) -> RunResult:
+    """Run buildx, feeding every output line to the progress model, the log file and `on_line`.
+
+    buildx gets its own process group, so Ctrl-C reaches us first: we pass SIGINT on, let buildx cancel the
+    build cleanly, and report the run as interrupted.
+    """
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = log_path.open("w", encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write the build log {log_path}: {exc.strerror or exc}") from None
+    progress = Progress()
+    started = time.monotonic()
+    interrupted: str | bool = False
+    with log:
+        log.write(f"$ {shell_command(plan)}\n")
+        process = subprocess.Popen(
+            argv(plan),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            env={**os.environ, **plan.env()},
+            start_new_session=True,
+        )
+        assert process.stdout is not None
+        try:
+            for line in process.stdout:
+                log.write(line)
+                progress.feed(line)
+                on_line(line, progress)
+            code = process.wait()
+        except KeyboardInterrupt as stop:
+            interrupted = stop.args[0] if stop.args else "Ctrl-C"  # or the signal the CLI turned into it
+            code = _stop(process)
+            log.write(f"buildkit: interrupted ({interrupted}); buildx was asked to cancel\n")
+    return RunResult(code, bool(interrupted), progress, time.monotonic() - started, interrupted or None)
+
+
+def _stop(process: subprocess.Popen[str]) -> int:
+    for sig, wait in ((signal.SIGINT, 15.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            return process.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+    return process.wait()
+
+
+def read_metadata(path: Path) -> dict:
+    from buildkit.files import MAX_RECORD_BYTES, read_local
+
+    try:
+        data = json.loads(read_local(path, "buildx's metadata file", MAX_RECORD_BYTES))
+    except (OSError, ValueError, InputError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def provenance_choice(attestations: bool, driver: str, containerd_store: bool | None, push: bool) -> tuple[bool, str]:
+    """Attach a provenance attestation (mode=max) where the result can hold it; otherwise say why not."""
+    if not attestations:
+        return False, f"not attached: the {driver} driver cannot attach attestations"
+    if not push and containerd_store is False:
+        return False, (
+            "not attached: --load into Docker's classic image store cannot hold attestations (use --push, or the "
+            "containerd image store)"
+        )
+    return True, "attached (mode=max)"
+
+
+@dataclass(frozen=True)
+class Builder:
+    """What the record says about where the build ran (from the preflight checks)."""
+
+    name: str
+    driver: str
+    endpoint: str
+    buildkit_version: str
+    buildx_version: str
+    docker_version: str
+
+
+def execute(
+    plan: BuildPlan,
+    *,
+    lock_sha256: str,
+    smoke: bool,
+    builder: Builder,
+    provenance_note: str,
+    log_path: Path,
+    record_path: Path,
+    on_line: Callable[[str, Progress], None],
+) -> BuildRecord:
+    """Run the build and write its record, whatever the outcome (succeeded, failed, interrupted)."""
+    plan.metadata_file.unlink(missing_ok=True)  # never report a previous build's digests
+    started = utc_now()
+    result = run(plan, log_path, on_line)
+    metadata = read_metadata(plan.metadata_file)
+    image = ImageFacts(
+        tag=plan.tag,
+        digest=metadata.get("containerimage.digest"),
+        config_digest=metadata.get("containerimage.config.digest"),
+    )
+    if result.exit_code == 0 and not plan.push:
+        from buildkit.world.engine import Engine
+
+        engine = Engine()
+        info = engine.image(plan.tag)
+        if info:
+            image = image.model_copy(
+                update={
+                    "id": info.id, "size": info.size, "layers": info.layers, "labels": info.labels,
+                    "history": layer_facts(engine.history(info.id)),
+                }
+            )  # fmt: skip
+    outcome = result.outcome
+    error = None
+    cause = result.progress.cause() if outcome == "failed" else None
+    if outcome == "failed":
+        error = (
+            cause.error if cause else next((line for line in reversed(result.progress.plain) if "ERROR" in line), None)
+        )
+    elif outcome == "interrupted":
+        error = f"interrupted ({result.interrupted_by or 'Ctrl-C'})"
+    instructions = result.progress.instructions()
+    record = BuildRecord(
+        buildkit_version=__version__,
+        lock_sha256=lock_sha256,
+        smoke=smoke,
+        host=socket.gethostname(),
+        command=shell_command(plan),
+        argv=argv(plan),
+        source_date_epoch=plan.source_date_epoch,
+        builder=builder.name,
+        driver=builder.driver,
+        endpoint=builder.endpoint,
+        buildx_version=builder.buildx_version,
+        buildkit_daemon_version=builder.buildkit_version,
+        docker_version=builder.docker_version,
+        provenance=provenance_note,
+        metadata_provenance="buildx.build.provenance" in metadata,
+        started=started,
+        ended=utc_now(),
+        seconds=round(result.seconds, 3),
+        outcome=outcome,
+        exit_code=result.exit_code,
+        error=error,
+        failed_step=cause.name if cause else None,
+        failed_output=[strip_controls(line)[:500] for line in cause.logs] if cause else [],
+        steps=step_times(result.progress),
+        image=image,
+        steps_total=result.progress.total,
+        steps_cached=result.progress.cached,
+        instructions_total=len(instructions),
+        instructions_cached=sum(instructions.values()),
+        cache=(
+            CacheUse(
+                cache_from=list(plan.cache_from),
+                cache_to=list(plan.cache_to),
+                problems=[problem[:500] for problem in result.progress.cache_problems()],
+            )
+            if plan.cache_from or plan.cache_to
+            else None
+        ),
+        compression=plan.compression,
+        force_compression=plan.force_compression,
+        log=str(log_path),
+        metadata_file=str(plan.metadata_file),
+        header=header("build", image.digest or image.id, lock_sha256, smoke),
+    )
+    write_atomic(record_path, record.to_json())
+    return record

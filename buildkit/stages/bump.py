@@ -1,0 +1,483 @@
+"""`buildkit bump`: move the pins to a newer upstream and show a reviewer what that changes.
+
+    pins.yaml --edit in place--> new pins text --validate--> resolve -> prepare -> render   (all in staging)
+                                                              \\-> the summary: commits, Dockerfile stages,
+                                                                  patches, wheel, CUDA checks, the pins diff
+
+nemo_rl.ref moves to a branch head or tag (its full SHA is pinned); with `vllm_branch`, vllm.ref moves to the
+newest commit of that branch with a wheel for the pinned arch and variant (and vllm.pr, whose merge commit it no
+longer is, goes). A declared patch that upstream made obsolete is taken out of nemo_rl.patches (the reviewer sees
+it go in the pins diff, with the reason in the summary); one that conflicts stops the bump (exit 4) with the hunk
+and line. Nothing is written until every step has succeeded; then pins.yaml, the lock, the prepare and render
+records, the Dockerfile and the summary are written together (files.write_all_atomic). A failure raises
+BumpFailed, which carries the summary so far and the cause's exit code.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+from buildkit.errors import BuildkitError, GitFailed, InputError, UpstreamMalformed, UpstreamMismatch
+from buildkit.models.grammar import git_ref
+from buildkit.models.lock import CommitFact, Lock
+from buildkit.stages.bumpsummary import (
+    BumpReport,
+    CommitInfo,
+    ConflictInfo,
+    Move,
+    PatchStatus,
+    PullRequestNote,
+    SkippedCommit,
+    WheelInfo,
+    markdown,
+)
+from buildkit.stages.pipeline import Paths
+
+OnNote = Callable[[str], None]
+DEFAULT_NEMO_RL_REF = "main"  # what `buildkit bump` with no option moves nemo_rl to
+
+
+class BumpRequest(NamedTuple):
+    nemo_rl: str | None  # branch or tag; None: nemo_rl stays (unless vllm_branch is None too: then main)
+    vllm_branch: str | None  # None: vllm stays
+    dry_run: bool
+    summary: Path | None  # default: build/bump.md
+    submodules: bool = True
+    allow_unrelated: bool = False  # move a pin even to a commit that does not contain the pinned one
+
+
+class BumpFailed(BuildkitError):
+    """A step failed: the cause's message, hint and exit code, and the report of what was found before it."""
+
+    def __init__(self, cause: BuildkitError, report: BumpReport):
+        super().__init__(cause.message, cause.hint)
+        self.exit_code = cause.exit_code
+        self.cause = cause
+        self.report = report
+
+
+def check_ref(value: str, option: str) -> str:
+    """A branch, tag or SHA from the command line, held to the pins' ref grammar before git or a URL sees it."""
+    try:
+        return git_ref(value)
+    except ValueError as exc:
+        raise InputError(f"{option}: {exc}") from None
+
+
+def _info(fact: CommitFact) -> CommitInfo:
+    return CommitInfo(commit=fact.commit, date=fact.date, subject=fact.subject, url=fact.url)
+
+
+def lock_cuda_facts(lock: Lock) -> list[str]:
+    """The new lock's CUDA facts for the summary's CUDA section: the base image's CUDA_VERSION, the wheel's CUDA and
+    how it is known, and resolve's check (a mismatch stopped resolve: it never reaches here)."""
+    base, wheel, check = lock.base_image, lock.wheel, lock.cuda
+    return [
+        f"base image: CUDA_VERSION {base.cuda_version or 'not declared'} (config {base.config_digest or 'not read'})",
+        f"wheel: CUDA {wheel.cuda or 'unknown'} ({wheel.cuda_source})",
+        f"check: {check.outcome}: {check.detail}",
+    ]
+
+
+def bump(paths: Paths, request: BumpRequest, on_note: OnNote | None = None, on_progress=None) -> BumpReport:
+    """Do the bump (see the module's doc). Returns the report; raises BumpFailed with the report so far."""
+    report = BumpReport(pins=str(paths.pins), dry_run=request.dry_run)
+    try:
+        _Bump(paths, request, report, on_note or (lambda _: None), on_progress).run()
+    except BuildkitError as exc:
+        report.outcome = "failed"
+        report.error = exc.message
+        raise BumpFailed(exc, report) from None
+    return report
+
+
+class _Bump:
+    def __init__(self, paths: Paths, request: BumpRequest, report: BumpReport, on_note: OnNote, on_progress):
+        self.paths = paths
+        self.request = request
+        self.report = report
+        self.on_note = on_note
+        self.on_progress = on_progress
+
+    def run(self) -> None:
+        from buildkit.dockerfile.patches import patch_facts
+        from buildkit.models.pins import pins_from_text, read_pins_text
+        from buildkit.stages.resolve import Resolver
+
+        paths, request, report = self.paths, self.request, self.report
+        self.old_text = read_pins_text(paths.pins)
+        old_pins = pins_from_text(self.old_text, paths.pins)
+        patch_facts(old_pins, paths.project_dir)  # the declared patches are readable diffs before anything else
+        resolver = Resolver(old_pins, cache_dir=paths.cache_dir)
+        for note in resolver.notes:
+            self.on_note(note)
+        old_lock = _old_lock(paths)
+
+        nemo_to = request.nemo_rl or (DEFAULT_NEMO_RL_REF if request.vllm_branch is None else None)
+        edits: list[Callable] = []
+        nemo = old_pins.nemo_rl
+        old_nemo = _locked(old_lock, "nemo_rl", nemo.repo, nemo.ref) or resolver.commit(nemo.repo, nemo.ref)
+        move = Move(pin="nemo_rl", to=nemo_to or nemo.ref, old=_info(old_nemo))
+        report.moves.append(move)
+        new_nemo = old_nemo
+        if nemo_to:
+            new_nemo = resolver.commit(nemo.repo, nemo_to)
+            self._check_descends(resolver, move, nemo.repo, old_nemo, new_nemo, old_pins)
+            edits.append(lambda e: e.set_commit(("nemo_rl", "ref"), new_nemo.commit))
+            self._stale_comment("nemo_rl", "ref")
+        move.new = _info(new_nemo)
+        _count(move, resolver, nemo.repo, old_pins.git_url_rewrites)
+
+        if request.vllm_branch:
+            edits += self._move_vllm(resolver, old_pins, old_lock)
+
+        removed: dict[str, str] = {}  # obsolete patch file -> reason
+        lock = None
+        while True:
+            new_text = _edited(self.old_text, paths.pins, edits, old_pins, removed)
+            report.pins_diff = _diff(self.old_text, new_text, paths.pins.name)
+            new_pins = pins_from_text(new_text, paths.pins)
+            facts = patch_facts(new_pins, paths.project_dir)
+            lock = self._resolve(new_pins, facts) if lock is None else _repinned(lock, new_pins, facts)
+            prepared = self._prepare(lock, new_pins, old_pins, removed)
+            if prepared is not None:
+                break
+        self._check_lock(new_pins, lock, facts)
+        report.wheel = WheelInfo(
+            commit=lock.vllm.commit, filename=lock.wheel.filename, url=lock.wheel.url, arch=lock.wheel.arch,
+            variant=lock.wheel.variant, size=lock.wheel.size, sha256=lock.wheel.sha256,
+        )  # fmt: skip
+
+        from buildkit.models.lock import lock_sha256
+        from buildkit.stages.render import render_stage, upstream_dockerfile
+
+        text, record = render_stage(lock, prepared, paths.dockerfile(False), syntax=True)
+        report.drift = record.drift
+        report.build_would_stop = [f"drift: {finding}" for finding in record.drift]
+        report.cuda = lock_cuda_facts(lock)
+        self._dockerfile_changes(old_nemo, new_nemo, upstream_dockerfile(prepared, lock.nemo_rl.commit), new_pins)
+
+        if new_text == self.old_text:
+            report.outcome = "unchanged"
+            return
+        if request.dry_run:
+            report.outcome = "dry run"
+            return
+        summary = request.summary or paths.build_dir / "bump.md"
+        files = [
+            (paths.pins, new_text),
+            (paths.lock, lock.to_json()),
+            (paths.prepare_record, prepared.to_json()),
+            (paths.dockerfile(False), text),
+            (paths.render_record(False), record.to_json()),
+        ]
+        report.written = [str(path) for path, _ in files] + [str(summary)]
+        report.outcome = "bumped"
+        assert record.lock_sha256 == lock_sha256(lock)
+        from buildkit.files import write_all_atomic
+
+        write_all_atomic([*files, (summary, markdown(report))])
+
+    # -- steps -------------------------------------------------------------------------------------------------
+
+    def _move_vllm(self, resolver, old_pins, old_lock: Lock | None) -> list[Callable]:
+        from buildkit.stages.resolve import NoWheelFound
+
+        report, vllm, branch = self.report, old_pins.vllm, self.request.vllm_branch
+        if vllm.ref:
+            old = _locked(old_lock, "vllm", vllm.repo, vllm.ref) or resolver.commit(vllm.repo, vllm.ref)
+        else:
+            old = old_lock.vllm if old_lock and old_lock.vllm_pr and old_lock.vllm_pr.number == vllm.pr else None
+            old = old or resolver.commit(vllm.repo, resolver.github.pull(vllm.repo, vllm.pr).merge_commit)
+        move = Move(pin="vllm", to=branch, old=_info(old))
+        report.moves.append(move)
+        try:
+            search = resolver.newest_with_wheel(vllm.repo, branch, on_skip=self.on_note)
+        except NoWheelFound as exc:
+            report.vllm_skipped = [SkippedCommit(commit=_info(c), reason=r) for c, r in exc.skipped]
+            raise
+        report.vllm_skipped = [SkippedCommit(commit=_info(c), reason=r) for c, r in search.skipped]
+        new = search.commit
+        move.new = _info(new)
+        self._check_descends(resolver, move, vllm.repo, old, new, old_pins)
+        _count(move, resolver, vllm.repo, old_pins.git_url_rewrites)
+        edits: list[Callable] = []
+        if new.commit == old.commit:  # already the newest with a wheel: the PR (if any) still names it
+            if vllm.ref:
+                edits.append(lambda e: e.set_commit(("vllm", "ref"), new.commit))
+            return edits
+        if vllm.ref:
+            edits.append(lambda e: e.set_commit(("vllm", "ref"), new.commit))
+            if vllm.pr:
+                edits.append(lambda e: e.delete_entry(("vllm", "pr")))
+        else:
+            edits.append(lambda e: e.replace_entry(("vllm", "pr"), "ref", new.commit))
+        self._stale_comment("vllm", "ref" if vllm.ref else "pr")
+        if vllm.pr:
+            report.pull_request = self._pull_request(resolver, old_pins, old_lock, new.commit)
+        return edits
+
+    def _check_descends(self, resolver, move: Move, repo: str, old: CommitFact, new: CommitFact, pins) -> None:
+        """A pin moves forward: to a commit that contains the pinned one. Moving to an older commit, or to one
+        unrelated to it (history rewritten by a force-push), stops the bump (exit 4) unless allow_unrelated."""
+        if old.commit == new.commit:
+            return
+        move.relation = _relation(resolver, repo, old.commit, new.commit, pins.git_url_rewrites)
+        if move.relation == "descendant" or self.request.allow_unrelated:
+            return
+        what = (
+            "older than it (an ancestor of the pinned commit)"
+            if move.relation == "older"
+            else "unrelated to it (neither contains the other: upstream's history was rewritten?)"
+        )
+        raise UpstreamMismatch(
+            f"{move.pin}: {move.to} is {new.commit[:12]}, which is {what}; the pin is {old.commit[:12]}",
+            hint="check upstream; `buildkit bump --allow-unrelated` moves the pin anyway",
+        )
+
+    def _pull_request(self, resolver, old_pins, old_lock: Lock | None, new_commit: str) -> PullRequestNote:
+        """Whether the new vLLM commit still contains the PR pins.yaml named (informative: a failure to find out
+        is said, and does not stop the bump)."""
+        vllm = old_pins.vllm
+        note = PullRequestNote(number=vllm.pr)
+        try:
+            if old_lock and old_lock.vllm_pr and old_lock.vllm_pr.number == vllm.pr:
+                note.merge_commit = old_lock.vllm_pr.merge_commit
+            else:
+                note.merge_commit = resolver.github.pull(vllm.repo, vllm.pr).merge_commit
+            note.compare = resolver.contains(vllm.repo, note.merge_commit, new_commit)
+        except (UpstreamMismatch, UpstreamMalformed, InputError) as exc:
+            note.detail = f"could not be checked: {exc.message}"
+            return note
+        if note.compare is None:
+            note.detail = "could not be checked: the repository is not on GitHub"
+        else:
+            note.contained = note.compare in ("ahead", "identical")
+        return note
+
+    def _resolve(self, pins, facts) -> Lock:
+        from buildkit.stages import pipeline
+
+        progress = self.on_progress
+        if progress is None:
+            progress = pipeline._download_notes(self.on_note)
+        return pipeline.resolve(self.paths, pins, facts, self.on_note, on_progress=progress)
+
+    def _prepare(self, lock: Lock, new_pins, old_pins, removed: dict[str, str]):
+        """The prepared tree, or None when a patch turned out obsolete (it is added to `removed`: go again)."""
+        from buildkit.dockerfile.patches import PatchConflict, PatchObsolete
+        from buildkit.models.lock import lock_sha256
+        from buildkit.stages.prepare import prepare
+
+        declared = [p.file for p in old_pins.nemo_rl.patches]
+        try:
+            prepared = prepare(
+                lock, lock_sha256(lock), self.paths.project_dir, self.paths.cache_dir, new_pins.git_url_rewrites,
+                submodules=self.request.submodules,
+            )  # fmt: skip
+        except PatchObsolete as exc:
+            if exc.patch_file in removed or exc.patch_file not in declared:
+                raise  # cannot happen: a removed patch is not applied again
+            removed[exc.patch_file] = exc.reason
+            self.on_note(f"{exc.patch_file} is obsolete at {lock.nemo_rl.commit[:12]}: removing it from the pins")
+            return None
+        except PatchConflict as exc:
+            self.report.patches = _statuses(declared, removed, failed=exc)
+            raise
+        except UpstreamMismatch:
+            self.report.patches = _statuses(declared, removed, failed=None)
+            raise
+        self.report.patches = _statuses(declared, removed, failed=None, done=True)
+        return prepared
+
+    def _check_lock(self, pins, lock: Lock, facts) -> None:
+        from buildkit.models.lock import consistency_problems
+
+        problems = consistency_problems(pins, lock, facts)
+        if problems:  # a bug in buildkit if it happens: the lock is made from these pins
+            raise AssertionError(f"the bumped lock does not match the bumped pins: {problems}")
+
+    def _dockerfile_changes(self, old: CommitFact, new: CommitFact, new_text: str, pins) -> None:
+        from buildkit.dockerfile.stagediff import compare
+
+        report = self.report
+        if old.commit == new.commit:
+            report.dockerfile_note = "nemo_rl did not move"
+            return
+        old_text = _file_at(pins.nemo_rl.repo, old.commit, pins.git_url_rewrites)
+        if old_text is None:
+            report.dockerfile_note = f"docker/Dockerfile does not exist at {old.commit[:12]}"
+            return
+        report.dockerfile = compare(
+            old_text, new_text, f"upstream docker/Dockerfile at {old.commit[:12]}",
+            f"upstream docker/Dockerfile at {new.commit[:12]}",
+        )  # fmt: skip
+
+    def _stale_comment(self, *path: str) -> None:
+        """A comment line right above a value that moves may describe the old one: the summary points at it."""
+        lines = self.old_text.splitlines()
+        from buildkit.models.pinsedit import PinsEditor
+
+        line = PinsEditor(self.old_text, str(self.paths.pins)).line_of(path)
+        if line and line >= 2 and lines[line - 2].lstrip().startswith("#"):
+            self.report.comments_to_check.append(f"line {line - 1}, above {'.'.join(path)}: {lines[line - 2].strip()}")
+
+
+# -- helpers -----------------------------------------------------------------------------------------------------
+
+
+def _count(move: Move, resolver, repo: str, rewrites) -> None:
+    """How many commits the move takes in, and GitHub's compare page: through GitHub's compare API for a GitHub
+    repository, through git (the commits alone, no trees or files) for any other. Informative: a failure is said in
+    the summary and does not stop the bump."""
+    if move.old is None or move.new is None or move.old.commit == move.new.commit:
+        if move.old is not None and move.new is not None:
+            move.commits = 0
+        return
+    old, new = move.old.commit, move.new.commit
+    try:
+        if resolver.github.owner_repo(repo):
+            move.commits, move.compare_url = resolver.github.commits_between(repo, old, new)
+        else:
+            move.commits = _git_count(repo, old, new, rewrites)
+    except BuildkitError as exc:
+        move.count_note = f"commit count not known: {exc.message}"
+
+
+def _git_count(repo: str, old: str, new: str, rewrites) -> int | None:
+    """`git rev-list --count old..new` in a scratch repository holding the commits alone (a treeless fetch)."""
+    from buildkit.stages.prepare import git_config
+    from buildkit.world.git import run_git
+
+    config = git_config(rewrites, repo)
+    with tempfile.TemporaryDirectory(prefix="buildkit-bump-count-") as scratch:
+        repo_dir = Path(scratch) / "count.git"
+        run_git(["init", "-q", "--bare", str(repo_dir)])
+        for commit in (old, new):
+            run_git(["fetch", "-q", "--filter=tree:0", "--no-tags", "--", repo, commit], cwd=repo_dir, config=config)
+        counted = run_git(["rev-list", "--count", f"{old}..{new}"], cwd=repo_dir).strip()
+        return int(counted) if counted.isdigit() else None
+
+
+def _old_lock(paths: Paths) -> Lock | None:
+    """The lock as it is, to tell the old commits without asking upstream; None when there is none usable."""
+    from buildkit.models.lock import read_lock
+
+    if not paths.lock.exists():
+        return None
+    try:
+        return read_lock(paths.lock)
+    except InputError:
+        return None
+
+
+def _locked(lock: Lock | None, pin: str, repo: str, ref: str) -> CommitFact | None:
+    """The lock's fact for a pin, when the lock was made from that very repository and ref."""
+    fact = getattr(lock, pin, None) if lock else None
+    return fact if fact is not None and fact.repo == repo and fact.ref == ref else None
+
+
+def _edited(text: str, path: Path, edits: list[Callable], old_pins, removed: dict[str, str]) -> str:
+    from buildkit.models.pinsedit import PinsEditor
+
+    editor = PinsEditor(text, str(path))
+    for edit in edits:
+        edit(editor)
+    gone = {i for i, p in enumerate(old_pins.nemo_rl.patches) if p.file in removed}
+    editor.remove_items(("nemo_rl", "patches"), gone)
+    return editor.text()
+
+
+def _repinned(lock: Lock, pins, facts) -> Lock:
+    """The lock with the patches that remain: upstream's facts do not depend on them, so nothing is asked again."""
+    return lock.model_copy(update={"patches": facts, "pins_sha256": pins.sha256()})
+
+
+def _statuses(declared: list[str], removed: dict[str, str], failed, done: bool = False) -> list[PatchStatus]:
+    """Each declared patch, in order: obsolete ones with their reason; before the one that failed, applied; the
+    one that failed, with where; after it, not checked."""
+    out: list[PatchStatus] = []
+    seen_failure = False
+    for file in declared:
+        if file in removed:
+            out.append(PatchStatus(file=file, status="obsolete", reason=removed[file]))
+        elif failed is not None and file == failed.patch_file:
+            seen_failure = True
+            conflict = failed.conflict
+            info = None
+            if conflict is not None:
+                info = ConflictInfo(
+                    path=conflict.path, hunk=conflict.hunk, header=conflict.header, line=conflict.line,
+                    expected=conflict.expected, found=conflict.found, missing=conflict.missing,
+                )  # fmt: skip
+            out.append(PatchStatus(file=file, status="conflicts", reason=failed.message, conflict=info))
+        elif seen_failure or (failed is None and not done):
+            out.append(PatchStatus(file=file, status="not checked"))
+        else:
+            out.append(PatchStatus(file=file, status="applies"))
+    return out
+
+
+def _diff(old: str, new: str, name: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{name}", f"b/{name}"))
+
+
+def _relation(resolver, repo: str, old: str, new: str, rewrites) -> Literal["descendant", "older", "unrelated"]:
+    """How `new` relates to `old`: GitHub's compare for GitHub repositories; otherwise git, in a scratch repository
+    that fetches the two commits' history without trees or blobs (`--filter=tree:0`: commits only, where the
+    server allows filters)."""
+    status = resolver.contains(repo, old, new)
+    if status is not None:
+        return {"ahead": "descendant", "identical": "descendant", "behind": "older"}.get(status, "unrelated")
+    from buildkit.stages.prepare import git_config
+    from buildkit.world.git import run_git
+
+    config = git_config(rewrites, repo)
+    with tempfile.TemporaryDirectory(prefix="buildkit-bump-") as scratch:
+        repo_dir = Path(scratch) / "history.git"
+        run_git(["init", "-q", "--bare", str(repo_dir)])
+        run_git(["fetch", "-q", "--filter=tree:0", "--no-tags", "--", repo, old, new], cwd=repo_dir, config=config)
+
+        def contains(head: str, ancestor: str) -> bool:
+            try:
+                run_git(["merge-base", "--is-ancestor", ancestor, head], cwd=repo_dir)
+                return True
+            except GitFailed:
+                return False
+
+        if contains(new, old):
+            return "descendant"
+        return "older" if contains(old, new) else "unrelated"
+
+
+def _file_at(repo: str, commit: str, rewrites) -> str | None:
+    """docker/Dockerfile at an earlier commit: fetched by SHA, shallow, into a scratch repository that is removed
+    (the prepared trees in the cache are the locked commits'). None when the commit has no such file."""
+    from buildkit.stages.prepare import git_config
+    from buildkit.stages.render import MAX_UPSTREAM_DOCKERFILE, UPSTREAM_PATH
+    from buildkit.world.git import run_git
+
+    config = git_config(rewrites, repo)
+    with tempfile.TemporaryDirectory(prefix="buildkit-bump-") as scratch:
+        repo_dir = Path(scratch) / "old.git"
+        run_git(["init", "-q", "--bare", str(repo_dir)])
+        # Without blobs where the server allows filters: the one file wanted is fetched when read (a server that
+        # does not sends them all, which works too).
+        fetch = ["fetch", "-q", "--depth=1", "--filter=blob:none", "--no-tags", "--", repo, commit]
+        run_git(fetch, cwd=repo_dir, config=config)
+        # The trees are there: whether the file is comes without a fetch; reading it may fetch (and fail: exit 3).
+        if not run_git(["ls-tree", commit, "--", UPSTREAM_PATH], cwd=repo_dir).strip():
+            return None
+        try:
+            size = int(run_git(["cat-file", "-s", f"{commit}:{UPSTREAM_PATH}"], cwd=repo_dir, config=config))
+        except ValueError:
+            raise UpstreamMalformed(f"git gave no size for {UPSTREAM_PATH} at {commit[:12]}") from None
+        if size > MAX_UPSTREAM_DOCKERFILE:
+            raise UpstreamMalformed(
+                f"upstream {UPSTREAM_PATH} at {commit[:12]} is {size} bytes; more than buildkit reads"
+            )
+        return run_git(["show", f"{commit}:{UPSTREAM_PATH}"], cwd=repo_dir, config=config)

@@ -1,0 +1,507 @@
+"""`buildkit export`: the built image as an enroot squashfs (`.sqsh`) for Slurm with pyxis (`srun
+--container-image=FILE`), laid out as `enroot import` lays out an image, the same bytes for the same image, and a
+record the report shows.
+
+How enroot imports an image (NVIDIA/enroot at 8ea147d, src/docker.sh): `docker::import` (lines 448-495) has
+`docker::_prepare_layers` (312-336) unpack each layer into a directory of its own (`tar --exclude='dev/*' -px`), fix
+permissions (`common::fixperms`, src/common.sh 230-237: u+rX, u+w on directories) and turn whiteouts into overlayfs
+ones (bin/enroot-aufs2ovlfs.c); `docker::configure` (338-397) writes the image's configuration into a directory "0"
+that goes on top; then mksquashfs runs on the overlay of them all (line 494):
+
+    mksquashfs <overlay> <file> [-mkfs-time $SOURCE_DATE_EPOCH -all-time $SOURCE_DATE_EPOCH] -all-root
+               -processors $ENROOT_MAX_PROCESSORS $ENROOT_SQUASH_OPTIONS
+
+with ENROOT_SQUASH_OPTIONS "-comp lzo -noD -exit-on-error" (enroot.in line 88) and ENROOT_MAX_PROCESSORS $(nproc).
+`docker::configure` writes, in "0":
+
+    /etc/fstab        each of the config's Volumes (sorted): `${ENROOT_ROOTFS}<path> <path> none x-create=dir,...`
+    /etc/environment  the config's Env, one entry a line
+    /etc/rc           `# enroot-provenance: <uri>`, the Labels as `# key value` comments, a blank line, then: make and
+                      enter the WorkingDir, source /etc/rc.local, and exec the Entrypoint with the arguments given,
+                      or with the Cmd (`/bin/sh` when the image names neither)
+    /etc/rc.local     two comment lines
+
+and makes /etc and the working directory there, so the overlay shows them with that layer's mode (0755).
+
+Here the layers come from the local engine (`docker save`, read by buildkit.image.ocilayout, each checked against its
+digest), buildkit.image.unpack stacks them into one directory (what enroot's overlay shows), `configure` writes the same
+four files, and mksquashfs runs with enroot's options. The one input enroot takes from the registry, the URI, is
+`dockerd://<image>`: what `enroot import dockerd://<image>` writes for an image in the local Docker.
+
+The same image gives the same bytes (with the same mksquashfs version, which the record names):
+- every timestamp, the filesystem's and each file's, is SOURCE_DATE_EPOCH (-mkfs-time, -all-time): the build's, i.e.
+  the NeMo-RL commit time, as enroot does when SOURCE_DATE_EPOCH is set; mksquashfs gets no SOURCE_DATE_EPOCH in its
+  environment (it refuses both);
+- owners are root's (-all-root), modes are the layers' as enroot fixes them, no extended attributes (-no-xattrs:
+  enroot's `tar -px` keeps none, and the disk this runs on may add its own, such as SELinux labels);
+- mksquashfs 4.4 and later order their output the same whatever the number of processors (`-reproducible`, their
+  default; a test holds it), and sort each directory by name;
+- the unpacked tree depends on the layers alone: never on who runs it (no owners, no device nodes) or the umask
+  (every mode is set explicitly).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict
+
+from buildkit import __version__
+from buildkit.errors import BuildFailed, EngineNotReady, InputError, excerpt
+from buildkit.files import (
+    read_record,
+    replaced_atomically,
+    sha256_file,
+    utc_now,
+    work_dir_beside,
+    write_atomic,
+    write_error,
+)
+from buildkit.models.grammar import DIGEST_RE, image_ref
+from buildkit.models.lock import Lock, lock_sha256
+from buildkit.models.records import RecordHeader, header
+from buildkit.stages.build import BuildRecord
+from buildkit.stages.pipeline import Paths, latest_successful_build
+
+ENROOT_SQUASH_OPTIONS = ("-comp", "lzo", "-noD", "-exit-on-error")  # enroot.in: ENROOT_SQUASH_OPTIONS
+MIN_VERSION = (4, 5)  # -exit-on-error came with 4.5; -mkfs-time, -all-time and reproducible output with 4.4
+RECORD_NAME = "squashfs.json"
+SPACE_MARGIN = 256 * 1024 * 1024  # beside twice the image: the archive's tar headers, the tree's directories
+FSTAB_OPTIONS = "none x-create=dir,bind,rw,nosuid,nodev"
+RC_LOCAL = (
+    "# This file is sourced by /etc/rc when the container starts.\n"
+    "# It can be used to manipulate the entrypoint or the command of the container.\n"
+)
+
+_VERSION_RE = re.compile(
+    r"mksquashfs version (?P<version>(?P<major>[0-9]+)\.(?P<minor>[0-9]+)[0-9A-Za-z.+~-]*)(?: \([0-9/]{10}\))?"
+)
+# /etc/environment holds one entry a line; /etc/fstab separates its fields with blanks; /etc/rc has the working
+# directory in double quotes: what would break out of those is refused.
+_ENV_RE = re.compile(r"[^=\n\x00]+=[^\n\x00]*")
+_WORKDIR_RE = re.compile(r"(?:/[^/\x00-\x1f\x7f\"$`\\]+)*/?")
+_VOLUME_RE = re.compile(r"(?:/[^/\s\x00-\x1f\x7f]+)+/?")
+# bash's ${word@Q} ($'...' quoting) for the control characters it names.
+_ANSI_C = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v", "\x1b": "\\E"}
+
+
+class Mksquashfs(NamedTuple):
+    path: str
+    version: str
+
+
+class EnrootLayout(BaseModel):
+    """What `docker::configure` put into the squashfs: how enroot and pyxis start a container from it."""
+
+    model_config = ConfigDict(extra="forbid")
+    uri: str  # the provenance line of /etc/rc
+    environment: list[str]  # /etc/environment
+    workdir: str  # where /etc/rc goes first
+    entrypoint: list[str]
+    cmd: list[str]  # what follows the entrypoint when the container is given no command
+    volumes: list[str]  # /etc/fstab
+
+
+class SquashfsRecord(BaseModel):
+    """build/squashfs.json (build/smoke/squashfs.json for a smoke build): what `buildkit export` made, and from what."""
+
+    model_config = ConfigDict(extra="forbid")
+    record_version: Literal[1] = 1
+    buildkit_version: str
+    lock_sha256: str
+    smoke: bool
+    image: str  # as the build tagged it (or as given)
+    image_id: str  # the engine's ID of the image saved
+    config_digest: str  # of the config read from the saved image (its bytes checked against it)
+    manifest_digest: str | None  # the build's image manifest digest, from the build record
+    build_record: str | None  # the build record the image came from
+    path: str  # the .sqsh, absolute
+    sha256: str
+    size: int
+    source_date_epoch: int
+    created: str  # SOURCE_DATE_EPOCH as a time: the time of the filesystem and of every file in it
+    mksquashfs: str  # its version
+    options: list[str]  # the mksquashfs options that shape the bytes
+    layout: EnrootLayout
+    entries: int  # tar entries read from the layers
+    skipped: list[str]  # device nodes left out (the first 20)
+    skipped_count: int
+    exported_at: str
+    seconds: float
+    header: RecordHeader | None = None  # None in a record written before headers
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+
+class Source(NamedTuple):
+    """The image to export: the reference a person knows, and the build that made it when there is a record."""
+
+    ref: str
+    record_path: Path | None
+    record: BuildRecord | None
+
+
+def record_path(paths: Paths, smoke: bool) -> Path:
+    return paths.out_dir(smoke) / RECORD_NAME
+
+
+def default_output(paths: Paths, smoke: bool, ref: str) -> Path:
+    """build/<image>.sqsh (build/smoke/ for a smoke build), named as `enroot import dockerd://<image>` names it:
+    `:` and `/` become `+`."""
+    return paths.out_dir(smoke) / (re.sub(r"[:/]", "+", ref) + ".sqsh")
+
+
+def find_mksquashfs() -> Mksquashfs:
+    """mksquashfs from PATH, 4.5 or later; EngineNotReady (exit 5) with what to install otherwise."""
+    install = (
+        "install squashfs-tools 4.5 or later: `apt-get install squashfs-tools` (Debian 12, Ubuntu 22.04 and later)"
+    )
+    path = shutil.which("mksquashfs")
+    if path is None:
+        raise EngineNotReady("mksquashfs is not installed: it makes the squashfs file", hint=install)
+    try:
+        done = subprocess.run([path, "-version"], capture_output=True, timeout=30, env=_tool_env(), check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EngineNotReady(f"{path} -version did not run ({exc})", hint=install) from None
+    first = done.stdout[:4096].decode("utf-8", "replace").partition("\n")[0].strip()
+    match = _VERSION_RE.fullmatch(first)
+    if match is None:
+        raise EngineNotReady(
+            f"{path} -version said {excerpt(first, 80)}: not a mksquashfs buildkit knows", hint=install
+        )
+    if (int(match.group("major")), int(match.group("minor"))) < MIN_VERSION:
+        raise EngineNotReady(f"mksquashfs {match.group('version')} is older than 4.5", hint=install)
+    return Mksquashfs(path, match.group("version"))
+
+
+def choose_source(paths: Paths, image: str | None) -> Source:
+    """The newest build's image (as `verify` and `report` pick the build), or `image` as given: with the record of
+    the build that tagged it, when one did."""
+    if image is None:
+        record_path_, record = latest_successful_build(
+            paths,
+            "to export",
+            no_build_hint="run `buildkit build` first",
+            failed_hint="run `buildkit build` again, or name the image: `buildkit export IMAGE`",
+        )
+        return Source(record.image.tag, record_path_, record)
+    if not DIGEST_RE.fullmatch(image):
+        try:
+            image_ref(image)
+        except ValueError as exc:
+            raise InputError(f"IMAGE: {exc}") from None
+    for smoke in (False, True):
+        path = paths.build_record(smoke)
+        record = read_record(path, BuildRecord)
+        if record is not None and record.outcome == "succeeded" and record.image.tag == image:
+            return Source(image, path, record)
+    return Source(image, None, None)
+
+
+def export_squashfs(
+    paths: Paths,
+    lock: Lock,
+    source: Source,
+    tool: Mksquashfs,
+    output: Path | None = None,
+    *,
+    engine=None,
+    processors: int | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> tuple[SquashfsRecord, Path]:
+    """Export `source`'s image from the local engine to a .sqsh (default: `default_output`), atomically, and write
+    the record beside the build's records. Returns the record and where it was written. Nothing half-made is left
+    behind: the working directory (the saved archive and the unpacked tree) and the temp file are removed whatever
+    happens, and `output` is replaced only by a finished, fsynced file."""
+    from buildkit.image.ocilayout import OciLayout, resolve_image
+    from buildkit.image.unpack import Rootfs, unpack_image
+    from buildkit.stages.render import source_date_epoch
+    from buildkit.world.engine import Engine
+
+    step = on_step or (lambda _text: None)
+    started, begun = utc_now(), time.monotonic()
+    engine = engine or Engine()
+    record = source.record
+    wanted = record.image.id if record and record.image.id else source.ref
+    attrs = engine.image_attrs(wanted)
+    if attrs is None:
+        if record is not None and record.image.id is None:  # a --push build is not loaded into Docker
+            hint = "it was pushed, not loaded: `docker pull` it, then `buildkit export IMAGE`"
+        else:
+            hint = "run `buildkit build` first: it loads the image into Docker"
+        raise InputError(f"no image {source.ref} in the local engine", hint=hint)
+    labels = (attrs.get("Config") or {}).get("Labels") or {}
+    smoke = record.smoke if record else labels.get("buildkit.smoke") == "true"
+    epoch = record.source_date_epoch if record else source_date_epoch(lock)
+    output = (output or default_output(paths, smoke, source.ref)).absolute()
+    if output.is_dir():
+        raise InputError(f"{output} is a directory", hint="give the .sqsh file's path: -o DIR/NAME.sqsh")
+    size = int(attrs.get("Size") or 0)
+    _check_space(output.parent, size)
+
+    with work_dir_beside(output) as work:
+        archive = work / "image.tar"
+        step(f"saving {source.ref} from the engine")
+        saving = _every(64 * 2**20, f"saving {source.ref}", step)
+        engine.save_image(attrs["Id"], archive, 2 * size + 2**30, saving, reported=output)
+        rootfs = work / "rootfs"
+        rootfs.mkdir(mode=0o700)
+        with OciLayout(archive) as saved:
+            image = resolve_image(saved, _platform(attrs, lock))
+            config_digest = image.config_descriptor.digest
+            if record and record.image.config_digest and record.image.config_digest != config_digest:
+                raise InputError(
+                    f"the engine's image {wanted} has config {config_digest}, not {record.image.config_digest} as "
+                    f"{source.record_path} records",
+                    hint="build again, or name the image to export: `buildkit export IMAGE`",
+                )
+            unpacked = unpack_image(saved, image, rootfs, _layers(source.ref, step), reported=output)
+            config = image.config
+        archive.unlink()  # the tree and the .sqsh need the space now
+        step("writing enroot's configuration files")
+        layout, files = configure(config, f"dockerd://{source.ref}")
+        with Rootfs(rootfs, reported=output) as root:
+            root.put_dir(("etc",))
+            root.put_dir(_parts(layout.workdir))
+            for parts, data in files.items():
+                root.put_file(parts, data)
+            root.finish()
+        options = squash_options(epoch)
+        with replaced_atomically(output) as tmp:
+            step(f"mksquashfs {tool.version}: {output.name}")
+            squash(tool, rootfs, tmp, options, processors, output)
+            step(f"hashing {output.name}")
+            digest, written = sha256_file(tmp), tmp.stat().st_size
+
+    result = SquashfsRecord(
+        buildkit_version=__version__,
+        lock_sha256=record.lock_sha256 if record else lock_sha256(lock),
+        smoke=smoke,
+        image=source.ref,
+        image_id=str(attrs["Id"]),
+        config_digest=config_digest,
+        manifest_digest=record.image.digest if record else None,
+        build_record=str(source.record_path) if source.record_path else None,
+        path=str(output),
+        sha256=digest,
+        size=written,
+        source_date_epoch=epoch,
+        created=datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        mksquashfs=tool.version,
+        options=options,
+        layout=layout,
+        entries=unpacked.entries,
+        skipped=unpacked.skipped,
+        skipped_count=unpacked.skipped_count,
+        exported_at=started,
+        seconds=round(time.monotonic() - begun, 3),
+        header=header("squashfs", str(attrs["Id"]), record.lock_sha256 if record else lock_sha256(lock), smoke),
+    )
+    where = record_path(paths, smoke)
+    write_atomic(where, result.to_json())
+    return result, where
+
+
+def squash_options(epoch: int) -> list[str]:
+    """The options that shape the bytes, in enroot's order: its timestamps (given SOURCE_DATE_EPOCH), -all-root, its
+    ENROOT_SQUASH_OPTIONS; then -no-xattrs."""
+    return ["-mkfs-time", str(epoch), "-all-time", str(epoch), "-all-root", *ENROOT_SQUASH_OPTIONS, "-no-xattrs"]
+
+
+def squash(
+    tool: Mksquashfs,
+    rootfs: Path,
+    dest: Path,
+    options: list[str],
+    processors: int | None,
+    output: Path,
+) -> None:
+    """mksquashfs `rootfs` into the (empty, existing) file `dest`, for `output`. A full disk is write_error(output)
+    (exit 2), any other failure BuildFailed (exit 6) with mksquashfs's last words; Ctrl-C stops it."""
+    count = processors or len(os.sched_getaffinity(0))  # enroot: -processors $(nproc)
+    argv = [tool.path, str(rootfs), str(dest), *options, "-processors", str(count)]
+    argv += ["-noappend", "-no-progress", "-quiet"]  # a fresh file; no progress bar or summary
+    # What it says is read through a pipe, not a file: on a full disk a file would hold nothing. Its last 4 KiB are
+    # kept (-exit-on-error stops it at the first error).
+    process = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_tool_env()
+    )
+    assert process.stdout is not None
+    tail = b""
+    try:
+        with process.stdout:
+            while chunk := process.stdout.read(4096):
+                tail = (tail + chunk)[-4096:]
+        code = process.wait()
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    if code == 0:
+        return
+    said = tail.decode("utf-8", "replace")
+    if "No space left on device" in said or "Disk quota exceeded" in said:
+        raise write_error(output, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    raise BuildFailed(
+        f"mksquashfs failed (exit {code}): {excerpt(lines[-1] if lines else 'no output', 200)}",
+        hint="nothing was written; if it fails the same way again, report it with mksquashfs's words above",
+    )
+
+
+def configure(config: dict[str, Any], uri: str) -> tuple[EnrootLayout, dict[tuple[str, ...], bytes]]:
+    """enroot's `docker::configure` (src/docker.sh 338-397) on an image config: the four files it writes, by path,
+    and what they say. Values that would break out of a line of /etc/environment or /etc/fstab, or out of /etc/rc's
+    quotes, are refused (exit 2)."""
+    section = config.get("config") if isinstance(config.get("config"), dict) else {}
+    env = _strings(section.get("Env"), "Env")
+    for entry in env:
+        if not _ENV_RE.fullmatch(entry):
+            raise InputError(f"the image's ENV entry {excerpt(entry, 80)} cannot be a line of /etc/environment")
+    workdir = section.get("WorkingDir") or "/"
+    if not isinstance(workdir, str) or not _WORKDIR_RE.fullmatch(workdir) or {".", ".."} & set(workdir.split("/")):
+        raise InputError(f"the image's working directory {excerpt(workdir, 80)} is not a plain absolute path")
+    volumes = section.get("Volumes") or {}
+    if not isinstance(volumes, dict):
+        raise InputError("the image config's Volumes is not an object")
+    for volume in volumes:
+        if not _VOLUME_RE.fullmatch(volume) or ".." in volume.split("/"):
+            raise InputError(f"the image's volume {excerpt(volume, 80)} cannot be a line of /etc/fstab")
+    entrypoint = _strings(section.get("Entrypoint"), "Entrypoint")
+    cmd = _strings(section.get("Cmd"), "Cmd")
+    if not entrypoint and not cmd:
+        cmd = ["/bin/sh"]
+    labels = section.get("Labels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        raise InputError("the image config's Labels is not an object of strings")
+    if "\n" in uri:
+        raise InputError(f"image {excerpt(uri, 80)}: not one line")
+
+    # A label becomes a comment: a line break in its key or value would end it (enroot replaces those in values).
+    rc = [f"# enroot-provenance: {uri}\n"]
+    rc += [f"# {key.replace(chr(10), ' ')} {value.replace(chr(10), ' ')}\n" for key, value in labels.items()]
+    words = " ".join(bash_quote(word) for word in entrypoint)
+    rc += [
+        "\n",
+        f'mkdir -p "{workdir}" 2> /dev/null\n',
+        f'cd "{workdir}" && unset OLDPWD || exit 1\n',
+        "\n",
+        "if [ -s /etc/rc.local ]; then\n",
+        "    . /etc/rc.local\n",
+        "fi\n",
+        "\n",
+        "if [ $# -gt 0 ]; then\n",
+        f'    exec {words} "$@"\n',
+        "else\n",
+        f"    exec {words} {' '.join(bash_quote(word) for word in cmd)}\n",
+        "fi\n",
+    ]
+    sorted_volumes = sorted(volumes)  # jq's `keys`
+    files = {
+        ("etc", "fstab"): "".join(f"${{ENROOT_ROOTFS}}{v} {v} {FSTAB_OPTIONS}\n" for v in sorted_volumes),
+        ("etc", "environment"): "".join(f"{entry}\n" for entry in env),
+        ("etc", "rc"): "".join(rc),
+        ("etc", "rc.local"): RC_LOCAL,
+    }
+    layout = EnrootLayout(
+        uri=uri, environment=env, workdir=workdir, entrypoint=entrypoint, cmd=cmd, volumes=sorted_volumes
+    )
+    return layout, {parts: text.encode("utf-8", "surrogateescape") for parts, text in files.items()}
+
+
+def bash_quote(word: str) -> str:
+    """`${word@Q}` as bash 5 writes it (enroot quotes the entrypoint and command so): '...' with ' as '\\'', or
+    $'...' when the word holds a control character (where enroot's readarray would split a word at a line break,
+    the word here stays one)."""
+    if not any(ord(c) < 0x20 or ord(c) == 0x7F for c in word):
+        return "'" + word.replace("'", "'\\''") + "'"
+    out = []
+    for c in word:
+        if c in _ANSI_C:
+            out.append(_ANSI_C[c])
+        elif c in "\\'":
+            out.append("\\" + c)
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out.append(f"\\{ord(c):03o}")
+        else:
+            out.append(c)
+    return "$'" + "".join(out) + "'"
+
+
+def srun_line(record: SquashfsRecord) -> str:
+    """How pyxis runs it: `srun --container-image=FILE`, in the image's working directory, with a shell."""
+    workdir = f" --container-workdir={shlex.quote(record.layout.workdir)}" if record.layout.workdir != "/" else ""
+    return f"srun --container-image={shlex.quote(record.path)}{workdir} --pty bash"
+
+
+def _strings(value: object, what: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"the image config's {what} is not a list of strings")
+    if any("\x00" in v for v in value):
+        raise InputError(f"the image config's {what} holds a NUL character")
+    return value
+
+
+def _parts(path: str) -> tuple[str, ...]:
+    return tuple(part for part in path.split("/") if part)
+
+
+def _platform(attrs: dict[str, Any], lock: Lock) -> str:
+    os_name, arch, variant = attrs.get("Os"), attrs.get("Architecture"), attrs.get("Variant")
+    if isinstance(os_name, str) and isinstance(arch, str):
+        return "/".join(p for p in (os_name, arch, variant if isinstance(variant, str) else "") if p)
+    return lock.build.platform
+
+
+def _check_space(directory: Path, image_size: int) -> None:
+    """The archive and the unpacked tree, then the tree and the .sqsh, side by side: about twice the image."""
+    need = 2 * image_size + image_size // 10 + SPACE_MARGIN
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(directory).free
+    except OSError as exc:
+        raise write_error(directory, exc) from None
+    if free < need:
+        raise InputError(
+            f"{directory} has {_mib(free)} free; exporting an image of {_mib(image_size)} needs about {_mib(need)} "
+            "there (the unpacked image and the .sqsh side by side)",
+            hint="free some space, or write the .sqsh elsewhere: -o DIR/NAME.sqsh",
+        )
+
+
+def _layers(ref: str, step: Callable[[str], None]) -> Callable[[int, int], None]:
+    return lambda index, count: step(f"unpacking {ref}: layer {index + 1} of {count}")
+
+
+def _every(interval: int, what: str, step: Callable[[str], None]) -> Callable[[int], None]:
+    """A byte counter that tells `step` each time another `interval` bytes went by (not on every chunk)."""
+    told = [-1]
+
+    def count(done: int) -> None:
+        if done // interval != told[0]:
+            told[0] = done // interval
+            step(f"{what}: {_mib(done)}")
+
+    return count
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:,.1f} MiB"
+
+
+def _tool_env() -> dict[str, str]:
+    """mksquashfs's environment: no SOURCE_DATE_EPOCH (it refuses that beside -mkfs-time), the C locale."""
+    return {"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C"}

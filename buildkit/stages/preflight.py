@@ -1,0 +1,171 @@
+"""Checks before a build: engine, buildx, builder, platform, disk, credentials. `buildkit doctor` prints them all,
+and the tools export and attest need; `buildkit build` stops at the first one that fails, with what to do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from buildkit.errors import CredentialsError, EngineNotReady, UpstreamUnreachable
+from buildkit.models.grammar import is_loopback_host
+from buildkit.stages.build import Builder, provenance_choice
+from buildkit.world import buildx
+from buildkit.world.buildx import BuilderInfo
+from buildkit.world.credentials import config_path, lookup
+from buildkit.world.engine import Engine
+
+GIB = 2**30
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool | None  # None: could not be measured (said plainly, not a failure)
+    detail: str
+    fix: str = ""
+
+
+@dataclass
+class Preflight:
+    checks: list[Check] = field(default_factory=list)
+    engine: Engine | None = None
+    builder: BuilderInfo | None = None
+    buildx_version: str = ""
+    engine_version: str = ""
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if c.ok is False]
+
+    def builder_facts(self) -> Builder:
+        assert self.builder is not None, "only after a preflight that passed"
+        b = self.builder
+        return Builder(b.name, b.driver, b.endpoint, b.buildkit_version, self.buildx_version, self.engine_version)
+
+    def provenance(self, push: bool) -> tuple[bool, str]:
+        """Whether a provenance attestation can be attached here, and the note the record carries."""
+        assert self.builder is not None, "only after a preflight that passed"
+        store = self.engine.containerd_store() if self.engine is not None else None
+        return provenance_choice(self.builder.attestations, self.builder.driver, store, push)
+
+
+def run_preflight(builder: str | None, platform: str, min_free_gb: float, push: bool, tag: str) -> Preflight:
+    result = Preflight()
+    _engine_checks(result, builder, platform, min_free_gb)
+    if push:  # asked whatever the engine's state: they do not depend on it
+        result.checks.append(_push_credentials_check(tag))
+    return result
+
+
+def tool_checks() -> list[Check]:
+    """The tools two commands need beside the engine: mksquashfs (`export`) and cosign (`attest`, `verify
+    --provenance`). Missing is n/a, not a failure: a build needs neither."""
+    from buildkit.stages.export import find_mksquashfs
+    from buildkit.world import cosign
+
+    checks = []
+    try:
+        found = find_mksquashfs()
+        checks.append(Check("mksquashfs", True, f"mksquashfs {found.version} ({found.path}), for `buildkit export`"))
+    except EngineNotReady as exc:
+        checks.append(Check("mksquashfs", None, f"{exc.message}; only `buildkit export` needs it", exc.hint or ""))
+    try:
+        path = cosign.binary()
+        checks.append(Check("cosign", True, f"cosign {cosign.version(path)} ({path}), for `buildkit attest` and "
+                                            "`verify --provenance`"))  # fmt: skip
+    except (EngineNotReady, UpstreamUnreachable) as exc:
+        checks.append(Check("cosign", None, f"{exc.message}; only `attest` and `verify --provenance` need it",
+                            exc.hint or ""))  # fmt: skip
+    return checks
+
+
+def _push_credentials_check(tag: str) -> Check:
+    from buildkit.world.registry import parse_image_ref
+
+    try:
+        return credentials_check(parse_image_ref(tag).registry)
+    except ValueError:
+        return Check("credentials", False, f"--tag {tag!r} is not an image reference", "name the image to push")
+
+
+def credentials_check(registry: str) -> Check:
+    """Docker's credentials for the registry, found as resolve and verify find them (buildkit/world/credentials.py):
+    where they come from, never what they hold. Not a login: the registry is not asked."""
+    try:
+        found = lookup(registry)
+    except CredentialsError as exc:
+        return Check("credentials", False, exc.message, exc.hint or "")
+    if found is not None:
+        return Check("credentials", True, f"credentials for {registry} from {found.source}")
+    if is_loopback_host(registry.rsplit(":", 1)[0]):
+        return Check("credentials", None, f"no credentials for {registry} in {config_path()}; a loopback registry "
+                     "usually needs none")  # fmt: skip
+    return Check("credentials", False, f"no credentials for {registry} in {config_path()}", f"docker login {registry}")
+
+
+def _engine_checks(result: Preflight, builder: str | None, platform: str, min_free_gb: float) -> None:
+    add = result.checks.append
+    try:
+        result.engine = Engine()
+        version = result.engine.version()
+        result.engine_version = version.get("Version", "")
+        add(Check("engine", True, f"Docker {result.engine_version} (API {version.get('ApiVersion', '?')})"))
+    except EngineNotReady as exc:
+        add(Check("engine", False, exc.message, exc.hint or ""))
+    try:
+        result.buildx_version = buildx.version()
+        add(Check("buildx", True, f"buildx {result.buildx_version}"))
+    except EngineNotReady as exc:
+        add(Check("buildx", False, exc.message, exc.hint or ""))
+        return
+    try:
+        info = buildx.inspect(builder)
+        result.builder = info
+        add(
+            Check(
+                "builder",
+                True,
+                f"{info.name} ({info.driver} driver, {info.endpoint}), BuildKit {info.buildkit_version}",
+            )
+        )
+    except EngineNotReady as exc:
+        add(Check("builder", False, exc.message, exc.hint or ""))
+        return
+    supported = platform in info.platforms or any(p.startswith(platform + "/") for p in info.platforms)
+    add(
+        Check(
+            "platform",
+            supported,
+            f"{platform} {'supported' if supported else 'not offered'} (builder offers {', '.join(info.platforms)})",
+            "" if supported else "use a builder for that platform, or set up emulation (binfmt)",
+        )
+    )
+    add(
+        Check(
+            "attestations",
+            True if info.attestations else None,
+            "provenance (mode=max) and SBOM supported by the " + f"{info.driver} driver"
+            if info.attestations
+            else f"the {info.driver} driver on the classic image store cannot attach provenance; the build goes on "
+            "without it (use a docker-container or remote builder for attestations)",
+        )
+    )
+    if info.driver in ("docker", "docker-container") and result.engine is not None:
+        root, free = result.engine.free_bytes()
+        ok = free >= min_free_gb * GIB
+        add(
+            Check(
+                "disk",
+                ok,
+                f"{free / GIB:.1f} GiB free at {root} (need {min_free_gb:g} GiB)",
+                "" if ok else "free space, or lower --min-free-gb if you know the build needs less",
+            )
+        )
+    else:
+        add(
+            Check(
+                "disk",
+                None,
+                f"free space on the {info.driver} builder's host is not visible from here; it needs about "
+                f"{min_free_gb:g} GiB",
+            )
+        )

@@ -1,0 +1,468 @@
+"""`buildkit verify --provenance`: what is attached to a pushed image, checked against the lock.
+
+Two statements are read. BuildKit's own SLSA provenance (mode=max) sits in the image index as an attestation
+manifest (`vnd.docker.reference.type: attestation-manifest`) whose in-toto layer names the platform manifest; it is
+fetched through buildkit's registry client (bounded answers, digests checked) and says what BuildKit saw: the build
+args, the target, the base image and the wheel it fetched (by digest), and the Dockerfile's bytes. buildkit's own
+statement (buildkit.stages.slsa) is read only as cosign verify-attestation hands it back, i.e. signed by the given key.
+Each is held to the lock field by field; a disagreement names the field, what the lock expects and what was found.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from typing import Any, NamedTuple
+
+from buildkit import __version__
+from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, excerpt
+from buildkit.files import utc_now
+from buildkit.models.grammar import DIGEST_RE
+from buildkit.models.lock import Lock, lock_sha256
+from buildkit.models.records import header
+from buildkit.stages import slsa
+from buildkit.stages.build import build_args
+from buildkit.stages.render import RenderRecord, source_date_epoch
+from buildkit.stages.verify import CheckResult, VerifyRecord
+from buildkit.text.sanitize import CONTROL_RE
+from buildkit.world.http import Http
+from buildkit.world.registry import INDEX_TYPES, MANIFEST_TYPES, ImageName, Login, Registry, parse_image_ref
+from buildkit.world.shapes import Answer, parse
+
+ATTESTATION_REFERENCE = "attestation-manifest"
+INTOTO_LAYER = "application/vnd.in-toto+json"
+PREDICATE_ANNOTATION = "in-toto.io/predicate-type"
+BUILDKIT_SOURCE = "BuildKit provenance"
+SIGNED_SOURCE = "buildkit statement"
+MAX_ATTESTATIONS = 4  # attestation manifests read for one platform
+
+
+class Expected(NamedTuple):
+    """What the lock (and, for the Dockerfile and a smoke build's stand-in base, the render record) says."""
+
+    target: str
+    base_digest: str  # sha256:...
+    nemo_rl_commit: str
+    vllm_commit: str
+    wheel_url: str
+    wheel_sha256: str | None
+    build_args: dict[str, str]
+    dockerfile_sha256: str | None
+    lock_sha256: str
+    source_date_epoch: str  # the one build arg BuildKit records beyond the lock's (buildx passes it from the env)
+
+
+def expected(lock: Lock, smoke: bool, rendered: RenderRecord | None) -> Expected:
+    if smoke and rendered and rendered.smoke_base:
+        base = rendered.smoke_base.rsplit("@", 1)[1]
+    else:
+        base = lock.base_image.pinned.rsplit("@", 1)[1]
+    usable = (
+        rendered
+        if rendered and rendered.lock_sha256 == lock_sha256(lock) and bool(rendered.smoke_base) == smoke
+        else None
+    )
+    return Expected(
+        target="smoke" if smoke else lock.build.target,
+        base_digest=base,
+        nemo_rl_commit=lock.nemo_rl.commit,
+        vllm_commit=lock.vllm.commit,
+        wheel_url=lock.wheel.url,
+        wheel_sha256=lock.wheel.sha256,
+        build_args=dict(build_args(lock)),
+        dockerfile_sha256=usable.dockerfile_sha256 if usable else None,
+        lock_sha256=lock_sha256(lock),
+        source_date_epoch=str(source_date_epoch(lock)),
+    )
+
+
+class _Checks:
+    def __init__(self, source: str):
+        self.source = source
+        self.results: list[CheckResult] = []
+
+    def field(self, name: str, want: object, found: object) -> None:
+        ok = want == found
+        reason = f"{_shown(want)}" if ok else f"expected {_shown(want)}, found {_shown(found)}"
+        self.results.append(CheckResult(name=f"{self.source}: {name}", status="pass" if ok else "fail", reason=reason))
+
+    def add(self, name: str, ok: bool | None, reason: str) -> None:
+        status = "skip" if ok is None else ("pass" if ok else "fail")
+        self.results.append(CheckResult(name=f"{self.source}: {name}", status=status, reason=reason))
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, dict):  # build args: those found come from the registry
+        text = ", ".join(f"{k}={v}" for k, v in sorted(value.items())) or "no build args"
+        return text if len(text) <= 2000 and not CONTROL_RE.search(text) else excerpt(text, 2000)
+    return excerpt(value, 160) if not isinstance(value, str) else value if len(value) <= 200 else excerpt(value)
+
+
+# --- BuildKit's attestation in the registry ---------------------------------------------------------------------
+
+
+class ImageProvenance(NamedTuple):
+    top_digest: str  # the digest the reference resolves to (an index when attestations are attached)
+    platform_digest: str | None  # the platform manifest the provenance describes
+    statement: dict[str, Any] | None
+    missing: str | None  # why there is no statement
+
+
+class _Reader(Registry):
+    """buildkit's registry client, with the two reads a provenance check needs beyond a digest lookup."""
+
+    def manifest(self, image: ImageName, reference: str, login: Login) -> tuple[str, str, dict[str, Any]]:
+        return self._manifest(image, reference, login)
+
+    def blob(self, image: ImageName, digest: str, login: Login) -> bytes:
+        reply = self._get(image, f"blobs/{digest}", login, None)
+        if reply.status != 200:
+            raise UpstreamMismatch(
+                f"{image.name}: blob {digest} not found in registry {image.registry} ({reply.status})"
+            )
+        if "sha256:" + hashlib.sha256(reply.body).hexdigest() != digest:
+            raise UpstreamMalformed(f"{image.name}: the registry served blob {digest} with other content")
+        return reply.body
+
+
+def read_buildkit_provenance(ref: str, platform: str, http: Http | None = None) -> ImageProvenance:
+    image = parse_image_ref(ref)
+    reader = _Reader(http or Http())
+    login = Login()  # one login (token) for every read of this image
+    top, media_type, manifest = reader.manifest(image, image.digest or image.tag or "latest", login)
+    if media_type in MANIFEST_TYPES:
+        return ImageProvenance(
+            top,
+            top,
+            None,
+            "the image is a single manifest with no attestation manifest beside "
+            "it (pushed without provenance, or re-pushed by a tool that drops attestations)",
+        )
+    if media_type not in INDEX_TYPES:
+        raise UpstreamMalformed(f"{image.name}: {excerpt(media_type, 80)} is not an image index or manifest")
+    entries = parse(_Index, manifest, f"{image.name}: the image index").manifests
+    os_name, arch = platform.split("/")[:2]
+    platform_digest = next(
+        (
+            m.digest
+            for m in entries
+            if m.platform is not None
+            and m.platform.os == os_name
+            and m.platform.architecture == arch
+            and m.annotations.get("vnd.docker.reference.type") is None
+        ),
+        None,
+    )
+    if platform_digest is None or not DIGEST_RE.fullmatch(platform_digest):
+        return ImageProvenance(top, None, None, f"the image index has no {platform} manifest")
+    # Each distinct digest once, and only the first MAX_ATTESTATIONS: BuildKit attaches one attestation manifest per
+    # platform, and a forged index of thousands of entries must not make thousands of requests.
+    attestations = list(
+        dict.fromkeys(
+            m.digest
+            for m in entries
+            if m.annotations.get("vnd.docker.reference.type") == ATTESTATION_REFERENCE
+            and m.annotations.get("vnd.docker.reference.digest") == platform_digest
+        )
+    )[:MAX_ATTESTATIONS]
+    if not attestations:
+        return ImageProvenance(
+            top, platform_digest, None, f"the image index has no attestation manifest for {platform}"
+        )
+    for digest in attestations:
+        if not DIGEST_RE.fullmatch(digest):
+            continue
+        _, _, answer = reader.manifest(image, digest, login)
+        attestation = parse(_AttestationManifest, answer, f"{image.name}: the attestation manifest {digest}")
+        for layer in attestation.layers:
+            if layer.mediaType != INTOTO_LAYER or layer.annotations.get(PREDICATE_ANNOTATION) != slsa.PREDICATE_TYPE:
+                continue
+            if not DIGEST_RE.fullmatch(layer.digest):
+                raise UpstreamMalformed(f"{image.name}: an attestation layer has no valid digest")
+            what = f"{image.name}: the provenance {layer.digest}"
+            statement = _json_object(reader.blob(image, layer.digest, login), what)
+            parse(_Statement, statement, what)
+            return ImageProvenance(top, platform_digest, statement, None)
+    return ImageProvenance(
+        top, platform_digest, None, f"the attestation manifest holds no {slsa.PREDICATE_TYPE} statement"
+    )
+
+
+def served_lock_sha256(name: str, digest: str, platform: str, http: Http | None = None) -> str | None:
+    """The `buildkit.lock.sha256` label of the image the registry serves as name@digest (for an index, its
+    `platform` manifest's config), read through buildkit's registry client (bounded, every digest checked); None
+    when the config carries no such label. `attest` signs only an image whose config names its lock."""
+    image = parse_image_ref(f"{name}@{digest}")
+    reader = _Reader(http or Http())
+    login = Login()
+    _, media_type, manifest = reader.manifest(image, digest, login)
+    if media_type in INDEX_TYPES:
+        os_name, arch = platform.split("/")[:2]
+        entries = parse(_Index, manifest, f"{name}@{digest}: the image index").manifests
+        platform_digest = next(
+            (
+                m.digest
+                for m in entries
+                if m.platform is not None
+                and (m.platform.os, m.platform.architecture) == (os_name, arch)
+                and m.annotations.get("vnd.docker.reference.type") is None
+                and DIGEST_RE.fullmatch(m.digest)
+            ),
+            None,
+        )
+        if platform_digest is None:
+            raise UpstreamMismatch(f"{name}@{digest}: the image index has no {platform} manifest")
+        _, media_type, manifest = reader.manifest(image, platform_digest, login)
+    if media_type not in MANIFEST_TYPES:
+        raise UpstreamMalformed(f"{name}@{digest}: {excerpt(media_type, 80)} is not an image manifest")
+    config_digest = parse(_ImageManifest, manifest, f"{name}@{digest}: the manifest").config.digest
+    if not DIGEST_RE.fullmatch(config_digest):
+        raise UpstreamMalformed(f"{name}@{digest}: the manifest names no valid config digest")
+    what = f"{name}@{digest}: the image config"
+    config = parse(_ImageConfig, _json_object(reader.blob(image, config_digest, login), what), what)
+    labels = (config.config.Labels if config.config else None) or {}
+    return labels.get("buildkit.lock.sha256")
+
+
+# The fields read from the registry's answers, typed (buildkit.world.shapes): a wrong shape is UpstreamMalformed.
+class _Platform(Answer):
+    os: str = ""
+    architecture: str = ""
+
+
+class _Entry(Answer):
+    digest: str = ""
+    platform: _Platform | None = None
+    annotations: dict[str, str] = {}
+
+
+class _Index(Answer):
+    manifests: list[_Entry] = []
+
+
+class _Layer(Answer):
+    mediaType: str = ""
+    digest: str = ""
+    annotations: dict[str, str] = {}
+
+
+class _AttestationManifest(Answer):
+    layers: list[_Layer] = []
+
+
+class _ConfigRef(Answer):
+    digest: str = ""
+
+
+class _ImageManifest(Answer):
+    config: _ConfigRef = _ConfigRef()
+
+
+class _Labels(Answer):
+    Labels: dict[str, str] | None = None
+
+
+class _ImageConfig(Answer):
+    config: _Labels | None = None
+
+
+class _Subject(Answer):
+    digest: dict[str, str] = {}
+
+
+class _Request(Answer):
+    args: dict[str, str] = {}
+
+
+class _ExternalParameters(Answer):
+    request: _Request = _Request()
+
+
+class _Dependency(Answer):
+    uri: str = ""
+    digest: dict[str, str] = {}
+
+
+class _BuildDefinition(Answer):
+    externalParameters: _ExternalParameters = _ExternalParameters()
+    resolvedDependencies: list[_Dependency] = []
+
+
+class _Predicate(Answer):
+    buildDefinition: _BuildDefinition = _BuildDefinition()
+
+
+class _Statement(Answer):
+    """What check_buildkit_provenance reads of BuildKit's statement (the Dockerfile's bytes are read apart)."""
+
+    subject: list[_Subject] = []
+    predicate: _Predicate = _Predicate()
+
+
+def _json_object(data: bytes, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        raise UpstreamMalformed(f"{what} is not JSON") from None
+    if not isinstance(value, dict):
+        raise UpstreamMalformed(f"{what} is not a JSON object")
+    return value
+
+
+def _get(data: Any, *path: str) -> Any:
+    for key in path:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+def check_buildkit_provenance(found: ImageProvenance, want: Expected) -> list[CheckResult]:
+    checks = _Checks(BUILDKIT_SOURCE)
+    statement = found.statement
+    if statement is None:
+        checks.add("present", False, f"no provenance: {found.missing}")
+        return checks.results
+    typed = parse(_Statement, statement, "BuildKit's provenance statement")
+    digests = {f"sha256:{s.digest.get('sha256')}" for s in typed.subject}
+    checks.add(
+        "present",
+        found.platform_digest in digests,
+        f"SLSA v1 statement for {found.platform_digest}"
+        if found.platform_digest in digests
+        else f"its subject is {', '.join(sorted(digests)) or 'nothing'}, not {found.platform_digest}",
+    )
+    definition = typed.predicate.buildDefinition
+    args = definition.externalParameters.request.args
+    found_args = {k.removeprefix("build-arg:"): v for k, v in args.items() if k.startswith("build-arg:")}
+    deps = definition.resolvedDependencies
+    images = [d for d in deps if d.uri.startswith("pkg:docker/")]
+    checks.field("target", want.target, args.get("target", ""))
+    checks.field(
+        "base image digest",
+        want.base_digest,
+        ", ".join(f"sha256:{d.digest.get('sha256')}" for d in images) or None,
+    )
+    checks.field("NeMo-RL commit", want.nemo_rl_commit, found_args.get("NEMO_RL_COMMIT"))
+    checks.field("vLLM commit", want.vllm_commit, found_args.get("BUILD_CUSTOM_VLLM_REF"))
+    wheel = next((d for d in deps if d.uri == want.wheel_url), None)
+    others = [d.uri for d in deps if d.uri.startswith(("http://", "https://"))]
+    checks.field("wheel URL", want.wheel_url, wheel.uri if wheel else ", ".join(others) or None)
+    if want.wheel_sha256:
+        checks.field("wheel sha256", want.wheel_sha256, wheel.digest.get("sha256") if wheel else None)
+    else:
+        checks.add("wheel sha256", None, "the lock's wheel is not content-addressed")
+    # Exactly the lock's build args: one more (NRL_GIT_REF=main) changes what is built as surely as a wrong one.
+    # SOURCE_DATE_EPOCH alone may be beside them, and then it is the lock's.
+    wanted_args = want.build_args | (
+        {"SOURCE_DATE_EPOCH": want.source_date_epoch} if "SOURCE_DATE_EPOCH" in found_args else {}
+    )
+    checks.field(
+        "build args", wanted_args, found_args | {k: "<missing>" for k in want.build_args if k not in found_args}
+    )
+    if want.dockerfile_sha256:
+        checks.field("Dockerfile sha256", want.dockerfile_sha256, _dockerfile_sha256(statement))
+    else:
+        checks.add("Dockerfile sha256", None, "no render record of this lock's Dockerfile to compare with")
+    return checks.results
+
+
+def _dockerfile_sha256(statement: dict[str, Any]) -> str | None:
+    """The Dockerfile's bytes as mode=max provenance carries them (buildkit_metadata.source.infos)."""
+    infos = _get(statement, "predicate", "runDetails", "metadata", "buildkit_metadata", "source", "infos") or []
+    for info in infos if isinstance(infos, list) else []:
+        if isinstance(info, dict) and info.get("language") == "Dockerfile" and isinstance(info.get("data"), str):
+            try:
+                return hashlib.sha256(base64.b64decode(info["data"], validate=True)).hexdigest()
+            except binascii.Error:
+                return None
+    return None
+
+
+# --- buildkit's signed statement --------------------------------------------------------------------------------
+
+
+def check_signed_statement(
+    statements: list[dict[str, Any]], refused: str | None, top_digest: str, want: Expected
+) -> list[CheckResult]:
+    checks = _Checks(SIGNED_SOURCE)
+    if refused is not None:
+        checks.add("signature", False, refused)
+        return checks.results
+    ours = [
+        s
+        for s in statements
+        if _get(s, "predicate", "buildDefinition", "buildType") == slsa.BUILD_TYPE
+        and any(
+            f"sha256:{_get(x, 'digest', 'sha256')}" == top_digest for x in s.get("subject") or [] if isinstance(x, dict)
+        )
+    ]
+    if not ours:
+        checks.add(
+            "signature",
+            False,
+            f"cosign accepted {len(statements)} statement(s), none of build type {slsa.BUILD_TYPE} for {top_digest}",
+        )
+        return checks.results
+    statement = ours[-1]
+    checks.add("signature", True, f"signed statement for {top_digest}, accepted by cosign with the given key")
+    definition = _get(statement, "predicate", "buildDefinition") or {}
+    internal = definition.get("internalParameters") if isinstance(definition.get("internalParameters"), dict) else {}
+    deps = {d.get("name"): d for d in definition.get("resolvedDependencies") or [] if isinstance(d, dict)}
+    checks.field("target", want.target, internal.get("target"))
+    checks.field(
+        "base image digest",
+        want.base_digest,
+        f"sha256:{_get(deps.get('base-image'), 'digest', 'sha256')}" if deps.get("base-image") else None,
+    )
+    checks.field("NeMo-RL commit", want.nemo_rl_commit, _get(deps.get("nemo-rl"), "digest", "gitCommit"))
+    checks.field("vLLM commit", want.vllm_commit, _get(deps.get("vllm"), "digest", "gitCommit"))
+    wheel = next((d for d in deps.values() if str(d.get("name", "")).endswith(".whl")), None)
+    checks.field("wheel URL", want.wheel_url, _get(wheel, "uri"))
+    checks.field("wheel sha256", want.wheel_sha256, _get(wheel, "digest", "sha256"))
+    checks.field("build args", want.build_args, internal.get("buildArgs"))
+    dockerfile = next((d for n, d in deps.items() if str(n).endswith("Dockerfile")), None)
+    if want.dockerfile_sha256:
+        checks.field("Dockerfile sha256", want.dockerfile_sha256, _get(dockerfile, "digest", "sha256"))
+    else:
+        checks.add("Dockerfile sha256", None, "no render record of this lock's Dockerfile to compare with")
+    checks.field("lock sha256", want.lock_sha256, internal.get("lockSha256"))
+    return checks.results
+
+
+def verify_provenance(
+    image: str, lock: Lock, smoke: bool, rendered: RenderRecord | None, public_key: str, http: Http | None = None
+) -> VerifyRecord:
+    """Both statements of a pushed image, each checked against the lock; the results as a verify record."""
+    from buildkit.errors import CheckFailed
+    from buildkit.world import cosign
+
+    try:
+        parse_image_ref(image)
+    except ValueError:
+        raise InputError(f"not an image reference: {excerpt(image, 120)}") from None
+    want = expected(lock, smoke, rendered)
+    found = read_buildkit_provenance(image, lock.build.platform, http)
+    results = check_buildkit_provenance(found, want)
+    tool = cosign.binary()
+    refused = None
+    statements: list[dict[str, Any]] = []
+    pinned = f"{parse_image_ref(image).name}@{found.top_digest}"
+    try:
+        statements = cosign.verify(tool, public_key, pinned)
+    except CheckFailed as exc:
+        refused = exc.message
+    results += check_signed_statement(statements, refused, found.top_digest, want)
+    return VerifyRecord(
+        buildkit_version=__version__,
+        image=image,
+        image_id=found.top_digest,
+        lock_sha256=want.lock_sha256,
+        smoke=smoke,
+        gpus=False,
+        checked_at=utc_now(),
+        results=results,
+        header=header("provenance-verify", found.top_digest, want.lock_sha256, smoke),
+    )

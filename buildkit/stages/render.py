@@ -1,0 +1,325 @@
+"""Render templates/Dockerfile.j2 from the lock, and record what the report needs to know about it.
+
+Jinja2 with StrictUndefined: a missing value is an error, never an empty string. The same lock renders the same
+bytes. The render record (build/render.json) holds upstream's docker/Dockerfile hash, the diff of the rendered file
+against it and the drift findings, so that the report never has to read a source tree.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.resources
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import jinja2
+from pydantic import BaseModel, ConfigDict
+
+from buildkit import __version__
+from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch
+from buildkit.files import sha256_bytes, sha256_file
+from buildkit.models.lock import Lock, lock_sha256
+from buildkit.models.records import RecordHeader, header
+
+
+# What the release target's steps fetch as it is on build day: the report lists these instead of claiming that the
+# lock pins everything. The smoke target fetches nothing of the kind.
+def commit_time(lock: Lock) -> datetime:
+    try:
+        when = datetime.fromisoformat(lock.nemo_rl.date)
+        # In UTC: out of range there (year 1 at +14:00) is OverflowError, as malformed is ValueError.
+        return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise InputError(f"lock: nemo_rl.date {lock.nemo_rl.date!r} is not an ISO 8601 time") from None
+
+
+def source_date_epoch(lock: Lock) -> int:
+    """SOURCE_DATE_EPOCH for the build: the NeMo-RL commit time, so equal locks give equal timestamps."""
+    return int(commit_time(lock).timestamp())
+
+
+def template_dir() -> Path:
+    """templates/ as shipped in the wheel (buildkit/templates), or at the top of a source checkout."""
+    shipped = Path(str(importlib.resources.files("buildkit") / "templates"))
+    if (shipped / "Dockerfile.j2").is_file():
+        return shipped
+    return Path(__file__).resolve().parents[2] / "templates"
+
+
+def context(
+    lock: Lock, syntax: bool, smoke_base: str | None = None, patched: list[tuple[str, str]] | None = None
+) -> dict[str, Any]:
+    return {
+        "syntax": syntax,
+        "smoke_base": smoke_base,
+        "patched": patched or [],
+        "buildkit_version": __version__,
+        "lock_sha256": lock_sha256(lock),
+        "base_image": lock.base_image.pinned,
+        "nemo_rl": {"repo": lock.nemo_rl.repo, "commit": lock.nemo_rl.commit},
+        "vllm": {"repo": lock.vllm.repo, "commit": lock.vllm.commit},
+        "wheel": wheel_context(lock),
+        "cuda_arch_list": lock.build.cuda_arch_list,
+        "target": lock.build.target,
+        "drop_extras": {extra.name: extra.reason for extra in lock.build.drop_extras},
+        "version": lock.build.tag.rsplit(":", 1)[1],
+        "created": commit_time(lock).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+UPSTREAM_PATH = "docker/Dockerfile"
+WHEEL_DIR = "/opt/vllm-wheel"  # where the build mounts the wheel stage
+_WHEEL_FILENAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+!-]{0,250}\.whl")  # fullmatch: a plain file name
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")  # fullmatch
+
+
+def wheel_path(lock: Lock) -> str:
+    """The wheel inside the build: the file BuildKit fetched (and checked) in the vllm-wheel stage."""
+    if not _WHEEL_FILENAME_RE.fullmatch(lock.wheel.filename):
+        raise InputError(f"lock: wheel.filename {lock.wheel.filename!r} is not a plain wheel file name")
+    return f"{WHEEL_DIR}/{lock.wheel.filename}"
+
+
+def wheel_context(lock: Lock) -> dict[str, Any]:
+    sha256 = lock.wheel.sha256
+    if sha256 is not None and not _SHA256_RE.fullmatch(sha256):
+        raise InputError(f"lock: wheel.sha256 {sha256!r} is not 64 lowercase hex digits")
+    return {
+        "url": lock.wheel.url,
+        "filename": lock.wheel.filename,
+        "sha256": sha256,
+        "dir": WHEEL_DIR,
+        "path": wheel_path(lock),
+    }
+
+
+def template_environment(directory: Path | None = None, finalize=None) -> jinja2.Environment:
+    """The one Jinja2 setup for buildkit's templates: a missing value is an error, never an empty string."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(directory or template_dir()),
+        finalize=finalize,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,  # a Dockerfile and markdown, not HTML; values are grammar-checked instead
+    )
+
+
+def _blocks(lock: Lock, syntax: bool, smoke_base: str | None, patched, directory: Path | None):
+    """The template's macros as a function from a macro name (and arguments) to its lines."""
+    directory = directory or template_dir()
+    env = template_environment(directory)
+    try:
+        module = env.get_template("Dockerfile.j2").make_module(context(lock, syntax, smoke_base, patched))
+    except jinja2.TemplateNotFound as exc:
+        raise InputError(f"template not found: {directory / str(exc)}") from None
+    except jinja2.UndefinedError as exc:
+        raise InputError(f"templates/Dockerfile.j2 uses a value the lock does not provide: {exc}") from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise InputError(f"templates/Dockerfile.j2:{exc.lineno}: {exc.message}") from None
+
+    def blocks(name: str, *args: str) -> list[str]:
+        macro = getattr(module, name, None)
+        if macro is None:
+            raise InputError(f"templates/Dockerfile.j2 has no macro {name}")
+        try:
+            text = str(macro(*args))
+        except jinja2.UndefinedError as exc:
+            raise InputError(f"templates/Dockerfile.j2 uses a value the lock does not provide: {exc}") from None
+        text = text.strip("\n")
+        return text.split("\n") if text else []
+
+    return blocks
+
+
+def render_dockerfile(
+    lock: Lock,
+    upstream: str,
+    *,
+    script_text: str | None = None,
+    syntax: bool = True,
+    smoke_base: str | None = None,
+    patched: list[tuple[str, str]] | None = None,
+    directory: Path | None = None,
+) -> tuple[str, list[Transformation]]:
+    """Upstream's Dockerfile (text) with every transformation applied, the header on top and, with `smoke_base`
+    (an image pinned by digest), the `smoke` target at the end, which checks that each `patched` file (path, sha256
+    after patching) is in the image as prepared. Returns the text and what each transformation did."""
+    from buildkit.dockerfile.text import apply_edits, parse
+    from buildkit.dockerfile.transforms import Inputs as TransformInputs
+    from buildkit.dockerfile.transforms import transform
+
+    blocks = _blocks(lock, syntax, smoke_base, patched, directory)
+    doc = parse(upstream, f"upstream docker/Dockerfile at {lock.nemo_rl.commit[:12]}")
+    wheel = wheel_context(lock)
+    inputs = TransformInputs(
+        commit=lock.nemo_rl.commit,
+        nemo_rl_repo=lock.nemo_rl.repo,
+        base_image=lock.base_image.pinned,
+        cuda_arch_list=lock.build.cuda_arch_list,
+        drop_extras={extra.name: extra.reason for extra in lock.build.drop_extras},
+        target=lock.build.target,
+        wheel_dir=wheel["dir"],
+        wheel_path=wheel["path"],
+        vllm_repo=lock.vllm.repo,
+        vllm_commit=lock.vllm.commit,
+        syntax=syntax,
+        script_text=script_text,
+    )
+    changes = transform(doc, inputs, blocks)
+    applied = apply_edits(doc, [e for c in changes for e in c.edits], blocks("header"), blocks("smoke"))
+    done = [
+        Transformation(
+            name=c.name,
+            summary=c.summary,
+            upstream_lines=applied.touched.get(c.name, []),
+            inserted_after=applied.inserted.get(c.name, []),
+        )
+        for c in changes
+    ]
+    return applied.text, done
+
+
+def unified_diff(upstream: str, rendered: str, upstream_name: str, rendered_name: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            upstream.splitlines(keepends=True), rendered.splitlines(keepends=True), upstream_name, rendered_name
+        )
+    )
+
+
+class Transformation(BaseModel):
+    """One named change render made to upstream's Dockerfile: what it did, and which upstream lines it replaced
+    (none for a pure addition)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    summary: str
+    upstream_lines: list[int] = []
+    inserted_after: list[int] = []  # upstream lines after which it added lines of its own (0: before the first)
+
+
+class RenderRecord(BaseModel):
+    """What `render` produced and what it found upstream: the report's only source about the Dockerfile."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    record_version: Literal[1] = 1
+    buildkit_version: str
+    lock_sha256: str
+    nemo_rl_commit: str
+    dockerfile: str  # the file name in the build directory, e.g. "Dockerfile"
+    dockerfile_sha256: str
+    template_sha256: str
+    syntax: bool
+    smoke_base: str | None
+    upstream_path: str = "docker/Dockerfile"
+    upstream_sha256: str
+    diff: str  # the rendered Dockerfile against upstream's, unified
+    drift: list[str]  # findings that do not stop render but stop `build` without --allow-drift
+    transformations: list[Transformation] = []  # in the order applied (empty in a record from before them)
+    upstream_base_image: str | None = None  # upstream's own ARG BASE_IMAGE default at that commit
+    unpinned: list[str] = []  # what the rendered target fetches unpinned on build day (buildkit/dockerfile/unpinned.py)
+    header: RecordHeader | None = None  # None in a record written before headers
+    seconds: float | None = None  # how long render took (None: a record from before it was kept)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+    def matches(self, dockerfile: Path) -> bool:
+        """Whether the file on disk is still the one this record describes."""
+        try:
+            return sha256_file(dockerfile) == self.dockerfile_sha256
+        except OSError:
+            return False
+
+
+def template_sha256(directory: Path | None = None) -> str:
+    """One hash over every template the Dockerfile is made from (name and bytes, in name order)."""
+    directory = directory or template_dir()
+    parts = [f"{p.name}\0{sha256_file(p)}" for p in sorted(directory.glob("*.j2")) if p.name != "report.md.j2"]
+    return sha256_bytes("\n".join(parts).encode())
+
+
+MAX_UPSTREAM_DOCKERFILE = 1024 * 1024
+
+
+def upstream_dockerfile(prepared, commit: str) -> str:
+    """docker/Dockerfile at the locked commit, from the prepared tree's git objects (immutable: a declared patch
+    may not change it; the transformations do). Untrusted text: size, encoding and parsing are checked later."""
+    from buildkit.errors import GitFailed
+    from buildkit.world.git import run_git
+
+    for patch in prepared.patches:
+        if any(t.path == UPSTREAM_PATH for t in patch.targets):
+            raise InputError(
+                f"{patch.file} changes {UPSTREAM_PATH}, which render transforms itself",
+                hint="drop that part of the patch: Dockerfile changes are transformations"
+                " (buildkit/dockerfile/transforms.py)",
+            )
+    try:
+        size = int(run_git(["cat-file", "-s", f"{commit}:{UPSTREAM_PATH}"], cwd=Path(prepared.tree)))  # "N\n"
+        if size > MAX_UPSTREAM_DOCKERFILE:
+            raise UpstreamMalformed(
+                f"upstream {UPSTREAM_PATH} at {commit[:12]} is {size} bytes; more than buildkit reads"
+            )
+        return run_git(["show", f"{commit}:{UPSTREAM_PATH}"], cwd=Path(prepared.tree))
+    except GitFailed:
+        raise UpstreamMismatch(
+            f"upstream has no {UPSTREAM_PATH} at {commit}; render transforms upstream's Dockerfile"
+        ) from None
+    except ValueError:
+        raise UpstreamMalformed(f"git gave no size for {UPSTREAM_PATH} at {commit[:12]}") from None
+
+
+def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_base: str | None = None):
+    """(Dockerfile text, RenderRecord) for a lock and its prepare record: upstream's docker/Dockerfile at the locked
+    commit, transformed; the drift findings compare what upstream expects with what the pins give."""
+    import time
+
+    from buildkit.dockerfile.text import parse
+    from buildkit.dockerfile.transforms import read_script
+    from buildkit.dockerfile.unpinned import unpinned_inputs
+    from buildkit.models.drift import base_image_drift
+
+    begun = time.monotonic()
+    patched = [(t.path, t.after) for patch in prepared.patches for t in patch.targets]
+    upstream = upstream_dockerfile(prepared, lock.nemo_rl.commit)
+    script = read_script(Path(prepared.tree))
+    text, done = render_dockerfile(
+        lock, upstream, script_text=script, syntax=syntax, smoke_base=smoke_base,
+        patched=patched,
+    )  # fmt: skip
+    upstream_base = upstream_base_image(upstream)
+    record = RenderRecord(
+        buildkit_version=__version__,
+        lock_sha256=lock_sha256(lock),
+        nemo_rl_commit=lock.nemo_rl.commit,
+        dockerfile=dockerfile.name,
+        dockerfile_sha256=sha256_bytes(text.encode()),
+        template_sha256=template_sha256(),
+        syntax=syntax,
+        smoke_base=smoke_base,
+        upstream_sha256=sha256_bytes(upstream.encode()),
+        diff=unified_diff(upstream, text, "upstream docker/Dockerfile", "build/Dockerfile"),
+        drift=base_image_drift(upstream_base, lock.base_image.ref, lock.base_image.cuda_version),
+        transformations=done,
+        upstream_base_image=upstream_base,
+        unpinned=unpinned_inputs(parse(text, "build/Dockerfile"), "smoke" if smoke_base else lock.build.target, script),
+        header=header("render", None, lock_sha256(lock), smoke_base is not None),
+        seconds=round(time.monotonic() - begun, 3),
+    )
+    return text, record
+
+
+def upstream_base_image(upstream: str) -> str | None:
+    """Upstream's own default for ARG BASE_IMAGE (base_image_by_digest found it before this is asked)."""
+    from buildkit.dockerfile.text import parse
+
+    doc = parse(upstream, "upstream docker/Dockerfile")
+    for ins in doc.global_instructions():
+        if ins.cmd == "ARG" and len(ins.value) == 1 and ins.value[0].startswith("BASE_IMAGE="):
+            return ins.value[0].split("=", 1)[1] or None
+    return None

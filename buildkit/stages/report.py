@@ -1,0 +1,492 @@
+"""The provenance report: every fact taken from the lock and the records the earlier stages wrote, nothing typed in.
+
+`gather()` reads them and `facts()` turns them into one plain dictionary; the JSON report is that dictionary, the
+markdown report renders it with templates/report.md.j2. The report is a pure function of those files: it reads no
+source tree, no cache and no clock, so the same inputs give the same bytes on any machine.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import shlex
+from pathlib import Path
+from typing import Any
+
+from buildkit import __version__
+from buildkit.errors import InputError, excerpt
+from buildkit.files import MAX_PATCH_BYTES, MAX_RESULTS_BYTES, read_local, read_record, sha256_bytes
+from buildkit.models.grammar import one_line_text
+from buildkit.models.lock import Lock, lock_sha256
+from buildkit.models.yamlload import load_yaml
+from buildkit.stages.build import BuildRecord
+from buildkit.stages.export import SquashfsRecord, srun_line
+from buildkit.stages.export import record_path as squashfs_record_path
+from buildkit.stages.pipeline import Paths, latest_build, load_inputs
+from buildkit.stages.prepare import PrepareRecord
+from buildkit.stages.render import RenderRecord, commit_time, source_date_epoch, template_environment
+from buildkit.stages.verify import VerifyRecord
+from buildkit.text.timeline import gantt
+
+# Compute capability -> the GPUs people know it by.
+GPU_FAMILIES = {
+    "8.0": "Ampere (A100)",
+    "8.6": "Ampere (A10, RTX 30)",
+    "8.9": "Ada (L4, L40)",
+    "9.0": "Hopper (H100, H20)",
+    "10.0": "Blackwell (B200)",
+    "12.0": "Blackwell (RTX 50)",
+}
+
+
+def gpus_of(cuda_arch_list: str) -> list[str]:
+    out = []
+    for arch in cuda_arch_list.replace(";", " ").split():
+        base = arch.removesuffix("+PTX").rstrip("af")
+        out.append(f"compute capability {arch}: {GPU_FAMILIES.get(base, 'see NVIDIA’s CUDA GPU list')}")
+    return out
+
+
+def read_results(path: Path) -> dict[str, Any]:
+    """Training metrics per step, from YAML ({host?, command?, config?, log?, notes?, steps?, metrics: {name:
+    [values]}}) or CSV
+    (header `metric,<step>,<step>...`, one row per metric)."""
+    try:
+        text = read_local(path, "the results file", MAX_RESULTS_BYTES).decode("utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such results file") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: the results file is not UTF-8 text (byte {exc.start})") from None
+    if path.suffix.lower() == ".csv":
+        try:
+            rows = [r for r in csv.reader(io.StringIO(text)) if r and any(cell.strip() for cell in r)]
+        except csv.Error as exc:  # a field over the csv module's limit (128 KiB), a NUL byte
+            raise InputError(f"{path}: not a readable CSV file: {excerpt(str(exc))}") from None
+        if len(rows) < 2:
+            raise InputError(f"{path}: expected a header `metric,<step>...` and one row per metric")
+        steps = [cell.strip() for cell in rows[0][1:]]
+        metrics = {row[0].strip(): [cell.strip() for cell in row[1:]] for row in rows[1:]}
+        data: dict[str, Any] = {"steps": steps, "metrics": metrics}
+    else:
+        # Values stay as written; anchors and aliases (alias bombs), duplicate keys and huge documents are refused.
+        data = load_yaml(text, path, keep_strings=True)[0] or {}
+        if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
+            raise InputError(f"{path}: expected a mapping with `metrics: {{name: [value per step]}}`")
+    metrics = data["metrics"]
+    width = max((len(v) for v in metrics.values() if isinstance(v, list)), default=0)
+    steps = [str(s) for s in data.get("steps") or range(1, width + 1)]
+    table = {}
+    for name, values in metrics.items():
+        if not isinstance(values, list) or len(values) != len(steps):
+            raise InputError(f"{path}: metric {name!r} needs one value per step ({len(steps)})")
+        try:
+            table[one_line_text(str(name))] = [one_line_text(str(v)) for v in values]
+        except ValueError as exc:
+            raise InputError(f"{path}: {exc}") from None
+    out: dict[str, Any] = {"steps": steps, "metrics": table, "source": path.name}
+    # Optional text, shown verbatim: where it ran, the training command and config, a log excerpt, notes.
+    for key in ("host", "command", "config", "log", "notes"):
+        if data.get(key):
+            text = str(data[key]).strip()
+            if len(text) > 20000 or "````" in text:
+                raise InputError(f"{path}: {key} must be under 20,000 characters, without a ```` fence")
+            out[key] = text
+    return out
+
+
+def gather(
+    paths: Paths, record_path: Path | None, results_path: Path | None, on_note=None
+) -> tuple[dict[str, Any], str | None]:
+    """The report's facts from the lock and the records, and the build record it used (None: nothing built).
+
+    The build record is the one given, else the newest of build/record.json and build/smoke-record.json (as
+    `buildkit verify` picks it). Every other record is taken only when its header says it belongs to that build:
+    the same lock, smoke or release as it is, and (for the records of an image) the same image; a record of another
+    build is left out and `on_note` says so."""
+    lock = load_inputs(paths).lock  # only a lock that agrees with the pins is reported
+    lock_sha = lock_sha256(lock)
+    note = on_note or (lambda text: None)
+    prepare = read_record(paths.prepare_record, PrepareRecord)
+    if prepare is not None and prepare.lock_sha256 != lock_sha:
+        note(f"{paths.prepare_record}: prepared for another lock; left out")
+        prepare = None
+    if record_path is not None:
+        record = read_record(record_path, BuildRecord)
+        if record is None:
+            raise InputError(f"{record_path}: no such build record")
+        if record.lock_sha256 != lock_sha:
+            raise InputError(
+                f"{record_path}: a build of another lock (sha256 {record.lock_sha256[:12]}..., the lock is "
+                f"{lock_sha[:12]}...)",
+                hint="report with the pins and lock it was built from, or build again",
+            )
+    else:
+        latest = latest_build(paths)
+        record_path, record = latest if latest else (None, None)
+        if record is not None and record.lock_sha256 != lock_sha:
+            note(f"{record_path}: a build of another lock; left out (build again to report one)")
+            record_path, record = None, None
+    smoke = bool(record and record.smoke)
+    images = {x for x in (record.image.digest, record.image.id, record.image.config_digest) if x} if record else set()
+
+    def belongs(found, legacy) -> bool:
+        if found is None:
+            return False
+        if found.header is not None:
+            return found.header.of_build(images, lock_sha, smoke)
+        return legacy(found)
+
+    def take(path: Path, model, legacy):
+        found = read_record(path, model)
+        if found is not None and not belongs(found, legacy):
+            note(f"{path}: a record of another build; left out")
+            return None
+        return found
+
+    # A smoke build's report reads the smoke render (its target, its unpinned inputs), never the release one.
+    rendered = take(
+        paths.render_record(smoke), RenderRecord,
+        lambda r: r.lock_sha256 == lock_sha and bool(r.smoke_base) == smoke,
+    )  # fmt: skip
+
+    def checked_this(v: VerifyRecord) -> bool:
+        return v.lock_sha256 == lock_sha and v.smoke == smoke and v.image_id in images
+
+    verify = take(paths.verify_record, VerifyRecord, checked_this)
+    provenance_checked = take(paths.provenance_verify_record, VerifyRecord, checked_this)
+    exported = take(
+        squashfs_record_path(paths, smoke), SquashfsRecord,
+        lambda e: e.lock_sha256 == lock_sha and bool({e.image_id, e.config_digest} & images),
+    )  # fmt: skip
+    from buildkit.stages.attest import AttestRecord
+    from buildkit.stages.attest import record_path as attest_record_path
+
+    attested = take(attest_record_path(paths, smoke), AttestRecord, lambda a: False)
+    results = read_results(results_path) if results_path else None
+    used = _shown_path(record_path, paths.project_dir) if record_path else None
+    data = facts(
+        lock, prepare, record, verify, results, rendered, paths=paths, record_name=used, exported=exported,
+        provenance_checked=provenance_checked, attested=attested,
+    )  # fmt: skip
+    return data, used
+
+
+def _shown_path(path: Path, project_dir: Path) -> str:
+    """A path as the report shows it: relative to the project when inside it, so reports compare across machines."""
+    try:
+        return str(path.resolve().relative_to(project_dir.resolve()))
+    except ValueError:
+        return path.name
+
+
+def _declared_diffs(lock: Lock, project_dir: Path | None) -> list[dict[str, Any]]:
+    """The declared patches with their text, read from the project and checked against the lock's sha256."""
+    out = []
+    for patch in lock.patches:
+        text = None
+        if project_dir is not None:
+            try:
+                data = read_local(project_dir / patch.file, "a patch", MAX_PATCH_BYTES, within=project_dir)
+                text = data.decode("utf-8") if sha256_bytes(data) == patch.sha256 else None
+            except (OSError, InputError, UnicodeDecodeError):
+                text = None
+        out.append({**patch.model_dump(mode="json"), "diff": text})
+    return out
+
+
+def _heredoc(command: str, text: str, tag: str) -> str:
+    """`command <<'TAG'` with the text, under a terminator the text does not hold as a line."""
+    lines = set(text.splitlines())
+    word, n = tag, 1
+    while word in lines:
+        n += 1
+        word = f"{tag}_{n}"
+    return f"{command} <<'{word}'\n{text.rstrip(chr(10))}\n{word}"
+
+
+def by_hand(lock: Lock, prepare: PrepareRecord | None, rendered: RenderRecord | None, smoke: bool) -> list[str]:
+    """The build without buildkit, as one script that works from an empty directory: the sources cloned and patched,
+    upstream's Dockerfile with the rendered changes applied (the diff, inline), and buildx on those relative paths
+    (nothing under this machine's home or cache)."""
+    from dataclasses import replace
+
+    from buildkit.stages.build import plan_for_lock, shell_command
+
+    n = lock.nemo_rl
+    lines = [
+        "mkdir nemo-rl-build && cd nemo-rl-build",
+        f"git clone {shlex.quote(n.repo)} nemo-rl",
+        f"git -C nemo-rl checkout --detach {n.commit}",
+    ]
+    if prepare is None or prepare.submodules is not None:
+        lines.append("git -C nemo-rl submodule update --init --recursive --depth 1")
+    for number, patch in enumerate(prepare.patches if prepare else [], 1):
+        lines.append(_heredoc("git -C nemo-rl apply", patch.diff, f"PATCH_{number}"))
+    if prepare is None and lock.patches:
+        lines += [f"git -C nemo-rl apply ../{shlex.quote(p.file)}  # from this repository" for p in lock.patches]
+    lines.append(f"git -C nemo-rl show {n.commit}:docker/Dockerfile > Dockerfile")
+    if rendered is not None and rendered.diff:
+        lines.append(_heredoc("patch Dockerfile", rendered.diff, "DOCKERFILE_DIFF"))
+    else:
+        lines.append("# then the changes `buildkit render` makes (not rendered from this lock yet)")
+    plan = plan_for_lock(lock, Paths.of(Path("pins.yaml")), smoke=smoke, provenance=False)
+    plan = replace(
+        plan, dockerfile=Path("Dockerfile"), tree=Path("nemo-rl"), metadata_file=Path("metadata.json"),
+        cache_from=(), cache_to=(),
+    )  # fmt: skip
+    lines.append(shell_command(plan))
+    return lines
+
+
+def verdict(lock, record, rendered, verify, provenance_checked, exported, attested=None) -> dict[str, Any]:
+    """The report's first block: what was built, every check with pass, fail or skipped, and what is unpinned."""
+    checks: list[dict[str, str]] = []
+
+    def check(name: str, status: str, detail: str) -> None:
+        checks.append({"check": name, "status": status, "detail": detail})
+
+    if record is None:
+        check("build", "skipped", "nothing built yet: buildkit build")
+    elif record.outcome == "succeeded":
+        check("build", "pass", f"{record.instructions_cached or 0} of {record.instructions_total or 0} steps cached")
+    else:
+        check("build", "fail", " ".join(x for x in (record.failed_step, record.error) if x) or record.outcome)
+    w = lock.wheel
+    if w.content_addressed:
+        check("wheel content-addressed", "pass", f"sha256 {w.sha256}, checked by BuildKit")
+    else:
+        check("wheel content-addressed", "fail", w.not_content_addressed or "no sha256 in the lock")
+    cuda_ok = lock.cuda.outcome == "match"
+    check("CUDA: base image and wheel", "pass" if cuda_ok else "skipped", lock.cuda.detail)
+    if rendered is None:
+        check("drift", "skipped", "not rendered from this lock")
+    elif rendered.drift:
+        check("drift", "fail", "; ".join(rendered.drift))
+    else:
+        check("drift", "pass", "upstream expects nothing the pins do not give")
+    for label, found, how in (
+        ("verify", verify, "buildkit verify"),
+        ("provenance", provenance_checked, "buildkit verify --provenance"),
+    ):
+        if found is None:
+            check(label, "skipped", f"not run on this image: {how}")
+        for r in found.results if found else []:
+            check(f"{label}: {r.name}", {"skip": "skipped"}.get(r.status, r.status), r.reason)
+    repro = record.reproducibility if record else None
+    if repro is None:
+        check("reproducible", "skipped", "not checked: buildkit build --check-reproducible")
+    else:
+        check("reproducible", "pass" if repro.identical else "fail", "; ".join(repro.summary[:3]))
+    if attested is None:
+        check("SLSA attestation", "skipped", "not attested: buildkit attest")
+    elif attested.attached_to:
+        check("SLSA attestation", "pass", f"signed and attached to {attested.attached_to}")
+    else:
+        how = "signed, not attached: " + (attested.not_attached or "") if attested.signed else "written, not signed"
+        check("SLSA attestation", "skipped", f"{attested.statement} {how}")
+    if exported is None:
+        check("squashfs export", "skipped", "not exported: buildkit export")
+    else:
+        check("squashfs export", "pass", f"{exported.path}, sha256 {exported.sha256}")
+    target = ("smoke" if rendered.smoke_base else lock.build.target) if rendered else None
+    return {
+        "built": {
+            "tag": record.image.tag if record else lock.build.tag,
+            "digest": record.image.digest if record else None,
+            "id": record.image.id if record else None,
+            "target": record.argv[record.argv.index("--target") + 1] if record and "--target" in record.argv else None,
+            "kind": ("smoke" if record.smoke else "release") if record else None,
+            "outcome": record.outcome if record else None,
+        },
+        "checks": checks,
+        "counts": {s: sum(1 for c in checks if c["status"] == s) for s in ("pass", "fail", "skipped")},
+        "unpinned": {"target": target, "items": rendered.unpinned} if rendered else None,
+    }
+
+
+def stage_times(prepare, rendered, record, verify, exported) -> list[dict[str, Any]]:
+    """How long each stage took, as its record says (None where the record does not say)."""
+
+    def seconds(found, attribute: str = "seconds"):
+        return getattr(found, attribute, None) if found is not None else None
+
+    return [
+        {"stage": "resolve", "seconds": None, "detail": ""},
+        {"stage": "prepare", "seconds": seconds(prepare), "detail": "reused" if prepare and prepare.reused else ""},
+        {"stage": "render", "seconds": seconds(rendered), "detail": ""},
+        {"stage": "build", "seconds": seconds(record), "detail": record.outcome if record else ""},
+        {"stage": "verify", "seconds": seconds(verify), "detail": ""},
+        {"stage": "export", "seconds": seconds(exported), "detail": ""},
+    ]
+
+
+def layers(record: BuildRecord | None) -> list[dict[str, Any]] | None:
+    """The image's layers, largest first, each with the instruction that made it (None: not known)."""
+    if record is None or not record.image.history:
+        return None
+    out = []
+    for entry in record.image.history:
+        if entry.size == 0:
+            continue  # ENV, CMD, LABEL...: history entries that made no layer
+        made_by = entry.created_by.removeprefix("/bin/sh -c #(nop) ").strip()
+        out.append({"size": entry.size, "created_by": made_by[:300] + ("..." if len(made_by) > 300 else "")})
+    return sorted(out, key=lambda layer: -layer["size"])
+
+
+def _link(url: str | None, repo: str) -> str | None:
+    from urllib.parse import urlsplit
+
+    from buildkit.text.markdown import safe_url
+
+    return safe_url(url, {"github.com", (urlsplit(repo).hostname or "github.com").lower()})
+
+
+def resolve_times(lock: Lock, paths: Paths | None) -> dict[str, str]:
+    """When the lock's facts were read ("lock": when resolve finished): from the resolve record beside the lock when
+    it names this lock, else from an older lock that still held them; {} when neither says."""
+    from buildkit.stages.resolve.record import record_for
+
+    record = record_for(paths.resolve_record, lock_sha256(lock)) if paths is not None else None
+    if record is not None:
+        return {**record.read_at, "lock": record.finished_at}
+    return lock.times_as_read()
+
+
+def facts(
+    lock: Lock,
+    prepare: PrepareRecord | None = None,
+    record: BuildRecord | None = None,
+    verify: VerifyRecord | None = None,
+    results: dict[str, Any] | None = None,
+    rendered: RenderRecord | None = None,
+    paths: Paths | None = None,
+    record_name: str | None = None,
+    exported: SquashfsRecord | None = None,
+    provenance_checked: VerifyRecord | None = None,
+    attested=None,
+) -> dict[str, Any]:
+    n, v, pr, w, b = lock.nemo_rl, lock.vllm, lock.vllm_pr, lock.wheel, lock.base_image
+    github = "https://github.com/"
+    times = resolve_times(lock, paths)
+    commits = {
+        "nemo_rl": {**n.model_dump(mode="json"), "resolved_at": times.get("nemo_rl")},
+        "vllm": {**v.model_dump(mode="json"), "resolved_at": times.get("vllm")},
+        "vllm_pr": {**pr.model_dump(mode="json"), "resolved_at": times.get("vllm_pr")} if pr else None,
+    }
+    pr_text = f"merge commit of PR #{pr.number} ({pr.title}), merged {pr.merged_at}" if pr else f"pinned ref {v.ref}"
+    components = [
+        {"component": "NeMo-RL", "source": n.repo, "version": n.commit, "how": f"pinned ref {n.ref}; {n.source}"},
+        {"component": "vLLM (custom)", "source": v.repo, "version": v.commit, "how": f"{pr_text}; {v.source}"},
+        {
+            "component": "Precompiled vLLM wheel",
+            "source": w.index,
+            "version": f"{w.filename}",
+            "how": f"listed in {w.listed_in}; verified by {w.verified_by}",
+        },
+        {
+            "component": "Base image",
+            "source": b.ref,
+            "version": b.pinned,
+            "how": f"tag resolved through {b.source}; {b.platform} manifest {b.manifest_digest}",
+        },
+    ]
+    built = record is not None and record.outcome == "succeeded"
+    smoke = bool(record and record.smoke)
+    buildkit_commands = ["buildkit resolve --check", "buildkit build" + (" --smoke" if smoke else "")]
+    return {
+        "report_version": 1,
+        "buildkit_version": __version__,
+        "lock_sha256": lock_sha256(lock),
+        "overview": {
+            "image": lock.build.tag,
+            "target": lock.build.target,
+            "platform": lock.build.platform,
+            "cuda_arch_list": lock.build.cuda_arch_list,
+            "gpus": gpus_of(lock.build.cuda_arch_list),
+            "resolved_at": times.get("lock"),
+            "built": built,
+            "built_at": record.ended if record else None,
+            "smoke": bool(record and record.smoke),
+        },
+        "components": components,
+        "commits": commits,
+        # Links only to https:// pages on GitHub (or the repository's own host): never what upstream says blindly.
+        "links": {
+            "nemo_rl_commit": _link(n.url, n.repo)
+            or (f"{n.repo.removesuffix('.git')}/commit/{n.commit}" if n.repo.startswith(github) else None),
+            "vllm_commit": _link(v.url, v.repo)
+            or (f"{v.repo.removesuffix('.git')}/commit/{v.commit}" if v.repo.startswith(github) else None),
+            "vllm_pr": _link(pr.url, v.repo) if pr else None,
+        },
+        "wheel": {**w.model_dump(mode="json"), "resolved_at": times.get("wheel")},
+        "base_image": {**b.model_dump(mode="json"), "resolved_at": times.get("base_image")},
+        "cuda": lock.cuda.model_dump(mode="json"),
+        # buildkit.gpu: the image's own files when verify read them, else the wheel's at resolve; absent when neither
+        **({"gpu": gpu.model_dump(mode="json")} if (gpu := verify.gpu if verify and verify.gpu else lock.gpu) else {}),
+        "modifications": [p.model_dump(mode="json") for p in prepare.patches] if prepare else [],
+        "declared_patches": _declared_diffs(lock, paths.project_dir if paths else None),
+        "dropped_extras": [e.model_dump(mode="json") for e in lock.build.drop_extras],
+        "dockerfile": (
+            rendered.model_dump(
+                mode="json",
+                include={"dockerfile_sha256", "upstream_path", "upstream_sha256", "drift", "transformations"},
+            )
+            if rendered
+            else None
+        ),
+        "dockerfile_diff": rendered.diff if rendered else None,
+        "prepare": (
+            {k: getattr(prepare, k) for k in ("tree", "prepared_at", "reused", "fetched", "fetched_bytes")}
+            | {"submodules": [s.model_dump() for s in prepare.submodules] if prepare.submodules is not None else None}
+            if prepare
+            else None
+        ),
+        "build_record": record_name,
+        "build": (
+            record.model_dump(mode="json", exclude={"image", "argv", "reproducibility"}) | {"argv": record.argv}
+            if record
+            else None
+        ),
+        "image": record.image.model_dump(mode="json") if record else None,
+        "verification": verify.model_dump(mode="json", exclude={"gpu"}) if verify else None,
+        "provenance_verification": provenance_checked.model_dump(mode="json") if provenance_checked else None,
+        "verdict": verdict(lock, record, rendered, verify, provenance_checked, exported, attested),
+        "attestation": attested.model_dump(mode="json") if attested else None,
+        "timeline": gantt(record.steps) if record else None,
+        "stages": stage_times(prepare, rendered, record, verify, exported),
+        "layers": layers(record),
+        "slurm": exported.model_dump(mode="json") | {"srun": srun_line(exported)} if exported else None,
+        "reproducibility": {
+            "source_date_epoch": record.source_date_epoch if record else source_date_epoch(lock),
+            "created": commit_time(lock).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "check": record.reproducibility.model_dump(mode="json") if record and record.reproducibility else None,
+            "unpinned": rendered.unpinned if rendered else None,
+        },
+        "reproduction": {
+            "buildkit": buildkit_commands,
+            "manual": by_hand(lock, prepare, rendered, smoke),
+        },
+        "results": results,
+        "known_issues": [k.model_dump(mode="json") for k in lock.known_issues],
+    }
+
+
+def _human_size(size: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= scale:
+            return f"{size / scale:,.1f} {unit}"
+    return f"{size} B"
+
+
+def render_markdown(data: dict[str, Any]) -> str:
+    """The markdown report: every value escaped unless a filter of buildkit.text.markdown says how it is shown."""
+    from buildkit.text import markdown
+
+    env = template_environment(finalize=markdown.finalize)
+    env.filters.update(
+        code=markdown.code, cell=markdown.cell, ccell=markdown.code_cell, fence=markdown.fence,
+        paragraphs=markdown.paragraphs, link=markdown.link,
+    )  # fmt: skip
+    env.filters["mib"] = lambda size: f"{size / 2**20:,.1f} MiB" if isinstance(size, int) else "unknown"
+    env.filters["bytes"] = _human_size
+    return env.get_template("report.md.j2").render(**data)

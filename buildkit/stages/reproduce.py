@@ -1,0 +1,123 @@
+"""`buildkit build --check-reproducible`: is the image a function of the lock alone? Rebuild it from a clean cache
+(`--no-cache`), from a second clone of NeMo-RL in a fresh cache directory (so another path, other clone times), and
+optionally on a second builder; then compare the two images file by file (buildkit.image.diff).
+
+The first image is the build the user asked for, which also writes an OCI layout; the rebuild writes only its OCI
+layout. Equal images: the layouts are deleted (they are as large as the image) and the record keeps the digests.
+Different images: both layouts stay in build/repro/ for a closer look, and the record names what differs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from buildkit.errors import BuildFailed, InputError, Interrupted
+from buildkit.files import utc_now
+from buildkit.image.diff import compare, summary
+from buildkit.stages.build import BuildPlan, Rebuild, ReproCheck, run
+
+
+def first_layout(repro_dir: Path) -> Path:
+    return repro_dir / "first"
+
+
+def prepare_layouts(repro_dir: Path) -> None:
+    """An empty build/repro/: layouts of an earlier check must not be compared with this one's. Only what a check
+    leaves there is deleted; anything else is the user's, and stops the check."""
+    ours = {"first", "second", "second.metadata.json"}
+    try:
+        if repro_dir.is_symlink() or (repro_dir.exists() and not repro_dir.is_dir()):
+            raise InputError(f"{repro_dir} is not a directory buildkit made", hint="move it away, then run again")
+        if repro_dir.exists():
+            others = sorted(p.name for p in repro_dir.iterdir() if p.name not in ours)
+            if others:
+                raise InputError(
+                    f"{repro_dir} holds files buildkit did not put there ({', '.join(others[:3])})",
+                    hint="move them away (or pick another --build-dir), then run again",
+                )
+            for name in ours:
+                path = repro_dir / name
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                elif path.exists() or path.is_symlink():
+                    path.unlink()
+        repro_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot empty {repro_dir}: {exc.strerror or exc}") from None
+
+
+def rebuild_and_compare(
+    plan: BuildPlan,
+    second_tree: Path,
+    repro_dir: Path,
+    log_path: Path,
+    builder_name: str,
+    on_line,
+) -> ReproCheck:
+    """Rebuild `plan` (whose first build already wrote `first_layout(repro_dir)`) from `second_tree` with no cache,
+    and compare. Raises BuildFailed when the rebuild itself fails."""
+
+    repro_dir = repro_dir.resolve()
+    second = repro_dir / "second"
+    rebuild_plan = replace(
+        plan,
+        tree=second_tree,
+        export=False,
+        push=False,
+        oci_layout=second,
+        no_cache=True,
+        provenance=False,  # the attestation holds build times; the image is what is compared
+        sbom=False,
+        cache_from=(),
+        cache_to=(),
+        metadata_file=repro_dir / "second.metadata.json",
+    )
+    started = utc_now()
+    result = run(rebuild_plan, log_path, on_line)
+    outcome = result.outcome
+    facts = Rebuild(
+        builder=builder_name,
+        no_cache=True,
+        second_clone=True,
+        started=started,
+        ended=utc_now(),
+        seconds=round(result.seconds, 3),
+        outcome=outcome,
+        steps_total=result.progress.total,
+        steps_cached=result.progress.cached,
+        log=str(log_path),
+    )
+    if outcome == "interrupted":
+        raise Interrupted("interrupted: buildx cancelled the rebuild of the reproducibility check")
+    if outcome != "succeeded":
+        cause = result.progress.cause()
+        raise BuildFailed(
+            "the rebuild for the reproducibility check failed"
+            + (f" at {cause.name}: {cause.error}" if cause and cause.error else ""),
+            hint=f"full log: {log_path}; the first build's OCI layout is left in {first_layout(repro_dir)}",
+        )
+    comparison = compare(first_layout(repro_dir), second, plan.platform)
+    kept: list[str] = []
+    if comparison.identical:
+        shutil.rmtree(first_layout(repro_dir), ignore_errors=True)
+        shutil.rmtree(second, ignore_errors=True)
+        rebuild_plan.metadata_file.unlink(missing_ok=True)
+    else:
+        kept = [str(first_layout(repro_dir)), str(second)]
+    return ReproCheck(
+        identical=comparison.identical,
+        manifest_digest=comparison.manifest_digest_a if comparison.identical else None,
+        config_digest=comparison.config_digest_a if comparison.identical else None,
+        rebuild=facts,
+        summary=summary(comparison),
+        comparison=comparison,
+        layouts_kept=kept,
+    )
+
+
+def second_cache_dir() -> tempfile.TemporaryDirectory:
+    """Where the second clone goes: a fresh cache directory, removed afterwards."""
+    return tempfile.TemporaryDirectory(prefix="buildkit-rebuild-")

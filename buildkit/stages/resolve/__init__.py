@@ -1,0 +1,287 @@
+"""Turn pins into a lock. Independent lookups run concurrently, so wall time follows the longest chain of
+dependent requests (the registry's challenge -> token -> manifest), not the sum of all requests.
+
+Dependencies between lookups:
+  nemo_rl commit          independent
+  base image              independent
+  vllm PR                 independent
+  vllm commit             needs the PR's merge commit only when no ref is pinned
+  wheel                   needs the full vLLM commit (known at once when the pin is a full SHA)
+
+The wheel's bytes are downloaded and hashed as soon as the wheel is found, while the other lookups (the registry's
+chain, five requests deep, is the longest) go on. A failed lookup stops the download; its part stays in the cache
+for the next run to continue. The base image's CUDA_VERSION and the wheel's CUDA are compared: by the wheel's name
+as soon as the base image is known (a disagreeing name stops resolve and the download, whatever it has fetched),
+then by the libcudart its bytes need. Different majors stop resolve; no lock is written.
+
+The lock holds facts only; when each was read goes into `self.record` (buildkit/stages/resolve/record.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from buildkit import __version__
+from buildkit.errors import UpstreamMismatch
+from buildkit.files import utc_now
+from buildkit.models.grammar import FULL_SHA_RE
+from buildkit.models.lock import SKIPPED_REASON, CommitFact, Lock, PatchFact, PullRequestFact, WheelFact, lock_sha256
+from buildkit.models.pins import Pins
+from buildkit.stages.gpucheck import wheel_check
+from buildkit.stages.resolve import cuda, download
+from buildkit.stages.resolve.download import Hashed, OnProgress
+from buildkit.stages.resolve.git import GitResolver
+from buildkit.stages.resolve.github import GitHub, token_for
+from buildkit.stages.resolve.record import ResolveRecord
+from buildkit.stages.resolve.wheels import FoundWheel, resolve_wheel, wheel_fact
+from buildkit.world.cache import default_cache_dir
+from buildkit.world.http import Http
+from buildkit.world.registry import Registry
+
+T = TypeVar("T")
+# What resolve does with the wheel's bytes: download them (or reuse the cache), take their hash from the cache only
+# (--no-wheel-download), or leave them alone (--check, which compares what HEAD says).
+WheelBytes = Literal["download", "cache", "none"]
+MAX_WHEEL_TRIES = 20  # commits tried, newest first, when looking for the newest one with a wheel
+
+
+@dataclass(frozen=True)
+class WheelSearch:
+    """The newest commit of a branch with a wheel for the pinned arch and variant, and the newer ones without."""
+
+    commit: CommitFact
+    wheel: FoundWheel
+    skipped: list[tuple[CommitFact, str]]  # (commit, why it has no usable wheel), newest first
+
+
+class NoWheelFound(UpstreamMismatch):
+    """None of the commits tried has a wheel (exit 4); `skipped` says why each was passed over."""
+
+    def __init__(self, message: str, skipped: list[tuple[CommitFact, str]], hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.skipped = skipped
+
+
+class Resolver:
+    def __init__(
+        self,
+        pins: Pins,
+        http: Http | None = None,
+        cache_dir: Path | None = None,
+        patches: list[PatchFact] | None = None,
+        *,
+        wheel_bytes: WheelBytes = "download",
+        on_progress: OnProgress | None = None,
+    ):
+        """wheel_bytes: see WheelBytes; without a hash the lock says the wheel is not content-addressed.
+        on_progress hears about the download."""
+        self.pins = pins
+        self.patches = patches or []
+        self.http = http or Http()
+        api = pins.github_api()
+        token, note = token_for(api, pins.github_api_named_by_pins())
+        self.notes = [note] if note else []  # for the user, once: the command prints them
+        self.github = GitHub(self.http, api, token)
+        self.cache_dir = cache_dir or default_cache_dir()
+        self.git = GitResolver(self.cache_dir)
+        self.registry = Registry(self.http)
+        self.wheel_bytes = wheel_bytes
+        self.wheel_path: Path | None = None  # the downloaded wheel, once hash_wheel has it
+        self.on_progress = on_progress
+        self.record: ResolveRecord | None = None  # set by resolve()
+
+    def commit(self, repo: str, ref: str) -> CommitFact:
+        if self.github.owner_repo(repo):
+            return self.github.commit(repo, ref)
+        return self.git.resolve(repo, ref)
+
+    def branch_commits(self, repo: str, branch: str, count: int) -> list[CommitFact]:
+        if self.github.owner_repo(repo):
+            return self.github.branch_commits(repo, branch, count)
+        return self.git.branch_commits(repo, branch, count)
+
+    def newest_with_wheel(
+        self, repo: str, branch: str, tries: int = MAX_WHEEL_TRIES, on_skip: Callable[[str], None] | None = None
+    ) -> WheelSearch:
+        """The newest of the branch's `tries` newest commits that has a wheel for the pins' arch and variant (found
+        and checked with HEAD like resolve's; not downloaded). A commit without one is skipped with the reason."""
+        pins = self.pins
+        commits = self.branch_commits(repo, branch, tries)
+        skipped: list[tuple[CommitFact, str]] = []
+        for fact in commits:
+            try:
+                found = resolve_wheel(self.http, pins.wheel_index(), fact.commit, pins.wheel.arch, pins.wheel.variant)
+            except UpstreamMismatch as exc:
+                skipped.append((fact, exc.message))
+                if on_skip:
+                    on_skip(f"vllm {fact.commit[:12]} has no usable wheel: {exc.message}")
+                continue
+            return WheelSearch(fact, found, skipped)
+        raise NoWheelFound(
+            f"none of the {len(commits)} newest commits on {branch} of {repo} has a vllm wheel for linux "
+            f"{pins.wheel.arch}, variant {pins.wheel.variant} (tried {len(commits)}, at most {tries})",
+            skipped,
+            hint="try again when the wheels are published, or another wheel.variant",
+        )
+
+    def contains(self, repo: str, ancestor: str, head: str) -> str | None:
+        """GitHub's word on whether `head` contains `ancestor` ("ahead"/"identical": it does; "behind"/"diverged":
+        it does not); None for a repository that is not on GitHub (a PR exists only there)."""
+        if not self.github.owner_repo(repo):
+            return None
+        return self.github.compare(repo, ancestor, head)
+
+    def resolve(self) -> Lock:
+        """The lock; `self.record` then holds when each of its facts was read (the resolve record)."""
+        pins = self.pins
+        started = utc_now()
+        read_at: dict[str, str] = {}
+        cancel = threading.Event()  # set when resolve fails: the download stops, its part stays for the next run
+        with ThreadPoolExecutor(max_workers=6, thread_name_prefix="resolve") as pool:
+
+            def timed(name: str, fn: Callable[[], T]) -> Callable[[], T]:
+                def run() -> T:
+                    out = fn()
+                    read_at[name] = utc_now()
+                    return out
+
+                return run
+
+            def after(dep: Future | None, fn: Callable[[], T]) -> Future[T]:
+                # Chain without blocking a worker: schedule fn once dep has finished well.
+                if dep is None:
+                    return pool.submit(fn)
+                out: Future[T] = Future()
+
+                def run(done: Future) -> None:
+                    if done.exception() is not None:
+                        out.set_exception(done.exception())
+                        return
+                    inner = pool.submit(fn)
+                    inner.add_done_callback(lambda f: _copy_result(f, out))
+
+                dep.add_done_callback(run)
+                return out
+
+            nemo = pool.submit(timed("nemo_rl", lambda: self.commit(pins.nemo_rl.repo, pins.nemo_rl.ref)))
+            base = pool.submit(timed("base_image", lambda: self.registry.resolve(pins.base_image, pins.build.platform)))
+            pr = None
+            if pins.vllm.pr:
+                pr = pool.submit(timed("vllm_pr", lambda: self.github.pull(pins.vllm.repo, pins.vllm.pr)))
+
+            vllm_ref = pins.vllm.ref
+            if vllm_ref:
+                vllm = pool.submit(timed("vllm", lambda: self.commit(pins.vllm.repo, vllm_ref)))
+            else:
+                vllm = after(pr, timed("vllm", lambda: self.commit(pins.vllm.repo, pr.result().merge_commit)))
+
+            if vllm_ref and FULL_SHA_RE.fullmatch(vllm_ref):
+                wheel_dep, commit_of = None, lambda: vllm_ref
+            elif vllm_ref:
+                wheel_dep, commit_of = vllm, lambda: vllm.result().commit
+            else:
+                wheel_dep, commit_of = pr, lambda: pr.result().merge_commit
+            wheel = after(
+                wheel_dep,
+                timed(
+                    "wheel",
+                    lambda: resolve_wheel(
+                        self.http,
+                        pins.wheel_index(),
+                        commit_of(),
+                        pins.wheel.arch,
+                        pins.wheel.variant,
+                        head=self.wheel_bytes != "download",  # downloading: the GET is the existence check
+                    ),
+                ),
+            )
+            # The download starts as soon as the wheel is found, beside the registry chain (the longest): resolve's
+            # wall time is that chain, not the chain and then the download (bench/resolve_depth.py).
+            hashed = after(wheel, lambda: self._bytes_of(wheel.result(), cancel))
+            # Report the first failure in pin order, once every lookup has settled; the download is stopped then.
+            futures = [f for f in (nemo, vllm, pr, wheel, base) if f is not None]
+            try:
+                wait(futures)  # (in the try: Ctrl-C here stops the download too)
+                for future in futures:
+                    if future.exception() is not None:
+                        raise future.exception()
+                vllm_fact = vllm.result()
+                pr_fact: PullRequestFact | None = pr.result() if pr else None
+                if pr_fact and pr_fact.merge_commit != vllm_fact.commit:
+                    raise UpstreamMismatch(
+                        f"vllm.ref {pins.vllm.ref} resolves to {vllm_fact.commit}, but PR #{pr_fact.number} was "
+                        f"merged as {pr_fact.merge_commit}",
+                        hint="pin the PR's merge commit, or drop one of vllm.ref / vllm.pr",
+                    )
+                base_fact, found = base.result(), wheel.result()
+                named, name_source = cuda.cuda_of_name(found)
+                # The name's CUDA is refused as soon as the base image's is known, whatever the download has done
+                # by then: its bytes are never trusted for a wheel whose name already disagrees.
+                cuda.check_majors(base_fact, named, found.filename, name_source)
+                if self.on_progress is not None:
+                    self.on_progress(download.DownloadEvent("resolved", found.filename, 0, None))
+                got = hashed.result()
+                if got is not None and got.found is not None:
+                    found = got.found  # as the downloading GET described it
+            except BaseException:
+                cancel.set()
+                raise
+        wheel_fact_ = self.wheel_fact(found, got)
+        gpu = wheel_check(self.wheel_path, found.filename, pins.build) if self.wheel_path else None
+        if got is not None:
+            read_at["wheel"] = got.at
+        lock = Lock(
+            buildkit_version=__version__,
+            pins_sha256=pins.sha256(),
+            nemo_rl=nemo.result(),
+            vllm=vllm_fact,
+            vllm_pr=pr_fact,
+            wheel=wheel_fact_,
+            base_image=base_fact,
+            cuda=cuda.check(base_fact, wheel_fact_),
+            build=pins.build,
+            patches=self.patches,
+            known_issues=pins.known_issues,
+            gpu=gpu,
+        )
+        self.record = ResolveRecord(
+            lock_sha256=lock_sha256(lock),
+            started_at=started,
+            finished_at=utc_now(),
+            read_at=dict(sorted(read_at.items())),
+            notes=list(self.git.notes),
+        )
+        return lock
+
+    def _bytes_of(self, found: FoundWheel, cancel: threading.Event) -> Hashed | None:
+        """The wheel's bytes hashed: downloaded (or reused from the cache), from the cache only, or not at all,
+        as wheel_bytes says."""
+        if self.wheel_bytes == "download":
+            return download.fetch_by_get(self.http, self.cache_dir, found, self.on_progress, cancel=cancel)
+        if self.wheel_bytes == "cache":
+            return download.cached(self.cache_dir, found, self.on_progress)
+        return None
+
+    def hash_wheel(self, found: FoundWheel) -> WheelFact:
+        """The wheel's fact with the sha256 of its bytes (cached, or downloaded now, as wheel_bytes allows)."""
+        return self.wheel_fact(found, self._bytes_of(found, threading.Event()))
+
+    def wheel_fact(self, found: FoundWheel, hashed: Hashed | None) -> WheelFact:
+        """The wheel's fact with the sha256 of its bytes, when there are any, and its CUDA, read from them."""
+        if hashed is None:  # ("none" is --check's: that fact is compared with the lock, never written)
+            unread = "--no-wheel-download" if self.wheel_bytes == "cache" else "resolve --check"
+            return wheel_fact(found, None, SKIPPED_REASON, *cuda.wheel_cuda(found, None, unread))
+        self.wheel_path = hashed.path  # the GPU checks read it next (buildkit.gpu)
+        return wheel_fact(found, hashed.sha256, None, *cuda.wheel_cuda(found, hashed.path, ""))
+
+
+def _copy_result(source: Future, target: Future) -> None:
+    if source.exception() is not None:
+        target.set_exception(source.exception())
+    else:
+        target.set_result(source.result())

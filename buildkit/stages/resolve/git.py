@@ -1,0 +1,172 @@
+"""Resolve a ref on a plain git remote (anything that is not a GitHub API host) with git itself.
+
+`git ls-remote` answers branch and tag names and full SHAs at branch tips; a bare commit SHA is fetched by id
+(shallow, commit objects only where the server allows filters). A SHA prefix that no ref tip starts with needs
+the history of the branches, fetched once into a cache that later runs reuse.
+
+The cache is untrusted: a cached repository holding config buildkit does not write, attributes, alternates or
+hooks, or one git cannot read, is deleted and fetched afresh (the resolve record's notes say why).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+from buildkit.errors import GitFailed, InputError, UpstreamMismatch, UpstreamUnreachable
+from buildkit.models.grammar import FULL_SHA_RE, SHA_PREFIX_RE
+from buildkit.models.lock import CommitFact
+from buildkit.world.git import has_commit, inspect_git_dir, run_git, written_by_init
+from buildkit.world.http import OFFLINE_HINT
+
+
+class GitResolver:
+    def __init__(self, cache_dir: Path):
+        self.cache_dir = cache_dir
+        self.notes: list[str] = []  # what the cache made necessary (a reset): for the resolve record, not the lock
+
+    def _repo_for(self, url: str, damaged: str | None = None) -> tuple[Path, str | None]:
+        """The cache repository for url, and why an earlier one was deleted (None when it was not)."""
+        path = self.cache_dir / "git" / (hashlib.sha256(url.encode()).hexdigest()[:20] + ".git")
+        if os.path.lexists(path) and not damaged:
+            damaged, _ = inspect_git_dir(path, lambda key, value: _cache_config(url, key, value))
+        if os.path.lexists(path) and damaged:
+            try:
+                if path.is_symlink() or path.is_file():
+                    path.unlink()
+                else:
+                    shutil.rmtree(path)
+            except OSError as exc:
+                raise InputError(
+                    f"cannot delete the damaged git cache {path} ({damaged}): {exc.strerror or exc}",
+                    hint=f"delete {path} by hand, then run buildkit again",
+                ) from None
+        if not (path / "HEAD").exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            run_git(["init", "--quiet", "--bare", str(path)])
+        return path, damaged
+
+    def resolve(self, url: str, ref: str) -> CommitFact:
+        try:
+            return self._resolve(url, ref)
+        except GitFailed as exc:
+            if exc.remote_unreachable():
+                raise
+            # Git could not use the cached repository (garbage objects, half deleted): once more from an empty one.
+            return self._resolve(url, ref, damaged=exc.message)
+
+    def _resolve(self, url: str, ref: str, damaged: str | None = None) -> CommitFact:
+        repo, reset = self._repo_for(url, damaged)
+        if reset:
+            self.notes.append(f"git cache for {url} reset: {reset}")
+        # `source` says how the ref is found on the remote, never what the cache spared (the lock is the same with
+        # or without a cache): by its id, by the remote's refs, or in the history of its branches and tags.
+        sha = FULL_SHA_RE.fullmatch(ref) and ref
+        how = "git fetch --depth=1 <sha>"
+        if not sha:
+            sha = self._from_ls_remote(url, ref)
+            how = "git ls-remote"
+        if not sha and SHA_PREFIX_RE.fullmatch(ref):
+            sha = self._from_history(repo, url, ref)
+            how = "git ls-remote, git fetch (branches and tags)"
+        if not sha:
+            raise UpstreamMismatch(f"{url}: no branch, tag or commit matches {ref!r}")
+        if not has_commit(repo, sha):
+            self._fetch(repo, url, [sha], depth=1)
+        out = run_git(["log", "-1", "--format=%H%n%cI%n%s", sha], cwd=repo)
+        commit, date, subject = (out.splitlines() + ["", "", ""])[:3]
+        return CommitFact(
+            repo=url,
+            ref=ref,
+            commit=commit,
+            date=date,
+            subject=subject,
+            url=None,
+            source=f"{how} on {url}",
+        )
+
+    def branch_commits(self, url: str, branch: str, count: int) -> list[CommitFact]:
+        """The newest `count` commits reachable from a branch or tag, newest first: its tip from `git ls-remote`,
+        then that much of its history (commit objects only where the server allows filters) into the cache."""
+        repo, reset = self._repo_for(url)
+        tip = self._from_ls_remote(url, branch)
+        if not tip:
+            raise UpstreamMismatch(f"{url}: no branch or tag {branch!r}")
+        self._fetch(repo, url, [tip], depth=count)
+        out = run_git(["log", f"--max-count={count}", "--format=%H%x1f%cI%x1f%s", tip, "--"], cwd=repo)
+        if reset:
+            self.notes.append(f"git cache for {url} reset: {reset}")
+        source = f"git ls-remote, git fetch --depth={count}"
+        facts = []
+        for line in out.splitlines():
+            commit, date, subject = (line.split("\x1f") + ["", "", ""])[:3]
+            if not FULL_SHA_RE.fullmatch(commit):
+                continue
+            facts.append(
+                CommitFact(
+                    repo=url,
+                    ref=commit,
+                    commit=commit,
+                    date=date,
+                    subject=subject,
+                    url=None,
+                    source=f"{source} on {url}",
+                )  # fmt: skip
+            )
+        return facts
+
+    def _from_ls_remote(self, url: str, ref: str) -> str | None:
+        try:
+            out = run_git(["ls-remote", "--", url], timeout=120)
+        except GitFailed as exc:
+            last = exc.stderr.splitlines()[-1] if exc.stderr else "no answer"
+            raise UpstreamUnreachable(f"cannot reach git remote {url}: {last}", hint=OFFLINE_HINT) from None
+        tips: dict[str, str] = {}
+        for line in out.splitlines():
+            sha, _, name = line.partition("\t")
+            tips[name] = sha
+        # A peeled tag (refs/tags/x^{}) names the commit; the plain tag may name a tag object.
+        for name in (f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}", ref):
+            if name in tips:
+                return tips[name]
+        if SHA_PREFIX_RE.fullmatch(ref):
+            matches = {sha for sha in tips.values() if sha.startswith(ref)}
+            if len(matches) == 1:
+                return matches.pop()
+        return None
+
+    def _from_history(self, repo: Path, url: str, prefix: str) -> str | None:
+        self._fetch(repo, url, ["+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"], depth=None)
+        try:
+            return run_git(["rev-parse", "--verify", "--quiet", f"{prefix}^{{commit}}"], cwd=repo).strip() or None
+        except GitFailed as exc:
+            if "ambiguous" in exc.stderr:
+                raise UpstreamMismatch(f"{url}: SHA prefix {prefix!r} is ambiguous; pin more hex digits") from None
+            return None
+
+    def _fetch(self, repo: Path, url: str, refspecs: list[str], depth: int | None) -> None:
+        args = ["fetch", "--quiet", "--no-tags", "--filter=tree:0"]
+        if depth:
+            args.append(f"--depth={depth}")
+        try:
+            run_git([*args, "--", url, *refspecs], cwd=repo)
+        except GitFailed as exc:
+            if (
+                "not our ref" in exc.stderr
+                or "couldn't find remote ref" in exc.stderr
+                or ("upload-pack" in exc.stderr and not exc.remote_unreachable())
+            ):
+                raise UpstreamMismatch(f"{url}: commit {refspecs[0]} does not exist there") from None
+            raise
+
+
+def _cache_config(url: str, key: str, value: str) -> bool:
+    """What `git init --bare` and a partial fetch by URL write (git records the URL as a promisor remote)."""
+    return written_by_init(key, value, bare=True) or (key, value) in {
+        ("core.repositoryformatversion", "1"),
+        (f"remote.{url}.promisor", "true"),
+        (f"remote.{url}.partialclonefilter", "tree:0"),
+        ("extensions.partialclone", url),
+    }

@@ -1,0 +1,232 @@
+"""Resolve commits and pull requests through the GitHub REST API (github.com or GitHub Enterprise).
+
+GITHUB_TOKEN is the user's credential (often CI's), so `token_for` decides where it may go: to api.github.com, or
+to an API base the user names in the environment ($BUILDKIT_GITHUB_API); never to one that comes from pins.yaml,
+which a pull request can edit, and never in cleartext to a host that is not loopback. buildkit/world/http.py keeps it
+from following a redirect to another host.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import UTC, datetime
+from typing import Any, Literal
+from urllib.parse import quote, urlsplit
+
+from pydantic import Field, field_validator
+
+from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
+from buildkit.models.grammar import FullSha, HttpsUrl, is_loopback_host
+from buildkit.models.lock import CommitFact, PullRequestFact
+from buildkit.models.pins import DEFAULT_GITHUB_API, ENV_GITHUB_API
+from buildkit.world.http import GITHUB_API, Http, Reply
+from buildkit.world.shapes import Answer, Line, Timestamp, one_line, parse
+
+TOKEN_ENV = "GITHUB_TOKEN"
+_TOKEN_RE = re.compile(r"[!-~]{1,4096}")  # it goes into a header: printable ASCII, no spaces or line breaks
+
+
+def token_for(api_base: str, named_by_pins: bool) -> tuple[str | None, str | None]:
+    """$GITHUB_TOKEN when it may be sent to `api_base`, else None and a note saying why (never the token)."""
+    token = os.environ.get(TOKEN_ENV) or None
+    if token is None:
+        return None, None
+    if not _TOKEN_RE.fullmatch(token):
+        raise InputError(f"${TOKEN_ENV} holds characters a GitHub token cannot have (spaces, line breaks, ...)")
+    parts = urlsplit(api_base)
+    host = parts.hostname or api_base
+    if parts.scheme != "https" and not is_loopback_host(host):
+        return None, f"${TOKEN_ENV} is not sent to {host} over plain http; resolving anonymously"
+    if named_by_pins and api_base.rstrip("/") != DEFAULT_GITHUB_API:
+        return None, (
+            f"${TOKEN_ENV} is not sent to {host}: that GitHub API comes from pins.yaml (endpoints.github_api), "
+            f"which a change to the repository can point anywhere; resolving anonymously. To trust it, set "
+            f"${ENV_GITHUB_API} to it in the environment"
+        )
+    return token, None
+
+
+# The fields buildkit reads from GitHub's answers, typed (see shapes.py).
+class _Committer(Answer):
+    date: Timestamp
+
+
+class _CommitDetail(Answer):
+    message: str
+    committer: _Committer
+
+    @field_validator("message")
+    @classmethod
+    def _subject_is_one_line(cls, message: str) -> str:
+        one_line(_subject(message))
+        return message
+
+
+class _Commit(Answer):
+    sha: FullSha
+    commit: _CommitDetail
+    html_url: HttpsUrl | None = None
+
+
+class _Pull(Answer):
+    merged: bool
+    state: Line = "unknown"
+    title: Line = ""
+    merged_at: Timestamp | None = None
+    merge_commit_sha: FullSha | None = None
+    html_url: HttpsUrl | None = None
+
+
+class _Compare(Answer):
+    status: Literal["ahead", "behind", "identical", "diverged"]
+
+
+class _CompareCount(Answer):
+    ahead_by: int = Field(ge=0)
+
+
+def _subject(message: str) -> str:
+    return message.split("\n", 1)[0].removesuffix("\r")
+
+
+class GitHub:
+    def __init__(self, http: Http, api_base: str, token: str | None = None):
+        """`token`: sent with every request; pass what `token_for` allows."""
+        self.http = http
+        self.api = api_base.rstrip("/")
+        self._token = token
+
+    def owner_repo(self, repo_url: str) -> tuple[str, str] | None:
+        """(owner, repo) when the URL is on github.com or on the configured API's own host (Enterprise)."""
+        parts = urlsplit(repo_url)
+        api_host = urlsplit(self.api).hostname
+        if parts.scheme != "https" or parts.hostname not in ("github.com", api_host):
+            return None
+        segments = parts.path.strip("/").removesuffix(".git").split("/")
+        if len(segments) != 2 or not all(segments):
+            return None
+        return segments[0], segments[1]
+
+    def _get(self, path: str, what: str) -> Any:
+        url = f"{self.api}{path}"
+        headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        reply = self.http.get(url, limit=GITHUB_API, headers=headers)
+        self._raise_for_rate_limit(reply)
+        if reply.status == 401:
+            raise UpstreamUnreachable(
+                f"GitHub API rejected the credentials for {what} (401)", hint=f"check ${TOKEN_ENV}, or unset it"
+            )
+        if reply.status in (404, 422):
+            raise UpstreamMismatch(f"{what}: not found on GitHub ({reply.status} from {url})")
+        if reply.status != 200:
+            raise UpstreamUnreachable(f"GitHub API answered {reply.status} for {what} ({url})")
+        if self._token and self._token.encode() in reply.body:
+            # An answer that repeats the token would carry it into messages and the lock.
+            raise UpstreamMalformed(f"GitHub API answer for {what} repeats the ${TOKEN_ENV} sent with it; refused")
+        return reply.json(f"GitHub API answer for {what}")
+
+    def _raise_for_rate_limit(self, reply: Reply) -> None:
+        if reply.status not in (403, 429) or reply.headers.get("X-RateLimit-Remaining") != "0":
+            return
+        reset = reply.headers.get("X-RateLimit-Reset", "")
+        when = "later"
+        if re.fullmatch(r"[0-9]{1,12}", reset):
+            try:
+                when = datetime.fromtimestamp(int(reset), UTC).strftime("at %Y-%m-%d %H:%M:%S UTC")
+            except (OverflowError, OSError, ValueError):
+                pass  # a reset time past what a clock can show: "later" it is
+        hint = (
+            f"the limit for ${TOKEN_ENV} is used up; wait, or use another token"
+            if self._token
+            else f"set {TOKEN_ENV} to a GitHub token for a higher limit (anonymous: 60 requests/hour)"
+        )
+        raise UpstreamUnreachable(f"GitHub API rate limit reached; it resets {when}", hint=hint)
+
+    def commit(self, repo_url: str, ref: str) -> CommitFact:
+        owner, repo = self._require(repo_url)
+        path = f"/repos/{owner}/{repo}/commits/{ref}"
+        what = f"{owner}/{repo} ref {ref!r}"
+        found = parse(_Commit, self._get(path, what), f"GitHub API answer for {what}")
+        sha = found.sha
+        if all(c in "0123456789abcdef" for c in ref) and not sha.startswith(ref):
+            raise UpstreamMismatch(f"{owner}/{repo}: {ref!r} resolved to {sha}, which does not start with it")
+        return CommitFact(
+            repo=repo_url,
+            ref=ref,
+            commit=sha,
+            date=found.commit.committer.date,
+            subject=_subject(found.commit.message),
+            url=found.html_url,
+            source=f"GitHub API {self.api}{path}",
+        )
+
+    def branch_commits(self, repo_url: str, branch: str, count: int) -> list[CommitFact]:
+        """The newest `count` commits on a branch (or reachable from a tag or SHA), newest first
+        (`GET /repos/{owner}/{repo}/commits?sha=...`). `branch` has passed the ref grammar; it is URL-encoded."""
+        owner, repo = self._require(repo_url)
+        path = f"/repos/{owner}/{repo}/commits?sha={quote(branch, safe='')}&per_page={count}"
+        what = f"{owner}/{repo} commits on {branch!r}"
+        listed = parse(list[_Commit], self._get(path, what), f"GitHub API answer for {what}")
+        return [
+            CommitFact(
+                repo=repo_url,
+                ref=found.sha,
+                commit=found.sha,
+                date=found.commit.committer.date,
+                subject=_subject(found.commit.message),
+                url=found.html_url,
+                source=f"GitHub API {self.api}{path}",
+            )
+            for found in listed[:count]
+        ]
+
+    def compare(self, repo_url: str, base: str, head: str) -> str:
+        """How `head` relates to `base` (`GET /repos/{owner}/{repo}/compare/{base}...{head}`): "ahead" or
+        "identical" when head contains base; "behind" or "diverged" when it does not. Both are full SHAs."""
+        owner, repo = self._require(repo_url)
+        path = f"/repos/{owner}/{repo}/compare/{base}...{head}?per_page=1"
+        what = f"{owner}/{repo} compare {base[:12]}...{head[:12]}"
+        return parse(_Compare, self._get(path, what), f"GitHub API answer for {what}").status
+
+    def commits_between(self, repo_url: str, base: str, head: str) -> tuple[int, str]:
+        """How many commits `head` has that `base` has not (the compare API's ahead_by), and the compare page."""
+        owner, repo = self._require(repo_url)
+        path = f"/repos/{owner}/{repo}/compare/{base}...{head}?per_page=1"
+        what = f"{owner}/{repo} compare {base[:12]}...{head[:12]}"
+        answer = parse(_CompareCount, self._get(path, what), f"GitHub API answer for {what}")
+        host = urlsplit(repo_url).hostname or "github.com"
+        return answer.ahead_by, f"https://{host}/{owner}/{repo}/compare/{base}...{head}"
+
+    def pull(self, repo_url: str, number: int) -> PullRequestFact:
+        owner, repo = self._require(repo_url)
+        path = f"/repos/{owner}/{repo}/pulls/{number}"
+        what = f"{owner}/{repo} PR #{number}"
+        pull = parse(_Pull, self._get(path, what), f"GitHub API answer for {what}")
+        if not pull.merged:
+            raise UpstreamMismatch(
+                f"{what} is not merged (state: {pull.state}); no merge commit to build",
+                hint="pin vllm.ref to a commit instead, or wait for the merge",
+            )
+        if pull.merged_at is None or pull.merge_commit_sha is None:
+            raise UpstreamMalformed(f"GitHub API answer for {what}: merged, but without merged_at/merge_commit_sha")
+        return PullRequestFact(
+            number=number,
+            title=pull.title,
+            state=pull.state,
+            merged_at=pull.merged_at,
+            merge_commit=pull.merge_commit_sha,
+            url=pull.html_url or f"https://github.com/{owner}/{repo}/pull/{number}",
+            source=f"GitHub API {self.api}{path}",
+        )
+
+    def _require(self, repo_url: str) -> tuple[str, str]:
+        found = self.owner_repo(repo_url)
+        if not found:
+            raise InputError(
+                f"{repo_url} is not a GitHub repository URL (https://github.com/OWNER/REPO); "
+                "a PR can only be looked up on GitHub"
+            )
+        return found

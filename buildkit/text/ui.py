@@ -1,0 +1,87 @@
+"""Terminal output shared by the commands: rich consoles on stdout and stderr, the one way errors look, and the
+printouts more than one command shows (preflight checks, the prepare summary, drift findings)."""
+
+from __future__ import annotations
+
+import os
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from buildkit.errors import BuildkitError
+from buildkit.text.sanitize import strip_controls, without_remembered_secrets
+
+# NO_COLOR (no-color.org: set and not empty) turns off every style, bold and dim included, not only colours.
+_STYLES = {"color_system": None} if os.environ.get("NO_COLOR") else {}
+out = Console(highlight=False, soft_wrap=True, **_STYLES)
+err = Console(stderr=True, highlight=False, soft_wrap=True, **_STYLES)
+
+
+SECRET_ENV = ("GITHUB_TOKEN", "COSIGN_PASSWORD")
+
+
+def without_secrets(text: str) -> str:
+    """The last guard: a secret from the environment, or one read from Docker's credentials, never reaches the
+    terminal, whatever an upstream echoed."""
+    text = without_remembered_secrets(text)
+    for name in SECRET_ENV:
+        secret = os.environ.get(name, "")
+        if len(secret) >= 8:  # tokens are long; a short value would blank out ordinary words
+            text = text.replace(secret, f"${name}")
+    return text
+
+
+def safe(text: object) -> str:
+    """Text from outside, ready for a rich console: control characters (ANSI/OSC sequences) out, markup escaped."""
+    return escape(without_secrets(strip_controls(text)))
+
+
+def print_error(error: BuildkitError) -> None:
+    err.print(f"[bold red]error:[/] {safe(error.message)}", markup=True, emoji=False)
+    if error.hint:
+        err.print(f"  [dim]hint:[/] {safe(error.hint)}", markup=True, emoji=False)
+
+
+def warn(text: str) -> None:
+    """A one-line warning on stderr (e.g. lock.content_warning: the locked wheel is not content-addressed)."""
+    err.print(f"[yellow]warning[/]: {safe(text)}")
+
+
+def print_checks(checks) -> None:
+    table = Table(show_header=True, title="preflight", title_justify="left")
+    for column in ("check", "result", "detail", "what to do"):
+        table.add_column(column, overflow="fold")
+    marks = {True: "[green]ok[/]", False: "[red]FAIL[/]", None: "[yellow]n/a[/]"}
+    for check in checks:
+        table.add_row(safe(check.name), marks[check.ok], safe(check.detail), safe(check.fix))
+    err.print(table)
+
+
+def print_prepare(record, record_path) -> None:
+    if record.fetched:
+        for line in record.fetched:
+            # A cache entry reset (a tampered or damaged cache) is said as it is; the rest are fetches.
+            err.print(safe(line) if line.startswith("cache entry reset") else f"fetched {safe(line)}")
+        err.print(f"  {record.fetched_bytes / 2**20:.1f} MiB of git objects")
+    else:
+        err.print(f"reused the cached tree at {safe(record.tree)} (nothing fetched)")
+    if record.submodules is None:
+        err.print("submodules skipped (--no-submodules)")
+    else:
+        err.print(f"{len(record.submodules)} submodule(s) at the commits the tree records")
+    for patch in record.patches:
+        targets = ", ".join(t.path for t in patch.targets)
+        err.print(f"applied {safe(patch.file)} to {safe(targets)}: {safe(patch.reason)}")
+    err.print(f"[green]prepared[/] {safe(record.tree)} in {record.seconds:.2f}s; record: {safe(str(record_path))}")
+
+
+def print_drift(findings: list[str]) -> None:
+    for finding in findings:
+        err.print(f"[yellow]drift[/]: {safe(finding)}")
+
+
+def print_transformations(transformations) -> None:
+    """One line per transformation render applied to upstream's Dockerfile."""
+    for t in transformations:
+        err.print(f"transformed ({safe(t.name)}): {safe(t.summary)}")
