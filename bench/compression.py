@@ -1,5 +1,5 @@
 """zstd against gzip layers: bytes pushed and the time to compress and push them, on the same image, through the
-exporter options `buildkit build --push --compression` passes (buildkit.build.argv).
+exporter options `buildkit build --push --compression` passes (buildkit.stages.build.argv).
 
 Needs the engine from scripts/engine-up.sh (root) and its loopback registry.
 
@@ -30,7 +30,7 @@ from smoke_project import ROOT
 
 sys.path.insert(0, str(ROOT))
 
-from buildkit.build import BuildPlan, run  # noqa: E402
+from buildkit.stages.build import BuildPlan, run  # noqa: E402
 from tests.engine import BUILDER_B, STAND_IN_BASE, empty_builder, engine_problem  # noqa: E402
 
 REGISTRY = "127.0.0.1:5000"

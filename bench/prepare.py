@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from buildkit.lock import Lock, lock_sha256  # noqa: E402
-from buildkit.source import _git_dir_bytes, prepare  # noqa: E402
+from buildkit.models.lock import Lock, lock_sha256  # noqa: E402
+from buildkit.stages.prepare import _git_dir_bytes, prepare  # noqa: E402
 from tests.gitserver import GitDaemon, git  # noqa: E402
 
 

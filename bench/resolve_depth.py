@@ -28,10 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from buildkit.http import Http  # noqa: E402
-from buildkit.pins import load_pins  # noqa: E402
-from buildkit.resolve import Resolver, download  # noqa: E402
-from buildkit.resolve.wheels import FoundWheel, resolve_wheel  # noqa: E402
+from buildkit.models.pins import load_pins  # noqa: E402
+from buildkit.stages.resolve import Resolver, download  # noqa: E402
+from buildkit.stages.resolve.wheels import FoundWheel, resolve_wheel  # noqa: E402
+from buildkit.world.http import Http  # noqa: E402
 from tests.fake_upstreams import pins_text, reference_upstreams  # noqa: E402
 
 

@@ -5,7 +5,7 @@ fetches it once into $BUILDKIT_TEST_ARTIFACTS and checks PyPI's sha256), or with
 bytes. The baseline, measured in the same run against the same server, is a plain download of the same bytes with
 requests (`iter_content` in 1 MiB chunks, thrown away, as `curl -o /dev/null` would). buildkit's figure is resolve's
 own path, `download.fetch_by_get` into an empty cache dir: one GET (its headers the existence check), the bytes
-streamed through buildkit.http, hashed, written to `<cache>/wheels/.../<name>.part`, fsync'd, renamed, the record
+streamed through buildkit.world.http, hashed, written to `<cache>/wheels/.../<name>.part`, fsync'd, renamed, the record
 written; for the real wheel the sha256 is checked against PyPI's. The runs alternate; each figure is the median.
 
 Two more figures say what the ratio can be: sha256 of the same bytes in memory (no download can be hashed faster
@@ -36,9 +36,9 @@ sys.path.insert(0, str(ROOT))
 
 import requests  # noqa: E402
 
-from buildkit.http import Http  # noqa: E402
-from buildkit.resolve import download  # noqa: E402
-from buildkit.resolve.wheels import FoundWheel  # noqa: E402
+from buildkit.stages.resolve import download  # noqa: E402
+from buildkit.stages.resolve.wheels import FoundWheel  # noqa: E402
+from buildkit.world.http import Http  # noqa: E402
 
 NAME = "vllm-0.14.0rc2.dev156+g4a5299c93-cp38-abi3-manylinux_2_31_x86_64.whl"
 ETAG = '"bench"'
