@@ -1,0 +1,226 @@
+"""The current lock (version 4) and its facts: every pin turned into a verified fact and where it came from, plus
+the hash of the pins.
+
+Facts only: no time read from the clock, so resolving unchanged upstreams writes the same bytes on any machine, any
+day (its hash labels the image). When each fact was read goes into the resolve record beside it
+(buildkit/stages/resolve/record.py).
+
+Later stages trust only the lock, so reading one (read.py) validates it with the same strict grammars as the pins,
+and `consistency_problems` (checks.py) holds it to the pins before anything uses it. Written with files.write_atomic.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    WithJsonSchema,
+    model_validator,
+)
+
+from buildkit.errors import excerpt
+from buildkit.models.gpufacts import GpuCheck
+from buildkit.models.grammar import (
+    CudaVersion,
+    Digest,
+    FullSha,
+    GitRef,
+    GitUrl,
+    HttpsUrl,
+    ImageRef,
+    OneLine,
+    WheelCuda,
+)
+from buildkit.models.pins import Build, KnownIssue, dump_build
+
+# The versions and what each changed: v1.py, v2.py and v3.py (each the model of what that version wrote and its
+# upgrade to the next). Older locks are read, upgraded in memory, and reported stale; they are never written.
+LOCK_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
+
+SHA256_HEX_RE = re.compile(r"[0-9a-f]{64}")
+SKIPPED_REASON = "resolve --no-wheel-download was given: the wheel's bytes were not hashed; the build trusts its URL"
+V1_REASON = "written by lock version 1, before wheels were hashed"
+V1_STALE = "lock version 1: the wheel is not content-addressed; run `buildkit resolve`"
+V2_STALE = "lock version 2: CUDA versions were not checked; run `buildkit resolve`"
+V3_STALE = "lock version 3: it holds the times its facts were read (its hash changes with them); run `buildkit resolve`"
+STALE = {1: V1_STALE, 2: V2_STALE, 3: V3_STALE}
+
+# CUDA_VERSION as the CUDA images' config sets it ("12.9.1"); a wheel's CUDA is major.minor or just the major.
+
+
+def _sha256_hex(value: str) -> str:
+    if not SHA256_HEX_RE.fullmatch(value):
+        raise ValueError(f"expected a sha256 (64 lowercase hex digits), found {excerpt(value)}")
+    return value
+
+
+Sha256Hex = Annotated[str, AfterValidator(_sha256_hex), WithJsonSchema({"type": "string", "pattern": "^[0-9a-f]{64}$"})]
+
+
+def cuda_major(version: str) -> int:
+    """12 of "12.9.1", "12.9" or "12" (values already held to their grammar)."""
+    return int(version.split(".", 1)[0])
+
+
+# Strict values (issue 20): a lock is a file anyone can edit, so its values are held to bounds (read.py bounds its
+# JSON before that): strings of at most MAX_STRING characters, sizes and numbers within range and never booleans,
+# dates that parse.
+MAX_STRING = 16384
+
+
+_ISO_TIME_RE = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2})"
+)
+
+
+def _iso_time(value: str) -> str:
+    try:
+        if _ISO_TIME_RE.fullmatch(value):
+            datetime.fromisoformat(value)
+            return value
+    except ValueError:
+        pass
+    raise ValueError(f"expected an ISO 8601 time with its offset (2026-02-05T12:34:56Z), found {excerpt(value)}")
+
+
+IsoTime = Annotated[str, AfterValidator(_iso_time)]
+Size = Annotated[int, Field(strict=True, ge=0, le=1 << 40)]
+PrNumber = Annotated[int, Field(strict=True, ge=1, le=10_000_000)]
+
+
+class Fact(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=MAX_STRING)
+
+
+class PatchFact(Fact):
+    """A declared patch as the lock records it: its bytes are pinned by sha256."""
+
+    file: str
+    reason: str
+    sha256: str
+
+
+class CommitFact(Fact):
+    repo: GitUrl
+    ref: GitRef = Field(description="The ref as pinned.")
+    commit: FullSha
+    date: IsoTime = Field(description="Committer date, ISO 8601.")
+    subject: str
+    url: str | None = Field(default=None, description="Web page of the commit, when the host has one.")
+    source: str = Field(description="How it was resolved: the API URL, or the git command and remote.")
+
+
+class PullRequestFact(Fact):
+    number: PrNumber
+    title: str
+    state: str
+    merged_at: IsoTime
+    merge_commit: FullSha
+    url: str
+    source: str
+
+
+class WheelFact(Fact):
+    index: HttpsUrl
+    variant: str
+    arch: str
+    filename: str
+    version: str
+    url: HttpsUrl = Field(description="Absolute URL exactly as the index encodes it.")
+    size: Size | None
+    etag: str | None = None
+    last_modified: str | None = None
+    sha256: Sha256Hex | None = Field(description="Of the bytes, measured by resolve downloading the wheel.")
+    index_sha256: Sha256Hex | None = Field(description="What the index's #sha256= fragment claimed, if it gave one.")
+    content_addressed: StrictBool = Field(description="True when sha256 was measured; the build then checks the bytes.")
+    not_content_addressed: OneLine | None = Field(description="Why the wheel is not content-addressed, when it is not.")
+    listed_in: str = Field(description="The metadata.json or PEP 503 page that listed the wheel.")
+    verified_by: Literal["GET", "HEAD", "GET Range: bytes=0-0"] = Field(
+        description="How the wheel was found to exist: the GET that downloaded it, or HEAD (--no-wheel-download)."
+    )
+    cuda: WheelCuda | None = Field(
+        description="The CUDA the wheel is built for: major.minor (12.9), or only the major when just its bytes "
+        "say (libcudart.so.12); null when unknown."
+    )
+    cuda_source: OneLine = Field(description="How the CUDA is known (the variant's name, the bytes), or why not.")
+
+    @model_validator(mode="after")
+    def _coherent(self) -> WheelFact:
+        if self.content_addressed != (self.sha256 is not None):
+            raise ValueError("content_addressed must be true exactly when sha256 is set")
+        if self.content_addressed == (self.not_content_addressed is not None):
+            raise ValueError("not_content_addressed gives the reason exactly when the wheel is not content-addressed")
+        return self
+
+
+class ImageFact(Fact):
+    ref: ImageRef = Field(description="The base image as pinned.")
+    registry: str
+    repository: str
+    tag: str | None
+    index_digest: Digest | None = Field(description="Digest of the multi-platform index the tag points at.")
+    manifest_digest: Digest = Field(description="Digest of the manifest for the build platform.")
+    platform: str
+    pinned: ImageRef = Field(description="What FROM uses: name@digest.")
+    source: str
+    cuda_version: CudaVersion | None = Field(
+        description="CUDA_VERSION from the image config's Env, as it says it (12.9.1); null when it sets none."
+    )
+    config_digest: Digest | None = Field(description="Digest of the build platform's image config, read for it.")
+
+
+class CudaCheck(Fact):
+    """The base image's CUDA against the wheel's, at resolve. A mismatch stops resolve: it never reaches a lock."""
+
+    base_image: CudaVersion | None = Field(description="base_image.cuda_version.")
+    wheel: WheelCuda | None = Field(description="wheel.cuda.")
+    outcome: Literal["match", "not checked"]
+    detail: OneLine = Field(description="What was compared, or why it could not be.")
+
+
+class Lock(Fact):
+    # 1 to 3 only in memory, for an older lock read and migrated by read_lock: it is stale (consistency_problems).
+    lock_version: Literal[1, 2, 3, 4] = LOCK_VERSION
+    buildkit_version: str
+    pins_sha256: str
+    nemo_rl: CommitFact
+    vllm: CommitFact
+    vllm_pr: PullRequestFact | None
+    wheel: WheelFact
+    base_image: ImageFact
+    cuda: CudaCheck
+    build: Build
+    patches: list[PatchFact] = Field(description="Declared patches to NeMo-RL, each pinned by sha256.")
+    known_issues: list[KnownIssue]
+    # Optional: written only when resolve read the wheel's GPU code, so locks without it keep their bytes and hash.
+    gpu: GpuCheck | None = Field(default=None, description="Kernels per target GPU, ABI, driver (buildkit.gpu).")
+
+    # An older lock as read_lock decoded it, before migration (None for a current one).
+    _as_read: dict[str, Any] | None = PrivateAttr(default=None)
+
+    def to_json(self) -> str:
+        # A migrated lock serializes as the lock it was read from, so its hash (lock_sha256, which labels and
+        # records carry) stays the one its builds were stamped with.
+        data = self._as_read if self._as_read is not None else {
+            **self.model_dump(mode="json"), "build": dump_build(self.build)
+        }  # fmt: skip
+        if data.get("gpu", ...) is None:  # written only when resolve read the wheel's GPU code
+            data = {k: v for k, v in data.items() if k != "gpu"}
+        return json.dumps(data, indent=2, sort_keys=False) + "\n"
+
+    def times_as_read(self) -> dict[str, str]:
+        """The `resolved_at` values an older lock held ("lock" for its top level), for the report; {} for v4."""
+        data = self._as_read or {}
+        times = {"lock": data.get("resolved_at")}
+        times.update({k: v.get("resolved_at") for k, v in data.items() if isinstance(v, dict)})
+        return {k: v for k, v in times.items() if isinstance(v, str)}
