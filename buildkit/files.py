@@ -168,10 +168,10 @@ def check_replaceable(path: Path) -> None:
 
 def write_error(path: Path, exc: OSError) -> InputError:
     """The one message for a file that cannot be written: what the OS said, and what to do (exit 2)."""
-    return InputError(f"cannot write {path}: {exc.strerror or exc}", hint=_write_hint(exc))
+    return InputError(f"cannot write {path}: {exc.strerror or exc}", hint=write_hint(exc))
 
 
-def _write_hint(exc: OSError) -> str:
+def write_hint(exc: OSError) -> str:
     import errno
 
     return {

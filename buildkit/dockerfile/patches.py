@@ -145,11 +145,6 @@ def find_conflict(tree: Path, patch: PatchSet) -> Conflict | None:
     return None
 
 
-def drift_report(tree: Path, patch: PatchSet, name: str) -> str:
-    """Say which hunk no longer fits and what upstream has at its place now."""
-    return describe_conflict(find_conflict(tree, patch), name)
-
-
 def describe_conflict(conflict: Conflict | None, name: str) -> str:
     if conflict is None:
         return f"{name} does not apply, though every hunk's context is in place"

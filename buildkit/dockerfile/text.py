@@ -121,10 +121,6 @@ class Edit:
         return cls(transformation, start, end, tuple(new))
 
     @classmethod
-    def insert_before(cls, transformation: str, line: int, new: list[str]) -> Edit:
-        return cls(transformation, line, line - 1, tuple(new))
-
-    @classmethod
     def insert_after(cls, transformation: str, line: int, new: list[str]) -> Edit:
         return cls(transformation, line + 1, line, tuple(new))
 

@@ -42,7 +42,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable, excerpt
-from buildkit.files import _write_hint, utc_now, write_atomic
+from buildkit.files import write_hint, utc_now, write_atomic
 from buildkit.models.lock import Sha256Hex
 from buildkit.stages.resolve.wheels import CONTENT_RANGE_RE, MISSING_HINT, FoundWheel, header_text
 from buildkit.world.http import OFFLINE_HINT, WHEEL, Http, Stream, content_length, redact
@@ -608,4 +608,4 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _cache_error(where: Path, exc: OSError) -> InputError:
-    return InputError(f"cannot write the wheel cache in {where}: {exc.strerror or exc}", hint=_write_hint(exc))
+    return InputError(f"cannot write the wheel cache in {where}: {exc.strerror or exc}", hint=write_hint(exc))
