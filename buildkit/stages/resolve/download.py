@@ -42,7 +42,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable, excerpt
-from buildkit.files import write_hint, utc_now, write_atomic
+from buildkit.files import utc_now, write_atomic, write_hint
 from buildkit.models.lock import Sha256Hex
 from buildkit.stages.resolve.wheels import CONTENT_RANGE_RE, MISSING_HINT, FoundWheel, header_text
 from buildkit.world.http import OFFLINE_HINT, WHEEL, Http, Stream, content_length, redact
