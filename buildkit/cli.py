@@ -38,6 +38,22 @@ app = typer.Typer(
 )
 
 
+class _Command(typer.core.TyperCommand):
+    """A command whose arguments show their metavar alone (IMAGE): typer appends the Python type (`<str>`), which
+    teaches nothing and reads like a placeholder."""
+
+    def __init__(self, *args, params=None, **kwargs) -> None:
+        for param in params or []:
+            if type(param) is typer.core.TyperArgument:
+                param.__class__ = _Argument
+        super().__init__(*args, params=params, **kwargs)
+
+
+class _Argument(typer.core.TyperArgument):
+    def display_type_rich(self, ctx) -> None:
+        return None
+
+
 def _version(value: bool) -> None:
     if value:
         sys.stdout.write(f"buildkit {__version__}\n")
@@ -494,10 +510,10 @@ def doctor(
     doctor_command(builder, min_free_gb, push, tag, platform, json_out)
 
 
-@app.command()
+@app.command(cls=_Command)
 def verify(
     image: Annotated[
-        str | None, typer.Argument(metavar="[IMAGE]", help="Image to check [default: the last successful build's].")
+        str | None, typer.Argument(metavar="IMAGE", help="Image to check [default: the last successful build's].")
     ] = None,
     pins: PinsOption = Path("pins.yaml"),
     lock: LockOption = None,
@@ -647,12 +663,12 @@ def attest(
     attest_command(_paths(pins, lock, build_dir), record, key, builder_id, json_out, repository)
 
 
-@app.command()
+@app.command(cls=_Command)
 def export(
     image: Annotated[
         str | None,
         typer.Argument(
-            metavar="[IMAGE]", help="Image in the local Docker to export [default: the newest successful build's]."
+            metavar="IMAGE", help="Image in the local Docker to export [default: the newest successful build's]."
         ),
     ] = None,
     pins: PinsOption = Path("pins.yaml"),
