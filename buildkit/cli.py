@@ -396,8 +396,8 @@ def build(
         bool,
         typer.Option(
             "--smoke",
-            help="Build the smoke target on a small stand-in base image: no GPU, and no internet once the lock is "
-            "current and the sources are cached (README: No internet).",
+            help="Build the smoke target on a small stand-in base image: no GPU; once the lock is current and the "
+            "tree prepared, no network but the stand-in's registry (see Network above).",
         ),
     ] = False,
     smoke_base: Annotated[
@@ -454,6 +454,13 @@ def build(
     exporter, a metadata file and provenance (mode=max) where the driver supports it. Live progress on a terminal,
     the full log in build/logs/, and the record in build/record.json. Anything after `--` goes to buildx unchanged.
     Ctrl-C cancels cleanly (exit 130).
+
+    Network: resolve, only when the lock is missing or stale, asks GitHub ($BUILDKIT_GITHUB_API), the wheel index
+    ($BUILDKIT_WHEEL_INDEX) and the base image's registry; prepare fetches NeMo-RL and its submodules only when the
+    tree is not prepared yet; a release build fetches NeMo-RL's torch wheel once ($BUILDKIT_TORCH_INDEX, for the
+    ABI check) and buildx pulls the base image, the `# syntax=` frontend and what the Dockerfile downloads. With a
+    current lock and a prepared tree, --smoke asks only the stand-in base's registry (127.0.0.1:5000 by default:
+    pinned, then pulled by the builder); nothing else. README: No internet.
 
     \b
     Examples:
