@@ -81,10 +81,10 @@ def gantt(steps: list) -> str | None:
 
 def stage_gantt(stages: list[dict]) -> str | None:
     """buildkit's stages as a chart: each as long as its record says, one after the other in pipeline order (the
-    records keep durations, not one shared clock, so the bars show proportions, not when each ran). None when no
-    stage has a duration."""
+    records keep durations, not one shared clock, so the bars show proportions, not when each ran). None when fewer
+    than two stages have a duration (one bar says nothing the stage table does not)."""
     timed = [(s["stage"], s["seconds"]) for s in stages if s.get("seconds") is not None and s["seconds"] >= 0]
-    if not timed:
+    if len(timed) < 2:
         return None
     total = sum(seconds for _, seconds in timed)
     lines = [
