@@ -38,6 +38,22 @@ app = typer.Typer(
 )
 
 
+class _Command(typer.core.TyperCommand):
+    """A command whose arguments show their metavar alone (IMAGE): typer appends the Python type (`<str>`), which
+    teaches nothing and reads like a placeholder."""
+
+    def __init__(self, *args, params=None, **kwargs) -> None:
+        for param in params or []:
+            if type(param) is typer.core.TyperArgument:
+                param.__class__ = _Argument
+        super().__init__(*args, params=params, **kwargs)
+
+
+class _Argument(typer.core.TyperArgument):
+    def display_type_rich(self, ctx) -> None:
+        return None
+
+
 def _version(value: bool) -> None:
     if value:
         sys.stdout.write(f"buildkit {__version__}\n")
@@ -380,8 +396,8 @@ def build(
         bool,
         typer.Option(
             "--smoke",
-            help="Build the smoke target on a small stand-in base image: no GPU, and no internet once the lock is "
-            "current and the sources are cached (README: No internet).",
+            help="Build the smoke target on a small stand-in base image: no GPU; once the lock is current and the "
+            "tree prepared, no network but the stand-in's registry (see Network above).",
         ),
     ] = False,
     smoke_base: Annotated[
@@ -439,6 +455,13 @@ def build(
     the full log in build/logs/, and the record in build/record.json. Anything after `--` goes to buildx unchanged.
     Ctrl-C cancels cleanly (exit 130).
 
+    Network: resolve, only when the lock is missing or stale, asks GitHub ($BUILDKIT_GITHUB_API), the wheel index
+    ($BUILDKIT_WHEEL_INDEX) and the base image's registry; prepare fetches NeMo-RL and its submodules only when the
+    tree is not prepared yet; a release build fetches NeMo-RL's torch wheel once ($BUILDKIT_TORCH_INDEX, for the
+    ABI check) and buildx pulls the base image, the `# syntax=` frontend and what the Dockerfile downloads. With a
+    current lock and a prepared tree, --smoke asks only the stand-in base's registry (127.0.0.1:5000 by default:
+    pinned, then pulled by the builder); nothing else. README: No internet.
+
     \b
     Examples:
       buildkit build --dry-run                  # the exact command
@@ -494,10 +517,10 @@ def doctor(
     doctor_command(builder, min_free_gb, push, tag, platform, json_out)
 
 
-@app.command()
+@app.command(cls=_Command)
 def verify(
     image: Annotated[
-        str | None, typer.Argument(metavar="[IMAGE]", help="Image to check [default: the last successful build's].")
+        str | None, typer.Argument(metavar="IMAGE", help="Image to check [default: the last successful build's].")
     ] = None,
     pins: PinsOption = Path("pins.yaml"),
     lock: LockOption = None,
@@ -647,12 +670,12 @@ def attest(
     attest_command(_paths(pins, lock, build_dir), record, key, builder_id, json_out, repository)
 
 
-@app.command()
+@app.command(cls=_Command)
 def export(
     image: Annotated[
         str | None,
         typer.Argument(
-            metavar="[IMAGE]", help="Image in the local Docker to export [default: the newest successful build's]."
+            metavar="IMAGE", help="Image in the local Docker to export [default: the newest successful build's]."
         ),
     ] = None,
     pins: PinsOption = Path("pins.yaml"),

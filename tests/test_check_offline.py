@@ -7,6 +7,7 @@ import shutil
 
 from tests.conftest import REPO_ROOT
 from tests.fake_upstreams import BASE_REPO, BASE_TAG, VLLM_SHA
+from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
 
 
 def resolved(project):
@@ -107,3 +108,44 @@ def test_offline_on_the_shipped_pins(cli, tmp_path):
     assert "pins valid" in result.stderr and not (tmp_path / "pins.lock").exists()
     result = cli("resolve", "--offline", "--check", env=no_network_env())
     assert result.code == 1 and "no lock" in result.stderr
+
+
+def _cut_off(upstreams, served) -> dict[str, str]:
+    """Every upstream gone: the GitHub API, wheel index and registry stand-ins and the git server closed (their
+    ports refuse connections; the pins and the lock still name them), every HTTP request sent to a closed proxy."""
+    upstreams.stop()
+    served.daemon.stop()
+    return no_network_env()
+
+
+def test_smoke_before_buildx_needs_no_network_once_resolved_and_prepared(project, upstreams, remote):  # noqa: F811
+    """README "No internet": with a current lock and the prepared tree, what `build --smoke` does before buildx
+    (the lock check, prepare, render, the plan) asks no upstream. The build itself: the engine test below."""
+    root, cli = use_remote(project, remote)  # resolve against the loopback stand-ins
+    assert cli("prepare").code == 0
+    env = _cut_off(upstreams, remote)
+    planned = cli("build", "--smoke", "--dry-run", env=env)
+    assert planned.code == 0, planned.output
+    assert "resolve: " in planned.stderr and "is current, nothing to do" in planned.stderr
+    assert "is prepared for this lock, nothing to do" in planned.stderr
+    assert " docker buildx build " in planned.stdout and "--target smoke" in planned.stdout
+    prepared = cli("prepare", "--json", env=env)
+    assert prepared.code == 0 and json.loads(prepared.stdout)["reused"], prepared.output
+    rendered = cli("render", env=env)
+    assert rendered.code == 0, rendered.output
+    assert cli("resolve", "--offline", env=env).code == 0
+
+
+def test_smoke_build_needs_no_network_once_resolved_and_prepared(project, upstreams, remote, engine):  # noqa: F811
+    """The whole `build --smoke` with GitHub, the wheel index, the registry stand-in and the git server gone: only
+    the engine and its loopback registry (the stand-in base, pinned before the build and pulled by it) are used."""
+    from tests.test_build import smoke_project
+
+    root, cli = smoke_project(project, remote)
+    assert cli("prepare").code == 0
+    _cut_off(upstreams, remote)
+    # No proxy here: the stand-in base's registry is the engine's, on loopback, which a proxy would not reach.
+    built = cli("build", "--smoke", "--builder", engine, "--progress", "plain", timeout=600)
+    assert built.code == 0, built.output
+    record = json.loads((root / "build" / "smoke-record.json").read_text())
+    assert record["outcome"] == "succeeded"

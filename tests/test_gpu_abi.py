@@ -112,3 +112,20 @@ def test_absurd_symbol_count():
                     struct.pack("<II", 1, 0xFFFFFFFF))  # fmt: skip
     with pytest.raises(GpuFileError, match="dynamic symbols"):
         read_symbols(io.BytesIO(data), len(data))
+
+
+def test_version_definitions_of_this_machines_libc():
+    """The C library this test runs on (its path from /proc/self/maps): the versions it defines, GLIBC_2.2.5 on, and
+    not the entry that names the file itself (VER_FLG_BASE: `libc.so.6`)."""
+    import platform
+    import re
+    from pathlib import Path
+
+    assert platform.libc_ver()[0] == "glibc", "buildkit's images and CI run on glibc"
+    maps = Path("/proc/self/maps").read_text()
+    path = Path(re.search(r"(/\S*/libc\.so\.6)$", maps, re.MULTILINE).group(1))
+    with path.open("rb") as f:
+        symbols = read_symbols(f, path.stat().st_size)
+    assert "GLIBC_2.2.5" in symbols.version_defs and "libc.so.6" not in symbols.version_defs
+    assert all(name.startswith("GLIBC_") for name in symbols.version_defs), symbols.version_defs
+    assert abi.provided_versions(symbols.version_defs)["GLIBC"] >= (2, 17)

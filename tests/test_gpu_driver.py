@@ -12,26 +12,60 @@ from buildkit.gpu import driver
 OBSERVED = json.loads((Path(__file__).parent / "fixtures" / "gpu" / "observed.json").read_text())
 
 
+# Each expected value below is NVIDIA's, from the page and table named beside it (the pages are cited in full in
+# buildkit/gpu/driver.py): RN = CUDA Toolkit release notes, MVC / FC = the CUDA Compatibility guide's "Minor
+# Version Compatibility" / "Forward Compatibility" pages.
+
+
 def test_minimum_drivers_from_the_release_notes():
-    assert driver.minimum_driver("12.9") == "575.51.03"
+    assert driver.minimum_driver("12.9") == "575.51.03"  # RN Table 3 "CUDA 12.9 GA >=575.51.03"
     assert driver.minimum_driver("12.9.0.043") == "575.51.03"  # cuda-dl-base 25.05's CUDA_VERSION
-    assert driver.minimum_driver("13.0") == "580.65.06"
-    assert driver.minimum_driver("12.7") == "560.28.03"  # no 12.7 release: the one below
-    assert driver.minimum_driver("10.2") is None
+    assert driver.minimum_driver("13.0") == "580.65.06"  # RN Table 3 "CUDA 13.0 GA >=580.65.06"
+    assert driver.minimum_driver("13.2") == "595.45.04"  # RN Table 3 "CUDA 13.2 GA >=595.45.04"
+    assert driver.minimum_driver("12.8") == "570.26"  # RN Table 3 "CUDA 12.8 GA >=570.26"
+    assert driver.minimum_driver("12.0") == "525.60.13"  # RN Table 3 "CUDA 12.0 GA >=525.60.13"
+    assert driver.minimum_driver("11.8") == "520.61.05"  # RN Table 3 "CUDA 11.8 GA >=520.61.05"
+    assert driver.minimum_driver("12.7") == "560.28.03"  # RN Table 3 has no 12.7 row: the one below (12.6 GA)
+    assert driver.minimum_driver("10.2") is None  # older than the table buildkit keeps
+    assert driver.minimum_driver("13.4") is None  # newer than RN Table 3's newest row read here (13.2 Update 2)
 
 
+# The drivers are RN Table 3's (470.82.01: "CUDA 11.4 Update 3", 550.54.15: "CUDA 12.4 Update 1", ...).
 @pytest.mark.parametrize("cuda,have,compat,expected", [
-    ("12.9", "575.57.08", False, driver.NATIVE),
-    ("12.9", "570.124.06", False, driver.MINOR),  # NeMo-RL #1517's kind of node: older branch, same major
-    ("13.0", "570.124.06", True, driver.FORWARD),
-    ("13.0", "570.124.06", False, driver.NO),
-    ("13.0", "470.256.02", True, driver.NO),  # R470 is too old for CUDA 13 forward compatibility
-    ("12.9", "470.256.02", True, driver.FORWARD),
-    ("12.9", "470.256.02", False, driver.NO),
+    ("12.9", "575.57.08", False, driver.NATIVE),  # RN Table 3: >= 575.51.03
+    ("12.9", "570.124.06", False, driver.MINOR),  # NeMo-RL #1517's kind of node; RN Table 2 / MVC Table 1: 12.x >= 525
+    ("13.2", "590.48.01", False, driver.MINOR),  # < 595.45.04 (RN Table 3), >= 580 (RN Table 2: 13.x >= 580)
+    ("13.4", "580.65.06", False, driver.MINOR),  # past the toolkit table, still 13.x >= 580
+    ("12.0", "520.61.05", False, driver.NO),  # < 525: RN Table 2 "11.x >= 450, < 525" (an 11.x driver)
+    ("13.0", "570.124.06", True, driver.FORWARD),  # FC table: cuda-compat-13-0 on 570+ (CUDA 12.8): C
+    ("13.0", "535.104.05", True, driver.FORWARD),  # FC table: cuda-compat-13-0 on 535+ (CUDA 12.2): C
+    ("13.4", "570.124.06", True, driver.FORWARD),  # FC table: cuda-compat-13-4 on 570+: C
+    ("13.0", "570.124.06", False, driver.NO),  # no cuda-compat package in the image
+    ("13.0", "550.54.15", True, driver.NO),  # FC: R550 is not in the table ("end of life ... not supported targets")
+    ("13.0", "470.82.01", True, driver.NO),  # FC: R470 likewise
+    ("12.9", "470.82.01", True, driver.NO),  # FC: cuda-compat-12-x targets only 535 and 570, not R470
+    ("12.9", "470.82.01", False, driver.NO),
+    ("10.2", "580.65.06", False, driver.NO),  # not in buildkit's table
 ])  # fmt: skip
 def test_judge(cuda, have, compat, expected):
     verdict, why = driver.judge(cuda, have, compat)
     assert verdict == expected and why
+
+
+def test_forward_compatibility_follows_nvidias_table_row_by_row():
+    """FC's "Use the Right CUDA Forward Compatibility Package" table, as published (C = compatible), checked cell by
+    cell: a package runs on each listed branch older than its own CUDA, on no other."""
+    branches = [535, 570, 580, 590, 595, 610, 615]
+    published = {  # row -> the branches with C
+        "13-4": {535, 570, 580, 590, 595, 610}, "13-3": {535, 570, 580, 590, 595}, "13-2": {535, 570, 580, 590},
+        "13-1": {535, 570, 580}, "13-0": {535, 570}, "12-9": {535, 570}, "12-8": {535}, "12-6": {535},
+        "12-5": {535}, "12-4": {535}, "12-3": {535}, "12-2": set(),
+    }  # fmt: skip
+    for row, compatible in published.items():
+        major, minor = (int(p) for p in row.split("-"))
+        found = {b for b in branches if driver._forward_compat(major, minor, (b, 0, 0))}
+        assert found == compatible, row
+    assert not driver._forward_compat(12, 9, (550, 54, 15)) and not driver._forward_compat(12, 9, (575, 57, 8))
 
 
 def test_the_device_reading_agrees():

@@ -120,7 +120,8 @@ def test_a_smoke_build_reported_top_down_and_reproduced_by_hand(project, remote,
         "Stage timings",
         "Image layers",
     ]
-    [chart] = re.findall(r"^```mermaid\n(.*?)\n```$", text, re.MULTILINE | re.DOTALL)
+    stages_chart, chart = re.findall(r"^```mermaid\n(.*?)\n```$", text, re.MULTILINE | re.DOTALL)
+    assert mermaid_parse(stages_chart) == {"ok": True, "type": "gantt"}, stages_chart
     assert mermaid_parse(chart) == {"ok": True, "type": "gantt"}, chart
     assert "section stage smoke" in chart
     # The parser is the judge: a step name with a line break, left as it is, would break the chart.
@@ -137,7 +138,7 @@ def test_a_smoke_build_reported_top_down_and_reproduced_by_hand(project, remote,
     data = json.loads(cli("report", "--format", "json").stdout)
     assert data["verdict"]["unpinned"] == {"target": "smoke", "items": render["unpinned"]}
     assert {s["stage"]: s["seconds"] is not None for s in data["stages"]} == {
-        "resolve": False, "prepare": True, "render": True, "build": True, "verify": False, "export": False,
+        "resolve": True, "prepare": True, "render": True, "build": True, "verify": False, "export": False,
     }  # fmt: skip
 
     # By hand, from an empty directory, with nothing of buildkit's: the script as the report gives it. Without
@@ -176,3 +177,61 @@ def test_a_failed_build_reports_the_failing_step_and_its_output(cli, tmp_path):
     assert "- Failed at `[smoke 3/5] RUN make`; the last lines of its output:" in result.stdout
     assert "\n````\ncompiling\n```\n## not a heading\nunable to find user root" in result.stdout  # fenced, longer
     assert "\n## not a heading" not in result.stdout.replace("\n```\n## not a heading", "")
+
+
+def test_every_stage_gets_its_figure_and_resolve_reads_its_record(project, remote):  # noqa: F811
+    """resolve's time comes from build/resolve.json (what a real resolve wrote); a missing, broken or foreign
+    record leaves it "not recorded" with a note, and the report still succeeds."""
+    from tests.test_render import use_remote
+
+    root, cli = use_remote(project, remote)  # a real resolve against the loopback upstreams
+    assert cli("render").code == 0
+    record = json.loads((root / "build" / "resolve.json").read_text())
+    assert record["seconds"] > 0
+    data, _ = _report(cli, root)
+    stages = {s["stage"]: s["seconds"] for s in data["stages"]}
+    assert stages["resolve"] == record["seconds"] and stages["prepare"] is not None and stages["render"] is not None
+    chart = data["stages_chart"]
+    assert mermaid_parse(chart) == {"ok": True, "type": "gantt"}, chart
+    assert re.search(r"^    resolve [0-9.]+ s :t1, 0, [0-9]+$", chart, re.MULTILINE), chart
+    markdown = cli("report").stdout
+    assert re.search(r"^\| resolve \| [0-9.]+ s \|$", markdown, re.MULTILINE), markdown
+    assert "```mermaid\ngantt\n    title buildkit's stages" in markdown
+
+    path = root / "build" / "resolve.json"
+    for text, why in (
+        (json.dumps({**record, "lock_sha256": "f" * 64}), "a record of another lock"),
+        ("{not json", "not a valid record"),
+        (json.dumps({**record, "started_at": 7}), "not a valid record"),
+        (None, None),
+    ):  # fmt: skip
+        if text is None:
+            path.unlink()
+        else:
+            path.write_text(text)
+        data, notes = _report(cli, root)
+        assert {s["stage"]: s["seconds"] for s in data["stages"]}["resolve"] is None
+        assert data["overview"]["resolved_at"] is None  # nor its times: they belong to that record
+        if why:
+            assert f"{path}: {why}" in notes and "resolve's times left out" in notes, notes
+        result = cli("report")
+        assert result.code == 0 and "| resolve | not recorded |" in result.stdout
+
+
+def test_with_each_record_every_stage_has_a_figure(cli, tmp_path):
+    """The golden build's records (prepare, render, build, verify, export) and a resolve record of its lock: all
+    six stages timed. An older record without `seconds` is timed by its start and end."""
+    from buildkit.stages.resolve.record import ResolveRecord, write_record
+
+    project = golden_project(tmp_path)
+    data, _ = _report(cli, project)
+    assert [s["stage"] for s in data["stages"] if s["seconds"] is None] == ["resolve"]
+    lock = json.loads((project / "pins.lock").read_text())
+    started, finished = "2026-11-24T16:29:12Z", lock["resolved_at"]  # the lock's own time of the end: 16:29:16Z
+    write_record(project / "build" / "resolve.json", ResolveRecord(
+        lock_sha256=data["lock_sha256"], started_at=started, finished_at=finished, read_at={}, notes=[],
+    ))  # fmt: skip
+    data, _ = _report(cli, project)
+    assert all(s["seconds"] is not None for s in data["stages"]), data["stages"]
+    assert data["stages"][0] == {"stage": "resolve", "seconds": 4.0, "detail": ""}
+    assert data["stages_chart"].count(" :t") == 6 and mermaid_parse(data["stages_chart"])["ok"]

@@ -34,7 +34,54 @@ def test_every_help_page_fits_80_columns(cli, command):
     assert result.code == 0, result.output
     wide = [line for line in result.stdout.splitlines() if len(line) > 80]
     assert not wide, f"`buildkit {command} --help` is wider than 80 columns: {wide}"
-    assert "<list[" not in result.stdout and "<str>" not in result.stdout.split("Options:")[-1]
+    leak = TYPE_LEAK.search(result.stdout)
+    assert leak is None, f"`buildkit {command} --help` shows a type: {leak and leak.group()}"
+    usage = result.stdout.splitlines()[0]
+    assert "[[" not in usage and "<" not in usage, usage
+    for name, help_text in _entries(result.stdout):
+        # The name column teaches what to give: a metavar (TAG, PATH), never a type (<str>, TEXT).
+        assert "<" not in name and not CLICK_TYPES.search(name), f"{command}: {name!r} shows a type"
+        assert help_text.count("default:") <= 1, f"{command} {name}: a default shown twice: {help_text}"
+        assert help_text.count("env var:") <= 1, f"{command} {name}: an env var shown twice: {help_text}"
+
+
+# What typer and click show for a parameter without a metavar: its Python type (`<str>`, `<list[str]>`, `<int
+# range>`, `<Path>`) or click's type name (TEXT, INTEGER).
+TYPE_LEAK = re.compile(
+    r"<(?:list|tuple|dict|set)\[[^\]>]*\]>|<(?:str|int|float|bool|bytes|path|Path|file|dir|datetime|uuid|UUID|"
+    r"choice|NoneType)(?: range)?(?:[,|][A-Za-z_]+)*>"
+)
+CLICK_TYPES = re.compile(r"\b(?:TEXT|INTEGER|FLOAT|BOOLEAN|FILENAME|DIRECTORY|UUID)\b")
+
+
+def _entries(page: str) -> list[tuple[str, str]]:
+    """(name column, help text) of each argument and option of a help page, its wrapped lines joined."""
+    out: list[tuple[str, str]] = []
+    section = False
+    for line in page.splitlines():
+        if line in ("Arguments:", "Options:"):
+            section = True
+        elif line and not line.startswith(" "):
+            section = False
+        elif section and re.match(r"^  \S", line):
+            name, _, help_text = line[2:].partition("  ")
+            out.append((name.strip(), help_text.strip()))
+        elif section and line.strip() and out:
+            out[-1] = (out[-1][0], f"{out[-1][1]} {line.strip()}".strip())
+    assert out or "Options:" not in page, page
+    return out
+
+
+def test_the_help_test_catches_type_leaks_and_doubled_defaults():
+    """The check above, on the pages typer printed before every parameter had a metavar (issue 21)."""
+    leaked = "Arguments:\n  [IMAGE] <str>  Image to check [default: the last successful build's].\n"
+    assert TYPE_LEAK.search(leaked) and TYPE_LEAK.search("  --cache-from <list[str]>  buildx spec")
+    assert [n for n, _ in _entries(leaked)] == ["[IMAGE] <str>"]
+    doubled = "Options:\n  --min-free-gb GB  Free space [default: 100; 1 with\n      --smoke].  [default: 100.0]\n"
+    [(name, help_text)] = _entries(doubled)
+    assert name == "--min-free-gb GB" and help_text.count("default:") == 2
+    # Placeholders in prose are no type: build/<image>.sqsh, +g<9 hex>, nemo-rl=<prepared tree>.
+    assert not TYPE_LEAK.search("build/<image>.sqsh +g<9 hex> nemo-rl=<prepared tree>")
 
 
 def test_no_color_removes_every_style(cli):

@@ -30,6 +30,7 @@ DT_NULL, DT_NEEDED, DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SYMENT = 0, 1, 4
 DT_GNU_HASH, DT_VERSYM, DT_VERDEF, DT_VERDEFNUM, DT_VERNEED, DT_VERNEEDNUM = (
     0x6FFFFEF5, 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF)  # fmt: skip
 STB_WEAK, SHN_UNDEF = 2, 0
+VER_FLG_BASE = 1  # the version definition that names the file itself (libc.so.6), not a version
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,8 @@ class _Reader:
 def read_symbols(file: BinaryIO, size: int) -> DynamicSymbols:
     r = _Reader(file, size)
     header = r.read(0, _HEADER.size, "the ELF header")
-    ident, *_rest = _HEADER.unpack(header)
-    phoff, phentsize, phnum = _HEADER.unpack(header)[5], _HEADER.unpack(header)[9], _HEADER.unpack(header)[10]
+    fields = _HEADER.unpack(header)  # e_ident, e_type, e_machine, e_version, e_entry, e_phoff, ...
+    ident, phoff, phentsize, phnum = fields[0], fields[5], fields[9], fields[10]
     if ident[:4] != b"\x7fELF":
         raise GpuFileError("not an ELF file")
     if ident[4] != 2 or ident[5] != 1:
@@ -196,7 +197,7 @@ def _verdefs(r: _Reader, at: int, count: int, string):
         raise GpuFileError(f"{count:,} version definitions (buildkit reads at most {MAX_VERSIONS:,})")
     for _ in range(count):
         _v, flags, ndx, cnt, _hash, aux, nxt = struct.unpack("<HHHHIII", r.read(at, 20, "a version definition"))
-        if cnt:
+        if cnt and not flags & VER_FLG_BASE:
             name_at = struct.unpack("<II", r.read(at + aux, 8, "a version definition's name"))[0]
             yield ndx, string(name_at, "a version name")
         if not nxt:

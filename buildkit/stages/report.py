@@ -26,7 +26,7 @@ from buildkit.stages.pipeline import Paths, latest_build, load_inputs
 from buildkit.stages.prepare import PrepareRecord
 from buildkit.stages.render import RenderRecord, commit_time, source_date_epoch, template_environment
 from buildkit.stages.verify import VerifyRecord
-from buildkit.text.timeline import gantt
+from buildkit.text.timeline import gantt, stage_gantt
 
 # Compute capability -> the GPUs people know it by.
 GPU_FAMILIES = {
@@ -166,7 +166,7 @@ def gather(
     used = _shown_path(record_path, paths.project_dir) if record_path else None
     data = facts(
         lock, prepare, record, verify, results, rendered, paths=paths, record_name=used, exported=exported,
-        provenance_checked=provenance_checked, attested=attested,
+        provenance_checked=provenance_checked, attested=attested, resolved=resolve_record(paths, lock_sha, note),
     )  # fmt: skip
     return data, used
 
@@ -304,14 +304,14 @@ def verdict(lock, record, rendered, verify, provenance_checked, exported, attest
     }
 
 
-def stage_times(prepare, rendered, record, verify, exported) -> list[dict[str, Any]]:
+def stage_times(prepare, rendered, record, verify, exported, resolved=None) -> list[dict[str, Any]]:
     """How long each stage took, as its record says (None where the record does not say)."""
 
     def seconds(found, attribute: str = "seconds"):
         return getattr(found, attribute, None) if found is not None else None
 
     return [
-        {"stage": "resolve", "seconds": None, "detail": ""},
+        {"stage": "resolve", "seconds": resolve_seconds(resolved), "detail": ""},
         {"stage": "prepare", "seconds": seconds(prepare), "detail": "reused" if prepare and prepare.reused else ""},
         {"stage": "render", "seconds": seconds(rendered), "detail": ""},
         {"stage": "build", "seconds": seconds(record), "detail": record.outcome if record else ""},
@@ -341,12 +341,42 @@ def _link(url: str | None, repo: str) -> str | None:
     return safe_url(url, {"github.com", (urlsplit(repo).hostname or "github.com").lower()})
 
 
-def resolve_times(lock: Lock, paths: Paths | None) -> dict[str, str]:
-    """When the lock's facts were read ("lock": when resolve finished): from the resolve record beside the lock when
-    it names this lock, else from an older lock that still held them; {} when neither says."""
-    from buildkit.stages.resolve.record import record_for
+def resolve_record(paths: Paths, lock_sha: str, on_note=None):
+    """The resolve record beside the lock when it names this lock, else None: a missing record, one of another lock
+    or a broken one leaves resolve's times "not recorded" (`on_note` says why) and never stops the report."""
+    from buildkit.stages.resolve.record import ResolveRecord
 
-    record = record_for(paths.resolve_record, lock_sha256(lock)) if paths is not None else None
+    note = on_note or (lambda text: None)
+    try:
+        found = read_record(paths.resolve_record, ResolveRecord)
+    except InputError as exc:
+        note(f"{exc}; resolve's times left out")
+        return None
+    if found is not None and found.lock_sha256 != lock_sha:
+        note(f"{paths.resolve_record}: a record of another lock; resolve's times left out")
+        return None
+    return found
+
+
+def resolve_seconds(record) -> float | None:
+    """How long resolve took: as the record measured it, else from its start and end (whole seconds)."""
+    from datetime import datetime
+
+    if record is None:
+        return None
+    if record.seconds is not None:
+        return record.seconds
+    try:
+        begun, ended = (datetime.fromisoformat(t) for t in (record.started_at, record.finished_at))
+        took = (ended - begun).total_seconds()
+    except (ValueError, TypeError):  # not ISO 8601, or one time with a zone and one without
+        return None
+    return took if took >= 0 else None
+
+
+def resolve_times(lock: Lock, record) -> dict[str, str]:
+    """When the lock's facts were read ("lock": when resolve finished): from the resolve record of this lock, else
+    from an older lock that still held them; {} when neither says."""
     if record is not None:
         return {**record.read_at, "lock": record.finished_at}
     return lock.times_as_read()
@@ -364,10 +394,11 @@ def facts(
     exported: SquashfsRecord | None = None,
     provenance_checked: VerifyRecord | None = None,
     attested=None,
+    resolved=None,
 ) -> dict[str, Any]:
     n, v, pr, w, b = lock.nemo_rl, lock.vllm, lock.vllm_pr, lock.wheel, lock.base_image
     github = "https://github.com/"
-    times = resolve_times(lock, paths)
+    times = resolve_times(lock, resolved)
     commits = {
         "nemo_rl": {**n.model_dump(mode="json"), "resolved_at": times.get("nemo_rl")},
         "vllm": {**v.model_dump(mode="json"), "resolved_at": times.get("vllm")},
@@ -453,7 +484,8 @@ def facts(
         "verdict": verdict(lock, record, rendered, verify, provenance_checked, exported, attested),
         "attestation": attested.model_dump(mode="json") if attested else None,
         "timeline": gantt(record.steps) if record else None,
-        "stages": stage_times(prepare, rendered, record, verify, exported),
+        "stages": (stages := stage_times(prepare, rendered, record, verify, exported, resolved)),
+        "stages_chart": stage_gantt(stages),
         "layers": layers(record),
         "slurm": exported.model_dump(mode="json") | {"srun": srun_line(exported)} if exported else None,
         "reproducibility": {

@@ -77,3 +77,26 @@ def gantt(steps: list) -> str | None:
         lines.append(f"    section {section}")
         lines.extend(tasks)
     return "\n".join(lines)
+
+
+def stage_gantt(stages: list[dict]) -> str | None:
+    """buildkit's stages as a chart: each as long as its record says, one after the other in pipeline order (the
+    records keep durations, not one shared clock, so the bars show proportions, not when each ran). None when fewer
+    than two stages have a duration (one bar says nothing the stage table does not)."""
+    timed = [(s["stage"], s["seconds"]) for s in stages if s.get("seconds") is not None and s["seconds"] >= 0]
+    if len(timed) < 2:
+        return None
+    total = sum(seconds for _, seconds in timed)
+    lines = [
+        "gantt",
+        "    title buildkit's stages, each as long as its record says, one after the other",
+        "    dateFormat x",
+        f"    axisFormat {'%H:%M:%S' if total >= 3600 else '%M:%S'}",
+        "    section stages",
+    ]
+    at = 0
+    for number, (stage, seconds) in enumerate(timed, 1):
+        finish = max(at + 1, at + int(seconds * 1000))
+        lines.append(f"    {_text(stage, 40)} {seconds:.1f} s :t{number}, {at}, {finish}")
+        at = finish
+    return "\n".join(lines)

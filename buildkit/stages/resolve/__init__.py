@@ -20,6 +20,7 @@ The lock holds facts only; when each was read goes into `self.record` (buildkit/
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -139,7 +140,7 @@ class Resolver:
     def resolve(self) -> Lock:
         """The lock; `self.record` then holds when each of its facts was read (the resolve record)."""
         pins = self.pins
-        started = utc_now()
+        started, begun = utc_now(), time.monotonic()
         read_at: dict[str, str] = {}
         cancel = threading.Event()  # set when resolve fails: the download stops, its part stays for the next run
         with ThreadPoolExecutor(max_workers=6, thread_name_prefix="resolve") as pool:
@@ -253,6 +254,7 @@ class Resolver:
             lock_sha256=lock_sha256(lock),
             started_at=started,
             finished_at=utc_now(),
+            seconds=round(time.monotonic() - begun, 3),
             read_at=dict(sorted(read_at.items())),
             notes=list(self.git.notes),
         )

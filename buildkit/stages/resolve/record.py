@@ -24,6 +24,7 @@ class ResolveRecord(BaseModel):
     lock_sha256: str = Field(description="The hash of the lock these times are for (lock.lock_sha256).")
     started_at: str
     finished_at: str
+    seconds: float | None = None  # how long resolve took (None: a record from before it was kept)
     read_at: dict[str, str] = Field(
         description="When each fact was read (UTC): nemo_rl, vllm, vllm_pr, base_image, wheel (the wheel: when its "
         "bytes were hashed, or found)."
