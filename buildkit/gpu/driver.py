@@ -62,7 +62,9 @@ def minimum_driver(cuda: str) -> str | None:
     """The driver the toolkit's table names for this CUDA (a minor not in the table: the next one below)."""
     major, minor = cuda_of(cuda)
     known = [k for k in TOOLKIT_DRIVER if k[0] == major and k[1] <= minor]
-    return _show(TOOLKIT_DRIVER[max(known)]) if known else None
+    if not known or max(k for k in TOOLKIT_DRIVER if k[0] == major) < (major, minor):
+        return None  # newer than the table (CuPy's CUDA 13.2 on the device machine): its GA driver is not known here
+    return _show(TOOLKIT_DRIVER[max(known)])
 
 
 def judge(cuda: str, driver: str, forward_compat: bool) -> tuple[str, str]:
@@ -71,6 +73,10 @@ def judge(cuda: str, driver: str, forward_compat: bool) -> tuple[str, str]:
     have = parse_driver(driver)
     needed = minimum_driver(cuda)
     if needed is None:
+        if major in MINOR_COMPAT and have >= MINOR_COMPAT[major] and any(k[0] == major for k in TOOLKIT_DRIVER):
+            return MINOR, (f"CUDA {major}.{minor} is newer than buildkit's driver table; driver {driver} >= "
+                           f"{_show(MINOR_COMPAT[major])}, the CUDA {major}.x minimum: runs, except PTX from a newer "
+                           "toolkit")  # fmt: skip
         return NO, f"CUDA {major}.{minor} is not in buildkit's driver table"
     if have >= parse_driver(needed):
         return NATIVE, f"driver {driver} >= {needed}, the minimum for CUDA {major}.{minor}"
@@ -82,3 +88,12 @@ def judge(cuda: str, driver: str, forward_compat: bool) -> tuple[str, str]:
                          f"only (driver >= {_show(FORWARD_COMPAT_MIN[major])})")  # fmt: skip
     why = "" if forward_compat else "; the image has no cuda-compat package"
     return NO, f"driver {driver} < {needed}, the minimum for CUDA {major}.{minor}{why}"
+
+
+def compare(cuda: str, driver: str, forward_compat: bool, started: bool) -> tuple[bool, str]:
+    """The prediction for a real driver against whether a CUDA runtime of that version started on it (verify
+    --gpus: torch in the image; scripts/gpu_proof.py: torch, CuPy and the toolkit on the device machine):
+    (they agree, one line saying both)."""
+    verdict, why = judge(cuda, driver, forward_compat)
+    seen = "started" if started else "did not start"
+    return (verdict != NO) == started, f"CUDA {cuda} on driver {driver}: predicted {verdict} ({why}); CUDA {seen}"
