@@ -305,6 +305,9 @@ def _block_base(seed: int) -> bytes:
 
 
 LIBRARY = "vllm/_C.abi3.so"
+# vLLM's other library every GPU loads (build.gpu_required's default); real wheels hold both (vLLM 0.14.0's PyPI
+# wheel: vllm/_C.abi3.so and vllm/_moe_C.abi3.so). Served as the same minimal ELF.
+MOE_LIBRARY = "vllm/_moe_C.abi3.so"
 PADDING = "vllm/_padding.bin"  # the rest of the wheel's size: seeded random bytes, stored
 
 
@@ -378,8 +381,9 @@ def _pad_crc(seed: int, length: int) -> int:
 @lru_cache(maxsize=16)
 def _zip_layout(seed: int, size: int, library: bytes | None, member: str) -> tuple[bytes, int, bytes]:
     """(the bytes before the padding's data, its length, the bytes after it) of a stored zip `size` bytes long:
-    the library member (when there is one), then the padding member, then the central directory."""
-    members = [(member.encode(), library)] if library is not None else []
+    the library member and vllm/_moe_C.abi3.so (when there is one), then the padding member, then the central
+    directory."""
+    members = [(member.encode(), library), (MOE_LIBRARY.encode(), library)] if library is not None else []
     pad_name = PADDING.encode()
     fixed = sum(30 + len(n) + len(d) + 46 + len(n) for n, d in members) + 30 + 46 + 2 * len(pad_name) + 22
     pad_len = size - fixed
