@@ -1,24 +1,47 @@
-"""The GPU checks resolve runs on the downloaded vLLM wheel, and verify on the built image's files."""
+"""The GPU checks resolve runs on the downloaded vLLM wheel (kernels, and its symbols against the torch NeMo-RL's
+uv.lock installs at the locked commit), and verify on the built image's files."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+from buildkit.gpu import abi
 from buildkit.gpu.coverage import gpu_name, gpus
-from buildkit.gpu.facts import AbiCheck, DriverCheck, GpuCheck
-from buildkit.gpu.scan import check_required, kernel_table, tree_kernels, wheel_kernels
-from buildkit.lock import WheelFact
+from buildkit.gpu.facts import GpuCheck
+from buildkit.gpu.scan import check_required, kernel_table, tree_kernels, wheel_libraries
+from buildkit.gpu.torchlock import LockedTorch
 from buildkit.pins import Build
 
+TorchSymbols = Callable[[LockedTorch], "set[str] | str"]
 
-def wheel_check(wheel: Path, filename: str, build: Build, abi: AbiCheck | None = None,
-                driver: DriverCheck | None = None) -> GpuCheck:  # fmt: skip
-    """The lock's gpu section for the wheel; UpstreamMismatch when a required library has no kernel for a target
-    GPU (or the ABI check found unresolved symbols: abi.py raises that itself)."""
-    rows = kernel_table(wheel_kernels(wheel), build.cuda_arch_list, build.gpu_required)
+
+def wheel_check(wheel: Path, filename: str, build: Build, torch: LockedTorch | str | None = None,
+                torch_symbols: TorchSymbols | None = None) -> tuple[GpuCheck, str | None]:  # fmt: skip
+    """The lock's gpu section for the wheel, and a note when the ABI was not checked. UpstreamMismatch when a
+    required library has no kernel for a target GPU, or vLLM's modules need symbols the torch of NeMo-RL's uv.lock
+    does not define. torch: that torch (a string: why there is none); torch_symbols gives the names its libraries
+    define (a string: why not), asked only when vLLM's modules need some (a wheel without C++ from torch's
+    namespaces, like the test index's, needs no torch download)."""
+    libraries = list(wheel_libraries(wheel))
+    rows = kernel_table(iter((name, ks) for name, ks, _s in libraries), build.cuda_arch_list, build.gpu_required)
     check_required(rows, f"wheel {filename}")
-    return GpuCheck(source=filename, gpus=[gpu_name(cc) for cc in gpus(build.cuda_arch_list)], libraries=rows,
-                    abi=abi, driver=driver)  # fmt: skip
+    found, note = None, None
+    if isinstance(torch, str):
+        note = f"ABI {torch}"
+    elif torch is not None and torch_symbols is not None:
+        modules = [(name, s) for name, _ks, s in libraries if name.startswith("vllm/") and s is not None]
+        against = [f"torch {torch.version} ({torch.filename}, NeMo-RL's uv.lock)"]
+        wanted = any(abi.wants_torch(u.name) for _n, s in modules for u in s.undefined if u.version is None)
+        defined = torch_symbols(torch) if wanted else set()
+        if isinstance(defined, str):
+            note = f"ABI {defined}"
+        else:
+            found = abi.check(modules, defined, {}, against)
+            abi.stop_if_unresolved(found, f"wheel {filename}")
+    gpu = GpuCheck(source=filename, gpus=[gpu_name(cc) for cc in gpus(build.cuda_arch_list)], libraries=rows,
+                   abi=found)  # fmt: skip
+    return gpu, note
 
 
 def tree_check(root: Path, build: Build, source: str) -> GpuCheck:
@@ -27,37 +50,3 @@ def tree_check(root: Path, build: Build, source: str) -> GpuCheck:
     rows = kernel_table(tree_kernels(root), build.cuda_arch_list, build.gpu_required)
     check_required(rows, source)
     return GpuCheck(source=source, gpus=[gpu_name(cc) for cc in gpus(build.cuda_arch_list)], libraries=rows)
-
-
-def abi_before_build(tree: Path, wheel: WheelFact, cache_dir: Path, http, on_progress=None) -> AbiCheck | str:
-    """vLLM's wheel (from resolve's cache) against the torch the prepared NeMo-RL tree's uv.lock installs (its
-    symbols from the cache, else its wheel downloaded and checked against uv.lock's sha256); UpstreamMismatch
-    naming the first unresolved symbol. A string says why it was not checked."""
-    from buildkit.gpu import abi
-    from buildkit.gpu.torchlock import locked_torch
-    from buildkit.resolve import download
-    from buildkit.resolve.wheels import FoundWheel
-
-    torch = locked_torch(tree / "uv.lock", wheel.arch)
-    if torch is None:
-        return "not checked: NeMo-RL's uv.lock lists no torch"
-    if wheel.etag is None:
-        return "not checked: the vLLM wheel is not in resolve's cache (no ETag)"
-    names = ("index", "variant", "arch", "filename", "version", "url", "size", "etag", "last_modified",
-             "index_sha256", "listed_in", "verified_by")
-    fields = {k: getattr(wheel, k) for k in names}
-    hashed = download.cached(cache_dir, FoundWheel(**fields), on_progress)
-    if hashed is None:
-        return "not checked: the vLLM wheel is not in resolve's cache; run `buildkit resolve`"
-
-    def fetch_torch() -> Path:
-        found = FoundWheel(index=torch.index, variant="torch", arch=wheel.arch, filename=torch.filename,
-                           version=torch.version, url=torch.url, size=torch.size, etag=None, last_modified=None,
-                           index_sha256=torch.sha256, listed_in="uv.lock", verified_by="HEAD")  # fmt: skip
-        return download.fetch(http, cache_dir, found, on_progress).path
-
-    defined = abi.torch_defined(fetch_torch, torch.sha256, cache_dir)
-    modules = [(name, symbols) for name, symbols in abi.wheel_symbols(hashed.path, prefix="vllm/")]
-    result = abi.check(modules, defined, {}, [f"torch {torch.version} ({torch.filename}, NeMo-RL's uv.lock)"])
-    abi.stop_if_unresolved(result, f"vLLM wheel {wheel.filename}")
-    return result
