@@ -246,7 +246,8 @@ class Resolver:
         if self.wheel_path:
             gpu, note = wheel_check(self.wheel_path, found.filename, pins.build, torch.result() if torch else None,
                                     self.torch_symbols)  # fmt: skip
-            self.notes += [note] if note else []
+            # Said with the git notes, which the command prints after resolve (and the record keeps).
+            self.git.notes += [note] if note else []
         if got is not None:
             read_at["wheel"] = got.at
         lock = Lock(
