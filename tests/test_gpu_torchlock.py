@@ -4,11 +4,13 @@ where each value stands); the end-to-end check on real wheels is in tests/test_r
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch
 from buildkit.gpu.torchlock import MAX_UV_LOCK_BYTES, locked_torch, torch_of_uv_lock
-from tests.fake_upstreams import NEMO_RL_TORCH_PYPI, NEMO_RL_UV_LOCK, NEMO_RL_UV_LOCK_HEADER
+from tests.fake_upstreams import NEMO_RL_SHA, NEMO_RL_TORCH_PYPI, NEMO_RL_UV_LOCK, NEMO_RL_UV_LOCK_HEADER
 
 
 def test_the_cuda_build_of_946862e7_is_the_one_linux_installs(monkeypatch):
@@ -58,3 +60,32 @@ def test_entries_that_cannot_be_torchs_are_passed_over():
         torch_of_uv_lock(bad.encode(), "uv.lock", "x86_64")
     with pytest.raises(UpstreamMalformed, match="more than"):
         torch_of_uv_lock(b" " * (MAX_UV_LOCK_BYTES + 1), "uv.lock", "x86_64")
+
+
+# Through resolve, on the loopback GitHub (which serves the uv.lock above at the pinned commit) and the test index's
+# wheel, whose minimal ELF needs nothing from torch: uv.lock is read, no torch is downloaded.
+
+
+def test_resolve_reads_uv_lock_at_the_locked_commit(project, upstreams):
+    root, cli = project
+    result = cli("resolve", "--json", env={"GITHUB_TOKEN": "ghp_test_token_for_the_api_only"})
+    assert result.code == 0, result.output
+    abi = json.loads(result.stdout)["gpu"]["abi"]
+    assert abi == {"against": ["torch 2.9.0+cu129 (torch-2.9.0+cu129-cp312-cp312-manylinux_2_28_x86_64.whl, NeMo-RL's "
+                               "uv.lock)"], "checked": 0, "unresolved_count": 0, "unresolved": []}  # fmt: skip
+    asked = [(p, h) for m, p, h in upstreams.github.log if "/contents/" in p]
+    assert [p for p, _h in asked] == [f"/repos/NVIDIA-NeMo/RL/contents/uv.lock?ref={NEMO_RL_SHA}"]
+    assert asked[0][1]["Accept"] == "application/vnd.github.raw+json"
+    assert asked[0][1]["Authorization"] == "Bearer ghp_test_token_for_the_api_only"
+    assert all("Authorization" not in h for _m, _p, h in upstreams.wheels.log)  # the token stays with the API
+
+
+def test_resolve_without_uv_lock_says_the_abi_was_not_checked(project, upstreams):
+    root, cli = project
+    upstreams.github.files.clear()
+    result = cli("resolve")
+    assert result.code == 0, result.output
+    assert "ABI not checked: NeMo-RL has no uv.lock at 946862e7755f" in result.stderr
+    assert json.loads((root / "pins.lock").read_text())["gpu"]["abi"] is None
+    record = json.loads((root / "build" / "resolve.json").read_text())
+    assert "ABI not checked: NeMo-RL has no uv.lock at 946862e7755f" in record["notes"]
