@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from buildkit.errors import UpstreamMalformed, UpstreamMismatch
+from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch
 from buildkit.gpu.torchlock import MAX_UV_LOCK_BYTES, locked_torch, torch_of_uv_lock
 from tests.fake_upstreams import NEMO_RL_SHA, NEMO_RL_TORCH_PYPI, NEMO_RL_UV_LOCK, NEMO_RL_UV_LOCK_HEADER
 
@@ -32,7 +32,7 @@ def test_the_torch_index_is_moved(monkeypatch):
     assert pypi.url == "http://127.0.0.1:9/mirror/torch-2.9.0-cp312-cp312-manylinux_2_28_x86_64.whl"
     assert pypi.size == 899738273
     monkeypatch.setenv("BUILDKIT_TORCH_INDEX", "http://mirror.example/")  # plain http off loopback
-    with pytest.raises(ValueError):
+    with pytest.raises(InputError, match=r"^\$BUILDKIT_TORCH_INDEX: plain http:// is allowed only for loopback"):
         torch_of_uv_lock(NEMO_RL_UV_LOCK.encode(), "uv.lock", "x86_64")
 
 

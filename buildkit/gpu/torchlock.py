@@ -19,7 +19,7 @@ from urllib.parse import unquote
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from buildkit.errors import UpstreamMalformed, UpstreamMismatch, excerpt
+from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, excerpt
 from buildkit.grammar import https_url
 
 ENV_TORCH_INDEX = "BUILDKIT_TORCH_INDEX"
@@ -99,7 +99,11 @@ def _moved(url: str, registry: str) -> str:
     index = os.environ.get(ENV_TORCH_INDEX)
     if not index:
         return url
-    index = https_url(index).rstrip("/")  # https://, or http:// on loopback: the grammar of every endpoint
+    try:
+        index = https_url(index).rstrip("/")  # https://, or http:// on loopback: the grammar of every endpoint
+    except ValueError as exc:
+        raise InputError(f"${ENV_TORCH_INDEX}: {exc}", hint=f"set ${ENV_TORCH_INDEX} to the torch index's https:// "
+                         "URL (a mirror), or unset it") from None  # fmt: skip
     if registry and url.startswith(registry.rstrip("/") + "/"):
         return index + url[len(registry.rstrip("/")) :]
     return f"{index}/{url.rsplit('/', 1)[-1]}"
