@@ -1,6 +1,8 @@
-"""Time of the GPU checks resolve runs on vLLM 0.14.0's real wheel (issue 23): the kernels of every shared object
-(fatbin entry headers) and their dynamic symbols, the ABI check against torch 2.9.0's libraries; cold (empty cache:
-torch's symbol tables read from its 900 MB wheel) and warm (torch's symbols from the cache). The baseline, taken in
+"""Time of the GPU checks resolve runs on vLLM 0.14.0's real wheel (issue 23; buildkit.gpu.check.wheel_check, the
+function resolve calls): the kernels of every shared object (fatbin entry headers) and their dynamic symbols, the
+ABI check against the libraries of torch 2.9.0 as NeMo-RL's uv.lock names it; cold (empty cache: torch's symbol
+tables read from its 900 MB wheel, already on disk: the download is not timed) and warm (torch's symbols from the
+cache). The baseline, taken in
 the same run, is decompressing the same shared objects from the wheel and throwing the bytes away: no reader of a
 zip can do less.
 
@@ -20,10 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from buildkit.gpu import abi, scan  # noqa: E402
+from buildkit.gpu import abi, check, scan  # noqa: E402
+from buildkit.gpu.torchlock import torch_of_uv_lock  # noqa: E402
+from buildkit.models.pins import load_pins  # noqa: E402
+from tests.fake_upstreams import NEMO_RL_TORCH_PYPI, NEMO_RL_UV_LOCK_HEADER  # noqa: E402
 from tests.realwheels import TORCH_2_9_0, VLLM_0_14_0, real_wheel  # noqa: E402
-
-NOBLE = {"GLIBC": (2, 39), "GLIBCXX": (3, 4, 33), "CXXABI": (1, 3, 15), "GCC": (14, 0, 0)}
 
 
 def baseline(wheel: Path) -> float:
@@ -38,13 +41,14 @@ def baseline(wheel: Path) -> float:
 
 
 def whole_check(vllm: Path, torch: Path, cache: Path) -> float:
+    """resolve's GPU checks (buildkit.gpu.check.wheel_check) on the real wheels: kernels for the pinned GPUs (9.0)
+    and vLLM's symbols against torch 2.9.0's, as NeMo-RL's uv.lock names it (its PyPI table)."""
     start = time.perf_counter()
-    libraries = list(scan.wheel_libraries(vllm))
-    rows = scan.kernel_table(iter((n, k) for n, k, _s in libraries), "9.0", list(scan.DEFAULT_REQUIRED))
-    scan.check_required(rows, "vllm")
-    defined = abi.torch_defined(torch, TORCH_2_9_0.sha256, cache)
-    result = abi.check([(n, s) for n, _k, s in libraries], defined, NOBLE, [torch.name])
-    abi.stop_if_unresolved(result, "vllm")
+    build = load_pins(ROOT / "pins.yaml").build
+    locked = torch_of_uv_lock((NEMO_RL_UV_LOCK_HEADER + NEMO_RL_TORCH_PYPI).encode(), "uv.lock", "x86_64")
+    gpu, note = check.wheel_check(vllm, VLLM_0_14_0.filename, build, locked,
+                                  lambda t: abi.torch_defined(torch, t.sha256, cache))  # fmt: skip
+    assert note is None and gpu.abi is not None and gpu.abi.unresolved == [], (note, gpu.abi)
     return time.perf_counter() - start
 
 

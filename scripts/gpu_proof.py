@@ -11,8 +11,14 @@ nvcc and cuobjdump, and python3 with torch and CuPy; no network needed:
     tells SASS (runs both ways),
     PTX-JIT (runs only with JIT) and none (`no kernel image is available`, cudaErrorNoKernelImageForDevice) apart.
     buildkit's verdict (buildkit/gpu/coverage.py) for the GPU must equal what happened.
+(c) The driver prediction (buildkit/gpu/driver.py, `driver.compare`, the function `verify --gpus` uses) for each
+    CUDA runtime on the machine (torch's, CuPy's, the toolkit's libcudart) and the real driver (its version from
+    /proc/driver/nvidia/version, else nvidia-smi), against whether that runtime actually initialises CUDA there (a
+    device count and a kernel, each in its own process). No Docker needed.
 Writes OUTDIR/proof.json (everything), OUTDIR/proof.txt (the summary) and OUTDIR/kernels.tar.gz (the shared
 objects of (b), the unit tests' fixtures). Exit 0 when every comparison agrees.
+
+    PYTHONPATH=. python3 scripts/gpu_proof.py --driver-only OUTDIR    # (c) alone: seconds
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from buildkit.gpu import driver
 from buildkit.gpu.coverage import verdict
 from buildkit.gpu.elfsections import ElfFile
 from buildkit.gpu.fatbin import kernels
@@ -142,7 +149,77 @@ def device_cc() -> tuple[int, int] | None:
     return int(major), int(minor)
 
 
+# Each prints one JSON line: the runtime's CUDA version and whether it initialised CUDA and ran a kernel.
+RUNTIME_PROBES = {
+    "torch": "import json, torch\n"
+             "ok = torch.cuda.is_available() and float((torch.ones(4, device='cuda') + 1).sum()) == 8.0\n"
+             "print(json.dumps({'cuda': torch.version.cuda, 'started': bool(ok)}))",
+    "cupy": "import json, cupy\n"
+            "v = cupy.cuda.runtime.runtimeGetVersion()\n"
+            "ok = cupy.cuda.runtime.getDeviceCount() > 0 and int((cupy.ones(4) + 1).sum()) == 8\n"
+            "print(json.dumps({'cuda': f'{v // 1000}.{v % 1000 // 10}', 'started': bool(ok)}))",
+    "toolkit libcudart": "import ctypes, glob, json\n"
+                         "lib = ctypes.CDLL(sorted(glob.glob('/usr/local/cuda/lib64/libcudart.so.*'))[0])\n"
+                         "v, n = ctypes.c_int(), ctypes.c_int()\n"
+                         "lib.cudaRuntimeGetVersion(ctypes.byref(v))\n"
+                         "rc = lib.cudaGetDeviceCount(ctypes.byref(n))\n"
+                         "print(json.dumps({'cuda': f'{v.value // 1000}.{v.value % 1000 // 10}', "
+                         "'started': rc == 0 and n.value > 0, 'rc': rc}))",
+}
+
+
+def real_driver() -> str:
+    """The kernel module's version (580.159.04): /proc/driver/nvidia/version, else nvidia-smi."""
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()[:4096]
+        found = re.search(r"Kernel Module(?: for [^ ]+)? +([0-9]{3,4}(?:\.[0-9]{1,3}){1,2})", text)
+        if found:
+            return found[1]
+    except OSError:
+        pass
+    done = sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    return done.stdout.strip().splitlines()[0].strip() if done.returncode == 0 and done.stdout.strip() else ""
+
+
+def driver_proof() -> dict:
+    """(c): the prediction for each runtime on the real driver against whether it started."""
+    have = real_driver()
+    compat = Path("/usr/local/cuda/compat").is_dir()
+    rows = []
+    for name, code in RUNTIME_PROBES.items():
+        done = sh([sys.executable, "-c", code], timeout=300)
+        row: dict = {"runtime": name, "driver": have, "compat_package": compat}
+        try:
+            row.update(json.loads(done.stdout.strip().splitlines()[-1]))
+        except (ValueError, IndexError):
+            row.update(error=(done.stdout + done.stderr).strip()[-400:])
+            rows.append(row)
+            continue
+        try:
+            # The runtime here is not loaded through the compat package (no LD_LIBRARY_PATH to it): not forward.
+            row["agree"], row["line"] = driver.compare(row["cuda"], have, False, row["started"])
+        except ValueError as exc:
+            row.update(agree=False, line=str(exc))
+        rows.append(row)
+    return {"driver": have, "runtimes": rows, "ok": bool(rows) and all(r.get("agree") for r in rows)}
+
+
+def driver_lines(proof: dict) -> list[str]:
+    return [f"(c) {r['runtime']:18} {r.get('line') or r.get('error')} {'OK' if r.get('agree') else 'MISMATCH'}"
+            for r in proof["runtimes"]]
+
+
 def main() -> int:
+    if sys.argv[1] == "--driver-only":
+        out = Path(sys.argv[2])
+        out.mkdir(parents=True, exist_ok=True)
+        proof = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "driver_proof": driver_proof()}
+        (out / "driver_proof.json").write_text(json.dumps(proof, indent=1, sort_keys=True))
+        lines = [f"date {proof['date']}", f"driver {proof['driver_proof']['driver']}",
+                 *driver_lines(proof["driver_proof"])]
+        (out / "driver_proof.txt").write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        return 0 if proof["driver_proof"]["ok"] else 1
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     result: dict = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -201,9 +278,11 @@ def main() -> int:
         tar.add(work / "k.cu", arcname="k.cu")
     shutil.rmtree(work, ignore_errors=True)
 
+    result["driver_proof"] = driver_proof()
     listing_ok = all(r["agree"] for r in rows)
     kernels_ok = bool(cases) and all(c.get("match") for c in cases)
-    result["ok"] = {"listing": listing_ok, "kernels": kernels_ok}
+    driver_ok = result["driver_proof"]["ok"]
+    result["ok"] = {"listing": listing_ok, "kernels": kernels_ok, "driver": driver_ok}
     (out / "proof.json").write_text(json.dumps(result, indent=1, sort_keys=True))
     lines = [f"date {result['date']}", f"gpu {result['nvidia_smi']}", f"torch {result['torch']}",
              f"cupy {result['cupy']}", f"compat: {result['compat']}",
@@ -215,9 +294,10 @@ def main() -> int:
         lines.append(f"(b) {c['case']:16} {' '.join(c['gencode']):60} predicted {c.get('predicted')!s:8} observed "
                      f"{c.get('observed')!s:8} (rc {c.get('rc_with_jit')}/{c.get('rc_without_jit')}) "
                      f"{'OK' if c.get('match') else 'MISMATCH'} {c.get('build_error', '')}")
+    lines += driver_lines(result["driver_proof"])
     (out / "proof.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    return 0 if listing_ok and kernels_ok else 1
+    return 0 if listing_ok and kernels_ok and driver_ok else 1
 
 
 if __name__ == "__main__":

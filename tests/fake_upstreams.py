@@ -51,6 +51,33 @@ BASE_TAG = "25.05-cuda12.9-devel-ubuntu24.04"
 # containers, the line nvcr.io/nvidia/cuda-dl-base:25.05-cuda12.9-devel-ubuntu24.04 belongs to.
 CUDA_VERSION = "12.9.0.043"
 
+# NeMo-RL's uv.lock at NEMO_RL_SHA (https://github.com/NVIDIA-NeMo/RL/blob/946862e7755f74833d866c2a3a87ddbefae089c1/
+# uv.lock, 1.7 MB), trimmed to its header and its two torch tables (lines 8548-8587 and 8588-8660), each with its
+# name, version, source and cp312 Linux wheels; every value copied as it stands there. The PyPI table carries
+# markers for darwin; the +cu129 one, from the PyTorch index (pyproject.toml's `pytorch-cu129`), is what Linux gets.
+NEMO_RL_UV_LOCK_HEADER = 'version = 1\nrevision = 3\nrequires-python = ">=3.12"\n'
+NEMO_RL_TORCH_PYPI = """
+[[package]]
+name = "torch"
+version = "2.9.0"
+source = { registry = "https://pypi.org/simple" }
+wheels = [
+    { url = "https://files.pythonhosted.org/packages/d1/d3/3985739f3b8e88675127bf70f82b3a48ae083e39cda56305dbd90398fec0/torch-2.9.0-cp312-cp312-manylinux_2_28_aarch64.whl", hash = "sha256:e5f7af1dc4c0a7c4a260c2534f41ddaf209714f7c89145e644c44712fbd6b642", size = 104107898, upload-time = "2025-10-15T15:46:20.883Z" },
+    { url = "https://files.pythonhosted.org/packages/a5/4b/f4bb2e6c25d0272f798cd6d7a04ed315da76cec68c602d87040c7847287f/torch-2.9.0-cp312-cp312-manylinux_2_28_x86_64.whl", hash = "sha256:01cff95ecd9a212ea2f141db28acccdceb6a4c54f64e6c51091146f5e2a772c6", size = 899738273, upload-time = "2025-10-15T15:50:04.188Z" },
+]
+"""  # noqa: E501
+NEMO_RL_TORCH_CU129 = """
+[[package]]
+name = "torch"
+version = "2.9.0+cu129"
+source = { registry = "https://download.pytorch.org/whl/cu129" }
+wheels = [
+    { url = "https://download.pytorch.org/whl/cu129/torch-2.9.0%2Bcu129-cp312-cp312-manylinux_2_28_aarch64.whl", hash = "sha256:106f9619d43edbd7087bc89b5fd1e4d9f491d9ec8ce91e84378a79b0a7c2b586" },
+    { url = "https://download.pytorch.org/whl/cu129/torch-2.9.0%2Bcu129-cp312-cp312-manylinux_2_28_x86_64.whl", hash = "sha256:6a2f119afeefe66eef75484f008b1a240952e45b24899d27d281961e8a395458" },
+]
+"""  # noqa: E501
+NEMO_RL_UV_LOCK = NEMO_RL_UV_LOCK_HEADER + NEMO_RL_TORCH_PYPI + NEMO_RL_TORCH_CU129
+
 DROP = object()  # close the connection without answering; as a body chunk: cut the answer off there
 Answer = tuple[int, dict[str, str], "bytes | Iterator[bytes]"]
 
@@ -200,9 +227,10 @@ def _json(status: int, data: Any, headers: dict[str, str] | None = None) -> Answ
 
 
 class FakeGitHub(Upstream):
-    """GET /repos/{owner}/{repo}/commits/{ref}, /pulls/{n}, /commits?sha=BRANCH (newest first) and
-    /compare/{base}...{head}, with GitHub's status codes and rate-limit headers. Each repository's commits form one
-    line of history in the order they were added."""
+    """GET /repos/{owner}/{repo}/commits/{ref}, /pulls/{n}, /commits?sha=BRANCH (newest first),
+    /compare/{base}...{head} and /contents/{path}?ref={sha} (a file's bytes with the raw media type, as GitHub
+    answers `Accept: application/vnd.github.raw+json`), with GitHub's status codes and rate-limit headers. Each
+    repository's commits form one line of history in the order they were added."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -211,6 +239,7 @@ class FakeGitHub(Upstream):
         self.pulls: dict[tuple[str, int], dict[str, Any]] = {}
         self.rate_limited_until: int | None = None
         self.history: dict[str, list[str]] = {}  # "owner/repo" -> shas, oldest first
+        self.files: dict[tuple[str, str, str], bytes] = {}  # ("owner/repo", sha, path) -> bytes
 
     def add_commit(self, repo: str, sha: str, message: str, date: str, branch: str | None = None) -> None:
         self.commits.setdefault(repo, {})[sha] = {"message": message, "date": date}
@@ -267,6 +296,18 @@ class FakeGitHub(Upstream):
                 {"status": status, "ahead_by": max(0, -behind), "behind_by": max(0, behind), "files": []},
                 limit_headers,
             )
+        if len(parts) >= 5 and parts[0] == "repos" and parts[3] == "contents":
+            repo, name = f"{parts[1]}/{parts[2]}", unquote("/".join(parts[4:]))
+            sha = self._find(repo, parse_qs(urlsplit(path).query).get("ref", ["main"])[0])
+            data = self.files.get((repo, sha or "", name))
+            if data is None:
+                return _json(404, {"message": "Not Found", "status": "404"}, limit_headers)
+            if headers.get("Accept") == "application/vnd.github.raw+json":
+                return 200, {"Content-Type": "application/vnd.github.raw+json", **limit_headers}, data
+            # Without the raw media type GitHub answers JSON, its content base64-encoded (files up to 1 MB).
+            return _json(200, {"type": "file", "name": name.rsplit("/", 1)[-1], "path": name, "sha": sha,
+                               "size": len(data), "encoding": "base64",
+                               "content": base64.b64encode(data).decode()}, limit_headers)  # fmt: skip
         if len(parts) == 5 and parts[0] == "repos" and parts[3] == "pulls" and parts[4].isdigit():
             pull = self.pulls.get((f"{parts[1]}/{parts[2]}", int(parts[4])))
             if pull is None:
@@ -305,12 +346,17 @@ def _block_base(seed: int) -> bytes:
 
 
 LIBRARY = "vllm/_C.abi3.so"
+# vLLM's other library every GPU loads (build.gpu_required's default); real wheels hold both (vLLM 0.14.0's PyPI
+# wheel: vllm/_C.abi3.so and vllm/_moe_C.abi3.so). Served as the same minimal ELF.
+MOE_LIBRARY = "vllm/_moe_C.abi3.so"
 PADDING = "vllm/_padding.bin"  # the rest of the wheel's size: seeded random bytes, stored
 
 
 def minimal_elf(needed: tuple[str, ...] = ("libcudart.so.12",)) -> bytes:
     """A minimal ELF64 little-endian shared object whose dynamic section names `needed` (DT_NEEDED): one PT_LOAD
-    covering the whole file at address 0, one PT_DYNAMIC, the string table between them. Nothing loads it."""
+    covering the whole file at address 0, one PT_DYNAMIC, the string table between them, and after the dynamic
+    section the symbol table (the null symbol alone) and its DT_HASH table, which every shared object has. Nothing
+    loads it."""
     strtab = b"\0" + b"".join(name.encode() + b"\0" for name in needed)
     offsets, at = [], 1
     for name in needed:
@@ -318,15 +364,20 @@ def minimal_elf(needed: tuple[str, ...] = ("libcudart.so.12",)) -> bytes:
         at += len(name.encode()) + 1
     str_off = 64 + 2 * 56
     dyn_off = (str_off + len(strtab) + 7) // 8 * 8
-    entries = [(1, o) for o in offsets] + [(5, str_off), (10, len(strtab)), (0, 0)]
+    tail = 6 * 16  # DT_STRTAB, DT_STRSZ, DT_SYMTAB, DT_SYMENT, DT_HASH, DT_NULL
+    sym_off = dyn_off + 16 * len(offsets) + tail
+    hash_off = sym_off + 24
+    entries = [(1, o) for o in offsets] + [(5, str_off), (10, len(strtab)), (6, sym_off), (11, 24), (4, hash_off),
+                                           (0, 0)]  # fmt: skip
     dynamic = b"".join(struct.pack("<qQ", tag, value) for tag, value in entries)
-    total = dyn_off + len(dynamic)
+    symbols = bytes(24) + struct.pack("<IIII", 1, 1, 0, 0)  # the null symbol; nbucket 1, nchain 1
+    total = hash_off + 16
     ident = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
     header = struct.pack("<16sHHIQQQIHHHHHH", ident, 3, 62, 1, 0, 64, 0, 0, 64, 56, 2, 64, 0, 0)
     load = struct.pack("<IIQQQQQQ", 1, 5, 0, 0, 0, total, total, 0x1000)
     dyn = struct.pack("<IIQQQQQQ", 2, 6, dyn_off, dyn_off, dyn_off, len(dynamic), len(dynamic), 8)
     body = header + load + dyn + strtab
-    return body + bytes(dyn_off - len(body)) + dynamic
+    return body + bytes(dyn_off - len(body)) + dynamic + symbols
 
 
 def cudart_for(variant: str) -> tuple[str, ...]:
@@ -378,8 +429,9 @@ def _pad_crc(seed: int, length: int) -> int:
 @lru_cache(maxsize=16)
 def _zip_layout(seed: int, size: int, library: bytes | None, member: str) -> tuple[bytes, int, bytes]:
     """(the bytes before the padding's data, its length, the bytes after it) of a stored zip `size` bytes long:
-    the library member (when there is one), then the padding member, then the central directory."""
-    members = [(member.encode(), library)] if library is not None else []
+    the library member and vllm/_moe_C.abi3.so (when there is one), then the padding member, then the central
+    directory."""
+    members = [(member.encode(), library), (MOE_LIBRARY.encode(), library)] if library is not None else []
     pad_name = PADDING.encode()
     fixed = sum(30 + len(n) + len(d) + 46 + len(n) for n, d in members) + 30 + 46 + 2 * len(pad_name) + 22
     pad_len = size - fixed
@@ -873,6 +925,7 @@ def reference_upstreams(wheel_size: int = TEST_WHEEL_SIZE) -> Upstreams:
     """All three servers, started, holding the reference build's facts (the wheels `wheel_size` bytes long)."""
     github = FakeGitHub()
     github.add_commit("NVIDIA-NeMo/RL", NEMO_RL_SHA, NEMO_RL_SUBJECT + "\n\nSigned-off-by: dev", NEMO_RL_DATE, "main")
+    github.files[("NVIDIA-NeMo/RL", NEMO_RL_SHA, "uv.lock")] = NEMO_RL_UV_LOCK.encode()
     github.add_commit("vllm-project/vllm", VLLM_SHA, VLLM_SUBJECT, VLLM_DATE, "main")
     github.add_pull("vllm-project/vllm", VLLM_PR, VLLM_PR_TITLE, VLLM_SHA, "2026-01-19T21:04:56Z")
     wheels = FakeWheelIndex()

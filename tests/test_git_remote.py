@@ -97,3 +97,25 @@ def test_unreachable_git_remote(project):
     result = pin_nemo(project, url, "main")("resolve")
     assert result.code == 3 and "cannot reach git remote" in result.stderr, result.output
     assert "Traceback" not in result.output
+
+
+def test_uv_lock_is_read_with_git_on_another_remote(project, tmp_path):
+    """NeMo-RL on a plain git remote: resolve reads uv.lock at the locked commit from its partial clone (one blob
+    fetched), for the torch of the ABI check (issue 23)."""
+    from tests.fake_upstreams import NEMO_RL_UV_LOCK
+
+    work = tmp_path / "uvwork"
+    work.mkdir()
+    git("init", "-q", "-b", "main", cwd=work)
+    (work / "uv.lock").write_text(NEMO_RL_UV_LOCK)
+    sha = commit_all(work, "with uv.lock", date="2026-02-01T10:00:00+00:00")
+    served = tmp_path / "uvserved"
+    served.mkdir()
+    daemon = GitDaemon(served)
+    daemon.publish(work, "RL.git")
+    try:
+        result = pin_nemo(project, f"{daemon.url}RL.git", sha)("resolve", "--json")
+    finally:
+        daemon.stop()
+    assert result.code == 0, result.output
+    assert json.loads(result.stdout)["gpu"]["abi"]["against"][0].startswith("torch 2.9.0+cu129 ")

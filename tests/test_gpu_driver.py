@@ -81,3 +81,30 @@ def test_hostile_versions():
     for bad in ("580", "5800000.1", "580.65.06; rm", ""):
         with pytest.raises(ValueError):
             driver.parse_driver(bad)
+
+
+# scripts/gpu_proof.py --driver-only on the device machine, 2026-11-24T19:46:50Z (README "Proven on a real GPU"):
+# the real driver from /proc/driver/nvidia/version, each runtime's CUDA version as it reports it, and whether it
+# initialised CUDA and ran a kernel there.
+DEVICE_RUNTIMES = [("torch", "13.0", True), ("cupy", "13.2", True), ("toolkit libcudart", "13.0", True)]
+
+
+@pytest.mark.parametrize("runtime,cuda,started", DEVICE_RUNTIMES)
+def test_the_device_runtimes_agree_with_the_prediction(runtime, cuda, started):
+    agree, line = driver.compare(cuda, "580.159.04", False, started)
+    assert agree, line
+    # CuPy's 13.2 is newer than the table (13.0): it ran through minor-version compatibility, not natively.
+    assert (driver.MINOR if cuda == "13.2" else driver.NATIVE) in line
+
+
+def test_compare_says_when_the_prediction_is_wrong():
+    agree, line = driver.compare("13.0", "570.124.06", False, True)  # predicted no, yet it started
+    assert not agree and "predicted no" in line and "CUDA started" in line
+    agree, line = driver.compare("12.9", "575.57.08", False, False)
+    assert not agree and "predicted native" in line and "did not start" in line
+
+
+def test_a_minor_newer_than_the_table():
+    assert driver.minimum_driver("13.2") is None
+    assert driver.judge("13.2", "580.159.04", False)[0] == driver.MINOR
+    assert driver.judge("13.2", "575.57.08", False)[0] == driver.NO

@@ -106,8 +106,10 @@ def test_required_library_without_kernel_stops(vllm_libraries):
     with pytest.raises(UpstreamMismatch, match=r"_vllm_fa3_C.abi3.so has no kernel for sm_100 .*it has sm_90a$"):
         check_required(rows, "wheel")
     rows = kernel_table(iter(vllm_libraries), "9.0", ["vllm/_nope.so"])
-    assert rows[-1].library == "vllm/_nope.so" and rows[-1].loads == {"sm_90": "missing (no such library: not checked)"}
-    check_required(rows, "wheel")  # a layout vLLM may change: shown, not stopped
+    assert rows[-1].library == "vllm/_nope.so" and rows[-1].loads == {"sm_90": "missing (no such library)"}
+    with pytest.raises(UpstreamMismatch, match=r"^wheel: the required library vllm/_nope.so \(build.gpu_required\) is "
+                       r"not in it, so it has no kernel for sm_90$"):  # fmt: skip
+        check_required(rows, "wheel")  # like a library without kernels: vLLM would not start
 
 
 # --- hostile input (point 6): forged ELF files and fatbins --------------------------------------------------

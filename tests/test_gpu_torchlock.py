@@ -1,104 +1,91 @@
-"""The ABI check before the build (issue 23, point 2): the torch of NeMo-RL's uv.lock, fetched from a loopback
-index ($BUILDKIT_TORCH_INDEX) that serves PyPI's real torch 2.9.0 wheel, against vLLM 0.14.0's real wheel in
-resolve's cache. The uv.lock entry is torch 2.9.0 as PyPI publishes it (file name, sha256, size: realwheels.py);
-NeMo-RL 946862e7's uv.lock also lists 2.9.0+cu129 from the PyTorch index, which this machine cannot reach."""
+"""The torch NeMo-RL's uv.lock installs (issue 23, point 2), read from uv.lock's bytes as resolve gets them at the
+locked commit. The uv.lock text is NeMo-RL 946862e7's, trimmed to its torch tables (tests/fake_upstreams.py says
+where each value stands); the end-to-end check on real wheels is in tests/test_resolve_realwheel.py."""
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+import json
 
 import pytest
 
-from buildkit.errors import UpstreamMismatch
-from buildkit.gpu.torchlock import locked_torch
-from buildkit.models.lock import WheelFact
-from buildkit.stages.gpucheck import abi_before_build
-from buildkit.world.http import Http
-from tests.realwheels import TORCH_2_9_0, VLLM_0_14_0, real_wheel
+from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch
+from buildkit.gpu.torchlock import MAX_UV_LOCK_BYTES, locked_torch, torch_of_uv_lock
+from tests.fake_upstreams import NEMO_RL_SHA, NEMO_RL_TORCH_PYPI, NEMO_RL_UV_LOCK, NEMO_RL_UV_LOCK_HEADER
 
 
-class _Files(SimpleHTTPRequestHandler):
-    requests: list[str] = []
-
-    def end_headers(self) -> None:
-        self.send_header("ETag", '"' + hashlib.md5(self.path.encode()).hexdigest() + '"')
-        super().end_headers()
-
-    def log_message(self, *args) -> None:
-        _Files.requests.append(f"{self.command} {self.path}")
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory):
-    root = tmp_path_factory.mktemp("index")
-    for wheel in (TORCH_2_9_0, VLLM_0_14_0):
-        (root / wheel.filename).symlink_to(real_wheel(wheel))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Files, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
+def test_the_cuda_build_of_946862e7_is_the_one_linux_installs(monkeypatch):
+    monkeypatch.delenv("BUILDKIT_TORCH_INDEX", raising=False)
+    torch = torch_of_uv_lock(NEMO_RL_UV_LOCK.encode(), "uv.lock", "x86_64")
+    assert (torch.version, torch.index, torch.size) == ("2.9.0+cu129", "https://download.pytorch.org/whl/cu129", None)
+    assert torch.filename == "torch-2.9.0+cu129-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert torch.url == "https://download.pytorch.org/whl/cu129/torch-2.9.0%2Bcu129-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert torch.sha256 == "6a2f119afeefe66eef75484f008b1a240952e45b24899d27d281961e8a395458"
+    arm = torch_of_uv_lock(NEMO_RL_UV_LOCK.encode(), "uv.lock", "aarch64")
+    assert arm.sha256 == "106f9619d43edbd7087bc89b5fd1e4d9f491d9ec8ce91e84378a79b0a7c2b586"
 
 
-def uv_lock(sha256: str) -> str:
-    return f'''version = 1
-requires-python = ">=3.12"
-
-[[package]]
-name = "torch"
-version = "2.9.0"
-source = {{ registry = "https://pypi.org/simple" }}
-wheels = [
-    {{ url = "https://files.pythonhosted.org/packages/00/00/{TORCH_2_9_0.filename}", hash = "sha256:{sha256}", size = {TORCH_2_9_0.size} }},
-]
-'''  # noqa: E501
+def test_the_torch_index_is_moved(monkeypatch):
+    monkeypatch.setenv("BUILDKIT_TORCH_INDEX", "http://127.0.0.1:9/mirror/")
+    cu = torch_of_uv_lock(NEMO_RL_UV_LOCK.encode(), "uv.lock", "x86_64")
+    assert cu.url == "http://127.0.0.1:9/mirror/torch-2.9.0%2Bcu129-cp312-cp312-manylinux_2_28_x86_64.whl"
+    pypi = torch_of_uv_lock((NEMO_RL_UV_LOCK_HEADER + NEMO_RL_TORCH_PYPI).encode(), "uv.lock", "x86_64")
+    assert pypi.url == "http://127.0.0.1:9/mirror/torch-2.9.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert pypi.size == 899738273
+    monkeypatch.setenv("BUILDKIT_TORCH_INDEX", "http://mirror.example/")  # plain http off loopback
+    with pytest.raises(InputError, match=r"^\$BUILDKIT_TORCH_INDEX: plain http:// is allowed only for loopback"):
+        torch_of_uv_lock(NEMO_RL_UV_LOCK.encode(), "uv.lock", "x86_64")
 
 
-def vllm_in_cache(index: str, cache: Path) -> WheelFact:
-    from buildkit.stages.resolve import download
-    from buildkit.stages.resolve.wheels import FoundWheel
-
-    url = f"{index}/{VLLM_0_14_0.filename}"
-    found = FoundWheel(index=index, variant="default", arch="x86_64", filename=VLLM_0_14_0.filename,
-                       version="0.14.0", url=url, size=VLLM_0_14_0.size, etag=None, last_modified=None,
-                       index_sha256=VLLM_0_14_0.sha256, listed_in=index, verified_by="HEAD")  # fmt: skip
-    head = Http().head(url)
-    found = FoundWheel(**{**found.__dict__, "etag": head.headers.get("ETag")})
-    download.fetch(Http(), cache, found)  # as resolve downloads it: through the loopback index
-    return WheelFact(**{k: v for k, v in found.__dict__.items() if k != "listed_variant"}, sha256=VLLM_0_14_0.sha256,
-                     content_addressed=True, not_content_addressed=None, cuda="12", cuda_source="test")  # fmt: skip
-
-
-def test_links_against_uv_locks_torch_cold_then_warm(index, tmp_path, monkeypatch):
-    monkeypatch.setenv("BUILDKIT_TORCH_INDEX", index)
-    tree, cache = tmp_path / "tree", tmp_path / "cache"
-    tree.mkdir()
-    (tree / "uv.lock").write_text(uv_lock(TORCH_2_9_0.sha256))
-    torch = locked_torch(tree / "uv.lock", "x86_64")
-    assert torch.url == f"{index}/{TORCH_2_9_0.filename}" and torch.version == "2.9.0"
-    wheel = vllm_in_cache(index, cache)
-    _Files.requests.clear()
-    result = abi_before_build(tree, wheel, cache, Http())
-    assert not isinstance(result, str) and result.unresolved == [] and result.checked == 487  # torch symbols
-    assert f"GET /{TORCH_2_9_0.filename}" in _Files.requests  # cold: downloaded
-    _Files.requests.clear()
-    again = abi_before_build(tree, wheel, cache, Http())
-    assert again.checked == result.checked and _Files.requests == []  # warm: torch's symbols from the cache
-
-
-def test_a_torch_wheel_with_other_bytes_stops(index, tmp_path, monkeypatch):
-    monkeypatch.setenv("BUILDKIT_TORCH_INDEX", index)
-    tree, cache = tmp_path / "tree", tmp_path / "cache"
-    tree.mkdir()
-    (tree / "uv.lock").write_text(uv_lock("0" * 64))
-    with pytest.raises(UpstreamMismatch, match="the wheel index says sha256 0000"):
-        abi_before_build(tree, vllm_in_cache(index, cache), cache, Http())
-
-
-def test_no_torch_in_uv_lock_is_not_checked(tmp_path):
-    (tmp_path / "uv.lock").write_text('version = 1\n\n[[package]]\nname = "numpy"\nversion = "2.0.0"\n')
-    assert locked_torch(tmp_path / "uv.lock", "x86_64") is None
+def test_no_torch_and_no_file(tmp_path):
+    assert torch_of_uv_lock(b'version = 1\n\n[[package]]\nname = "numpy"\nversion = "2.0.0"\n', "u", "x86_64") is None
     assert locked_torch(tmp_path / "missing.lock", "x86_64") is None
+    with pytest.raises(UpstreamMismatch, match="torch has no wheel for cp312 linux riscv64"):
+        torch_of_uv_lock(NEMO_RL_UV_LOCK.encode(), "uv.lock", "riscv64")
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("version = [", "not a readable uv.lock"),
+    ("package = 3", "`package` is not a list"),
+    (NEMO_RL_UV_LOCK.replace("https://download.pytorch.org/whl/cu129/torch", "ftp://x/torch"), "not an https://"),
+])  # fmt: skip
+def test_hostile_uv_locks(text, needle):
+    with pytest.raises(UpstreamMalformed, match=needle):
+        torch_of_uv_lock(text.encode(), "uv.lock", "x86_64")
+
+
+def test_entries_that_cannot_be_torchs_are_passed_over():
+    # A hash that is not sha256 hex, a version no index publishes: not a wheel to download.
+    bad = NEMO_RL_UV_LOCK.replace('"sha256:6a2f', '"md5:6a2f').replace('"2.9.0"', '"2.9.0; rm -rf /"')
+    with pytest.raises(UpstreamMismatch, match="no wheel"):
+        torch_of_uv_lock(bad.encode(), "uv.lock", "x86_64")
+    with pytest.raises(UpstreamMalformed, match="more than"):
+        torch_of_uv_lock(b" " * (MAX_UV_LOCK_BYTES + 1), "uv.lock", "x86_64")
+
+
+# Through resolve, on the loopback GitHub (which serves the uv.lock above at the pinned commit) and the test index's
+# wheel, whose minimal ELF needs nothing from torch: uv.lock is read, no torch is downloaded.
+
+
+def test_resolve_reads_uv_lock_at_the_locked_commit(project, upstreams):
+    root, cli = project
+    result = cli("resolve", "--json", env={"GITHUB_TOKEN": "ghp_test_token_for_the_api_only"})
+    assert result.code == 0, result.output
+    abi = json.loads(result.stdout)["gpu"]["abi"]
+    assert abi == {"against": ["torch 2.9.0+cu129 (torch-2.9.0+cu129-cp312-cp312-manylinux_2_28_x86_64.whl, NeMo-RL's "
+                               "uv.lock)"], "checked": 0, "unresolved_count": 0, "unresolved": []}  # fmt: skip
+    asked = [(p, h) for m, p, h in upstreams.github.log if "/contents/" in p]
+    assert [p for p, _h in asked] == [f"/repos/NVIDIA-NeMo/RL/contents/uv.lock?ref={NEMO_RL_SHA}"]
+    assert asked[0][1]["Accept"] == "application/vnd.github.raw+json"
+    assert asked[0][1]["Authorization"] == "Bearer ghp_test_token_for_the_api_only"
+    assert all("Authorization" not in h for _m, _p, h in upstreams.wheels.log)  # the token stays with the API
+
+
+def test_resolve_without_uv_lock_says_the_abi_was_not_checked(project, upstreams):
+    root, cli = project
+    upstreams.github.files.clear()
+    result = cli("resolve")
+    assert result.code == 0, result.output
+    assert "ABI not checked: NeMo-RL has no uv.lock at 946862e7755f" in result.stderr
+    assert json.loads((root / "pins.lock").read_text())["gpu"]["abi"] is None
+    record = json.loads((root / "build" / "resolve.json").read_text())
+    assert "ABI not checked: NeMo-RL has no uv.lock at 946862e7755f" in record["notes"]

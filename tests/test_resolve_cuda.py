@@ -302,6 +302,16 @@ def test_a_zip_directory_claiming_to_be_huge_is_refused(tmp_path):
 def test_a_wheel_without_the_library_is_not_checked(project, upstreams):
     root, cli = project
     served(upstreams).member = None
+    # build.gpu_required (default vLLM's _C and _moe_C) stops resolve first (issue 23: a required library that is
+    # missing is like one without kernels); without required libraries, the CUDA check says "not checked".
+    result = run(cli)
+    assert result.code == 4 and "the required library vllm/_C.abi3.so (build.gpu_required) is not in it" in (
+        result.stderr
+    ), result.output
+    assert not (root / "pins.lock").exists()
+    pins = (root / "pins.yaml").read_text()
+    arch = '  cuda_arch_list: "9.0"'
+    (root / "pins.yaml").write_text(pins.replace(arch, f"{arch}\n  gpu_required: []"))
     result = run(cli)
     lock = lock_of(result)
     assert lock["wheel"]["cuda"] is None and lock["cuda"]["outcome"] == "not checked"

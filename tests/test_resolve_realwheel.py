@@ -18,8 +18,15 @@ import json
 
 import pytest
 
-from tests.fake_upstreams import VLLM_SHA, WHEEL_X86, RealFile
-from tests.realwheels import VLLM_0_14_0, real_wheel
+from tests.fake_upstreams import (
+    NEMO_RL_SHA,
+    NEMO_RL_TORCH_PYPI,
+    NEMO_RL_UV_LOCK_HEADER,
+    VLLM_SHA,
+    WHEEL_X86,
+    RealFile,
+)
+from tests.realwheels import TORCH_2_8_0, TORCH_2_9_0, VLLM_0_14_0, real_wheel
 
 
 @pytest.fixture
@@ -65,3 +72,73 @@ def test_real_bytes_under_a_cu130_name_on_a_cuda_13_base_are_refused(project, re
         result.stderr
     )
     assert not (root / "pins.lock").exists()
+
+
+# The ABI check at resolve (issue 23, point 2): vLLM 0.14.0's real extension modules against the torch NeMo-RL's
+# uv.lock installs, read from the (loopback) GitHub API at the locked commit; $BUILDKIT_TORCH_INDEX points at the
+# loopback index, which serves PyPI's real torch wheels. NeMo-RL 946862e7's uv.lock installs 2.9.0+cu129 from the
+# PyTorch index, whose bytes this machine cannot fetch, so the uv.lock served here keeps only its PyPI table (same
+# version, same C++ symbols; tests/fake_upstreams.py: NEMO_RL_TORCH_PYPI, each value as it stands there).
+# Expected, from the reference build (a dev wheel of the 0.14 line ran on torch 2.9.0): that pair links; with
+# torch 2.8.0 it does not, and FlashAttention's modules name the c10::SymInt methods 2.8.0 lacks.
+TORCH_2_8_0_TABLE = """
+[[package]]
+name = "torch"
+version = "2.8.0"
+source = { registry = "https://pypi.org/simple" }
+wheels = [
+    { url = "https://files.pythonhosted.org/packages/99/a8/6acf48d48838fb8fe480597d98a0668c2beb02ee4755cc136de92a0a956f/torch-2.8.0-cp312-cp312-manylinux_2_28_x86_64.whl", hash = "sha256:b2aca0939fb7e4d842561febbd4ffda67a8e958ff725c1c27e244e85e982173c", size = 887913624, upload-time = "2025-08-06T14:56:44.330Z" },
+]
+"""  # noqa: E501 -- PyPI's entry for that file (https://pypi.org/simple/torch/, 2026-11-24), in uv.lock's form
+
+
+def _serve_torch(upstreams, uv_lock: str, wheel) -> dict[str, str]:
+    """NeMo-RL's uv.lock as GitHub serves it at the pinned commit, the torch wheel on the loopback index."""
+    upstreams.github.files[("NVIDIA-NeMo/RL", NEMO_RL_SHA, "uv.lock")] = uv_lock.encode()
+    upstreams.wheels.files[f"/torch/{wheel.filename}"] = RealFile(real_wheel(wheel), wheel.sha256)
+    return {"BUILDKIT_TORCH_INDEX": f"{upstreams.wheels.url}/torch"}
+
+
+def _torch_gets(upstreams) -> list[str]:
+    return [p for m, p, _h in upstreams.wheels.log if m == "GET" and p.startswith("/torch/")]
+
+
+def test_resolve_links_vllm_against_the_torch_of_nemo_rls_uv_lock(project, real_upstreams):
+    root, cli = project
+    env = _serve_torch(real_upstreams, NEMO_RL_UV_LOCK_HEADER + NEMO_RL_TORCH_PYPI, TORCH_2_9_0)
+    result = cli("resolve", "--json", env=env, timeout=600)
+    assert result.code == 0, result.output[-3000:]
+    abi = json.loads(result.stdout)["gpu"]["abi"]
+    assert abi["against"] == [f"torch 2.9.0 ({TORCH_2_9_0.filename}, NeMo-RL's uv.lock)"]
+    assert abi["unresolved"] == [] and abi["checked"] == 487  # vLLM's undefined symbols in torch's namespaces
+    assert len(_torch_gets(real_upstreams)) == 1  # cold: the torch wheel downloaded, checked against uv.lock
+    contents = [p for m, p, _h in real_upstreams.github.log if "/contents/uv.lock" in p]
+    assert contents == [f"/repos/NVIDIA-NeMo/RL/contents/uv.lock?ref={NEMO_RL_SHA}"]
+    real_upstreams.wheels.log.clear()
+    again = cli("resolve", "--json", env=env, timeout=600)
+    assert again.code == 0 and json.loads(again.stdout)["gpu"]["abi"] == abi
+    assert _torch_gets(real_upstreams) == []  # warm: torch's symbols from the cache
+
+
+def test_resolve_stops_on_symbols_torch_2_8_0_lacks(project, real_upstreams):
+    root, cli = project
+    env = _serve_torch(real_upstreams, NEMO_RL_UV_LOCK_HEADER + TORCH_2_8_0_TABLE, TORCH_2_8_0)
+    result = cli("resolve", "--json", env=env, timeout=600)
+    assert result.code == 4, result.output[-3000:]
+    line = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
+    assert line == (
+        f"error: wheel {WHEEL_X86}: 4 undefined symbol(s) would not resolve against torch 2.8.0 "
+        f"({TORCH_2_8_0.filename}, NeMo-RL's uv.lock): c10::SymInt::maybe_as_int_slow_path() const (should be in "
+        "libc10.so; needed by _vllm_fa2_C.abi3.so, _vllm_fa3_C.abi3.so); c10::SymInt::sym_ne_slow_path(c10::SymInt "
+        "const&) const (should be in libc10.so; needed by _vllm_fa2_C.abi3.so, _vllm_fa3_C.abi3.so)"
+    )
+    assert not (root / "pins.lock").exists()
+
+
+def test_a_torch_wheel_with_other_bytes_stops_resolve(project, real_upstreams):
+    root, cli = project
+    lock = (NEMO_RL_UV_LOCK_HEADER + NEMO_RL_TORCH_PYPI).replace(TORCH_2_9_0.sha256, "0" * 64)
+    result = cli("resolve", env=_serve_torch(real_upstreams, lock, TORCH_2_9_0), timeout=600)
+    assert result.code == 4 and f"{TORCH_2_9_0.filename}: NeMo-RL's uv.lock says sha256 {'0' * 64}" in (
+        result.stderr
+    ), result.output[-3000:]

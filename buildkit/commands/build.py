@@ -123,14 +123,6 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
         prepared = pipeline.prepare(inputs, opts.submodules)
     ui.print_prepare(prepared, paths.prepare_record)
-    if not opts.smoke:  # before the long build: does the wheel link against the torch NeMo-RL's uv.lock installs?
-        from buildkit.stages.gpucheck import abi_before_build
-        from buildkit.world.http import Http
-
-        with ui.err.status("checking vLLM's symbols against NeMo-RL's torch...", spinner="dots"):
-            abi = abi_before_build(paths.tree(inputs.lock.nemo_rl.commit), inputs.lock.wheel, paths.cache_dir, Http())
-        ui.err.print(f"ABI: {ui.safe(abi)}" if isinstance(abi, str) else f"[green]ABI[/]: {abi.checked} symbols of "
-                     f"vLLM's modules resolve against {ui.safe(abi.against[0])}")  # fmt: skip
     _, rendered = pipeline.render(
         inputs, prepared, syntax=syntax, smoke_base=smoke_base, refuse_drift=not opts.allow_drift
     )

@@ -51,11 +51,16 @@ def torch_library_for(name: str) -> str:
     return "libtorch_cpu.so"
 
 
+def torch_cache(cache_dir: Path, sha256: str) -> Path:
+    """Where the names a torch wheel's libraries define are kept (gzipped, a few MB), by the wheel's sha256."""
+    return cache_dir / "gpu-abi" / f"torch-{sha256}.v{CACHE_FORMAT}.txt.gz"
+
+
 def torch_defined(torch_wheel: Path | Callable[[], Path], sha256: str, cache_dir: Path) -> set[str]:
     """The names torch/lib/*.so in the wheel define, cached by the wheel's sha256 (the symbol tables of a 900 MB
     wheel take seconds to read; their names, gzipped, a few MB). torch_wheel may be a function that downloads it:
     called only when the cache has no entry."""
-    cached = cache_dir / "gpu-abi" / f"torch-{sha256}.v{CACHE_FORMAT}.txt.gz"
+    cached = torch_cache(cache_dir, sha256)
     if cached.is_file():
         try:
             with gzip.open(cached, "rt", encoding="utf-8") as f:
@@ -153,14 +158,21 @@ def demangle(names: list[str]) -> list[str]:
     return list(names)
 
 
-def stop_if_unresolved(abi: AbiCheck, where: str) -> None:
+def stop_if_unresolved(abi: AbiCheck, where: str, shown: int = 3) -> None:
+    """UpstreamMismatch naming the missing symbols (demangled, the first `shown` distinct ones), the library that
+    should define each and vLLM's modules that need it, on one line."""
     if not abi.unresolved:
         return
-    first = abi.unresolved[0]
-    version = f"@{first.version}" if first.version else ""
+    needs: dict[tuple[str, str], list[str]] = {}  # (symbol@version, library that should define it) -> modules
+    for u in abi.unresolved:
+        symbol = f"{u.symbol}@{u.version}" if u.version else u.symbol
+        needs.setdefault((symbol, u.expected_in), []).append(u.library.rsplit("/", 1)[-1])
+    named = [f"{symbol} (should be in {library}; needed by {', '.join(modules)})"
+             for (symbol, library), modules in list(needs.items())[:shown]]  # fmt: skip
+    more = f"; and {len(needs) - shown} more" if len(needs) > shown else ""
     raise UpstreamMismatch(
-        f"{where}: {abi.unresolved_count} undefined symbol(s) would not resolve; first: {first.library} needs "
-        f"{first.symbol}{version}, which {first.expected_in} ({', '.join(abi.against)}) does not define",
+        f"{where}: {abi.unresolved_count} undefined symbol(s) would not resolve against {', '.join(abi.against)}: "
+        f"{'; '.join(named)}{more}",
         hint="pin a vLLM wheel built against the torch NeMo-RL's uv.lock installs (or a NeMo-RL commit whose torch "
-        "matches the wheel); `buildkit report` lists every symbol",
+        "matches the wheel)",
     )

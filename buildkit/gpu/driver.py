@@ -80,7 +80,9 @@ def minimum_driver(cuda: str) -> str | None:
     if (major, minor) > max(TOOLKIT_DRIVER):
         return None
     known = [k for k in TOOLKIT_DRIVER if k[0] == major and k[1] <= minor]
-    return _show(TOOLKIT_DRIVER[max(known)]) if known else None
+    if not known or max(k for k in TOOLKIT_DRIVER if k[0] == major) < (major, minor):
+        return None  # newer than the table (CuPy's CUDA 13.2 on the device machine): its GA driver is not known here
+    return _show(TOOLKIT_DRIVER[max(known)])
 
 
 def _forward_compat(major: int, minor: int, have: tuple[int, ...]) -> bool:
@@ -114,3 +116,12 @@ def judge(cuda: str, driver: str, forward_compat: bool) -> tuple[str, str]:
     else:
         why = f"; NVIDIA ships no cuda-compat-{major}-{minor} for branch {have[0]}"
     return NO, f"driver {driver} < {least}, the CUDA {major}.x minimum{why}"
+
+
+def compare(cuda: str, driver: str, forward_compat: bool, started: bool) -> tuple[bool, str]:
+    """The prediction for a real driver against whether a CUDA runtime of that version started on it (verify
+    --gpus: torch in the image; scripts/gpu_proof.py: torch, CuPy and the toolkit on the device machine):
+    (they agree, one line saying both)."""
+    verdict, why = judge(cuda, driver, forward_compat)
+    seen = "started" if started else "did not start"
+    return (verdict != NO) == started, f"CUDA {cuda} on driver {driver}: predicted {verdict} ({why}); CUDA {seen}"

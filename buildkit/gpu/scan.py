@@ -122,17 +122,24 @@ def kernel_table(found: Iterator[tuple[str, list[Kernel] | None]], cuda_arch_lis
         rows.append(LibraryKernels(library=name, required=needed, sass=sass, ptx=ptx, loads=loads))
     for pattern in required_patterns:
         if not any(required(r.library, [pattern]) for r in rows):
-            loads = {gpu_name(cc): f"{MISSING} (no such library: not checked)" for cc in targets}
+            loads = {gpu_name(cc): f"{MISSING} (no such library)" for cc in targets}
             rows.append(LibraryKernels(library=pattern, required=True, sass=[], ptx=[], loads=loads))
     return rows
 
 
 def check_required(rows: list[LibraryKernels], where: str) -> None:
-    """UpstreamMismatch naming the first required library with no kernel for a target GPU. A required library
-    that is missing, or has no section headers, is shown "not checked" (a layout vLLM may change), not stopped."""
+    """UpstreamMismatch naming the first required library with no kernel for a target GPU, or not there at all
+    (vLLM loads `_C` and `_moe_C` on every GPU: without them it does not start). One without section headers is
+    shown "not checked", not stopped (nothing says where its GPU code is)."""
     for row in rows:
         if not row.required:
             continue
+        if any(load.split(" ", 1)[0] == MISSING for load in row.loads.values()):
+            raise UpstreamMismatch(
+                f"{where}: the required library {row.library} (build.gpu_required) is not in it, so it has no "
+                f"kernel for {', '.join(row.loads)}",
+                hint="pin a vLLM wheel that holds it, or change build.gpu_required if vLLM moved or renamed it",
+            )
         for gpu, load in row.loads.items():
             if load.split(" ", 1)[0] == NONE:
                 has = ", ".join(row.sass + row.ptx) or "no GPU code"

@@ -272,12 +272,9 @@ def driver_on_gpu(engine, image: str, gpu: GpuCheck, torch_sees_gpu: bool) -> tu
                                  gpus=True)  # fmt: skip
     have = out.strip().splitlines()[0].strip() if code == 0 and out.strip() else ""
     try:
-        verdict, why = driver.judge(gpu.driver.cuda_runtime, have, gpu.driver.forward_compat)
+        return driver.compare(gpu.driver.cuda_runtime, have, gpu.driver.forward_compat, torch_sees_gpu)
     except ValueError:
         return False, f"nvidia-smi gave no driver version: {excerpt(out, 120)}"
-    predicted = verdict != driver.NO
-    seen = "sees" if torch_sees_gpu else "does not see"
-    return predicted == torch_sees_gpu, f"predicted {verdict} ({why}); torch {seen} the GPU"
 
 
 def version_reason(out: str, commit: str) -> str:

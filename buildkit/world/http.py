@@ -71,7 +71,9 @@ REGISTRY = Limit("registry manifests and image configs", "BUILDKIT_HTTP_MAX_MANI
 REGISTRY_TOKEN = Limit("registry token answers", "BUILDKIT_HTTP_MAX_TOKEN", 64 * KiB)
 # Streamed to disk, never held: vLLM's CUDA wheels are about 0.5 GiB today, so 4 GiB leaves room to grow.
 WHEEL = Limit("wheels", "BUILDKIT_HTTP_MAX_WHEEL", 4 * GiB, maximum=1 << 40)
-LIMITS = (GITHUB_API, WHEEL_INDEX, REGISTRY, REGISTRY_TOKEN, WHEEL)
+# A file read raw through GitHub's contents API (NeMo-RL's uv.lock: 1.7 MB at 946862e7).
+GITHUB_FILE = Limit("files read through the GitHub API", "BUILDKIT_HTTP_MAX_GITHUB_FILE", 64 * MiB)
+LIMITS = (GITHUB_API, WHEEL_INDEX, REGISTRY, REGISTRY_TOKEN, WHEEL, GITHUB_FILE)
 
 _LENGTH_RE = re.compile(r"[0-9]{1,19}")
 

@@ -34,7 +34,7 @@ def index(project, hostile):
     """The reference project with the hostile server as its wheel index (GitHub and registry stay well-behaved)."""
     root, cli = project
     cli.env["BUILDKIT_WHEEL_INDEX"] = hostile.url
-    hostile.route(WHEEL, answer(200, wheel_bytes(1024), WHEEL_HEADERS))  # a well-behaved wheel: resolve downloads it
+    hostile.route(WHEEL, answer(200, wheel_bytes(4096), WHEEL_HEADERS))  # a well-behaved wheel: resolve downloads it
     return cli, hostile
 
 

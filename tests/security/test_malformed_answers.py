@@ -242,3 +242,24 @@ def test_cli_endless_token_answer(registry):
     hostile.route(MANIFESTS, challenge(f"{hostile.url}/token"))
     hostile.route("/token", endless())
     measured(cli, "resolve").assert_refused(3, "larger than 64 KiB", "BUILDKIT_HTTP_MAX_TOKEN")
+
+
+# NeMo-RL's uv.lock, read raw through the contents API at the locked commit (issue 23): bounded, and a file that is
+# not a uv.lock is one line, exit 3.
+UV_LOCK = f"/repos/NVIDIA-NeMo/RL/contents/uv.lock?ref={NEMO_RL_SHA}"
+
+
+def test_endless_uv_lock_stops_at_its_limit(github):
+    cli, hostile = github
+    hostile.route(NEMO_COMMITS, json_answer(commit(NEMO_RL_SHA)))
+    hostile.route(UV_LOCK, endless(b"#" * 65536, "application/vnd.github.raw+json"))
+    run = measured(cli, "resolve", env={"BUILDKIT_HTTP_MAX_GITHUB_FILE": "1048576"})
+    run.assert_refused(3, "contents/uv.lock", "larger than 1 MiB", "BUILDKIT_HTTP_MAX_GITHUB_FILE")
+
+
+def test_a_uv_lock_that_is_not_toml_is_refused(github):
+    cli, hostile = github
+    hostile.route(NEMO_COMMITS, json_answer(commit(NEMO_RL_SHA)))
+    hostile.route(UV_LOCK, answer(200, b"[[package]\nname = ", {"Content-Type": "application/vnd.github.raw+json"}))
+    run = measured(cli, "resolve")
+    run.assert_refused(3, "NeMo-RL's uv.lock at 946862e7755f: not a readable uv.lock")

@@ -14,6 +14,11 @@ for the next run to continue. The base image's CUDA_VERSION and the wheel's CUDA
 as soon as the base image is known (a disagreeing name stops resolve and the download, whatever it has fetched),
 then by the libcudart its bytes need. Different majors stop resolve; no lock is written.
 
+Once the wheel's bytes are there, the GPU checks read them (buildkit/gpu/check.py): kernels for the pinned GPUs,
+and vLLM's undefined symbols against the torch NeMo-RL's uv.lock installs at the locked commit (uv.lock read
+through the GitHub API, or git for another remote, beside the other lookups; torch's symbols from the cache, else
+its wheel downloaded and checked against uv.lock's sha256). A failed check stops resolve; no lock is written.
+
 The lock holds facts only; when each was read goes into `self.record` (buildkit/stages/resolve/record.py).
 """
 
@@ -30,10 +35,12 @@ from typing import Literal, TypeVar
 from buildkit import __version__
 from buildkit.errors import UpstreamMismatch
 from buildkit.files import utc_now
+from buildkit.gpu import abi
+from buildkit.gpu.check import wheel_check
+from buildkit.gpu.torchlock import MAX_UV_LOCK_BYTES, LockedTorch, torch_of_uv_lock
 from buildkit.models.grammar import FULL_SHA_RE
 from buildkit.models.lock import SKIPPED_REASON, CommitFact, Lock, PatchFact, PullRequestFact, WheelFact, lock_sha256
 from buildkit.models.pins import Pins
-from buildkit.stages.gpucheck import wheel_check
 from buildkit.stages.resolve import cuda, download
 from buildkit.stages.resolve.download import Hashed, OnProgress
 from buildkit.stages.resolve.git import GitResolver
@@ -204,8 +211,11 @@ class Resolver:
             # The download starts as soon as the wheel is found, beside the registry chain (the longest): resolve's
             # wall time is that chain, not the chain and then the download (bench/resolve_depth.py).
             hashed = after(wheel, lambda: self._bytes_of(wheel.result(), cancel))
+            # NeMo-RL's uv.lock names the torch vLLM's symbols must resolve against: read beside the download.
+            torch = None if self.wheel_bytes == "none" else after(nemo, timed("uv_lock", lambda: self.locked_torch(
+                nemo.result().commit)))  # fmt: skip
             # Report the first failure in pin order, once every lookup has settled; the download is stopped then.
-            futures = [f for f in (nemo, vllm, pr, wheel, base) if f is not None]
+            futures = [f for f in (nemo, vllm, pr, wheel, base, torch) if f is not None]
             try:
                 wait(futures)  # (in the try: Ctrl-C here stops the download too)
                 for future in futures:
@@ -233,7 +243,12 @@ class Resolver:
                 cancel.set()
                 raise
         wheel_fact_ = self.wheel_fact(found, got)
-        gpu = wheel_check(self.wheel_path, found.filename, pins.build) if self.wheel_path else None
+        gpu = None
+        if self.wheel_path:
+            gpu, note = wheel_check(self.wheel_path, found.filename, pins.build, torch.result() if torch else None,
+                                    self.torch_symbols)  # fmt: skip
+            # Said with the git notes, which the command prints after resolve (and the record keeps).
+            self.git.notes += [note] if note else []
         if got is not None:
             read_at["wheel"] = got.at
         lock = Lock(
@@ -259,6 +274,33 @@ class Resolver:
             notes=list(self.git.notes),
         )
         return lock
+
+    def locked_torch(self, commit: str) -> LockedTorch | str:
+        """The torch NeMo-RL's uv.lock installs at `commit` for the pinned arch, read through the GitHub API (the
+        token goes to the API host only) or, for another remote, with git; a string says why there is none."""
+        repo = self.pins.nemo_rl.repo
+        if self.github.owner_repo(repo):
+            raw = self.github.file(repo, "uv.lock", commit)
+        else:
+            raw = self.git.file(repo, commit, "uv.lock", MAX_UV_LOCK_BYTES)
+        if raw is None:
+            return f"not checked: NeMo-RL has no uv.lock at {commit[:12]}"
+        torch = torch_of_uv_lock(raw, f"NeMo-RL's uv.lock at {commit[:12]}", self.pins.wheel.arch)
+        return torch or f"not checked: NeMo-RL's uv.lock at {commit[:12]} lists no torch"
+
+    def torch_symbols(self, torch: LockedTorch) -> set[str] | str:
+        """The names torch's libraries define: from the cache, else from its wheel, downloaded now (checked against
+        uv.lock's sha256) unless resolve may not download (--no-wheel-download); a string says why not."""
+        if self.wheel_bytes != "download" and not abi.torch_cache(self.cache_dir, torch.sha256).is_file():
+            return f"not checked: torch {torch.version}'s symbols are not in the cache (--no-wheel-download)"
+
+        def download_torch() -> Path:
+            found = FoundWheel(index=torch.index, variant="torch", arch=self.pins.wheel.arch, filename=torch.filename,
+                               version=torch.version, url=torch.url, size=torch.size, etag=None, last_modified=None,
+                               index_sha256=torch.sha256, listed_in="uv.lock", verified_by="GET")  # fmt: skip
+            return download.fetch(self.http, self.cache_dir, found).path
+
+        return abi.torch_defined(download_torch, torch.sha256, self.cache_dir)
 
     def _bytes_of(self, found: FoundWheel, cancel: threading.Event) -> Hashed | None:
         """The wheel's bytes hashed: downloaded (or reused from the cache), from the cache only, or not at all,

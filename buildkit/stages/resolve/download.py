@@ -131,8 +131,9 @@ def fetch(http: Http, cache_dir: Path, wheel: FoundWheel, on_progress: OnProgres
                 http, wheel.url, wheel.filename, wheel.size, wheel.etag, part, on_progress, cancel, opened
             )
             if wheel.index_sha256 is not None and sha256 != wheel.index_sha256:
+                said = "NeMo-RL's uv.lock" if wheel.listed_in == "uv.lock" else "the wheel index"  # torch's, or vLLM's
                 raise UpstreamMismatch(
-                    f"{wheel.filename}: the wheel index says sha256 {wheel.index_sha256}, the downloaded bytes hash "
+                    f"{wheel.filename}: {said} says sha256 {wheel.index_sha256}, the downloaded bytes hash "
                     f"to {sha256}",
                     hint="the index or the file changed while being read; rerun `buildkit resolve`",
                 )

@@ -15,10 +15,10 @@ import os
 import shutil
 from pathlib import Path
 
-from buildkit.errors import GitFailed, InputError, UpstreamMismatch, UpstreamUnreachable
+from buildkit.errors import GitFailed, InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
 from buildkit.models.grammar import FULL_SHA_RE, SHA_PREFIX_RE
 from buildkit.models.lock import CommitFact
-from buildkit.world.git import has_commit, inspect_git_dir, run_git, written_by_init
+from buildkit.world.git import has_commit, inspect_git_dir, run_git, run_git_bytes, written_by_init
 from buildkit.world.http import OFFLINE_HINT
 
 
@@ -116,6 +116,28 @@ class GitResolver:
                 )  # fmt: skip
             )
         return facts
+
+    def file(self, url: str, commit: str, path: str, max_bytes: int) -> bytes | None:
+        """A file's bytes at a commit (NeMo-RL's uv.lock): the commit is in the cache after resolve(), and git
+        fetches the trees and the one blob it needs from the remote (the cache is a partial clone); None when the
+        commit has no such file. Larger than max_bytes: UpstreamMalformed, nothing more read."""
+        repo, _reset = self._repo_for(url)
+        if not has_commit(repo, commit):
+            self._fetch(repo, url, [commit], depth=1)
+        spec = f"{commit}:{path}"
+        try:
+            kind = run_git(["cat-file", "-t", spec], cwd=repo, timeout=300).strip()
+        except GitFailed as exc:
+            if exc.remote_unreachable():
+                raise
+            return None  # no such path in that commit
+        if kind != "blob":
+            return None
+        size = int(run_git(["cat-file", "-s", spec], cwd=repo).strip() or 0)
+        if size > max_bytes:
+            raise UpstreamMalformed(f"{url}: {path} at {commit[:12]} is {size:,} bytes, more than buildkit reads "
+                                    f"({max_bytes:,})")  # fmt: skip
+        return run_git_bytes(["cat-file", "blob", spec], cwd=repo)
 
     def _from_ls_remote(self, url: str, ref: str) -> str | None:
         try:

@@ -20,7 +20,7 @@ from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, Ups
 from buildkit.models.grammar import FullSha, HttpsUrl, is_loopback_host
 from buildkit.models.lock import CommitFact, PullRequestFact
 from buildkit.models.pins import DEFAULT_GITHUB_API, ENV_GITHUB_API
-from buildkit.world.http import GITHUB_API, Http, Reply
+from buildkit.world.http import GITHUB_API, GITHUB_FILE, Http, Limit, Reply
 from buildkit.world.shapes import Answer, Line, Timestamp, one_line, parse
 
 TOKEN_ENV = "GITHUB_TOKEN"
@@ -108,12 +108,15 @@ class GitHub:
             return None
         return segments[0], segments[1]
 
-    def _get(self, path: str, what: str) -> Any:
+    def _get(self, path: str, what: str, raw: bool = False) -> Any:
+        """The answer's JSON; raw: the file's bytes the contents API answers with its raw media type."""
         url = f"{self.api}{path}"
-        headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
+        accept = "application/vnd.github.raw+json" if raw else "application/vnd.github+json"
+        headers = {"Accept": accept, "X-GitHub-Api-Version": "2022-11-28"}
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
-        reply = self.http.get(url, limit=GITHUB_API, headers=headers)
+        limit: Limit = GITHUB_FILE if raw else GITHUB_API
+        reply = self.http.get(url, limit=limit, headers=headers)
         self._raise_for_rate_limit(reply)
         if reply.status == 401:
             raise UpstreamUnreachable(
@@ -126,7 +129,18 @@ class GitHub:
         if self._token and self._token.encode() in reply.body:
             # An answer that repeats the token would carry it into messages and the lock.
             raise UpstreamMalformed(f"GitHub API answer for {what} repeats the ${TOKEN_ENV} sent with it; refused")
-        return reply.json(f"GitHub API answer for {what}")
+        return reply.body if raw else reply.json(f"GitHub API answer for {what}")
+
+    def file(self, repo_url: str, path: str, commit: str) -> bytes | None:
+        """A file's bytes at a commit (`GET /repos/{owner}/{repo}/contents/{path}?ref={sha}`, raw media type: up
+        to 100 MB on GitHub; buildkit reads at most BUILDKIT_HTTP_MAX_GITHUB_FILE), from the API host only (the
+        token goes nowhere else); None when the commit has no such file."""
+        owner, repo = self._require(repo_url)
+        api_path = f"/repos/{owner}/{repo}/contents/{quote(path)}?ref={commit}"
+        try:
+            return self._get(api_path, f"{owner}/{repo} {path} at {commit[:12]}", raw=True)
+        except UpstreamMismatch:  # 404: no such file there
+            return None
 
     def _raise_for_rate_limit(self, reply: Reply) -> None:
         if reply.status not in (403, 429) or reply.headers.get("X-RateLimit-Remaining") != "0":

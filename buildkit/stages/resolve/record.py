@@ -27,7 +27,7 @@ class ResolveRecord(BaseModel):
     seconds: float | None = None  # how long resolve took (None: a record from before it was kept)
     read_at: dict[str, str] = Field(
         description="When each fact was read (UTC): nemo_rl, vllm, vllm_pr, base_image, wheel (the wheel: when its "
-        "bytes were hashed, or found)."
+        "bytes were hashed, or found), uv_lock (NeMo-RL's, for the torch of the ABI check)."
     )
     notes: list[str] = Field(description="What resolve noticed that is no fact of the pins (a git cache reset).")
 

@@ -1,0 +1,52 @@
+"""The GPU checks resolve runs on the downloaded vLLM wheel (kernels, and its symbols against the torch NeMo-RL's
+uv.lock installs at the locked commit), and verify on the built image's files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from buildkit.gpu import abi
+from buildkit.gpu.coverage import gpu_name, gpus
+from buildkit.gpu.scan import check_required, kernel_table, tree_kernels, wheel_libraries
+from buildkit.gpu.torchlock import LockedTorch
+from buildkit.models.gpufacts import GpuCheck
+from buildkit.models.pins import Build
+
+TorchSymbols = Callable[[LockedTorch], "set[str] | str"]
+
+
+def wheel_check(wheel: Path, filename: str, build: Build, torch: LockedTorch | str | None = None,
+                torch_symbols: TorchSymbols | None = None) -> tuple[GpuCheck, str | None]:  # fmt: skip
+    """The lock's gpu section for the wheel, and a note when the ABI was not checked. UpstreamMismatch when a
+    required library has no kernel for a target GPU, or vLLM's modules need symbols the torch of NeMo-RL's uv.lock
+    does not define. torch: that torch (a string: why there is none); torch_symbols gives the names its libraries
+    define (a string: why not), asked only when vLLM's modules need some (a wheel without C++ from torch's
+    namespaces, like the test index's, needs no torch download)."""
+    libraries = list(wheel_libraries(wheel))
+    rows = kernel_table(iter((name, ks) for name, ks, _s in libraries), build.cuda_arch_list, build.gpu_required)
+    check_required(rows, f"wheel {filename}")
+    found, note = None, None
+    if isinstance(torch, str):
+        note = f"ABI {torch}"
+    elif torch is not None and torch_symbols is not None:
+        modules = [(name, s) for name, _ks, s in libraries if name.startswith("vllm/") and s is not None]
+        against = [f"torch {torch.version} ({torch.filename}, NeMo-RL's uv.lock)"]
+        wanted = any(abi.wants_torch(u.name) for _n, s in modules for u in s.undefined if u.version is None)
+        defined = torch_symbols(torch) if wanted else set()
+        if isinstance(defined, str):
+            note = f"ABI {defined}"
+        else:
+            found = abi.check(modules, defined, {}, against)
+            abi.stop_if_unresolved(found, f"wheel {filename}")
+    gpu = GpuCheck(source=filename, gpus=[gpu_name(cc) for cc in gpus(build.cuda_arch_list)], libraries=rows,
+                   abi=found)  # fmt: skip
+    return gpu, note
+
+
+def tree_check(root: Path, build: Build, source: str) -> GpuCheck:
+    """The same over every shared object under root (the image's Python environments); required libraries are
+    matched anywhere below root (…/site-packages/vllm/_C.abi3.so)."""
+    rows = kernel_table(tree_kernels(root), build.cuda_arch_list, build.gpu_required)
+    check_required(rows, source)
+    return GpuCheck(source=source, gpus=[gpu_name(cc) for cc in gpus(build.cuda_arch_list)], libraries=rows)
