@@ -105,6 +105,6 @@ def test_compare_says_when_the_prediction_is_wrong():
 
 
 def test_a_minor_newer_than_the_table():
-    assert driver.minimum_driver("13.2") is None
-    assert driver.judge("13.2", "580.159.04", False)[0] == driver.MINOR
-    assert driver.judge("13.2", "575.57.08", False)[0] == driver.NO
+    assert driver.minimum_driver("13.4") is None
+    assert driver.judge("13.4", "580.159.04", False)[0] == driver.MINOR
+    assert driver.judge("13.4", "575.57.08", False)[0] == driver.NO
