@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from buildkit.stages.pipeline import Paths
+from buildkit.models.paths import Paths
 from buildkit.text import ui
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from buildkit.models.paths import Paths
 from buildkit.stages.bump import BumpFailed, BumpReport, BumpRequest, bump, check_ref
-from buildkit.stages.pipeline import Paths
 from buildkit.text import ui
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from buildkit.errors import InputError
 from buildkit.files import is_stdout
-from buildkit.stages import pipeline
-from buildkit.stages.pipeline import Paths
+from buildkit.models.paths import Paths
+from buildkit.stages.context import load_inputs
 from buildkit.text import ui
 
 
@@ -22,7 +22,7 @@ def export_command(image: str | None, paths: Paths, output: Path | None, json_ou
         raise InputError("-o - writes the squashfs to standard output: it cannot go with --json")
     output = None if streamed else output
     tool = find_mksquashfs()  # before anything else: without it nothing can be made
-    lock = pipeline.load_inputs(paths, on_note=ui.warn).lock
+    lock = load_inputs(paths, on_note=ui.warn).lock
     source = choose_source(paths, image)
     if source.record_path:
         ui.err.print(f"image {ui.safe(source.ref)}, from {ui.safe(str(source.record_path))}")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from buildkit.errors import InputError
 from buildkit.files import check_replaceable, is_stdout, write_atomic
-from buildkit.stages.pipeline import Paths
+from buildkit.models.paths import Paths
 from buildkit.text import ui
 
 

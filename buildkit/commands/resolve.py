@@ -35,9 +35,10 @@ from buildkit.models.lock import (
     differences,
     read_lock,
 )
+from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
-from buildkit.stages import pipeline
-from buildkit.stages.pipeline import Paths
+from buildkit.stages.context import load_pins_and_patches, lock_state
+from buildkit.stages.resolve import measure_wheel, resolve_lock, write_lock
 from buildkit.stages.resolve.download import DownloadEvent
 from buildkit.text import ui
 
@@ -47,7 +48,7 @@ def run_resolve(
 ) -> None:
     """deep (with check): the wheel's bytes are downloaded afresh and their sha256 compared with the lock.
     download_wheel False: the lock's wheel is hashed only if the cache has it (else: not content-addressed)."""
-    pins, patches = pipeline.load_pins_and_patches(paths)
+    pins, patches = load_pins_and_patches(paths)
     lock_path = paths.lock
     if offline:
         _offline(paths, pins, patches, json_out=json_out, check=check)
@@ -70,7 +71,7 @@ def run_resolve(
     # --check stays cheap: HEAD tells the wheel's URL, size and ETag; only --deep reads its bytes (below).
     records: list = []  # the resolve record: when each fact was read (build/resolve.json, beside the lock)
     with WheelProgress("resolving pins (GitHub, wheel index, registry)") as progress:
-        fresh = pipeline.resolve(
+        fresh = resolve_lock(
             paths,
             pins,
             patches,
@@ -98,12 +99,12 @@ def run_resolve(
 
     record = records[0] if records else None
     if old is not None and not differences(old, fresh, every_fact=True):
-        pipeline.write_lock(paths, fresh, record, rewrite=False)  # the record says the facts were read again
+        write_lock(paths, fresh, record, rewrite=False)  # the record says the facts were read again
         ui.err.print(f"[green]ok[/]: {ui.safe(str(lock_path))} is already up to date (left as it was)")
         _emit(old, json_out, title=str(lock_path))
         _warn(old)
         return
-    pipeline.write_lock(paths, fresh, record)
+    write_lock(paths, fresh, record)
     _emit(fresh, json_out, title=str(lock_path))
     ui.err.print(f"[green]wrote[/] {ui.safe(str(lock_path))}")
     _warn(fresh)
@@ -112,7 +113,7 @@ def run_resolve(
 def _check_bytes(paths: Paths, old: Lock, fresh: Lock) -> None:
     """--deep: the wheel downloaded afresh (not from the cache) hashes to the locked sha256."""
     with WheelProgress(None) as progress:
-        measured = pipeline.measure_wheel(paths, fresh.wheel, progress)
+        measured = measure_wheel(paths, fresh.wheel, progress)
     if measured != old.wheel.sha256:
         raise CheckFailed(
             _bullets(
@@ -271,7 +272,7 @@ def _previous_lock(lock_path: Path, *, strict: bool) -> Lock | None:
 
 
 def _offline(paths: Paths, pins: Pins, patches: list[PatchFact], *, json_out: bool, check: bool) -> None:
-    lock, problems = pipeline.lock_state(paths, pins, patches)
+    lock, problems = lock_state(paths, pins, patches)
     if lock is None:
         msg = f"pins valid; no lock at {paths.lock} to compare (run `buildkit resolve` with network to write one)"
         if check:

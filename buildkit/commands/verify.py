@@ -7,8 +7,9 @@ import sys
 
 from buildkit.errors import CheckFailed, InputError
 from buildkit.files import read_record, write_atomic
-from buildkit.stages import pipeline
-from buildkit.stages.pipeline import Paths
+from buildkit.models.paths import Paths
+from buildkit.stages.build import latest_build, latest_successful_build
+from buildkit.stages.context import load_inputs
 from buildkit.text import ui
 
 
@@ -25,7 +26,7 @@ def verify_command(
         if not key:
             raise InputError("--provenance needs --key: the public key buildkit's statement was signed with")
         check_public_key(key)  # bad input before any check: a missing or private key is not a failed check
-    lock = pipeline.load_inputs(paths, on_note=ui.warn).lock
+    lock = load_inputs(paths, on_note=ui.warn).lock
     prepare = read_record(paths.prepare_record, PrepareRecord)
     if provenance:
         from buildkit.stages.provenance import verify_provenance
@@ -39,7 +40,7 @@ def verify_command(
         _present(result, paths.provenance_verify_record, json_out)
         return
     if image is None:
-        record_path, record = pipeline.latest_successful_build(
+        record_path, record = latest_successful_build(
             paths,
             "to verify",
             no_build_hint="`buildkit verify IMAGE`, or build first",
@@ -57,7 +58,7 @@ def _pushed_image(image: str | None, paths: Paths, lock) -> tuple[str, bool]:
     tag is the lock's smoke tag), else the newest build's, which must have been pushed."""
     if image is not None:
         return image, image.rsplit("/", 1)[-1].partition("@")[0] == lock.build.tag.rsplit("/", 1)[-1] + "-smoke"
-    latest = pipeline.latest_build(paths)
+    latest = latest_build(paths)
     if latest is None or latest[1].outcome != "succeeded" or not latest[1].image.digest:
         raise InputError("no image given and no successful build recorded", hint="`buildkit verify --provenance IMAGE`")
     record_path, record = latest

@@ -11,9 +11,9 @@ from pydantic import BaseModel, ConfigDict
 
 from buildkit.errors import InputError, excerpt
 from buildkit.files import sha256_bytes, utc_now, write_atomic
+from buildkit.models.paths import Paths
 from buildkit.models.records import RecordHeader, header
 from buildkit.stages import slsa
-from buildkit.stages.pipeline import Paths
 
 
 class AttestRecord(BaseModel):
@@ -30,10 +30,6 @@ class AttestRecord(BaseModel):
     attested_at: str
 
 
-def record_path(paths: Paths, smoke: bool) -> Path:
-    return slsa.statement_path(paths, smoke).with_name("attest.json")
-
-
 def _write_record(paths: Paths, sources, payload: bytes, subject: str, done: Attested) -> None:
     record = sources.record
     kept = AttestRecord(
@@ -42,7 +38,7 @@ def _write_record(paths: Paths, sources, payload: bytes, subject: str, done: Att
         signed=done.envelope_file is not None, attached_to=done.attached_to, not_attached=done.not_attached,
         attested_at=utc_now(),
     )  # fmt: skip
-    write_atomic(record_path(paths, record.smoke), kept.model_dump_json(indent=2) + "\n")
+    write_atomic(paths.attest_record(record.smoke), kept.model_dump_json(indent=2) + "\n")
 
 
 @dataclass(frozen=True)
@@ -69,7 +65,7 @@ def attest(
     statement = slsa.statement(sources, builder)
     payload = slsa.canonical(statement)
     smoke = sources.record.smoke
-    statement_file = slsa.statement_path(paths, smoke)
+    statement_file = paths.statement(smoke)
     subject = f"{sources.repository}@{sources.record.image.digest}"
     if key is None:
         write_atomic(statement_file, payload.decode("utf-8"))
@@ -83,7 +79,7 @@ def attest(
     if slsa.pushed(sources.record):
         built_from_this_lock(image, sources)  # before anything is signed
     signed = cosign.sign(tool, key, payload)
-    envelope_file = slsa.envelope_path(paths, smoke)
+    envelope_file = paths.envelope(smoke)
     write_atomic(statement_file, payload.decode("utf-8"))
     write_atomic(envelope_file, json.dumps(signed, sort_keys=True) + "\n")
     if not slsa.pushed(sources.record):

@@ -9,6 +9,8 @@ from buildkit.gpu.scan import check_required, kernel_table, tree_kernels, wheel_
 from buildkit.models.gpufacts import AbiCheck, DriverCheck, GpuCheck
 from buildkit.models.lock import WheelFact
 from buildkit.models.pins import Build
+from buildkit.stages.context import Context
+from buildkit.world.http import Http
 
 
 def wheel_check(wheel: Path, filename: str, build: Build, abi: AbiCheck | None = None,
@@ -61,3 +63,15 @@ def abi_before_build(tree: Path, wheel: WheelFact, cache_dir: Path, http, on_pro
     result = abi.check(modules, defined, {}, [f"torch {torch.version} ({torch.filename}, NeMo-RL's uv.lock)"])
     abi.stop_if_unresolved(result, f"vLLM wheel {wheel.filename}")
     return result
+
+
+# -- the pipeline's stage (stages/pipeline.py) --------------------------------------------------------------------
+
+
+def run(ctx: Context) -> None:
+    """Before the long build (not a smoke build's): does vLLM's wheel link against the torch NeMo-RL's uv.lock
+    installs? ctx.made["gpucheck"] is the AbiCheck, or a string saying why it was not checked. It reads the prepared
+    tree and resolve's cache and writes nothing, so there is no `current`: it runs before every release build."""
+    if not ctx.smoke:
+        tree = ctx.paths.tree(ctx.lock.nemo_rl.commit)
+        ctx.made["gpucheck"] = abi_before_build(tree, ctx.lock.wheel, ctx.paths.cache_dir, Http())

@@ -18,11 +18,12 @@ from buildkit.errors import InputError, excerpt
 from buildkit.files import MAX_PATCH_BYTES, MAX_RESULTS_BYTES, read_local, read_record, sha256_bytes
 from buildkit.models.grammar import one_line_text
 from buildkit.models.lock import Lock, lock_sha256
+from buildkit.models.paths import Paths
 from buildkit.models.yamlload import load_yaml
-from buildkit.stages.build import BuildRecord
+from buildkit.stages.build import BuildRecord, latest_build
+from buildkit.stages.context import load_inputs
 from buildkit.stages.export import SquashfsRecord, srun_line
 from buildkit.stages.export import record_path as squashfs_record_path
-from buildkit.stages.pipeline import Paths, latest_build, load_inputs
 from buildkit.stages.prepare import PrepareRecord
 from buildkit.stages.render import RenderRecord, commit_time, source_date_epoch, template_environment
 from buildkit.stages.verify import VerifyRecord

@@ -21,9 +21,10 @@ from buildkit.errors import InputError, excerpt
 from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, sha256_bytes, sha256_file
 from buildkit.models.grammar import DIGEST_RE, IMAGE_REF_RE, one_line_text
 from buildkit.models.lock import Lock
+from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
-from buildkit.stages.build import BuildRecord
-from buildkit.stages.pipeline import Paths, latest_build, load_inputs
+from buildkit.stages.build import BuildRecord, latest_build
+from buildkit.stages.context import load_inputs
 from buildkit.stages.render import RenderRecord
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -60,14 +61,6 @@ class Sources(NamedTuple):
 def canonical(value: Any) -> bytes:
     """JSON with sorted keys, no insignificant whitespace, UTF-8: one value, one byte string."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def statement_path(paths: Paths, smoke: bool) -> Path:
-    return paths.out_dir(smoke) / "provenance.intoto.json"
-
-
-def envelope_path(paths: Paths, smoke: bool) -> Path:
-    return paths.out_dir(smoke) / "provenance.dsse.json"
 
 
 def builder_id(value: str | None) -> str:
