@@ -19,11 +19,12 @@ from buildkit.files import MAX_PATCH_BYTES, MAX_RESULTS_BYTES, read_local, read_
 from buildkit.models.grammar import one_line_text
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.paths import Paths
+from buildkit.models.records import Build, belongs
 from buildkit.models.yamlload import load_yaml
+from buildkit.stages.attest import AttestRecord
 from buildkit.stages.build import BuildRecord, latest_build
 from buildkit.stages.context import load_inputs
 from buildkit.stages.export import SquashfsRecord, srun_line
-from buildkit.stages.export import record_path as squashfs_record_path
 from buildkit.stages.prepare import PrepareRecord
 from buildkit.stages.render import RenderRecord, commit_time, source_date_epoch, template_environment
 from buildkit.stages.verify import VerifyRecord
@@ -129,40 +130,21 @@ def gather(
             record_path, record = None, None
     smoke = bool(record and record.smoke)
     images = {x for x in (record.image.digest, record.image.id, record.image.config_digest) if x} if record else set()
+    build = Build(lock_sha, smoke, frozenset(images))
 
-    def belongs(found, legacy) -> bool:
-        if found is None:
-            return False
-        if found.header is not None:
-            return found.header.of_build(images, lock_sha, smoke)
-        return legacy(found)
-
-    def take(path: Path, model, legacy):
+    def take(path: Path, model):
         found = read_record(path, model)
-        if found is not None and not belongs(found, legacy):
+        if found is not None and not belongs(found, build):
             note(f"{path}: a record of another build; left out")
             return None
         return found
 
     # A smoke build's report reads the smoke render (its target, its unpinned inputs), never the release one.
-    rendered = take(
-        paths.render_record(smoke), RenderRecord,
-        lambda r: r.lock_sha256 == lock_sha and bool(r.smoke_base) == smoke,
-    )  # fmt: skip
-
-    def checked_this(v: VerifyRecord) -> bool:
-        return v.lock_sha256 == lock_sha and v.smoke == smoke and v.image_id in images
-
-    verify = take(paths.verify_record, VerifyRecord, checked_this)
-    provenance_checked = take(paths.provenance_verify_record, VerifyRecord, checked_this)
-    exported = take(
-        squashfs_record_path(paths, smoke), SquashfsRecord,
-        lambda e: e.lock_sha256 == lock_sha and bool({e.image_id, e.config_digest} & images),
-    )  # fmt: skip
-    from buildkit.stages.attest import AttestRecord
-    from buildkit.stages.attest import record_path as attest_record_path
-
-    attested = take(attest_record_path(paths, smoke), AttestRecord, lambda a: False)
+    rendered = take(paths.render_record(smoke), RenderRecord)
+    verify = take(paths.verify_record, VerifyRecord)
+    provenance_checked = take(paths.provenance_verify_record, VerifyRecord)
+    exported = take(paths.squashfs_record(smoke), SquashfsRecord)
+    attested = take(paths.attest_record(smoke), AttestRecord)
     results = read_results(results_path) if results_path else None
     used = _shown_path(record_path, paths.project_dir) if record_path else None
     data = facts(

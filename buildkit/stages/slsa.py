@@ -23,6 +23,7 @@ from buildkit.models.grammar import DIGEST_RE, IMAGE_REF_RE, one_line_text
 from buildkit.models.lock import Lock
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
+from buildkit.models.records import Build, belongs
 from buildkit.stages.build import BuildRecord, latest_build
 from buildkit.stages.context import load_inputs
 from buildkit.stages.render import RenderRecord
@@ -100,7 +101,7 @@ def gather(paths: Paths, record_path: Path | None = None, repository: str | None
             hint="attest with the lock the build used, or build again",
         )
     rendered = read_record(paths.render_record(record.smoke), RenderRecord)
-    if rendered is None or rendered.lock_sha256 != record.lock_sha256:
+    if not belongs(rendered, Build(record.lock_sha256, record.smoke)):
         raise InputError(
             f"{paths.render_record(record.smoke)}: no render record of this build's Dockerfile (from this lock)",
             hint=f"build again (`buildkit build{' --smoke' if record.smoke else ''}` renders the Dockerfile first)",
