@@ -223,54 +223,11 @@ def by_hand(lock: Lock, prepare: PrepareRecord | None, rendered: RenderRecord | 
 
 def verdict(lock, record, rendered, verify, provenance_checked, exported, attested=None) -> dict[str, Any]:
     """The report's first block: what was built, every check with pass, fail or skipped, and what is unpinned."""
-    checks: list[dict[str, str]] = []
-
-    def check(name: str, status: str, detail: str) -> None:
-        checks.append({"check": name, "status": status, "detail": detail})
-
-    if record is None:
-        check("build", "skipped", "nothing built yet: buildkit build")
-    elif record.outcome == "succeeded":
-        check("build", "pass", f"{record.instructions_cached or 0} of {record.instructions_total or 0} steps cached")
-    else:
-        check("build", "fail", " ".join(x for x in (record.failed_step, record.error) if x) or record.outcome)
-    w = lock.wheel
-    if w.content_addressed:
-        check("wheel content-addressed", "pass", f"sha256 {w.sha256}, checked by BuildKit")
-    else:
-        check("wheel content-addressed", "fail", w.not_content_addressed or "no sha256 in the lock")
-    cuda_ok = lock.cuda.outcome == "match"
-    check("CUDA: base image and wheel", "pass" if cuda_ok else "skipped", lock.cuda.detail)
-    if rendered is None:
-        check("drift", "skipped", "not rendered from this lock")
-    elif rendered.drift:
-        check("drift", "fail", "; ".join(rendered.drift))
-    else:
-        check("drift", "pass", "upstream expects nothing the pins do not give")
-    for label, found, how in (
-        ("verify", verify, "buildkit verify"),
-        ("provenance", provenance_checked, "buildkit verify --provenance"),
-    ):
-        if found is None:
-            check(label, "skipped", f"not run on this image: {how}")
-        for r in found.results if found else []:
-            check(f"{label}: {r.name}", {"skip": "skipped"}.get(r.status, r.status), r.reason)
-    repro = record.reproducibility if record else None
-    if repro is None:
-        check("reproducible", "skipped", "not checked: buildkit build --check-reproducible")
-    else:
-        check("reproducible", "pass" if repro.identical else "fail", "; ".join(repro.summary[:3]))
-    if attested is None:
-        check("SLSA attestation", "skipped", "not attested: buildkit attest")
-    elif attested.attached_to:
-        check("SLSA attestation", "pass", f"signed and attached to {attested.attached_to}")
-    else:
-        how = "signed, not attached: " + (attested.not_attached or "") if attested.signed else "written, not signed"
-        check("SLSA attestation", "skipped", f"{attested.statement} {how}")
-    if exported is None:
-        check("squashfs export", "skipped", "not exported: buildkit export")
-    else:
-        check("squashfs export", "pass", f"{exported.path}, sha256 {exported.sha256}")
+    checks = [
+        *_build_checks(lock, record, rendered),
+        *_verify_checks(verify, provenance_checked),
+        *_after_build_checks(record, attested, exported),
+    ]
     target = ("smoke" if rendered.smoke_base else lock.build.target) if rendered else None
     return {
         "built": {
@@ -285,6 +242,73 @@ def verdict(lock, record, rendered, verify, provenance_checked, exported, attest
         "counts": {s: sum(1 for c in checks if c["status"] == s) for s in ("pass", "fail", "skipped")},
         "unpinned": {"target": target, "items": rendered.unpinned} if rendered else None,
     }
+
+
+def _check(name: str, status: str, detail: str) -> dict[str, str]:
+    return {"check": name, "status": status, "detail": detail}
+
+
+def _build_checks(lock, record, rendered) -> list[dict[str, str]]:
+    """The build, the wheel's content address, CUDA and drift."""
+    checks = []
+    if record is None:
+        checks.append(_check("build", "skipped", "nothing built yet: buildkit build"))
+    elif record.outcome == "succeeded":
+        cached = f"{record.instructions_cached or 0} of {record.instructions_total or 0} steps cached"
+        checks.append(_check("build", "pass", cached))
+    else:
+        why = " ".join(x for x in (record.failed_step, record.error) if x) or record.outcome
+        checks.append(_check("build", "fail", why))
+    w = lock.wheel
+    if w.content_addressed:
+        checks.append(_check("wheel content-addressed", "pass", f"sha256 {w.sha256}, checked by BuildKit"))
+    else:
+        checks.append(_check("wheel content-addressed", "fail", w.not_content_addressed or "no sha256 in the lock"))
+    cuda_ok = lock.cuda.outcome == "match"
+    checks.append(_check("CUDA: base image and wheel", "pass" if cuda_ok else "skipped", lock.cuda.detail))
+    if rendered is None:
+        checks.append(_check("drift", "skipped", "not rendered from this lock"))
+    elif rendered.drift:
+        checks.append(_check("drift", "fail", "; ".join(rendered.drift)))
+    else:
+        checks.append(_check("drift", "pass", "upstream expects nothing the pins do not give"))
+    return checks
+
+
+def _verify_checks(verify, provenance_checked) -> list[dict[str, str]]:
+    """Each check of `buildkit verify` and of `buildkit verify --provenance`, or why there are none."""
+    checks = []
+    for label, found, how in (
+        ("verify", verify, "buildkit verify"),
+        ("provenance", provenance_checked, "buildkit verify --provenance"),
+    ):
+        if found is None:
+            checks.append(_check(label, "skipped", f"not run on this image: {how}"))
+        for r in found.results if found else []:
+            checks.append(_check(f"{label}: {r.name}", {"skip": "skipped"}.get(r.status, r.status), r.reason))
+    return checks
+
+
+def _after_build_checks(record, attested, exported) -> list[dict[str, str]]:
+    """Reproducibility, the SLSA attestation and the squashfs export."""
+    checks = []
+    repro = record.reproducibility if record else None
+    if repro is None:
+        checks.append(_check("reproducible", "skipped", "not checked: buildkit build --check-reproducible"))
+    else:
+        checks.append(_check("reproducible", "pass" if repro.identical else "fail", "; ".join(repro.summary[:3])))
+    if attested is None:
+        checks.append(_check("SLSA attestation", "skipped", "not attested: buildkit attest"))
+    elif attested.attached_to:
+        checks.append(_check("SLSA attestation", "pass", f"signed and attached to {attested.attached_to}"))
+    else:
+        how = "signed, not attached: " + (attested.not_attached or "") if attested.signed else "written, not signed"
+        checks.append(_check("SLSA attestation", "skipped", f"{attested.statement} {how}"))
+    if exported is None:
+        checks.append(_check("squashfs export", "skipped", "not exported: buildkit export"))
+    else:
+        checks.append(_check("squashfs export", "pass", f"{exported.path}, sha256 {exported.sha256}"))
+    return checks
 
 
 def stage_times(prepare, rendered, record, verify, exported) -> list[dict[str, Any]]:
@@ -348,16 +372,60 @@ def facts(
     provenance_checked: VerifyRecord | None = None,
     attested=None,
 ) -> dict[str, Any]:
-    n, v, pr, w, b = lock.nemo_rl, lock.vllm, lock.vllm_pr, lock.wheel, lock.base_image
-    github = "https://github.com/"
+    w, b = lock.wheel, lock.base_image
     times = resolve_times(lock, paths)
-    commits = {
-        "nemo_rl": {**n.model_dump(mode="json"), "resolved_at": times.get("nemo_rl")},
-        "vllm": {**v.model_dump(mode="json"), "resolved_at": times.get("vllm")},
-        "vllm_pr": {**pr.model_dump(mode="json"), "resolved_at": times.get("vllm_pr")} if pr else None,
+    smoke = bool(record and record.smoke)
+    # buildkit.gpu: the image's own files when verify read them, else the wheel's at resolve; absent when neither
+    gpu = verify.gpu if verify and verify.gpu else lock.gpu
+    return {
+        "report_version": 1,
+        "buildkit_version": __version__,
+        "lock_sha256": lock_sha256(lock),
+        "overview": {
+            "image": lock.build.tag,
+            "target": lock.build.target,
+            "platform": lock.build.platform,
+            "cuda_arch_list": lock.build.cuda_arch_list,
+            "gpus": gpus_of(lock.build.cuda_arch_list),
+            "resolved_at": times.get("lock"),
+            "built": record is not None and record.outcome == "succeeded",
+            "built_at": record.ended if record else None,
+            "smoke": smoke,
+        },
+        "components": _components(lock),
+        "commits": _commits(lock, times),
+        "links": _links(lock),
+        "wheel": {**w.model_dump(mode="json"), "resolved_at": times.get("wheel")},
+        "base_image": {**b.model_dump(mode="json"), "resolved_at": times.get("base_image")},
+        "cuda": lock.cuda.model_dump(mode="json"),
+        **({"gpu": gpu.model_dump(mode="json")} if gpu else {}),
+        **_source_facts(lock, prepare, rendered, paths),
+        **_record_facts(record, record_name, verify, provenance_checked),
+        "verdict": verdict(lock, record, rendered, verify, provenance_checked, exported, attested),
+        "attestation": attested.model_dump(mode="json") if attested else None,
+        "timeline": gantt(record.steps) if record else None,
+        "stages": stage_times(prepare, rendered, record, verify, exported),
+        "layers": layers(record),
+        "slurm": exported.model_dump(mode="json") | {"srun": srun_line(exported)} if exported else None,
+        "reproducibility": {
+            "source_date_epoch": record.source_date_epoch if record else source_date_epoch(lock),
+            "created": commit_time(lock).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "check": record.reproducibility.model_dump(mode="json") if record and record.reproducibility else None,
+            "unpinned": rendered.unpinned if rendered else None,
+        },
+        "reproduction": {
+            "buildkit": ["buildkit resolve --check", "buildkit build" + (" --smoke" if smoke else "")],
+            "manual": by_hand(lock, prepare, rendered, smoke),
+        },
+        "results": results,
+        "known_issues": [k.model_dump(mode="json") for k in lock.known_issues],
     }
+
+
+def _components(lock: Lock) -> list[dict[str, str]]:
+    n, v, pr, w, b = lock.nemo_rl, lock.vllm, lock.vllm_pr, lock.wheel, lock.base_image
     pr_text = f"merge commit of PR #{pr.number} ({pr.title}), merged {pr.merged_at}" if pr else f"pinned ref {v.ref}"
-    components = [
+    return [
         {"component": "NeMo-RL", "source": n.repo, "version": n.commit, "how": f"pinned ref {n.ref}; {n.source}"},
         {"component": "vLLM (custom)", "source": v.repo, "version": v.commit, "how": f"{pr_text}; {v.source}"},
         {
@@ -373,39 +441,33 @@ def facts(
             "how": f"tag resolved through {b.source}; {b.platform} manifest {b.manifest_digest}",
         },
     ]
-    built = record is not None and record.outcome == "succeeded"
-    smoke = bool(record and record.smoke)
-    buildkit_commands = ["buildkit resolve --check", "buildkit build" + (" --smoke" if smoke else "")]
+
+
+def _commits(lock: Lock, times: dict[str, str]) -> dict[str, Any]:
+    n, v, pr = lock.nemo_rl, lock.vllm, lock.vllm_pr
     return {
-        "report_version": 1,
-        "buildkit_version": __version__,
-        "lock_sha256": lock_sha256(lock),
-        "overview": {
-            "image": lock.build.tag,
-            "target": lock.build.target,
-            "platform": lock.build.platform,
-            "cuda_arch_list": lock.build.cuda_arch_list,
-            "gpus": gpus_of(lock.build.cuda_arch_list),
-            "resolved_at": times.get("lock"),
-            "built": built,
-            "built_at": record.ended if record else None,
-            "smoke": bool(record and record.smoke),
-        },
-        "components": components,
-        "commits": commits,
-        # Links only to https:// pages on GitHub (or the repository's own host): never what upstream says blindly.
-        "links": {
-            "nemo_rl_commit": _link(n.url, n.repo)
-            or (f"{n.repo.removesuffix('.git')}/commit/{n.commit}" if n.repo.startswith(github) else None),
-            "vllm_commit": _link(v.url, v.repo)
-            or (f"{v.repo.removesuffix('.git')}/commit/{v.commit}" if v.repo.startswith(github) else None),
-            "vllm_pr": _link(pr.url, v.repo) if pr else None,
-        },
-        "wheel": {**w.model_dump(mode="json"), "resolved_at": times.get("wheel")},
-        "base_image": {**b.model_dump(mode="json"), "resolved_at": times.get("base_image")},
-        "cuda": lock.cuda.model_dump(mode="json"),
-        # buildkit.gpu: the image's own files when verify read them, else the wheel's at resolve; absent when neither
-        **({"gpu": gpu.model_dump(mode="json")} if (gpu := verify.gpu if verify and verify.gpu else lock.gpu) else {}),
+        "nemo_rl": {**n.model_dump(mode="json"), "resolved_at": times.get("nemo_rl")},
+        "vllm": {**v.model_dump(mode="json"), "resolved_at": times.get("vllm")},
+        "vllm_pr": {**pr.model_dump(mode="json"), "resolved_at": times.get("vllm_pr")} if pr else None,
+    }
+
+
+def _links(lock: Lock) -> dict[str, str | None]:
+    """Links only to https:// pages on GitHub (or the repository's own host): never what upstream says blindly."""
+    n, v, pr = lock.nemo_rl, lock.vllm, lock.vllm_pr
+    github = "https://github.com/"
+    return {
+        "nemo_rl_commit": _link(n.url, n.repo)
+        or (f"{n.repo.removesuffix('.git')}/commit/{n.commit}" if n.repo.startswith(github) else None),
+        "vllm_commit": _link(v.url, v.repo)
+        or (f"{v.repo.removesuffix('.git')}/commit/{v.commit}" if v.repo.startswith(github) else None),
+        "vllm_pr": _link(pr.url, v.repo) if pr else None,
+    }
+
+
+def _source_facts(lock: Lock, prepare, rendered, paths: Paths | None) -> dict[str, Any]:
+    """The patches, the dropped extras, the rendered Dockerfile and the prepared tree."""
+    return {
         "modifications": [p.model_dump(mode="json") for p in prepare.patches] if prepare else [],
         "declared_patches": _declared_diffs(lock, paths.project_dir if paths else None),
         "dropped_extras": [e.model_dump(mode="json") for e in lock.build.drop_extras],
@@ -424,6 +486,12 @@ def facts(
             if prepare
             else None
         ),
+    }
+
+
+def _record_facts(record, record_name, verify, provenance_checked) -> dict[str, Any]:
+    """The build record, the image and the verification records, as the report shows them."""
+    return {
         "build_record": record_name,
         "build": (
             record.model_dump(mode="json", exclude={"image", "argv", "reproducibility"}) | {"argv": record.argv}
@@ -433,24 +501,6 @@ def facts(
         "image": record.image.model_dump(mode="json") if record else None,
         "verification": verify.model_dump(mode="json", exclude={"gpu"}) if verify else None,
         "provenance_verification": provenance_checked.model_dump(mode="json") if provenance_checked else None,
-        "verdict": verdict(lock, record, rendered, verify, provenance_checked, exported, attested),
-        "attestation": attested.model_dump(mode="json") if attested else None,
-        "timeline": gantt(record.steps) if record else None,
-        "stages": stage_times(prepare, rendered, record, verify, exported),
-        "layers": layers(record),
-        "slurm": exported.model_dump(mode="json") | {"srun": srun_line(exported)} if exported else None,
-        "reproducibility": {
-            "source_date_epoch": record.source_date_epoch if record else source_date_epoch(lock),
-            "created": commit_time(lock).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "check": record.reproducibility.model_dump(mode="json") if record and record.reproducibility else None,
-            "unpinned": rendered.unpinned if rendered else None,
-        },
-        "reproduction": {
-            "buildkit": buildkit_commands,
-            "manual": by_hand(lock, prepare, rendered, smoke),
-        },
-        "results": results,
-        "known_issues": [k.model_dump(mode="json") for k in lock.known_issues],
     }
 
 
