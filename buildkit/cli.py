@@ -119,16 +119,12 @@ def resolve(
       buildkit resolve --offline       # no network: pins valid, lock consistent?
       buildkit resolve --json | jq .wheel.url
     """
-    if deep and (not check or offline):
-        raise typer.BadParameter("needs --check, and the network (not --offline)", param_hint="--deep")
-    if no_wheel_download and (check or offline):
-        raise typer.BadParameter("only applies when resolve writes the lock", param_hint="--no-wheel-download")
-    from buildkit.commands.resolve import run_resolve
+    from buildkit.commands.resolve import ResolveOptions, run_resolve
 
-    run_resolve(
-        _paths(pins, lock), json_out=json_out, check=check, offline=offline, deep=deep,
-        download_wheel=not no_wheel_download,
-    )  # fmt: skip
+    opts = ResolveOptions.parse(
+        json_out=json_out, check=check, offline=offline, deep=deep, no_wheel_download=no_wheel_download
+    )
+    run_resolve(_paths(pins, lock), opts)
 
 
 CacheDirOption = Annotated[
@@ -216,12 +212,12 @@ def render(
       buildkit render --diff | less       # what differs from upstream's
       buildkit render --strict --no-syntax
     """
-    from buildkit.commands.render import render_command
+    from buildkit.commands.render import RenderOptions, render_command
 
-    render_command(
-        _paths(pins, lock, build_dir, cache_dir), output,
-        submodules=submodules, diff=diff, strict=strict, syntax=syntax, json_out=json_out,
-    )  # fmt: skip
+    opts = RenderOptions.parse(
+        output=output, submodules=submodules, diff=diff, strict=strict, syntax=syntax, json_out=json_out
+    )
+    render_command(_paths(pins, lock, build_dir, cache_dir), opts)
 
 
 BumpNemoRlOption = Annotated[
@@ -312,13 +308,13 @@ def bump(
       buildkit bump --nemo-rl main --vllm  # both; vLLM: newest with a wheel
       buildkit bump --vllm --vllm-branch releases/v0.15.0 --json | jq .moves
     """
-    from buildkit.commands.bump import bump_command
+    from buildkit.commands.bump import BumpOptions, bump_command
 
-    bump_command(
-        _paths(pins, lock, build_dir, cache_dir), nemo_rl, vllm_branch or ("main" if vllm else None),
-        dry_run=dry_run, summary=summary, submodules=submodules, json_out=json_out, allow_unrelated=allow_unrelated,
-        allow_drift=allow_drift,
+    opts = BumpOptions.parse(
+        nemo_rl=nemo_rl, vllm=vllm, vllm_branch=vllm_branch, dry_run=dry_run, summary=summary, submodules=submodules,
+        json_out=json_out, allow_unrelated=allow_unrelated, allow_drift=allow_drift,
     )  # fmt: skip
+    bump_command(_paths(pins, lock, build_dir, cache_dir), opts)
 
 
 BuilderOption = Annotated[
@@ -556,18 +552,12 @@ def verify(
     Checks that cannot apply (vLLM in a smoke image) are skipped with the reason. Writes build/verify.json, which
     `buildkit report` reads. Exit 1 when a check fails.
     """
-    from buildkit.commands.verify import verify_command
+    from buildkit.commands.verify import VerifyOptions, verify_command
 
-    if provenance and gpus:
-        raise typer.BadParameter("not with --provenance", param_hint="--gpus")
-    from buildkit.gpu.driver import parse_driver
-
-    for value in driver:
-        try:
-            parse_driver(value)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--driver") from None
-    verify_command(image, _paths(pins, lock, build_dir), gpus, json_out, provenance, key, driver or [])
+    opts = VerifyOptions.parse(
+        image=image, gpus=gpus, json_out=json_out, provenance=provenance, key=key, drivers=driver
+    )
+    verify_command(_paths(pins, lock, build_dir), opts)
 
 
 @app.command()
@@ -604,9 +594,10 @@ def report(
       buildkit report --format json | jq .image.digest
       buildkit report --record build/smoke-record.json --results results.yaml
     """
-    from buildkit.commands.report import report_command
+    from buildkit.commands.report import ReportOptions, report_command
 
-    report_command(_paths(pins, lock, build_dir), record, output, fmt, results)
+    opts = ReportOptions.parse(record=record, output=output, fmt=fmt, results=results)
+    report_command(_paths(pins, lock, build_dir), opts)
 
 
 @app.command()
@@ -704,9 +695,10 @@ def export(
       srun --container-image=/shared/nemo-rl.sqsh \\
         --container-workdir=/opt/nemo-rl --pty bash
     """
-    from buildkit.commands.export import export_command
+    from buildkit.commands.export import ExportOptions, export_command
 
-    export_command(image, _paths(pins, lock, build_dir), output, json_out)
+    opts = ExportOptions.parse(image=image, output=output, json_out=json_out)
+    export_command(_paths(pins, lock, build_dir), opts)
 
 
 @app.command()

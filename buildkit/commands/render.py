@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.syntax import Syntax
@@ -27,15 +28,34 @@ def prepare_command(paths: Paths, submodules: bool, json_out: bool) -> None:
         ui.print_prepare(record, paths.prepare_record)
 
 
-def render_command(
-    paths: Paths, output: Path | None, *, submodules: bool, diff: bool, strict: bool, syntax: bool, json_out: bool
-) -> None:
-    streamed = is_stdout(output)  # `-o -`: written where it goes by default, and streamed to stdout
-    if streamed and (json_out or diff):
-        raise InputError("-o - writes the Dockerfile to standard output: it cannot go with --json or --diff")
-    output = None if streamed else output
-    if output is not None:
-        check_replaceable(output)  # before the work: a device or FIFO is never replaced
+@dataclass(frozen=True)
+class RenderOptions:
+    """`buildkit render`'s options, checked (`parse`) before any work."""
+
+    output: Path | None  # None: build/Dockerfile (also with `-o -`, which then streams it)
+    streamed: bool  # `-o -`: written where it goes by default, and streamed to stdout
+    submodules: bool
+    diff: bool
+    strict: bool
+    syntax: bool
+    json_out: bool
+
+    @classmethod
+    def parse(
+        cls, *, output: Path | None, submodules: bool, diff: bool, strict: bool, syntax: bool, json_out: bool
+    ) -> RenderOptions:
+        streamed = is_stdout(output)
+        if streamed and (json_out or diff):
+            raise InputError("-o - writes the Dockerfile to standard output: it cannot go with --json or --diff")
+        output = None if streamed else output
+        if output is not None:
+            check_replaceable(output)  # before the work: a device or FIFO is never replaced
+        return cls(output, streamed, submodules, diff, strict, syntax, json_out)
+
+
+def render_command(paths: Paths, opts: RenderOptions) -> None:
+    output, streamed, submodules, json_out = opts.output, opts.streamed, opts.submodules, opts.json_out
+    syntax, strict, diff = opts.syntax, opts.strict, opts.diff
     ctx = Context(
         paths, load_inputs(paths, on_note=ui.warn), submodules=submodules, syntax=syntax, refuse_drift=strict,
         output=output,
