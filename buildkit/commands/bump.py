@@ -6,8 +6,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from buildkit.errors import BuildWouldStop
 from buildkit.models.paths import Paths
 from buildkit.stages.bump import BumpFailed, BumpReport, BumpRequest, bump, check_ref
+from buildkit.stages.bumpsummary import markdown
 from buildkit.text import ui
 
 
@@ -53,8 +55,6 @@ def bump_command(paths: Paths, opts: BumpOptions) -> None:
     elif report.outcome == "unchanged":
         ui.err.print("[green]ok[/]: the pins already name these commits; nothing written")
     if report.build_would_stop and not allow_drift:
-        from buildkit.errors import BuildWouldStop
-
         done = {"bumped": "bumped", "dry run": "dry run: the bump works"}.get(report.outcome, "the pins already moved")
         raise BuildWouldStop(
             f"{done}, but `buildkit build` would stop on these pins: {report.build_would_stop[0]}",
@@ -67,6 +67,4 @@ def _present(report: BumpReport, json_out: bool) -> None:
     if json_out:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
         return
-    from buildkit.stages.bumpsummary import markdown
-
     sys.stdout.write(ui.without_secrets(markdown(report)))

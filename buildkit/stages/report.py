@@ -10,8 +10,10 @@ from __future__ import annotations
 import csv
 import io
 import shlex
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from buildkit import __version__
 from buildkit.errors import InputError, excerpt
@@ -22,12 +24,15 @@ from buildkit.models.paths import Paths
 from buildkit.models.records import Build, belongs
 from buildkit.models.yamlload import load_yaml
 from buildkit.stages.attest import AttestRecord
-from buildkit.stages.build import BuildRecord, latest_build
+from buildkit.stages.build import BuildRecord, latest_build, plan_for_lock, shell_command
 from buildkit.stages.context import load_inputs
 from buildkit.stages.export import SquashfsRecord, srun_line
 from buildkit.stages.prepare import PrepareRecord
 from buildkit.stages.render import RenderRecord, commit_time, source_date_epoch, template_environment
+from buildkit.stages.resolve.record import record_for
 from buildkit.stages.verify import VerifyRecord
+from buildkit.text import markdown
+from buildkit.text.markdown import safe_url
 from buildkit.text.timeline import gantt
 
 # Compute capability -> the GPUs people know it by.
@@ -191,10 +196,6 @@ def by_hand(lock: Lock, prepare: PrepareRecord | None, rendered: RenderRecord | 
     """The build without buildkit, as one script that works from an empty directory: the sources cloned and patched,
     upstream's Dockerfile with the rendered changes applied (the diff, inline), and buildx on those relative paths
     (nothing under this machine's home or cache)."""
-    from dataclasses import replace
-
-    from buildkit.stages.build import plan_for_lock, shell_command
-
     n = lock.nemo_rl
     lines = [
         "mkdir nemo-rl-build && cd nemo-rl-build",
@@ -341,18 +342,12 @@ def layers(record: BuildRecord | None) -> list[dict[str, Any]] | None:
 
 
 def _link(url: str | None, repo: str) -> str | None:
-    from urllib.parse import urlsplit
-
-    from buildkit.text.markdown import safe_url
-
     return safe_url(url, {"github.com", (urlsplit(repo).hostname or "github.com").lower()})
 
 
 def resolve_times(lock: Lock, paths: Paths | None) -> dict[str, str]:
     """When the lock's facts were read ("lock": when resolve finished): from the resolve record beside the lock when
     it names this lock, else from an older lock that still held them; {} when neither says."""
-    from buildkit.stages.resolve.record import record_for
-
     record = record_for(paths.resolve_record, lock_sha256(lock)) if paths is not None else None
     if record is not None:
         return {**record.read_at, "lock": record.finished_at}
@@ -513,8 +508,6 @@ def _human_size(size: int) -> str:
 
 def render_markdown(data: dict[str, Any]) -> str:
     """The markdown report: every value escaped unless a filter of buildkit.text.markdown says how it is shown."""
-    from buildkit.text import markdown
-
     env = template_environment(finalize=markdown.finalize)
     env.filters.update(
         code=markdown.code, cell=markdown.cell, ccell=markdown.code_cell, fence=markdown.fence,
