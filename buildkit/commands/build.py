@@ -77,7 +77,10 @@ class BuildOptions:
     json_out: bool = False
 
     @classmethod
-    def parse(cls, *, progress: str | None, compression: str | None, **given) -> BuildOptions:
+    def parse(
+        cls, *, progress: str | None, compression: str | None, cache_from: list[str], cache_to: list[str],
+        extra: list[str], **given,
+    ) -> BuildOptions:  # fmt: skip
         """The options as typed, checked: a wrong value is a usage error (exit 2) naming the option."""
         progress = progress or "auto"  # BUILDKIT_PROGRESS set but empty, as buildx reads it
         if progress not in ProgressMode.__members__:
@@ -87,10 +90,9 @@ class BuildOptions:
             )
         if compression not in (None, *Compression.__members__):
             raise typer.BadParameter("expected gzip or zstd", param_hint="--compression")
-        lists = {name: tuple(given.pop(name)) for name in ("cache_from", "cache_to", "extra")}
         opts = cls(
             progress=ProgressMode(progress), compression=Compression(compression) if compression else None,
-            **lists, **given,
+            cache_from=tuple(cache_from), cache_to=tuple(cache_to), extra=tuple(extra), **given,
         )  # fmt: skip
         if opts.rebuild_builder and not opts.check_reproducible:
             raise typer.BadParameter("only with --check-reproducible", param_hint="--rebuild-builder")
@@ -234,7 +236,7 @@ class _Run:
     def buildx(self) -> tuple[BuildRecord, BuildPlan, str]:
         """buildx on the rendered Dockerfile, shown as opts.progress says; the record, the plan and the start stamp."""
         paths, opts, inputs = self.paths, self.opts, self.ctx.inputs
-        assert inputs is not None
+        assert inputs is not None and self.builder is not None, "after resolve and preflight"
         plan = plan_for_lock(inputs.lock, paths, smoke=opts.smoke, **_plan_options(opts, provenance=self.provenance))
         if opts.check_reproducible:
             prepare_layouts(paths.repro_dir(opts.smoke))
