@@ -376,17 +376,7 @@ def facts(
         "report_version": 1,
         "buildkit_version": __version__,
         "lock_sha256": lock_sha256(lock),
-        "overview": {
-            "image": lock.build.tag,
-            "target": lock.build.target,
-            "platform": lock.build.platform,
-            "cuda_arch_list": lock.build.cuda_arch_list,
-            "gpus": gpus_of(lock.build.cuda_arch_list),
-            "resolved_at": times.get("lock"),
-            "built": record is not None and record.outcome == "succeeded",
-            "built_at": record.ended if record else None,
-            "smoke": smoke,
-        },
+        "overview": _overview(lock, record, times),
         "components": _components(lock),
         "commits": _commits(lock, times),
         "links": _links(lock),
@@ -414,6 +404,20 @@ def facts(
         },
         "results": results,
         "known_issues": [k.model_dump(mode="json") for k in lock.known_issues],
+    }
+
+
+def _overview(lock: Lock, record: BuildRecord | None, times: dict[str, str]) -> dict[str, Any]:
+    return {
+        "image": lock.build.tag,
+        "target": lock.build.target,
+        "platform": lock.build.platform,
+        "cuda_arch_list": lock.build.cuda_arch_list,
+        "gpus": gpus_of(lock.build.cuda_arch_list),
+        "resolved_at": times.get("lock"),
+        "built": record is not None and record.outcome == "succeeded",
+        "built_at": record.ended if record else None,
+        "smoke": bool(record and record.smoke),
     }
 
 
