@@ -651,9 +651,10 @@ def attest(
       buildkit attest --record build/smoke-record.json --json \\
         | jq .predicate.buildDefinition
     """
-    from buildkit.commands.attest import attest_command
+    from buildkit.commands.attest import AttestOptions, attest_command
 
-    attest_command(_paths(pins, lock, build_dir), record, key, builder_id, json_out, repository)
+    opts = AttestOptions.parse(record=record, key=key, builder_id=builder_id, json_out=json_out, repository=repository)
+    attest_command(_paths(pins, lock, build_dir), opts)
 
 
 @app.command()

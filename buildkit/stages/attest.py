@@ -11,9 +11,12 @@ from pydantic import BaseModel, ConfigDict
 
 from buildkit.errors import InputError, excerpt
 from buildkit.files import sha256_bytes, utc_now, write_atomic
+from buildkit.models.lock import lock_sha256
 from buildkit.models.paths import Paths
 from buildkit.models.records import RecordHeader, header
 from buildkit.stages import slsa
+from buildkit.stages.provenance import served_lock_sha256
+from buildkit.world import cosign
 
 
 class AttestRecord(BaseModel):
@@ -54,13 +57,10 @@ class Attested:
 
 
 def attest(
-    paths: Paths, record_path: Path | None, key: str | None, builder_id: str | None, repository: str | None = None
+    paths: Paths, record_path: Path | None, key: str | None, builder: str, repository: str | None = None
 ) -> Attested:
-    from buildkit.world import cosign
-
-    builder = slsa.builder_id(builder_id)
-    if key is not None:
-        cosign.check_key(key)  # a missing key is bad input before anything else is read
+    """The statement of the build, signed and attached with `key`. `builder` (runDetails.builder.id), `key` and
+    `repository` come checked (commands/attest.py's AttestOptions)."""
     sources = slsa.gather(paths, record_path, repository)
     statement = slsa.statement(sources, builder)
     payload = slsa.canonical(statement)
@@ -98,9 +98,6 @@ def built_from_this_lock(image: str, sources: slsa.Sources) -> None:
     """The image the registry serves as name@digest must be this lock's build: its config (the build platform's,
     for an index) carries the label buildkit.lock.sha256 with this lock's hash, which only a build of this lock
     sets. Otherwise a record edited to name another image would get that image a valid signed statement."""
-    from buildkit.models.lock import lock_sha256
-    from buildkit.stages.provenance import served_lock_sha256
-
     name, digest = image.split("@", 1)
     found = served_lock_sha256(name, digest, sources.lock.build.platform)
     want = lock_sha256(sources.lock)

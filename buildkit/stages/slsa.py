@@ -106,7 +106,7 @@ def gather(paths: Paths, record_path: Path | None = None, repository: str | None
             f"{paths.render_record(record.smoke)}: no render record of this build's Dockerfile (from this lock)",
             hint=f"build again (`buildkit build{' --smoke' if record.smoke else ''}` renders the Dockerfile first)",
         )
-    named = checked_repository(repository) if repository is not None else None
+    named = repository  # checked with the options (commands/attest.py: checked_repository)
     checked_record(record, record_path, inputs.lock)
     record_bytes = _read_bounded(record_path)
     log = Path(record.log)
