@@ -101,7 +101,7 @@ def gather(paths: Paths, record_path: Path | None = None, repository: str | None
             hint="attest with the lock the build used, or build again",
         )
     rendered = read_record(paths.render_record(record.smoke), RenderRecord)
-    if not belongs(rendered, Build(record.lock_sha256, record.smoke)):
+    if rendered is None or not belongs(rendered, Build(record.lock_sha256, record.smoke)):
         raise InputError(
             f"{paths.render_record(record.smoke)}: no render record of this build's Dockerfile (from this lock)",
             hint=f"build again (`buildkit build{' --smoke' if record.smoke else ''}` renders the Dockerfile first)",
