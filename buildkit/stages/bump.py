@@ -200,6 +200,7 @@ class _Bump:
 
     def _move_vllm(self, resolver, old_pins, old_lock: Lock | None) -> list[Callable]:
         report, vllm, branch = self.report, old_pins.vllm, self.request.vllm_branch
+        assert branch is not None, "only when vLLM moves"
         if vllm.ref:
             old = _locked(old_lock, "vllm", vllm.repo, vllm.ref) or resolver.commit(vllm.repo, vllm.ref)
         else:
@@ -424,7 +425,10 @@ def _relation(resolver, repo: str, old: str, new: str, rewrites) -> Literal["des
     server allows filters)."""
     status = resolver.contains(repo, old, new)
     if status is not None:
-        return {"ahead": "descendant", "identical": "descendant", "behind": "older"}.get(status, "unrelated")
+        relations: dict[str, Literal["descendant", "older"]] = {
+            "ahead": "descendant", "identical": "descendant", "behind": "older"
+        }  # fmt: skip
+        return relations.get(status, "unrelated")
     config = git_config(rewrites, repo)
     with tempfile.TemporaryDirectory(prefix="buildkit-bump-") as scratch:
         repo_dir = Path(scratch) / "history.git"
