@@ -350,7 +350,7 @@ def test_an_incoherent_wheel_fact_is_refused(project):
 
 
 def test_build_resolves_a_stale_lock_and_tells_of_the_download(project, upstreams, monkeypatch):
-    """`buildkit build` (pipeline.ensure_lock, which has no progress view) hears of the download in notes; a lock
+    """`buildkit build` (resolve's ensure_lock, with no progress view) hears of the download in notes; a lock
     the user chose not to hash is used as it is, with the warning."""
     from buildkit.models.paths import Paths
     from buildkit.stages.resolve import ensure_lock
