@@ -15,6 +15,7 @@ import typer
 
 from buildkit import __version__
 from buildkit.errors import EXIT_CODES
+from buildkit.models.paths import Paths
 from buildkit.stages.pipeline import STAGES
 
 
@@ -70,8 +71,6 @@ def _main(
 
 
 def _paths(pins: Path, lock: Path | None = None, build_dir: Path | None = None, cache_dir: Path | None = None):
-    from buildkit.stages.pipeline import Paths
-
     if pins == Path("pins.yaml") and not pins.exists():
         # Not given (or given as the default name) and not here: the nearest pins.yaml above, as uv and bake do.
         from buildkit.models.pins import find_pins
@@ -136,16 +135,12 @@ def resolve(
       buildkit resolve --offline       # no network: pins valid, lock consistent?
       buildkit resolve --json | jq .wheel.url
     """
-    if deep and (not check or offline):
-        raise typer.BadParameter("needs --check, and the network (not --offline)", param_hint="--deep")
-    if no_wheel_download and (check or offline):
-        raise typer.BadParameter("only applies when resolve writes the lock", param_hint="--no-wheel-download")
-    from buildkit.commands.resolve import run_resolve
+    from buildkit.commands.resolve import ResolveOptions, run_resolve
 
-    run_resolve(
-        _paths(pins, lock), json_out=json_out, check=check, offline=offline, deep=deep,
-        download_wheel=not no_wheel_download,
-    )  # fmt: skip
+    opts = ResolveOptions.parse(
+        json_out=json_out, check=check, offline=offline, deep=deep, no_wheel_download=no_wheel_download
+    )
+    run_resolve(_paths(pins, lock), opts)
 
 
 CacheDirOption = Annotated[
@@ -233,71 +228,81 @@ def render(
       buildkit render --diff | less       # what differs from upstream's
       buildkit render --strict --no-syntax
     """
-    from buildkit.commands.render import render_command
+    from buildkit.commands.render import RenderOptions, render_command
 
-    render_command(
-        _paths(pins, lock, build_dir, cache_dir), output,
-        submodules=submodules, diff=diff, strict=strict, syntax=syntax, json_out=json_out,
-    )  # fmt: skip
+    opts = RenderOptions.parse(
+        output=output, submodules=submodules, diff=diff, strict=strict, syntax=syntax, json_out=json_out
+    )
+    render_command(_paths(pins, lock, build_dir, cache_dir), opts)
+
+
+BumpNemoRlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--nemo-rl",
+        metavar="REF",
+        help="Branch or tag to move nemo_rl.ref to (its commit is pinned) [default: "
+        "nemo_rl stays; `main` when --vllm is not given either].",
+        show_default=False,
+    ),
+]
+BumpVllmOption = Annotated[
+    bool,
+    typer.Option(
+        "--vllm", help="Also move vllm.ref to the newest commit of --vllm-branch that has a wheel (drops vllm.pr)."
+    ),
+]
+BumpVllmBranchOption = Annotated[
+    str | None,
+    typer.Option(
+        "--vllm-branch",
+        metavar="BRANCH",
+        help="The vLLM branch for --vllm (implies it) [default: main].",
+        show_default=False,
+    ),
+]
+BumpDryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Do every step, write nothing, print the summary.")
+]
+BumpSummaryOption = Annotated[
+    Path | None,
+    typer.Option("--summary", metavar="PATH", help="Where to write the summary [default: build/bump.md]."),
+]
+BumpJsonOutOption = Annotated[
+    bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of markdown.")
+]
+BumpAllowUnrelatedOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-unrelated",
+        help="Move a pin even to a commit that does not contain the pinned one (older, or "
+        "after a force-push); the summary says so.",
+    ),
+]
+BumpAllowDriftOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-drift",
+        help="Exit 0 even when `buildkit build` would stop on the bumped pins (drift); without it, exit 7.",
+    ),
+]
 
 
 @app.command()
 def bump(
     pins: PinsOption = Path("pins.yaml"),
     lock: LockOption = None,
-    nemo_rl: Annotated[
-        str | None,
-        typer.Option(
-            "--nemo-rl",
-            metavar="REF",
-            help="Branch or tag to move nemo_rl.ref to (its commit is pinned) [default: "
-            "nemo_rl stays; `main` when --vllm is not given either].",
-            show_default=False,
-        ),
-    ] = None,
-    vllm: Annotated[
-        bool,
-        typer.Option(
-            "--vllm", help="Also move vllm.ref to the newest commit of --vllm-branch that has a wheel (drops vllm.pr)."
-        ),
-    ] = False,
-    vllm_branch: Annotated[
-        str | None,
-        typer.Option(
-            "--vllm-branch",
-            metavar="BRANCH",
-            help="The vLLM branch for --vllm (implies it) [default: main].",
-            show_default=False,
-        ),
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Do every step, write nothing, print the summary.")
-    ] = False,
-    summary: Annotated[
-        Path | None,
-        typer.Option("--summary", metavar="PATH", help="Where to write the summary [default: build/bump.md]."),
-    ] = None,
+    nemo_rl: BumpNemoRlOption = None,
+    vllm: BumpVllmOption = False,
+    vllm_branch: BumpVllmBranchOption = None,
+    dry_run: BumpDryRunOption = False,
+    summary: BumpSummaryOption = None,
     build_dir: BuildDirOption = None,
     cache_dir: CacheDirOption = None,
     submodules: SubmodulesOption = True,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print the summary as JSON on stdout instead of markdown.")
-    ] = False,
-    allow_unrelated: Annotated[
-        bool,
-        typer.Option(
-            "--allow-unrelated",
-            help="Move a pin even to a commit that does not contain the pinned one (older, or "
-            "after a force-push); the summary says so.",
-        ),
-    ] = False,
-    allow_drift: Annotated[
-        bool,
-        typer.Option(
-            "--allow-drift",
-            help="Exit 0 even when `buildkit build` would stop on the bumped pins (drift); without it, exit 7.",
-        ),
-    ] = False,
+    json_out: BumpJsonOutOption = False,
+    allow_unrelated: BumpAllowUnrelatedOption = False,
+    allow_drift: BumpAllowDriftOption = False,
 ) -> None:
     """Move the pins to newer upstream commits, check the move end to end, and summarize it for a reviewer.
 
@@ -319,13 +324,13 @@ def bump(
       buildkit bump --nemo-rl main --vllm  # both; vLLM: newest with a wheel
       buildkit bump --vllm --vllm-branch releases/v0.15.0 --json | jq .moves
     """
-    from buildkit.commands.bump import bump_command
+    from buildkit.commands.bump import BumpOptions, bump_command
 
-    bump_command(
-        _paths(pins, lock, build_dir, cache_dir), nemo_rl, vllm_branch or ("main" if vllm else None),
-        dry_run=dry_run, summary=summary, submodules=submodules, json_out=json_out, allow_unrelated=allow_unrelated,
-        allow_drift=allow_drift,
+    opts = BumpOptions.parse(
+        nemo_rl=nemo_rl, vllm=vllm, vllm_branch=vllm_branch, dry_run=dry_run, summary=summary, submodules=submodules,
+        json_out=json_out, allow_unrelated=allow_unrelated, allow_drift=allow_drift,
     )  # fmt: skip
+    bump_command(_paths(pins, lock, build_dir, cache_dir), opts)
 
 
 BuilderOption = Annotated[
@@ -338,113 +343,132 @@ BuilderOption = Annotated[
 ]
 
 
+PushOption = Annotated[
+    bool, typer.Option("--push/--load", help="Push to the tag's registry, or load into Docker.")
+]
+SbomOption = Annotated[bool, typer.Option("--sbom", help="Attach an SBOM attestation (needs the scanner image).")]
+CacheFromOption = Annotated[
+    list[str], typer.Option("--cache-from", metavar="SPEC", help="buildx --cache-from spec (repeatable).")
+]
+CacheToOption = Annotated[
+    list[str], typer.Option("--cache-to", metavar="SPEC", help="buildx --cache-to spec (repeatable).")
+]
+SharedCacheOption = Annotated[
+    bool,
+    typer.Option(
+        "--shared-cache/--no-shared-cache",
+        help="Import from and export to the registry cache pins.yaml names (build.cache) [default: on].",
+        show_default=False,
+    ),
+]
+CompressionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--compression",
+        metavar="gzip|zstd",
+        help="gzip or zstd layers for a pushed image [default: build.compression in pins.yaml, else gzip].",
+        show_default=False,
+    ),
+]
+ForceCompressionOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--force-compression/--no-force-compression",
+        help="Re-compress the base image's layers too; nodes that already pulled the base then pull them again "
+        "[default: build.force_compression, else off].",
+        show_default=False,
+    ),
+]
+ProgressOption = Annotated[
+    str,
+    typer.Option(
+        "--progress",
+        metavar="MODE",
+        envvar="BUILDKIT_PROGRESS",
+        help="auto (tty on a terminal, plain otherwise), tty, plain, quiet or rawjson, as buildx.",
+    ),
+]
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Print the plan and the exact command; change nothing.")
+]
+SmokeOption = Annotated[
+    bool,
+    typer.Option(
+        "--smoke",
+        help="Build the smoke target on a small stand-in base image: no GPU; once the lock is current and the "
+        "tree prepared, no network but the stand-in's registry (see Network above).",
+    ),
+]
+SmokeBaseOption = Annotated[
+    str, typer.Option("--smoke-base", metavar="IMAGE", help="The stand-in base image for --smoke.")
+]
+MinFreeGbOption = Annotated[
+    float | None,
+    typer.Option(
+        "--min-free-gb", metavar="GB", help="Free space the builder needs [default: 100; 1 with --smoke]."
+    ),
+]
+SyntaxOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--syntax/--no-syntax",
+        help="Keep the `# syntax=` line (the frontend image comes from Docker Hub) [default: kept; left out with "
+        "--smoke, which uses the builder's own frontend and needs no internet].",
+        show_default=False,
+    ),
+]
+CheckReproducibleOption = Annotated[
+    bool,
+    typer.Option(
+        "--check-reproducible",
+        help="After the build, rebuild with no cache from a second clone of NeMo-RL and compare the two images "
+        "file by file: exit 0 when identical, 1 naming what differs. Needs disk for two more copies of the image.",
+    ),
+]
+RebuildBuilderOption = Annotated[
+    str | None,
+    typer.Option(
+        "--rebuild-builder", metavar="NAME", help="Run the --check-reproducible rebuild on this builder instead."
+    ),
+]
+AllowDriftOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-drift",
+        help="Build even with drift findings (pins upstream does not expect, e.g. another CUDA major; the record "
+        "and report "
+        "keep the findings). Without it, drift stops the build before anything is written (exit 1).",
+    ),
+]
+JsonOutOption = Annotated[bool, typer.Option("--json", help="Print the build record as JSON on stdout.")]
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
 def build(
     ctx: typer.Context,
     pins: PinsOption = Path("pins.yaml"),
     lock: LockOption = None,
     builder: BuilderOption = None,
-    push: Annotated[
-        bool, typer.Option("--push/--load", help="Push to the tag's registry, or load into Docker.")
-    ] = False,
-    sbom: Annotated[bool, typer.Option("--sbom", help="Attach an SBOM attestation (needs the scanner image).")] = False,
-    cache_from: Annotated[
-        list[str], typer.Option("--cache-from", metavar="SPEC", help="buildx --cache-from spec (repeatable).")
-    ] = [],  # noqa: B006
-    cache_to: Annotated[
-        list[str], typer.Option("--cache-to", metavar="SPEC", help="buildx --cache-to spec (repeatable).")
-    ] = [],  # noqa: B006
-    shared_cache: Annotated[
-        bool,
-        typer.Option(
-            "--shared-cache/--no-shared-cache",
-            help="Import from and export to the registry cache pins.yaml names (build.cache) [default: on].",
-            show_default=False,
-        ),
-    ] = True,
-    compression: Annotated[
-        str | None,
-        typer.Option(
-            "--compression",
-            metavar="gzip|zstd",
-            help="gzip or zstd layers for a pushed image [default: build.compression in pins.yaml, else gzip].",
-            show_default=False,
-        ),
-    ] = None,
-    force_compression: Annotated[
-        bool | None,
-        typer.Option(
-            "--force-compression/--no-force-compression",
-            help="Re-compress the base image's layers too; nodes that already pulled the base then pull them again "
-            "[default: build.force_compression, else off].",
-            show_default=False,
-        ),
-    ] = None,
-    progress: Annotated[
-        str,
-        typer.Option(
-            "--progress",
-            metavar="MODE",
-            envvar="BUILDKIT_PROGRESS",
-            help="auto (tty on a terminal, plain otherwise), tty, plain, quiet or rawjson, as buildx.",
-        ),
-    ] = "auto",
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the plan and the exact command; change nothing.")
-    ] = False,
-    smoke: Annotated[
-        bool,
-        typer.Option(
-            "--smoke",
-            help="Build the smoke target on a small stand-in base image: no GPU; once the lock is current and the "
-            "tree prepared, no network but the stand-in's registry (see Network above).",
-        ),
-    ] = False,
-    smoke_base: Annotated[
-        str, typer.Option("--smoke-base", metavar="IMAGE", help="The stand-in base image for --smoke.")
-    ] = "127.0.0.1:5000/buildkit/stand-in-base:1",
-    min_free_gb: Annotated[
-        float | None,
-        typer.Option(
-            "--min-free-gb", metavar="GB", help="Free space the builder needs [default: 100; 1 with --smoke]."
-        ),
-    ] = None,
-    syntax: Annotated[
-        bool | None,
-        typer.Option(
-            "--syntax/--no-syntax",
-            help="Keep the `# syntax=` line (the frontend image comes from Docker Hub) [default: kept; left out with "
-            "--smoke, which uses the builder's own frontend and needs no internet].",
-            show_default=False,
-        ),
-    ] = None,
-    check_reproducible: Annotated[
-        bool,
-        typer.Option(
-            "--check-reproducible",
-            help="After the build, rebuild with no cache from a second clone of NeMo-RL and compare the two images "
-            "file by file: exit 0 when identical, 1 naming what differs. Needs disk for two more copies of the image.",
-        ),
-    ] = False,
-    rebuild_builder: Annotated[
-        str | None,
-        typer.Option(
-            "--rebuild-builder", metavar="NAME", help="Run the --check-reproducible rebuild on this builder instead."
-        ),
-    ] = None,
-    allow_drift: Annotated[
-        bool,
-        typer.Option(
-            "--allow-drift",
-            help="Build even with drift findings (pins upstream does not expect, e.g. another CUDA major; the record "
-            "and report "
-            "keep the findings). Without it, drift stops the build before anything is written (exit 1).",
-        ),
-    ] = False,
+    push: PushOption = False,
+    sbom: SbomOption = False,
+    cache_from: CacheFromOption = [],  # noqa: B006
+    cache_to: CacheToOption = [],  # noqa: B006
+    shared_cache: SharedCacheOption = True,
+    compression: CompressionOption = None,
+    force_compression: ForceCompressionOption = None,
+    progress: ProgressOption = "auto",
+    dry_run: DryRunOption = False,
+    smoke: SmokeOption = False,
+    smoke_base: SmokeBaseOption = "127.0.0.1:5000/buildkit/stand-in-base:1",
+    min_free_gb: MinFreeGbOption = None,
+    syntax: SyntaxOption = None,
+    check_reproducible: CheckReproducibleOption = False,
+    rebuild_builder: RebuildBuilderOption = None,
+    allow_drift: AllowDriftOption = False,
     build_dir: BuildDirOption = None,
     cache_dir: CacheDirOption = None,
     submodules: SubmodulesOption = True,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the build record as JSON on stdout.")] = False,
+    json_out: JsonOutOption = False,
 ) -> None:
     """Build the image: resolve, prepare and render as needed, then `docker buildx build`.
 
@@ -456,9 +480,9 @@ def build(
     Ctrl-C cancels cleanly (exit 130).
 
     Network: resolve, only when the lock is missing or stale, asks GitHub ($BUILDKIT_GITHUB_API), the wheel index
-    ($BUILDKIT_WHEEL_INDEX) and the base image's registry; prepare fetches NeMo-RL and its submodules only when the
-    tree is not prepared yet; a release build fetches NeMo-RL's torch wheel once ($BUILDKIT_TORCH_INDEX, for the
-    ABI check) and buildx pulls the base image, the `# syntax=` frontend and what the Dockerfile downloads. With a
+    ($BUILDKIT_WHEEL_INDEX), the base image's registry and, once, the torch index for the ABI check
+    ($BUILDKIT_TORCH_INDEX); prepare fetches NeMo-RL and its submodules only when the tree is not prepared yet;
+    buildx pulls the base image, the `# syntax=` frontend and what the Dockerfile downloads. With a
     current lock and a prepared tree, --smoke asks only the stand-in base's registry (127.0.0.1:5000 by default:
     pinned, then pulled by the builder); nothing else. README: No internet.
 
@@ -471,25 +495,15 @@ def build(
       buildkit build --push --compression zstd  # zstd layers, pushed
       buildkit build -- --no-cache              # extra buildx flags
     """
-    from buildkit.commands.build import PROGRESS_MODES, BuildOptions, build_command
+    from buildkit.commands.build import BuildOptions, build_command
 
-    progress = progress or "auto"  # BUILDKIT_PROGRESS set but empty, as buildx reads it
-    if progress not in PROGRESS_MODES:
-        raise typer.BadParameter(
-            f"expected auto, tty, plain, quiet or rawjson, found {progress!r}",
-            param_hint="--progress/$BUILDKIT_PROGRESS",
-        )
-    if compression not in (None, "gzip", "zstd"):
-        raise typer.BadParameter("expected gzip or zstd", param_hint="--compression")
-    opts = BuildOptions(
+    opts = BuildOptions.parse(
         builder=builder, push=push, sbom=sbom, cache_from=cache_from, cache_to=cache_to, progress=progress,
         dry_run=dry_run, smoke=smoke, smoke_base=smoke_base, min_free_gb=min_free_gb, submodules=submodules,
-        syntax=syntax, extra=list(ctx.args), allow_drift=allow_drift, check_reproducible=check_reproducible,
+        syntax=syntax, extra=ctx.args, allow_drift=allow_drift, check_reproducible=check_reproducible,
         rebuild_builder=rebuild_builder, shared_cache=shared_cache, compression=compression,
         force_compression=force_compression, json_out=json_out,
     )  # fmt: skip
-    if rebuild_builder and not check_reproducible:
-        raise typer.BadParameter("only with --check-reproducible", param_hint="--rebuild-builder")
     build_command(_paths(pins, lock, build_dir, cache_dir), opts)
 
 
@@ -561,18 +575,12 @@ def verify(
     Checks that cannot apply (vLLM in a smoke image) are skipped with the reason. Writes build/verify.json, which
     `buildkit report` reads. Exit 1 when a check fails.
     """
-    from buildkit.commands.verify import verify_command
+    from buildkit.commands.verify import VerifyOptions, verify_command
 
-    if provenance and gpus:
-        raise typer.BadParameter("not with --provenance", param_hint="--gpus")
-    from buildkit.gpu.driver import parse_driver
-
-    for value in driver:
-        try:
-            parse_driver(value)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--driver") from None
-    verify_command(image, _paths(pins, lock, build_dir), gpus, json_out, provenance, key, driver or [])
+    opts = VerifyOptions.parse(
+        image=image, gpus=gpus, json_out=json_out, provenance=provenance, key=key, drivers=driver
+    )
+    verify_command(_paths(pins, lock, build_dir), opts)
 
 
 @app.command()
@@ -609,9 +617,10 @@ def report(
       buildkit report --format json | jq .image.digest
       buildkit report --record build/smoke-record.json --results results.yaml
     """
-    from buildkit.commands.report import report_command
+    from buildkit.commands.report import ReportOptions, report_command
 
-    report_command(_paths(pins, lock, build_dir), record, output, fmt, results)
+    opts = ReportOptions.parse(record=record, output=output, fmt=fmt, results=results)
+    report_command(_paths(pins, lock, build_dir), opts)
 
 
 @app.command()
@@ -665,9 +674,10 @@ def attest(
       buildkit attest --record build/smoke-record.json --json \\
         | jq .predicate.buildDefinition
     """
-    from buildkit.commands.attest import attest_command
+    from buildkit.commands.attest import AttestOptions, attest_command
 
-    attest_command(_paths(pins, lock, build_dir), record, key, builder_id, json_out, repository)
+    opts = AttestOptions.parse(record=record, key=key, builder_id=builder_id, json_out=json_out, repository=repository)
+    attest_command(_paths(pins, lock, build_dir), opts)
 
 
 @app.command(cls=_Command)
@@ -709,9 +719,10 @@ def export(
       srun --container-image=/shared/nemo-rl.sqsh \\
         --container-workdir=/opt/nemo-rl --pty bash
     """
-    from buildkit.commands.export import export_command
+    from buildkit.commands.export import ExportOptions, export_command
 
-    export_command(image, _paths(pins, lock, build_dir), output, json_out)
+    opts = ExportOptions.parse(image=image, output=output, json_out=json_out)
+    export_command(_paths(pins, lock, build_dir), opts)
 
 
 @app.command()

@@ -212,8 +212,8 @@ def test_export_the_smoke_image_for_slurm(project, remote, engine, tmp_path):  #
     assert again.code == 0, again.output
     assert hashlib.sha256((tmp_path / "again.sqsh").read_bytes()).hexdigest() == record["sha256"]
     from buildkit.models.lock import read_lock
+    from buildkit.models.paths import Paths
     from buildkit.stages.export import choose_source, export_squashfs, find_mksquashfs
-    from buildkit.stages.pipeline import Paths
 
     paths = Paths.of(root / "pins.yaml")
     one, _ = export_squashfs(paths, read_lock(paths.lock), choose_source(paths, None), find_mksquashfs(),
@@ -344,8 +344,8 @@ def test_a_disk_that_fills_up_midway_leaves_nothing_half_written(project, remote
     """The space check passes, then something else fills the disk while the export runs: whether the archive, the
     unpacked tree or the .sqsh hits the full disk, the same message, exit 2, and nothing of the export is left."""
     from buildkit.models.lock import read_lock
+    from buildkit.models.paths import Paths
     from buildkit.stages.export import choose_source, export_squashfs, find_mksquashfs
-    from buildkit.stages.pipeline import Paths
 
     root, cli = smoke_built(project, remote)
     disk = small_disk("300m")

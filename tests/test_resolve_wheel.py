@@ -350,16 +350,17 @@ def test_an_incoherent_wheel_fact_is_refused(project):
 
 
 def test_build_resolves_a_stale_lock_and_tells_of_the_download(project, upstreams, monkeypatch):
-    """`buildkit build` (pipeline.ensure_lock, which has no progress view) hears of the download in notes; a lock
+    """`buildkit build` (resolve's ensure_lock, with no progress view) hears of the download in notes; a lock
     the user chose not to hash is used as it is, with the warning."""
-    from buildkit.stages import pipeline
+    from buildkit.models.paths import Paths
+    from buildkit.stages.resolve import ensure_lock
 
     root, cli = project
     for name, value in cli.env.items():
         monkeypatch.setenv(name, value)
-    paths = pipeline.Paths.of(root / "pins.yaml")
+    paths = Paths.of(root / "pins.yaml")
     notes: list[str] = []
-    inputs, wrote = pipeline.ensure_lock(paths, on_note=notes.append)
+    inputs, wrote = ensure_lock(paths, on_note=notes.append)
     assert wrote and inputs.lock.wheel.content_addressed
     assert notes == [
         f"wheel: downloading {WHEEL_X86} (0.2 MiB) to hash it",
@@ -369,7 +370,7 @@ def test_build_resolves_a_stale_lock_and_tells_of_the_download(project, upstream
     shutil.rmtree(root / "cache" / "wheels")
     assert cli("resolve", "--no-wheel-download").code == 0
     notes.clear()
-    inputs, wrote = pipeline.ensure_lock(paths, on_note=notes.append)
+    inputs, wrote = ensure_lock(paths, on_note=notes.append)
     assert not wrote and not inputs.lock.wheel.content_addressed
     assert notes == [f"the locked wheel is not content-addressed ({SKIPPED_REASON}); run `buildkit resolve` "
                      "without --no-wheel-download to hash it"]  # fmt: skip

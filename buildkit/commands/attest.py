@@ -3,24 +3,42 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from buildkit.stages.pipeline import Paths
+from buildkit.models.paths import Paths
+from buildkit.stages.attest import attest
+from buildkit.stages.slsa import builder_id as checked_builder_id
+from buildkit.stages.slsa import canonical, checked_repository
 from buildkit.text import ui
+from buildkit.world.cosign import check_key
 
 
-def attest_command(
-    paths: Paths,
-    record_path: Path | None,
-    key: str | None,
-    builder_id: str | None,
-    json_out: bool,
-    repository: str | None = None,
-) -> None:
-    from buildkit.stages.attest import attest
-    from buildkit.stages.slsa import canonical
+@dataclass(frozen=True)
+class AttestOptions:
+    """`buildkit attest`'s options, checked (`parse`) before anything is read: the builder ID a URI, the key one
+    cosign can use, the repository a name without tag or digest."""
 
-    done = attest(paths, record_path, key, builder_id, repository)
+    record: Path | None
+    key: str | None
+    builder_id: str  # runDetails.builder.id
+    json_out: bool
+    repository: str | None
+
+    @classmethod
+    def parse(
+        cls, *, record: Path | None, key: str | None, builder_id: str | None, json_out: bool, repository: str | None
+    ) -> AttestOptions:
+        builder = checked_builder_id(builder_id)
+        if key is not None:
+            check_key(key)  # a missing key is bad input before anything else is read
+        named = checked_repository(repository) if repository is not None else None
+        return cls(record, key, builder, json_out, named)
+
+
+def attest_command(paths: Paths, opts: AttestOptions) -> None:
+    done = attest(paths, opts.record, opts.key, opts.builder_id, opts.repository)
+    json_out = opts.json_out
     if json_out:
         sys.stdout.write(canonical(done.statement).decode("utf-8") + "\n")
     ui.err.print(f"statement: {ui.safe(str(done.statement_file))} (SLSA provenance v1 of {ui.safe(done.subject)}, "

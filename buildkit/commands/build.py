@@ -5,54 +5,122 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
+from enum import StrEnum
+from pathlib import Path
 
+import typer
 from rich.console import Group
 from rich.live import Live
 from rich.text import Text
 
 from buildkit.errors import BuildFailed, CheckFailed, EngineNotReady, Interrupted
+from buildkit.models.paths import Paths
 from buildkit.stages import pipeline
-from buildkit.stages.build import BuildPlan
-from buildkit.stages.pipeline import Paths
+from buildkit.stages.build import (
+    Builder,
+    BuildPlan,
+    BuildRecord,
+    execute,
+    explain_failure,
+    failure_hint,
+    plan_for_lock,
+    shell_command,
+)
+from buildkit.stages.context import Context
+from buildkit.stages.preflight import run_preflight, tool_checks
+from buildkit.stages.reproduce import first_layout, prepare_layouts
 from buildkit.text import ui
 from buildkit.text.progress import Progress
+from buildkit.world import buildx
 
 
-@dataclass
+class ProgressMode(StrEnum):
+    """How the build's progress is shown, as buildx names the modes ("live" is "tty")."""
+
+    auto = "auto"
+    tty = "tty"
+    live = "live"
+    plain = "plain"
+    quiet = "quiet"
+    rawjson = "rawjson"
+
+
+class Compression(StrEnum):
+    gzip = "gzip"
+    zstd = "zstd"
+
+
+@dataclass(frozen=True)
 class BuildOptions:
+    """`buildkit build`'s options, parsed and validated (`parse`) before any work."""
+
     builder: str | None
     push: bool
     sbom: bool
-    cache_from: list[str]
-    cache_to: list[str]
-    progress: str  # "auto" | "tty" | "plain" | "quiet" | "rawjson", as buildx names them ("live" is "tty")
+    cache_from: tuple[str, ...]
+    cache_to: tuple[str, ...]
+    progress: ProgressMode
     dry_run: bool
     smoke: bool
     smoke_base: str
     min_free_gb: float | None
     submodules: bool
     syntax: bool | None  # None: the default, which is no `# syntax=` line for --smoke (it must work offline)
-    extra: list[str]
+    extra: tuple[str, ...]
     allow_drift: bool = False
     check_reproducible: bool = False
     rebuild_builder: str | None = None
     shared_cache: bool = True  # the lock's build.cache, if it names one
-    compression: str | None = None  # None: the lock's build.compression
+    compression: Compression | None = None  # None: the lock's build.compression
     force_compression: bool | None = None
     json_out: bool = False
 
+    @classmethod
+    def parse(
+        cls, *, progress: str | None, compression: str | None, cache_from: list[str], cache_to: list[str],
+        extra: list[str], **given,
+    ) -> BuildOptions:  # fmt: skip
+        """The options as typed, checked: a wrong value is a usage error (exit 2) naming the option."""
+        progress = progress or "auto"  # BUILDKIT_PROGRESS set but empty, as buildx reads it
+        if progress not in ProgressMode.__members__:
+            raise typer.BadParameter(
+                f"expected auto, tty, plain, quiet or rawjson, found {progress!r}",
+                param_hint="--progress/$BUILDKIT_PROGRESS",
+            )
+        if compression not in (None, *Compression.__members__):
+            raise typer.BadParameter("expected gzip or zstd", param_hint="--compression")
+        opts = cls(
+            progress=ProgressMode(progress), compression=Compression(compression) if compression else None,
+            cache_from=tuple(cache_from), cache_to=tuple(cache_to), extra=tuple(extra), **given,
+        )  # fmt: skip
+        if opts.rebuild_builder and not opts.check_reproducible:
+            raise typer.BadParameter("only with --check-reproducible", param_hint="--rebuild-builder")
+        for name in (opts.builder, opts.rebuild_builder):
+            if name:
+                buildx.validate_builder_name(name)
+        return opts
 
-PROGRESS_MODES = ("auto", "tty", "live", "plain", "quiet", "rawjson")
+    @property
+    def with_syntax(self) -> bool:
+        return self.syntax if self.syntax is not None else not self.smoke
+
+    @property
+    def view_mode(self) -> str:
+        """tty, plain, quiet or rawjson: `auto` is tty on a terminal."""
+        mode = {"live": "tty"}.get(self.progress.value, self.progress.value)
+        if mode == "auto":
+            mode = "tty" if sys.stderr.isatty() else "plain"
+        return mode
+
+    @property
+    def min_free(self) -> float:
+        return self.min_free_gb if self.min_free_gb is not None else (1.0 if self.smoke else 100.0)
 
 
 def doctor_command(
     builder: str | None, min_free_gb: float, push: bool, tag: str, platform: str, json_out: bool = False
 ) -> None:
-    from dataclasses import asdict
-
-    from buildkit.stages.preflight import run_preflight, tool_checks
-
     result = run_preflight(builder, platform, min_free_gb, push, tag)
     result.checks += tool_checks()
     if json_out:
@@ -64,141 +132,165 @@ def doctor_command(
 
 
 def build_command(paths: Paths, opts: BuildOptions) -> None:
-    from buildkit.stages.build import plan_for_lock, shell_command
-    from buildkit.world import buildx
-
-    for name in (opts.builder, opts.rebuild_builder):
-        if name:
-            buildx.validate_builder_name(name)
-    syntax = opts.syntax if opts.syntax is not None else not opts.smoke
     if opts.dry_run:
-        todo, inputs = pipeline.status(paths, smoke=opts.smoke, submodules=opts.submodules)
-        ui.err.print("[bold]plan[/] (dry run: nothing is changed)")
-        for stage in todo:
-            detail = stage.detail + (", nothing to do" if stage.current else "")
-            ui.err.print(f"  - {stage.stage}: {ui.safe(detail)}")
-        if inputs is None:
-            ui.err.print("  - build: the buildx command needs the locked values: run `buildkit resolve` first")
-            return
-        plan = plan_for_lock(inputs.lock, paths, smoke=opts.smoke, **_plan_options(opts, provenance=True))
-        ui.err.print("  - build: the command below")
-        sys.stdout.write(shell_command(plan) + "\n")
+        _dry_run(paths, opts)
         return
-
-    # Prepare and render always run (each leaves work that is already done as it is); resolve only when needed.
-    with ui.err.status("checking the lock (resolving the pins if it is missing or stale)...", spinner="dots"):
-        inputs, wrote = pipeline.ensure_lock(
-            paths, on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}")
-        )
-    if wrote:
-        ui.err.print(f"[green]wrote[/] {ui.safe(str(paths.lock))}")
-    smoke_base = pipeline.pin_smoke_base(opts.smoke_base, inputs.lock.build.platform) if opts.smoke else None
-    if opts.smoke and not syntax:
-        ui.err.print("[dim]note[/]: smoke build without a `# syntax=` line: the builder's own frontend, no internet")
-
-    from buildkit.stages.preflight import run_preflight
-
-    tag = inputs.lock.build.tag + ("-smoke" if opts.smoke else "")
-    min_free = opts.min_free_gb if opts.min_free_gb is not None else (1.0 if opts.smoke else 100.0)
-    checks = run_preflight(opts.builder, inputs.lock.build.platform, min_free, opts.push, tag)
-    if checks.failed:
-        ui.print_checks(checks.checks)
-        first = checks.failed[0]
-        raise EngineNotReady(f"preflight: {first.name}: {first.detail}", hint=first.fix or None)
-    builder = checks.builder_facts()
-    if opts.check_reproducible and opts.rebuild_builder:
-        # The rebuild's builder is checked now, not after the first build has run.
-        rebuild_checks = run_preflight(opts.rebuild_builder, inputs.lock.build.platform, min_free, False, tag)
-        if rebuild_checks.failed:
-            ui.print_checks(rebuild_checks.checks)
-            first = rebuild_checks.failed[0]
-            raise EngineNotReady(
-                f"preflight of the rebuild builder {opts.rebuild_builder}: {first.name}: {first.detail}",
-                hint=first.fix or None,
-            )
-    provenance, provenance_note = checks.provenance(opts.push)
-    if not provenance:
-        ui.err.print(f"[yellow]note[/]: provenance attestation {ui.safe(provenance_note)}")
-
-    with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
-        prepared = pipeline.prepare(inputs, opts.submodules)
-    ui.print_prepare(prepared, paths.prepare_record)
-    _, rendered = pipeline.render(
-        inputs, prepared, syntax=syntax, smoke_base=smoke_base, refuse_drift=not opts.allow_drift
-    )
-    ui.print_drift(rendered.drift)
-    ui.err.print(f"[green]rendered[/] {ui.safe(str(paths.dockerfile(opts.smoke)))}")
-
-    plan = plan_for_lock(inputs.lock, paths, smoke=opts.smoke, **_plan_options(opts, provenance=provenance))
+    ctx = Context(
+        paths, smoke=opts.smoke, submodules=opts.submodules, syntax=opts.with_syntax, refuse_drift=not opts.allow_drift,
+        on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"),
+    )  # fmt: skip
+    run = _Run(paths, opts, ctx)
+    for stage in pipeline.before_build():  # resolve when needed; prepare and render leave work already done as it is
+        run.stage(stage)
+    record, plan, stamp = run.buildx()
     if opts.check_reproducible:
-        from dataclasses import replace
+        _check_reproducible(ctx.inputs, plan, record, paths, opts, opts.view_mode, stamp)
 
-        from buildkit.stages.reproduce import first_layout, prepare_layouts
 
-        prepare_layouts(paths.repro_dir(opts.smoke))
-        plan = replace(plan, oci_layout=first_layout(paths.repro_dir(opts.smoke)).resolve())
-    note = _compression_note(plan)
-    if note:
-        ui.err.print(f"[yellow]note[/]: {ui.safe(note)}")
-    if inputs.lock.build.cache and opts.shared_cache:
-        ui.err.print(f"shared build cache: {ui.safe(inputs.lock.build.cache.ref)}:{ui.safe(plan.target)}")
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    log_path = (paths.logs / f"build-{stamp}{'-smoke' if opts.smoke else ''}.log").resolve()
-    mode = {"live": "tty"}.get(opts.progress, opts.progress)
-    if mode == "auto":
-        mode = "tty" if sys.stderr.isatty() else "plain"
-    view = _view(plan, mode)
-    ui.err.print(f"building {ui.safe(plan.tag)} (target {ui.safe(plan.target)}); full log: {ui.safe(str(log_path))}")
-    from buildkit.stages.build import execute
+def _dry_run(paths: Paths, opts: BuildOptions) -> None:
+    todo, inputs = pipeline.status(paths, smoke=opts.smoke, submodules=opts.submodules)
+    ui.err.print("[bold]plan[/] (dry run: nothing is changed)")
+    for stage in todo:
+        detail = stage.detail + (", nothing to do" if stage.current else "")
+        ui.err.print(f"  - {stage.stage}: {ui.safe(detail)}")
+    if inputs is None:
+        ui.err.print("  - build: the buildx command needs the locked values: run `buildkit resolve` first")
+        return
+    plan = plan_for_lock(inputs.lock, paths, smoke=opts.smoke, **_plan_options(opts, provenance=True))
+    ui.err.print("  - build: the command below")
+    sys.stdout.write(shell_command(plan) + "\n")
 
-    with view:
-        record = execute(
-            plan,
-            lock_sha256=inputs.lock_sha256,
-            smoke=opts.smoke,
-            builder=builder,
-            provenance_note=provenance_note,
-            log_path=log_path,
-            record_path=paths.build_record(opts.smoke),
-            on_line=view.update,
+
+class _Run:
+    """One `buildkit build`: the registry's stages before buildx, each shown as it runs, then buildx."""
+
+    def __init__(self, paths: Paths, opts: BuildOptions, ctx: Context) -> None:
+        self.paths, self.opts, self.ctx = paths, opts, ctx
+        self.builder: Builder | None = None
+        self.provenance, self.provenance_note = False, ""
+
+    def stage(self, stage: pipeline.Stage) -> None:
+        shown = {"resolve": self._resolve, "prepare": self._prepare, "render": self._render}
+        if stage.name in shown:
+            shown[stage.name]()
+        else:  # a stage with nothing of its own to show
+            with ui.err.status(f"{stage.name}...", spinner="dots"):
+                pipeline.run_stage(stage.name, self.ctx)
+
+    def _resolve(self) -> None:
+        with ui.err.status("checking the lock (resolving the pins if it is missing or stale)...", spinner="dots"):
+            pipeline.run_stage("resolve", self.ctx)
+        if self.ctx.made["resolve"]:
+            ui.err.print(f"[green]wrote[/] {ui.safe(str(self.paths.lock))}")
+        lock, opts = self.ctx.lock, self.opts
+        if opts.smoke:
+            self.ctx.smoke_base = pipeline.pin_smoke_base(opts.smoke_base, lock.build.platform)
+            if not opts.with_syntax:
+                ui.err.print(
+                    "[dim]note[/]: smoke build without a `# syntax=` line: the builder's own frontend, no internet"
+                )
+        self._preflight()  # as soon as the lock names the platform and tag: before the long stages
+
+    def _preflight(self) -> None:
+        lock, opts = self.ctx.lock, self.opts
+        tag = lock.build.tag + ("-smoke" if opts.smoke else "")
+        checks = run_preflight(opts.builder, lock.build.platform, opts.min_free, opts.push, tag)
+        if checks.failed:
+            ui.print_checks(checks.checks)
+            first = checks.failed[0]
+            raise EngineNotReady(f"preflight: {first.name}: {first.detail}", hint=first.fix or None)
+        self.builder = checks.builder_facts()
+        if opts.check_reproducible and opts.rebuild_builder:
+            # The rebuild's builder is checked now, not after the first build has run.
+            rebuild_checks = run_preflight(opts.rebuild_builder, lock.build.platform, opts.min_free, False, tag)
+            if rebuild_checks.failed:
+                ui.print_checks(rebuild_checks.checks)
+                first = rebuild_checks.failed[0]
+                raise EngineNotReady(
+                    f"preflight of the rebuild builder {opts.rebuild_builder}: {first.name}: {first.detail}",
+                    hint=first.fix or None,
+                )
+        self.provenance, self.provenance_note = checks.provenance(opts.push)
+        if not self.provenance:
+            ui.err.print(f"[yellow]note[/]: provenance attestation {ui.safe(self.provenance_note)}")
+
+    def _prepare(self) -> None:
+        with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
+            pipeline.run_stage("prepare", self.ctx)
+        ui.print_prepare(self.ctx.made["prepare"], self.paths.prepare_record)
+
+    def _render(self) -> None:
+        pipeline.run_stage("render", self.ctx)
+        ui.print_drift(self.ctx.made["render"][1].drift)
+        ui.err.print(f"[green]rendered[/] {ui.safe(str(self.paths.dockerfile(self.opts.smoke)))}")
+
+    def buildx(self) -> tuple[BuildRecord, BuildPlan, str]:
+        """buildx on the rendered Dockerfile, shown as opts.progress says; the record, the plan and the start stamp."""
+        paths, opts, inputs = self.paths, self.opts, self.ctx.inputs
+        assert inputs is not None and self.builder is not None, "after resolve and preflight"
+        plan = plan_for_lock(inputs.lock, paths, smoke=opts.smoke, **_plan_options(opts, provenance=self.provenance))
+        if opts.check_reproducible:
+            prepare_layouts(paths.repro_dir(opts.smoke))
+            plan = replace(plan, oci_layout=first_layout(paths.repro_dir(opts.smoke)).resolve())
+        for note in filter(None, [_compression_note(plan)]):
+            ui.err.print(f"[yellow]note[/]: {ui.safe(note)}")
+        if inputs.lock.build.cache and opts.shared_cache:
+            ui.err.print(f"shared build cache: {ui.safe(inputs.lock.build.cache.ref)}:{ui.safe(plan.target)}")
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        log_path = paths.build_log(stamp, opts.smoke).resolve()
+        view = _view(plan, opts.view_mode)
+        shown = f"building {ui.safe(plan.tag)} (target {ui.safe(plan.target)}); full log: {ui.safe(str(log_path))}"
+        ui.err.print(shown)
+        with view:
+            record = execute(
+                plan, lock_sha256=inputs.lock_sha256, smoke=opts.smoke, builder=self.builder,
+                provenance_note=self.provenance_note, log_path=log_path, record_path=paths.build_record(opts.smoke),
+                on_line=view.update,
+            )  # fmt: skip
+        ui.err.print(f"record: {ui.safe(str(paths.build_record(opts.smoke)))}")
+        if opts.json_out:
+            sys.stdout.write(record.to_json())
+        _cache_notes(record)
+        _stop_unless_built(record, inputs.lock, log_path)
+        ui.err.print(
+            f"[green]built[/] {ui.safe(plan.tag)} in {record.seconds:.1f}s: "
+            f"{record.instructions_cached}/{record.instructions_total} Dockerfile steps cached; "
+            f"digest {ui.safe(record.image.digest or '?')}"
         )
-    ui.err.print(f"record: {ui.safe(str(paths.build_record(opts.smoke)))}")
-    if opts.json_out:
-        sys.stdout.write(record.to_json())
+        return record, plan, stamp
+
+
+def _cache_notes(record: BuildRecord) -> None:
     for problem in record.cache.problems if record.cache else []:
         if problem.startswith("importing cache manifest from ") and problem.endswith(": not found"):
             ref = problem.removeprefix("importing cache manifest from ").split(": ", 1)[0]
             ui.err.print(f"[yellow]note[/]: build cache {ui.safe(ref)} has nothing yet; this build fills it")
         else:
             ui.warn(f"build cache not used: {problem} (the build went on without it)")
+
+
+def _stop_unless_built(record: BuildRecord, lock, log_path: Path) -> None:
+    """An interrupted or failed build ends the command (exit 130 or 5) with the failed step and its last lines."""
     if record.outcome == "interrupted":
         raise Interrupted(f"{record.error}: buildx cancelled the build; the record says so")
-    if record.outcome == "failed":
-        from buildkit.stages.build import explain_failure, failure_hint
-
-        if record.failed_step:
-            ui.err.print(f"[red]failed[/]: {ui.safe(record.failed_step)}")
-            if record.failed_output:
-                ui.err.print(f"  the last {len(record.failed_output)} line(s) of its output:")
-            for text in record.failed_output:
-                ui.err.print(f"  | {ui.safe(text)}")
-        message, hint = explain_failure(record.error, inputs.lock) or (
-            f"the build failed{' at ' + record.failed_step if record.failed_step else ''}: "
-            f"{record.error or f'buildx exit code {record.exit_code}'}",
-            failure_hint(record.failed_step, record.error, log_path),
-        )
-        raise BuildFailed(message, hint=hint)
-    ui.err.print(
-        f"[green]built[/] {ui.safe(plan.tag)} in {record.seconds:.1f}s: "
-        f"{record.instructions_cached}/{record.instructions_total} Dockerfile steps cached; "
-        f"digest {ui.safe(record.image.digest or '?')}"
+    if record.outcome != "failed":
+        return
+    if record.failed_step:
+        ui.err.print(f"[red]failed[/]: {ui.safe(record.failed_step)}")
+        if record.failed_output:
+            ui.err.print(f"  the last {len(record.failed_output)} line(s) of its output:")
+        for text in record.failed_output:
+            ui.err.print(f"  | {ui.safe(text)}")
+    message, hint = explain_failure(record.error, lock) or (
+        f"the build failed{' at ' + record.failed_step if record.failed_step else ''}: "
+        f"{record.error or f'buildx exit code {record.exit_code}'}",
+        failure_hint(record.failed_step, record.error, log_path),
     )
-    if opts.check_reproducible:
-        _check_reproducible(inputs, plan, record, paths, opts, mode, stamp)
+    raise BuildFailed(message, hint=hint)
 
 
 def _check_reproducible(inputs, plan: BuildPlan, record, paths: Paths, opts: BuildOptions, mode: str, stamp: str):
-    log_path = (paths.logs / f"rebuild-{stamp}{'-smoke' if opts.smoke else ''}.log").resolve()
+    log_path = paths.build_log(stamp, opts.smoke, rebuild=True).resolve()
     ui.err.print(
         "reproducibility: rebuilding with no cache from a second clone"
         + (f" on builder {ui.safe(opts.rebuild_builder)}" if opts.rebuild_builder else "")
@@ -253,7 +345,7 @@ def _plan_options(opts: BuildOptions, provenance: bool) -> dict:
         "cache_from": tuple(opts.cache_from),
         "cache_to": tuple(opts.cache_to),
         "shared_cache_use": opts.shared_cache,
-        "compression": opts.compression,
+        "compression": str(opts.compression) if opts.compression else None,
         "force_compression": opts.force_compression,
         "push": opts.push,
         "extra": tuple(opts.extra),

@@ -3,33 +3,43 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+from buildkit.errors import BuildWouldStop
+from buildkit.models.paths import Paths
 from buildkit.stages.bump import BumpFailed, BumpReport, BumpRequest, bump, check_ref
-from buildkit.stages.pipeline import Paths
+from buildkit.stages.bumpsummary import markdown
 from buildkit.text import ui
 
 
-def bump_command(
-    paths: Paths,
-    nemo_rl: str | None,
-    vllm_branch: str | None,
-    *,
-    dry_run: bool,
-    summary: Path | None,
-    submodules: bool,
-    json_out: bool,
-    allow_unrelated: bool = False,
-    allow_drift: bool = False,
-) -> None:
-    request = BumpRequest(
-        nemo_rl=check_ref(nemo_rl, "--nemo-rl") if nemo_rl is not None else None,
-        vllm_branch=check_ref(vllm_branch, "--vllm-branch") if vllm_branch is not None else None,
-        dry_run=dry_run,
-        summary=summary,
-        submodules=submodules,
-        allow_unrelated=allow_unrelated,
-    )
+@dataclass(frozen=True)
+class BumpOptions:
+    """`buildkit bump`'s options, checked (`parse`) before any work: what to move (`request`) and how to answer."""
+
+    request: BumpRequest
+    json_out: bool
+    allow_drift: bool
+
+    @classmethod
+    def parse(
+        cls, *, nemo_rl: str | None, vllm: bool, vllm_branch: str | None, dry_run: bool, summary: Path | None,
+        submodules: bool, json_out: bool, allow_unrelated: bool, allow_drift: bool,
+    ) -> BumpOptions:  # fmt: skip
+        vllm_branch = vllm_branch or ("main" if vllm else None)  # --vllm-branch implies --vllm
+        request = BumpRequest(
+            nemo_rl=check_ref(nemo_rl, "--nemo-rl") if nemo_rl is not None else None,
+            vllm_branch=check_ref(vllm_branch, "--vllm-branch") if vllm_branch is not None else None,
+            dry_run=dry_run,
+            summary=summary,
+            submodules=submodules,
+            allow_unrelated=allow_unrelated,
+        )
+        return cls(request, json_out, allow_drift)
+
+
+def bump_command(paths: Paths, opts: BumpOptions) -> None:
+    request, json_out, allow_drift = opts.request, opts.json_out, opts.allow_drift
     try:
         with ui.err.status("bumping: resolve, prepare, render in staging...", spinner="dots"):
             report = bump(paths, request, on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"))
@@ -45,8 +55,6 @@ def bump_command(
     elif report.outcome == "unchanged":
         ui.err.print("[green]ok[/]: the pins already name these commits; nothing written")
     if report.build_would_stop and not allow_drift:
-        from buildkit.errors import BuildWouldStop
-
         done = {"bumped": "bumped", "dry run": "dry run: the bump works"}.get(report.outcome, "the pins already moved")
         raise BuildWouldStop(
             f"{done}, but `buildkit build` would stop on these pins: {report.build_would_stop[0]}",
@@ -59,6 +67,4 @@ def _present(report: BumpReport, json_out: bool) -> None:
     if json_out:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
         return
-    from buildkit.stages.bumpsummary import markdown
-
     sys.stdout.write(ui.without_secrets(markdown(report)))

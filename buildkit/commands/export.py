@@ -5,24 +5,38 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from buildkit.errors import InputError
 from buildkit.files import is_stdout
-from buildkit.stages import pipeline
-from buildkit.stages.pipeline import Paths
+from buildkit.models.paths import Paths
+from buildkit.stages.context import load_inputs
+from buildkit.stages.export import choose_source, export_squashfs, find_mksquashfs, srun_line
 from buildkit.text import ui
 
 
-def export_command(image: str | None, paths: Paths, output: Path | None, json_out: bool) -> None:
-    from buildkit.stages.export import choose_source, export_squashfs, find_mksquashfs, srun_line
+@dataclass(frozen=True)
+class ExportOptions:
+    """`buildkit export`'s options, checked (`parse`) before any work."""
 
-    streamed = is_stdout(output)  # `-o -`: made where it goes by default, then streamed to stdout
-    if streamed and json_out:
-        raise InputError("-o - writes the squashfs to standard output: it cannot go with --json")
-    output = None if streamed else output
+    image: str | None
+    output: Path | None  # None: build/<image>.sqsh (also with `-o -`, which then streams it)
+    streamed: bool  # `-o -`: made where it goes by default, then streamed to stdout
+    json_out: bool
+
+    @classmethod
+    def parse(cls, *, image: str | None, output: Path | None, json_out: bool) -> ExportOptions:
+        streamed = is_stdout(output)
+        if streamed and json_out:
+            raise InputError("-o - writes the squashfs to standard output: it cannot go with --json")
+        return cls(image, None if streamed else output, streamed, json_out)
+
+
+def export_command(paths: Paths, opts: ExportOptions) -> None:
+    image, output, streamed, json_out = opts.image, opts.output, opts.streamed, opts.json_out
     tool = find_mksquashfs()  # before anything else: without it nothing can be made
-    lock = pipeline.load_inputs(paths, on_note=ui.warn).lock
+    lock = load_inputs(paths, on_note=ui.warn).lock
     source = choose_source(paths, image)
     if source.record_path:
         ui.err.print(f"image {ui.safe(source.ref)}, from {ui.safe(str(source.record_path))}")

@@ -4,42 +4,69 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.syntax import Syntax
 
 from buildkit.errors import InputError
 from buildkit.files import check_replaceable, is_stdout
+from buildkit.models.paths import Paths
 from buildkit.stages import pipeline
-from buildkit.stages.pipeline import Paths
+from buildkit.stages.context import Context, load_inputs
 from buildkit.text import ui
 
 
 def prepare_command(paths: Paths, submodules: bool, json_out: bool) -> None:
-    inputs = pipeline.load_inputs(paths, on_note=ui.warn)
+    ctx = Context(paths, load_inputs(paths, on_note=ui.warn), submodules=submodules)
     with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
-        record = pipeline.prepare(inputs, submodules)
+        pipeline.run_stage("prepare", ctx)
+    record = ctx.made["prepare"]
     if json_out:
         sys.stdout.write(record.to_json())
     else:
         ui.print_prepare(record, paths.prepare_record)
 
 
-def render_command(
-    paths: Paths, output: Path | None, *, submodules: bool, diff: bool, strict: bool, syntax: bool, json_out: bool
-) -> None:
-    streamed = is_stdout(output)  # `-o -`: written where it goes by default, and streamed to stdout
-    if streamed and (json_out or diff):
-        raise InputError("-o - writes the Dockerfile to standard output: it cannot go with --json or --diff")
-    output = None if streamed else output
-    if output is not None:
-        check_replaceable(output)  # before the work: a device or FIFO is never replaced
-    inputs = pipeline.load_inputs(paths, on_note=ui.warn)
+@dataclass(frozen=True)
+class RenderOptions:
+    """`buildkit render`'s options, checked (`parse`) before any work."""
+
+    output: Path | None  # None: build/Dockerfile (also with `-o -`, which then streams it)
+    streamed: bool  # `-o -`: written where it goes by default, and streamed to stdout
+    submodules: bool
+    diff: bool
+    strict: bool
+    syntax: bool
+    json_out: bool
+
+    @classmethod
+    def parse(
+        cls, *, output: Path | None, submodules: bool, diff: bool, strict: bool, syntax: bool, json_out: bool
+    ) -> RenderOptions:
+        streamed = is_stdout(output)
+        if streamed and (json_out or diff):
+            raise InputError("-o - writes the Dockerfile to standard output: it cannot go with --json or --diff")
+        output = None if streamed else output
+        if output is not None:
+            check_replaceable(output)  # before the work: a device or FIFO is never replaced
+        return cls(output, streamed, submodules, diff, strict, syntax, json_out)
+
+
+def render_command(paths: Paths, opts: RenderOptions) -> None:
+    output, streamed, submodules, json_out = opts.output, opts.streamed, opts.submodules, opts.json_out
+    syntax, strict, diff = opts.syntax, opts.strict, opts.diff
+    ctx = Context(
+        paths, load_inputs(paths, on_note=ui.warn), submodules=submodules, syntax=syntax, refuse_drift=strict,
+        output=output,
+    )  # fmt: skip
     with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
-        prepared = pipeline.prepare(inputs, submodules)
+        pipeline.run_stage("prepare", ctx)
+    prepared = ctx.made["prepare"]
     if not json_out:
         ui.print_prepare(prepared, paths.prepare_record)
-    text, record = pipeline.render(inputs, prepared, syntax=syntax, output=output, refuse_drift=strict)
+    pipeline.run_stage("render", ctx)
+    text, record = ctx.made["render"]
     if streamed:
         sys.stdout.write(text)
     if not json_out:
@@ -53,7 +80,7 @@ def render_command(
             "upstream_sha256": record.upstream_sha256,
             "prepared_tree": prepared.tree,
             "prepare_record": str(paths.prepare_record.resolve()),
-            "render_record": str(output.with_name("render.json").resolve()),
+            "render_record": str(Paths.render_record_beside(output).resolve()),
             "drift": record.drift,
             "transformations": [t.model_dump(mode="json") for t in record.transformations],
         }

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import typer
 from rich import box
 from rich.console import RenderableType
 from rich.progress import (
@@ -35,84 +37,110 @@ from buildkit.models.lock import (
     differences,
     read_lock,
 )
+from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
-from buildkit.stages import pipeline
-from buildkit.stages.pipeline import Paths
+from buildkit.stages.context import load_pins_and_patches, lock_state
+from buildkit.stages.resolve import measure_wheel, resolve_lock, write_lock
 from buildkit.stages.resolve.download import DownloadEvent
 from buildkit.text import ui
 
 
-def run_resolve(
-    paths: Paths, *, json_out: bool, check: bool, offline: bool, deep: bool = False, download_wheel: bool = True
-) -> None:
-    """deep (with check): the wheel's bytes are downloaded afresh and their sha256 compared with the lock.
-    download_wheel False: the lock's wheel is hashed only if the cache has it (else: not content-addressed)."""
-    pins, patches = pipeline.load_pins_and_patches(paths)
-    lock_path = paths.lock
-    if offline:
-        _offline(paths, pins, patches, json_out=json_out, check=check)
+@dataclass(frozen=True)
+class ResolveOptions:
+    """`buildkit resolve`'s options, checked together (`parse`) before any work. deep (with check): the wheel's bytes
+    are downloaded afresh and their sha256 compared with the lock. download_wheel False: the lock's wheel is hashed
+    only if the cache has it (else: not content-addressed)."""
+
+    json_out: bool
+    check: bool
+    offline: bool
+    deep: bool = False
+    download_wheel: bool = True
+
+    @classmethod
+    def parse(
+        cls, *, json_out: bool, check: bool, offline: bool, deep: bool, no_wheel_download: bool
+    ) -> ResolveOptions:
+        if deep and (not check or offline):
+            raise typer.BadParameter("needs --check, and the network (not --offline)", param_hint="--deep")
+        if no_wheel_download and (check or offline):
+            raise typer.BadParameter("only applies when resolve writes the lock", param_hint="--no-wheel-download")
+        return cls(json_out, check, offline, deep, not no_wheel_download)
+
+
+def run_resolve(paths: Paths, opts: ResolveOptions) -> None:
+    pins, patches = load_pins_and_patches(paths)
+    if opts.offline:
+        _offline(paths, pins, patches, json_out=opts.json_out, check=opts.check)
         return
-
-    old = _previous_lock(lock_path, strict=check)
-    if check:
-        if old is None:
-            raise CheckFailed(f"{lock_path}: no lock to check", hint="run `buildkit resolve` to write one")
-        problems = consistency_problems(pins, old, patches)
-        if problems:
-            raise CheckFailed(_bullets(f"{lock_path} is stale:", problems), hint="run `buildkit resolve`")
-        if deep and old.wheel.sha256 is None:
-            raise CheckFailed(
-                f"{lock_path}: wheel.sha256: the lock has none ({old.wheel.not_content_addressed}), so --deep has "
-                "nothing to compare the wheel's bytes with",
-                hint="run `buildkit resolve` (without --no-wheel-download) to hash the wheel",
-            )
-
+    old = _previous_lock(paths.lock, strict=opts.check)
+    if opts.check:
+        _stop_unless_checkable(paths.lock, old, pins, patches, opts.deep)
     # --check stays cheap: HEAD tells the wheel's URL, size and ETag; only --deep reads its bytes (below).
     records: list = []  # the resolve record: when each fact was read (build/resolve.json, beside the lock)
     with WheelProgress("resolving pins (GitHub, wheel index, registry)") as progress:
-        fresh = pipeline.resolve(
+        fresh = resolve_lock(
             paths,
             pins,
             patches,
             on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"),
-            wheel_bytes="none" if check else "download" if download_wheel else "cache",
+            wheel_bytes="none" if opts.check else "download" if opts.download_wheel else "cache",
             on_progress=progress,
             on_record=records.append,
         )
-
-    if check:
+    if opts.check:
         assert old is not None
-        diffs = differences(old, fresh)
-        _emit(old, json_out, title=f"{lock_path} (checked against upstream)")
-        if diffs:
-            lines = [f"{field}: lock has {a!r}, upstream now says {b!r}" for field, a, b in diffs]
-            raise CheckFailed(
-                _bullets("upstream no longer agrees with the lock:", lines), hint="run `buildkit resolve`"
-            )
-        if deep:
-            _check_bytes(paths, old, fresh)
-        agrees = "upstream agrees (the wheel's bytes too)" if deep else "upstream agrees"
-        ui.err.print(f"[green]ok[/]: {ui.safe(str(lock_path))} is current and {agrees}")
-        _warn(old)
-        return
+        _check_against_upstream(paths, old, fresh, opts)
+    else:
+        _write(paths, old, fresh, records[0] if records else None, opts.json_out)
 
-    record = records[0] if records else None
+
+def _stop_unless_checkable(lock_path: Path, old: Lock | None, pins: Pins, patches, deep: bool) -> None:
+    """`--check` needs a lock that is current for the pins (and, with --deep, one that holds the wheel's sha256)."""
+    if old is None:
+        raise CheckFailed(f"{lock_path}: no lock to check", hint="run `buildkit resolve` to write one")
+    problems = consistency_problems(pins, old, patches)
+    if problems:
+        raise CheckFailed(_bullets(f"{lock_path} is stale:", problems), hint="run `buildkit resolve`")
+    if deep and old.wheel.sha256 is None:
+        raise CheckFailed(
+            f"{lock_path}: wheel.sha256: the lock has none ({old.wheel.not_content_addressed}), so --deep has "
+            "nothing to compare the wheel's bytes with",
+            hint="run `buildkit resolve` (without --no-wheel-download) to hash the wheel",
+        )
+
+
+def _check_against_upstream(paths: Paths, old: Lock, fresh: Lock, opts: ResolveOptions) -> None:
+    diffs = differences(old, fresh)
+    _emit(old, opts.json_out, title=f"{paths.lock} (checked against upstream)")
+    if diffs:
+        lines = [f"{field}: lock has {a!r}, upstream now says {b!r}" for field, a, b in diffs]
+        raise CheckFailed(_bullets("upstream no longer agrees with the lock:", lines), hint="run `buildkit resolve`")
+    if opts.deep:
+        _check_bytes(paths, old, fresh)
+    agrees = "upstream agrees (the wheel's bytes too)" if opts.deep else "upstream agrees"
+    ui.err.print(f"[green]ok[/]: {ui.safe(str(paths.lock))} is current and {agrees}")
+    _warn(old)
+
+
+def _write(paths: Paths, old: Lock | None, fresh: Lock, record, json_out: bool) -> None:
+    """The fresh lock, unless it says what the old one said (then only the resolve record is written)."""
     if old is not None and not differences(old, fresh, every_fact=True):
-        pipeline.write_lock(paths, fresh, record, rewrite=False)  # the record says the facts were read again
-        ui.err.print(f"[green]ok[/]: {ui.safe(str(lock_path))} is already up to date (left as it was)")
-        _emit(old, json_out, title=str(lock_path))
+        write_lock(paths, fresh, record, rewrite=False)  # the record says the facts were read again
+        ui.err.print(f"[green]ok[/]: {ui.safe(str(paths.lock))} is already up to date (left as it was)")
+        _emit(old, json_out, title=str(paths.lock))
         _warn(old)
         return
-    pipeline.write_lock(paths, fresh, record)
-    _emit(fresh, json_out, title=str(lock_path))
-    ui.err.print(f"[green]wrote[/] {ui.safe(str(lock_path))}")
+    write_lock(paths, fresh, record)
+    _emit(fresh, json_out, title=str(paths.lock))
+    ui.err.print(f"[green]wrote[/] {ui.safe(str(paths.lock))}")
     _warn(fresh)
 
 
 def _check_bytes(paths: Paths, old: Lock, fresh: Lock) -> None:
     """--deep: the wheel downloaded afresh (not from the cache) hashes to the locked sha256."""
     with WheelProgress(None) as progress:
-        measured = pipeline.measure_wheel(paths, fresh.wheel, progress)
+        measured = measure_wheel(paths, fresh.wheel, progress)
     if measured != old.wheel.sha256:
         raise CheckFailed(
             _bullets(
@@ -231,7 +259,7 @@ class WheelProgress:
             return
         now = time.monotonic()
         percent = event.done * 100 // event.total if event.total else None
-        at_step = percent is not None and percent >= self.next_percent and event.done < event.total
+        at_step = percent is not None and percent >= self.next_percent and event.done < (event.total or 0)
         if ui.err.is_terminal or not (at_step or now >= self.next_time):
             return
         self.next_time = now + self.EVERY_SECONDS
@@ -271,7 +299,7 @@ def _previous_lock(lock_path: Path, *, strict: bool) -> Lock | None:
 
 
 def _offline(paths: Paths, pins: Pins, patches: list[PatchFact], *, json_out: bool, check: bool) -> None:
-    lock, problems = pipeline.lock_state(paths, pins, patches)
+    lock, problems = lock_state(paths, pins, patches)
     if lock is None:
         msg = f"pins valid; no lock at {paths.lock} to compare (run `buildkit resolve` with network to write one)"
         if check:

@@ -4,42 +4,68 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
+
+import typer
 
 from buildkit.errors import CheckFailed, InputError
 from buildkit.files import read_record, write_atomic
-from buildkit.stages import pipeline
-from buildkit.stages.pipeline import Paths
+from buildkit.gpu.driver import parse_driver
+from buildkit.models.paths import Paths
+from buildkit.stages.build import latest_build, latest_successful_build
+from buildkit.stages.context import load_inputs
+from buildkit.stages.prepare import PrepareRecord
+from buildkit.stages.provenance import verify_provenance
+from buildkit.stages.render import RenderRecord
+from buildkit.stages.slsa import pushed
+from buildkit.stages.verify import verify_image
 from buildkit.text import ui
+from buildkit.world.cosign import check_public_key
 
 
-def verify_command(
-    image: str | None, paths: Paths, gpus: bool, json_out: bool, provenance: bool = False, key: str | None = None,
-    drivers: list[str] | None = None,
-) -> None:
-    from buildkit.stages.prepare import PrepareRecord
-    from buildkit.stages.verify import verify_image
+@dataclass(frozen=True)
+class VerifyOptions:
+    """`buildkit verify`'s options, checked (`parse`) before any work."""
 
-    if provenance:
-        from buildkit.world.cosign import check_public_key
+    image: str | None
+    gpus: bool
+    json_out: bool
+    provenance: bool
+    key: str | None
+    drivers: tuple[str, ...]
 
-        if not key:
-            raise InputError("--provenance needs --key: the public key buildkit's statement was signed with")
-        check_public_key(key)  # bad input before any check: a missing or private key is not a failed check
-    lock = pipeline.load_inputs(paths, on_note=ui.warn).lock
+    @classmethod
+    def parse(
+        cls, *, image: str | None, gpus: bool, json_out: bool, provenance: bool, key: str | None, drivers: list[str]
+    ) -> VerifyOptions:
+        if provenance and gpus:
+            raise typer.BadParameter("not with --provenance", param_hint="--gpus")
+        for value in drivers:
+            try:
+                parse_driver(value)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--driver") from None
+        if provenance:
+            if not key:
+                raise InputError("--provenance needs --key: the public key buildkit's statement was signed with")
+            check_public_key(key)  # bad input before any check: a missing or private key is not a failed check
+        return cls(image, gpus, json_out, provenance, key, tuple(drivers))
+
+
+def verify_command(paths: Paths, opts: VerifyOptions) -> None:
+    image, gpus, json_out, provenance, key = opts.image, opts.gpus, opts.json_out, opts.provenance, opts.key
+    drivers = list(opts.drivers)
+    lock = load_inputs(paths, on_note=ui.warn).lock
     prepare = read_record(paths.prepare_record, PrepareRecord)
     if provenance:
-        from buildkit.stages.provenance import verify_provenance
-        from buildkit.stages.render import RenderRecord
-
-        if not key:
-            raise InputError("--provenance needs --key: the public key buildkit's statement was signed with")
+        assert key is not None
         image, smoke = _pushed_image(image, paths, lock)
         with ui.err.status(f"reading the provenance of {image}...", spinner="dots"):
             result = verify_provenance(image, lock, smoke, read_record(paths.render_record(smoke), RenderRecord), key)
         _present(result, paths.provenance_verify_record, json_out)
         return
     if image is None:
-        record_path, record = pipeline.latest_successful_build(
+        record_path, record = latest_successful_build(
             paths,
             "to verify",
             no_build_hint="`buildkit verify IMAGE`, or build first",
@@ -57,12 +83,10 @@ def _pushed_image(image: str | None, paths: Paths, lock) -> tuple[str, bool]:
     tag is the lock's smoke tag), else the newest build's, which must have been pushed."""
     if image is not None:
         return image, image.rsplit("/", 1)[-1].partition("@")[0] == lock.build.tag.rsplit("/", 1)[-1] + "-smoke"
-    latest = pipeline.latest_build(paths)
+    latest = latest_build(paths)
     if latest is None or latest[1].outcome != "succeeded" or not latest[1].image.digest:
         raise InputError("no image given and no successful build recorded", hint="`buildkit verify --provenance IMAGE`")
     record_path, record = latest
-    from buildkit.stages.slsa import pushed
-
     if not pushed(record):
         raise InputError(
             f"the latest build ({record_path}) was loaded into Docker, not pushed: its provenance is in no registry",

@@ -4,7 +4,7 @@ wrote it. `buildkit report` takes a record only when its header matches the buil
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -31,3 +31,33 @@ class RecordHeader(BaseModel):
 
 def header(kind: Kind, image: str | None, lock_sha256: str, smoke: bool) -> RecordHeader:
     return RecordHeader(kind=kind, image=image, lock_sha256=lock_sha256, smoke=smoke, buildkit_version=__version__)
+
+
+class Build(NamedTuple):
+    """What a record must match to be of a build: its lock, smoke or release, and its image's identities (manifest
+    digest, image ID, config digest; none before anything was built)."""
+
+    lock_sha256: str
+    smoke: bool
+    images: frozenset[str] = frozenset()
+
+
+def belongs(record: Any, build: Build) -> bool:
+    """The one rule for whether a record (render, verify, provenance-verify, squashfs, attest) belongs to `build`:
+    by its header when it has one; a record written before headers by the fields it has: the same lock, smoke or
+    release where it says (a render record by its smoke base), and one of the image's identities where it names
+    one. A record that names no lock (an attest record before headers) belongs to no build."""
+    if record is None:
+        return False
+    found = getattr(record, "header", None)
+    if found is not None:
+        return found.of_build(set(build.images), build.lock_sha256, build.smoke)
+    if getattr(record, "lock_sha256", None) != build.lock_sha256:
+        return False
+    smoke = getattr(record, "smoke", None)
+    if smoke is None and hasattr(record, "smoke_base"):
+        smoke = bool(record.smoke_base)
+    if smoke is not None and smoke != build.smoke:
+        return False
+    images = {getattr(record, name, None) for name in ("image_id", "config_digest")} - {None}
+    return not images or bool(images & build.images)

@@ -11,9 +11,12 @@ from pydantic import BaseModel, ConfigDict
 
 from buildkit.errors import InputError, excerpt
 from buildkit.files import sha256_bytes, utc_now, write_atomic
+from buildkit.models.lock import lock_sha256
+from buildkit.models.paths import Paths
 from buildkit.models.records import RecordHeader, header
 from buildkit.stages import slsa
-from buildkit.stages.pipeline import Paths
+from buildkit.stages.provenance import served_lock_sha256
+from buildkit.world import cosign
 
 
 class AttestRecord(BaseModel):
@@ -30,10 +33,6 @@ class AttestRecord(BaseModel):
     attested_at: str
 
 
-def record_path(paths: Paths, smoke: bool) -> Path:
-    return slsa.statement_path(paths, smoke).with_name("attest.json")
-
-
 def _write_record(paths: Paths, sources, payload: bytes, subject: str, done: Attested) -> None:
     record = sources.record
     kept = AttestRecord(
@@ -42,7 +41,7 @@ def _write_record(paths: Paths, sources, payload: bytes, subject: str, done: Att
         signed=done.envelope_file is not None, attached_to=done.attached_to, not_attached=done.not_attached,
         attested_at=utc_now(),
     )  # fmt: skip
-    write_atomic(record_path(paths, record.smoke), kept.model_dump_json(indent=2) + "\n")
+    write_atomic(paths.attest_record(record.smoke), kept.model_dump_json(indent=2) + "\n")
 
 
 @dataclass(frozen=True)
@@ -58,18 +57,15 @@ class Attested:
 
 
 def attest(
-    paths: Paths, record_path: Path | None, key: str | None, builder_id: str | None, repository: str | None = None
+    paths: Paths, record_path: Path | None, key: str | None, builder: str, repository: str | None = None
 ) -> Attested:
-    from buildkit.world import cosign
-
-    builder = slsa.builder_id(builder_id)
-    if key is not None:
-        cosign.check_key(key)  # a missing key is bad input before anything else is read
+    """The statement of the build, signed and attached with `key`. `builder` (runDetails.builder.id), `key` and
+    `repository` come checked (commands/attest.py's AttestOptions)."""
     sources = slsa.gather(paths, record_path, repository)
     statement = slsa.statement(sources, builder)
     payload = slsa.canonical(statement)
     smoke = sources.record.smoke
-    statement_file = slsa.statement_path(paths, smoke)
+    statement_file = paths.statement(smoke)
     subject = f"{sources.repository}@{sources.record.image.digest}"
     if key is None:
         write_atomic(statement_file, payload.decode("utf-8"))
@@ -83,7 +79,7 @@ def attest(
     if slsa.pushed(sources.record):
         built_from_this_lock(image, sources)  # before anything is signed
     signed = cosign.sign(tool, key, payload)
-    envelope_file = slsa.envelope_path(paths, smoke)
+    envelope_file = paths.envelope(smoke)
     write_atomic(statement_file, payload.decode("utf-8"))
     write_atomic(envelope_file, json.dumps(signed, sort_keys=True) + "\n")
     if not slsa.pushed(sources.record):
@@ -102,9 +98,6 @@ def built_from_this_lock(image: str, sources: slsa.Sources) -> None:
     """The image the registry serves as name@digest must be this lock's build: its config (the build platform's,
     for an index) carries the label buildkit.lock.sha256 with this lock's hash, which only a build of this lock
     sets. Otherwise a record edited to name another image would get that image a valid signed statement."""
-    from buildkit.models.lock import lock_sha256
-    from buildkit.stages.provenance import served_lock_sha256
-
     name, digest = image.split("@", 1)
     found = served_lock_sha256(name, digest, sources.lock.build.platform)
     want = lock_sha256(sources.lock)

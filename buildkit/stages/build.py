@@ -23,9 +23,10 @@ from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
 from buildkit.errors import InputError
-from buildkit.files import utc_now, write_atomic
+from buildkit.files import read_record, utc_now, write_atomic
 from buildkit.image.diff import ImageComparison
 from buildkit.models.lock import Lock
+from buildkit.models.paths import Paths
 from buildkit.models.records import RecordHeader, header
 from buildkit.text.progress import Progress
 from buildkit.text.sanitize import strip_controls
@@ -571,3 +572,31 @@ def execute(
     )
     write_atomic(record_path, record.to_json())
     return record
+
+
+def latest_build(paths: Paths) -> tuple[Path, BuildRecord] | None:
+    """The newest build record, real or smoke (by end time), with its path; None when nothing was built.
+
+    verify and report both pick the record this way, so they speak of the same build."""
+    found = []
+    for smoke in (False, True):
+        path = paths.build_record(smoke)
+        record = read_record(path, BuildRecord)
+        if record is not None:
+            found.append((record.ended, path, record))
+    if not found:
+        return None
+    _, path, record = max(found, key=lambda item: item[0])
+    return path, record
+
+
+def latest_successful_build(paths: Paths, what: str, no_build_hint: str, failed_hint: str) -> tuple[Path, BuildRecord]:
+    """The newest build record (as latest_build picks it), refused unless that build made an image: the one
+    choice `verify` and `export` make when no image is named. `what` says what the image was wanted for."""
+    latest = latest_build(paths)
+    if latest is None:
+        raise InputError("no image given and no build recorded", hint=no_build_hint)
+    path, record = latest
+    if record.outcome != "succeeded":
+        raise InputError(f"the latest build ({path}) {record.outcome}; it made no image {what}", hint=failed_hint)
+    return latest

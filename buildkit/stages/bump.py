@@ -21,9 +21,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, NamedTuple
 
+from buildkit.dockerfile.patches import PatchConflict, PatchObsolete, patch_facts
+from buildkit.dockerfile.stagediff import compare
 from buildkit.errors import BuildkitError, GitFailed, InputError, UpstreamMalformed, UpstreamMismatch
+from buildkit.files import write_all_atomic
 from buildkit.models.grammar import git_ref
-from buildkit.models.lock import CommitFact, Lock
+from buildkit.models.lock import CommitFact, Lock, consistency_problems, lock_sha256, read_lock
+from buildkit.models.paths import Paths
+from buildkit.models.pins import pins_from_text, read_pins_text
+from buildkit.models.pinsedit import PinsEditor
+from buildkit.stages import pipeline
 from buildkit.stages.bumpsummary import (
     BumpReport,
     CommitInfo,
@@ -35,7 +42,11 @@ from buildkit.stages.bumpsummary import (
     WheelInfo,
     markdown,
 )
-from buildkit.stages.pipeline import Paths
+from buildkit.stages.context import Context, Inputs
+from buildkit.stages.prepare import git_config
+from buildkit.stages.render import MAX_UPSTREAM_DOCKERFILE, UPSTREAM_PATH, upstream_dockerfile
+from buildkit.stages.resolve import NoWheelFound, Resolver, download_notes, resolve_lock
+from buildkit.world.git import run_git
 
 OnNote = Callable[[str], None]
 DEFAULT_NEMO_RL_REF = "main"  # what `buildkit bump` with no option moves nemo_rl to
@@ -104,10 +115,6 @@ class _Bump:
         self.on_progress = on_progress
 
     def run(self) -> None:
-        from buildkit.dockerfile.patches import patch_facts
-        from buildkit.models.pins import pins_from_text, read_pins_text
-        from buildkit.stages.resolve import Resolver
-
         paths, request, report = self.paths, self.request, self.report
         self.old_text = read_pins_text(paths.pins)
         old_pins = pins_from_text(self.old_text, paths.pins)
@@ -117,12 +124,50 @@ class _Bump:
             self.on_note(note)
         old_lock = _old_lock(paths)
 
+        old_nemo, new_nemo, edits = self._move_nemo_rl(resolver, old_pins, old_lock)
+        if request.vllm_branch:
+            edits += self._move_vllm(resolver, old_pins, old_lock)
+        new_text, ctx = self._staged(edits, old_pins)
+        lock = ctx.lock
+        report.wheel = WheelInfo(
+            commit=lock.vllm.commit, filename=lock.wheel.filename, url=lock.wheel.url, arch=lock.wheel.arch,
+            variant=lock.wheel.variant, size=lock.wheel.size, sha256=lock.wheel.sha256,
+        )  # fmt: skip
+        pipeline.run_stage("render", ctx)
+        record = ctx.made["render"][1]
+        report.drift = record.drift
+        report.build_would_stop = [f"drift: {finding}" for finding in record.drift]
+        report.cuda = lock_cuda_facts(lock)
+        upstream = upstream_dockerfile(ctx.made["prepare"], lock.nemo_rl.commit)
+        assert ctx.inputs is not None
+        self._dockerfile_changes(old_nemo, new_nemo, upstream, ctx.inputs.pins)
+
+        if new_text == self.old_text:
+            report.outcome = "unchanged"
+        elif request.dry_run:
+            report.outcome = "dry run"
+        else:
+            assert record.lock_sha256 == lock_sha256(lock)
+            self._write([(paths.pins, new_text), (paths.lock, lock.to_json()), *ctx.held])
+
+    def _write(self, files: list[tuple[Path, str]]) -> None:
+        """Every file of the bump and its summary, all together (nothing is written unless every step succeeded)."""
+        summary = self.request.summary or self.paths.bump_summary
+        self.report.written = [str(path) for path, _ in files] + [str(summary)]
+        self.report.outcome = "bumped"
+        write_all_atomic([*files, (summary, markdown(self.report))])
+
+    # -- steps -------------------------------------------------------------------------------------------------
+
+    def _move_nemo_rl(self, resolver, old_pins, old_lock: Lock | None) -> tuple[CommitFact, CommitFact, list[Callable]]:
+        """nemo_rl's move (to the request's ref, else main unless only vLLM moves): old and new commit, pins edits."""
+        request = self.request
         nemo_to = request.nemo_rl or (DEFAULT_NEMO_RL_REF if request.vllm_branch is None else None)
         edits: list[Callable] = []
         nemo = old_pins.nemo_rl
         old_nemo = _locked(old_lock, "nemo_rl", nemo.repo, nemo.ref) or resolver.commit(nemo.repo, nemo.ref)
         move = Move(pin="nemo_rl", to=nemo_to or nemo.ref, old=_info(old_nemo))
-        report.moves.append(move)
+        self.report.moves.append(move)
         new_nemo = old_nemo
         if nemo_to:
             new_nemo = resolver.commit(nemo.repo, nemo_to)
@@ -131,63 +176,31 @@ class _Bump:
             self._stale_comment("nemo_rl", "ref")
         move.new = _info(new_nemo)
         _count(move, resolver, nemo.repo, old_pins.git_url_rewrites)
+        return old_nemo, new_nemo, edits
 
-        if request.vllm_branch:
-            edits += self._move_vllm(resolver, old_pins, old_lock)
-
+    def _staged(self, edits: list[Callable], old_pins) -> tuple[str, Context]:
+        """The edited pins text, and the pipeline's context after resolve and prepare ran on it with their writes
+        held: a patch that prepare finds obsolete is removed from the pins, and prepare runs again."""
+        paths = self.paths
         removed: dict[str, str] = {}  # obsolete patch file -> reason
         lock = None
         while True:
             new_text = _edited(self.old_text, paths.pins, edits, old_pins, removed)
-            report.pins_diff = _diff(self.old_text, new_text, paths.pins.name)
+            self.report.pins_diff = _diff(self.old_text, new_text, paths.pins.name)
             new_pins = pins_from_text(new_text, paths.pins)
             facts = patch_facts(new_pins, paths.project_dir)
             lock = self._resolve(new_pins, facts) if lock is None else _repinned(lock, new_pins, facts)
-            prepared = self._prepare(lock, new_pins, old_pins, removed)
-            if prepared is not None:
+            ctx = Context(paths, Inputs(paths, new_pins, facts, lock), submodules=self.request.submodules, hold=True)
+            if self._prepare(ctx, old_pins, removed):
                 break
         self._check_lock(new_pins, lock, facts)
-        report.wheel = WheelInfo(
-            commit=lock.vllm.commit, filename=lock.wheel.filename, url=lock.wheel.url, arch=lock.wheel.arch,
-            variant=lock.wheel.variant, size=lock.wheel.size, sha256=lock.wheel.sha256,
-        )  # fmt: skip
-
-        from buildkit.models.lock import lock_sha256
-        from buildkit.stages.render import render_stage, upstream_dockerfile
-
-        text, record = render_stage(lock, prepared, paths.dockerfile(False), syntax=True)
-        report.drift = record.drift
-        report.build_would_stop = [f"drift: {finding}" for finding in record.drift]
-        report.cuda = lock_cuda_facts(lock)
-        self._dockerfile_changes(old_nemo, new_nemo, upstream_dockerfile(prepared, lock.nemo_rl.commit), new_pins)
-
-        if new_text == self.old_text:
-            report.outcome = "unchanged"
-            return
-        if request.dry_run:
-            report.outcome = "dry run"
-            return
-        summary = request.summary or paths.build_dir / "bump.md"
-        files = [
-            (paths.pins, new_text),
-            (paths.lock, lock.to_json()),
-            (paths.prepare_record, prepared.to_json()),
-            (paths.dockerfile(False), text),
-            (paths.render_record(False), record.to_json()),
-        ]
-        report.written = [str(path) for path, _ in files] + [str(summary)]
-        report.outcome = "bumped"
-        assert record.lock_sha256 == lock_sha256(lock)
-        from buildkit.files import write_all_atomic
-
-        write_all_atomic([*files, (summary, markdown(report))])
+        return new_text, ctx
 
     # -- steps -------------------------------------------------------------------------------------------------
 
     def _move_vllm(self, resolver, old_pins, old_lock: Lock | None) -> list[Callable]:
-        from buildkit.stages.resolve import NoWheelFound
-
         report, vllm, branch = self.report, old_pins.vllm, self.request.vllm_branch
+        assert branch is not None, "only when vLLM moves"
         if vllm.ref:
             old = _locked(old_lock, "vllm", vllm.repo, vllm.ref) or resolver.commit(vllm.repo, vllm.ref)
         else:
@@ -260,31 +273,24 @@ class _Bump:
         return note
 
     def _resolve(self, pins, facts) -> Lock:
-        from buildkit.stages import pipeline
-
         progress = self.on_progress
         if progress is None:
-            progress = pipeline._download_notes(self.on_note)
-        return pipeline.resolve(self.paths, pins, facts, self.on_note, on_progress=progress)
+            progress = download_notes(self.on_note)
+        return resolve_lock(self.paths, pins, facts, self.on_note, on_progress=progress)
 
-    def _prepare(self, lock: Lock, new_pins, old_pins, removed: dict[str, str]):
-        """The prepared tree, or None when a patch turned out obsolete (it is added to `removed`: go again)."""
-        from buildkit.dockerfile.patches import PatchConflict, PatchObsolete
-        from buildkit.models.lock import lock_sha256
-        from buildkit.stages.prepare import prepare
-
+    def _prepare(self, ctx: Context, old_pins, removed: dict[str, str]) -> bool:
+        """The pipeline's prepare stage, its writes held; False when a patch turned out obsolete (it is added to
+        `removed`: go again)."""
+        lock = ctx.lock
         declared = [p.file for p in old_pins.nemo_rl.patches]
         try:
-            prepared = prepare(
-                lock, lock_sha256(lock), self.paths.project_dir, self.paths.cache_dir, new_pins.git_url_rewrites,
-                submodules=self.request.submodules,
-            )  # fmt: skip
+            pipeline.run_stage("prepare", ctx)
         except PatchObsolete as exc:
             if exc.patch_file in removed or exc.patch_file not in declared:
                 raise  # cannot happen: a removed patch is not applied again
             removed[exc.patch_file] = exc.reason
             self.on_note(f"{exc.patch_file} is obsolete at {lock.nemo_rl.commit[:12]}: removing it from the pins")
-            return None
+            return False
         except PatchConflict as exc:
             self.report.patches = _statuses(declared, removed, failed=exc)
             raise
@@ -292,18 +298,14 @@ class _Bump:
             self.report.patches = _statuses(declared, removed, failed=None)
             raise
         self.report.patches = _statuses(declared, removed, failed=None, done=True)
-        return prepared
+        return True
 
     def _check_lock(self, pins, lock: Lock, facts) -> None:
-        from buildkit.models.lock import consistency_problems
-
         problems = consistency_problems(pins, lock, facts)
         if problems:  # a bug in buildkit if it happens: the lock is made from these pins
             raise AssertionError(f"the bumped lock does not match the bumped pins: {problems}")
 
     def _dockerfile_changes(self, old: CommitFact, new: CommitFact, new_text: str, pins) -> None:
-        from buildkit.dockerfile.stagediff import compare
-
         report = self.report
         if old.commit == new.commit:
             report.dockerfile_note = "nemo_rl did not move"
@@ -320,8 +322,6 @@ class _Bump:
     def _stale_comment(self, *path: str) -> None:
         """A comment line right above a value that moves may describe the old one: the summary points at it."""
         lines = self.old_text.splitlines()
-        from buildkit.models.pinsedit import PinsEditor
-
         line = PinsEditor(self.old_text, str(self.paths.pins)).line_of(path)
         if line and line >= 2 and lines[line - 2].lstrip().startswith("#"):
             self.report.comments_to_check.append(f"line {line - 1}, above {'.'.join(path)}: {lines[line - 2].strip()}")
@@ -350,9 +350,6 @@ def _count(move: Move, resolver, repo: str, rewrites) -> None:
 
 def _git_count(repo: str, old: str, new: str, rewrites) -> int | None:
     """`git rev-list --count old..new` in a scratch repository holding the commits alone (a treeless fetch)."""
-    from buildkit.stages.prepare import git_config
-    from buildkit.world.git import run_git
-
     config = git_config(rewrites, repo)
     with tempfile.TemporaryDirectory(prefix="buildkit-bump-count-") as scratch:
         repo_dir = Path(scratch) / "count.git"
@@ -365,8 +362,6 @@ def _git_count(repo: str, old: str, new: str, rewrites) -> int | None:
 
 def _old_lock(paths: Paths) -> Lock | None:
     """The lock as it is, to tell the old commits without asking upstream; None when there is none usable."""
-    from buildkit.models.lock import read_lock
-
     if not paths.lock.exists():
         return None
     try:
@@ -382,8 +377,6 @@ def _locked(lock: Lock | None, pin: str, repo: str, ref: str) -> CommitFact | No
 
 
 def _edited(text: str, path: Path, edits: list[Callable], old_pins, removed: dict[str, str]) -> str:
-    from buildkit.models.pinsedit import PinsEditor
-
     editor = PinsEditor(text, str(path))
     for edit in edits:
         edit(editor)
@@ -432,10 +425,10 @@ def _relation(resolver, repo: str, old: str, new: str, rewrites) -> Literal["des
     server allows filters)."""
     status = resolver.contains(repo, old, new)
     if status is not None:
-        return {"ahead": "descendant", "identical": "descendant", "behind": "older"}.get(status, "unrelated")
-    from buildkit.stages.prepare import git_config
-    from buildkit.world.git import run_git
-
+        relations: dict[str, Literal["descendant", "older"]] = {
+            "ahead": "descendant", "identical": "descendant", "behind": "older"
+        }  # fmt: skip
+        return relations.get(status, "unrelated")
     config = git_config(rewrites, repo)
     with tempfile.TemporaryDirectory(prefix="buildkit-bump-") as scratch:
         repo_dir = Path(scratch) / "history.git"
@@ -457,10 +450,6 @@ def _relation(resolver, repo: str, old: str, new: str, rewrites) -> Literal["des
 def _file_at(repo: str, commit: str, rewrites) -> str | None:
     """docker/Dockerfile at an earlier commit: fetched by SHA, shallow, into a scratch repository that is removed
     (the prepared trees in the cache are the locked commits'). None when the commit has no such file."""
-    from buildkit.stages.prepare import git_config
-    from buildkit.stages.render import MAX_UPSTREAM_DOCKERFILE, UPSTREAM_PATH
-    from buildkit.world.git import run_git
-
     config = git_config(rewrites, repo)
     with tempfile.TemporaryDirectory(prefix="buildkit-bump-") as scratch:
         repo_dir = Path(scratch) / "old.git"

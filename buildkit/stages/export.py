@@ -69,13 +69,12 @@ from buildkit.files import (
 )
 from buildkit.models.grammar import DIGEST_RE, image_ref
 from buildkit.models.lock import Lock, lock_sha256
+from buildkit.models.paths import Paths
 from buildkit.models.records import RecordHeader, header
-from buildkit.stages.build import BuildRecord
-from buildkit.stages.pipeline import Paths, latest_successful_build
+from buildkit.stages.build import BuildRecord, latest_successful_build
 
 ENROOT_SQUASH_OPTIONS = ("-comp", "lzo", "-noD", "-exit-on-error")  # enroot.in: ENROOT_SQUASH_OPTIONS
 MIN_VERSION = (4, 5)  # -exit-on-error came with 4.5; -mkfs-time, -all-time and reproducible output with 4.4
-RECORD_NAME = "squashfs.json"
 SPACE_MARGIN = 256 * 1024 * 1024  # beside twice the image: the archive's tar headers, the tree's directories
 FSTAB_OPTIONS = "none x-create=dir,bind,rw,nosuid,nodev"
 RC_LOCAL = (
@@ -152,16 +151,6 @@ class Source(NamedTuple):
     record: BuildRecord | None
 
 
-def record_path(paths: Paths, smoke: bool) -> Path:
-    return paths.out_dir(smoke) / RECORD_NAME
-
-
-def default_output(paths: Paths, smoke: bool, ref: str) -> Path:
-    """build/<image>.sqsh (build/smoke/ for a smoke build), named as `enroot import dockerd://<image>` names it:
-    `:` and `/` become `+`."""
-    return paths.out_dir(smoke) / (re.sub(r"[:/]", "+", ref) + ".sqsh")
-
-
 def find_mksquashfs() -> Mksquashfs:
     """mksquashfs from PATH, 4.5 or later; EngineNotReady (exit 5) with what to install otherwise."""
     install = (
@@ -220,7 +209,7 @@ def export_squashfs(
     processors: int | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> tuple[SquashfsRecord, Path]:
-    """Export `source`'s image from the local engine to a .sqsh (default: `default_output`), atomically, and write
+    """Export `source`'s image from the local engine to a .sqsh (default: `Paths.squashfs`), atomically, and write
     the record beside the build's records. Returns the record and where it was written. Nothing half-made is left
     behind: the working directory (the saved archive and the unpacked tree) and the temp file are removed whatever
     happens, and `output` is replaced only by a finished, fsynced file."""
@@ -244,7 +233,7 @@ def export_squashfs(
     labels = (attrs.get("Config") or {}).get("Labels") or {}
     smoke = record.smoke if record else labels.get("buildkit.smoke") == "true"
     epoch = record.source_date_epoch if record else source_date_epoch(lock)
-    output = (output or default_output(paths, smoke, source.ref)).absolute()
+    output = (output or paths.squashfs(smoke, source.ref)).absolute()
     if output.is_dir():
         raise InputError(f"{output} is a directory", hint="give the .sqsh file's path: -o DIR/NAME.sqsh")
     size = int(attrs.get("Size") or 0)
@@ -308,7 +297,7 @@ def export_squashfs(
         seconds=round(time.monotonic() - begun, 3),
         header=header("squashfs", str(attrs["Id"]), record.lock_sha256 if record else lock_sha256(lock), smoke),
     )
-    where = record_path(paths, smoke)
+    where = paths.squashfs_record(smoke)
     write_atomic(where, result.to_json())
     return result, where
 

@@ -39,6 +39,7 @@ from buildkit.errors import BuildkitError, GitFailed, InputError, UpstreamMismat
 from buildkit.files import MAX_RECORD_BYTES, read_local, utc_now, write_atomic
 from buildkit.models.lock import Lock, PatchFact
 from buildkit.models.pins import GitUrlRewrite
+from buildkit.stages.context import Context, StageStatus
 from buildkit.world.cache import prepared_tree
 from buildkit.world.git import (
     has_commit,
@@ -765,3 +766,26 @@ def _remove(path: Path, why: str = "") -> None:
         raise InputError(
             f"cannot delete {path}{why}: {exc.strerror or exc}", hint=f"delete {path} by hand, then run buildkit again"
         ) from None
+
+
+# -- the pipeline's stage (stages/pipeline.py) --------------------------------------------------------------------
+
+
+def current(ctx: Context) -> StageStatus:
+    """Prepared when the cached tree is this lock's commit with its patches (and submodules, if asked for)."""
+    commit = ctx.lock.nemo_rl.commit
+    tree = ctx.paths.tree(commit)
+    if is_prepared(tree, ctx.lock, ctx.paths.project_dir, ctx.submodules):
+        return StageStatus("prepare", True, f"{tree} is prepared for this lock")
+    return StageStatus("prepare", False, f"would fetch NeMo-RL {commit} into {tree}, and patch")
+
+
+def run(ctx: Context) -> None:
+    """NeMo-RL at the locked commit with the declared patches, in ctx.paths.cache_dir; writes build/prepare.json."""
+    assert ctx.inputs is not None
+    record = prepare(
+        ctx.lock, ctx.inputs.lock_sha256, ctx.paths.project_dir, ctx.paths.cache_dir, ctx.inputs.pins.git_url_rewrites,
+        submodules=ctx.submodules,
+    )  # fmt: skip
+    ctx.write(ctx.paths.prepare_record, record.to_json())
+    ctx.made["prepare"] = record

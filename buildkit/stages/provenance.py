@@ -21,7 +21,7 @@ from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, exc
 from buildkit.files import utc_now
 from buildkit.models.grammar import DIGEST_RE
 from buildkit.models.lock import Lock, lock_sha256
-from buildkit.models.records import header
+from buildkit.models.records import Build, belongs, header
 from buildkit.stages import slsa
 from buildkit.stages.build import build_args
 from buildkit.stages.render import RenderRecord, source_date_epoch
@@ -59,11 +59,7 @@ def expected(lock: Lock, smoke: bool, rendered: RenderRecord | None) -> Expected
         base = rendered.smoke_base.rsplit("@", 1)[1]
     else:
         base = lock.base_image.pinned.rsplit("@", 1)[1]
-    usable = (
-        rendered
-        if rendered and rendered.lock_sha256 == lock_sha256(lock) and bool(rendered.smoke_base) == smoke
-        else None
-    )
+    usable = rendered if belongs(rendered, Build(lock_sha256(lock), smoke)) else None
     return Expected(
         target="smoke" if smoke else lock.build.target,
         base_digest=base,

@@ -18,10 +18,12 @@ import jinja2
 from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
-from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch
-from buildkit.files import sha256_bytes, sha256_file
+from buildkit.errors import CheckFailed, InputError, UpstreamMalformed, UpstreamMismatch
+from buildkit.files import read_record, sha256_bytes, sha256_file
 from buildkit.models.lock import Lock, lock_sha256
+from buildkit.models.paths import Paths
 from buildkit.models.records import RecordHeader, header
+from buildkit.stages.context import Context, StageStatus
 
 
 # What the release target's steps fetch as it is on build day: the report lists these instead of claiming that the
@@ -323,3 +325,33 @@ def upstream_base_image(upstream: str) -> str | None:
         if ins.cmd == "ARG" and len(ins.value) == 1 and ins.value[0].startswith("BASE_IMAGE="):
             return ins.value[0].split("=", 1)[1] or None
     return None
+
+
+# -- the pipeline's stage (stages/pipeline.py) --------------------------------------------------------------------
+
+
+def current(ctx: Context) -> StageStatus:
+    """Rendered when the render record names this lock and the Dockerfile on disk is the one it rendered."""
+    dockerfile = ctx.paths.dockerfile(ctx.smoke)
+    rendered = read_record(ctx.paths.render_record(ctx.smoke), RenderRecord)
+    if rendered is not None and rendered.lock_sha256 == lock_sha256(ctx.lock) and rendered.matches(dockerfile):
+        return StageStatus("render", True, f"{dockerfile} was rendered from this lock")
+    return StageStatus("render", False, f"would render {dockerfile}")
+
+
+def run(ctx: Context) -> None:
+    """The Dockerfile (upstream's, transformed) and its record (upstream's hash, the diff, the transformations, the
+    drift), from the prepared tree. A transformation that cannot find its target stops the stage (exit 4). With
+    ctx.refuse_drift, drift findings stop the stage before anything is written."""
+    dockerfile = ctx.output or ctx.paths.dockerfile(ctx.smoke)
+    text, record = render_stage(ctx.lock, ctx.made["prepare"], dockerfile, syntax=ctx.syntax, smoke_base=ctx.smoke_base)
+    if ctx.refuse_drift and record.drift:
+        raise CheckFailed(
+            f"the pins drift from upstream docker/Dockerfile at {record.nemo_rl_commit[:12]} "
+            f"({len(record.drift)} finding(s)):" + "".join(f"\n  - {finding}" for finding in record.drift),
+            hint="fix the pins (e.g. base_image) for this upstream; to go on anyway: `buildkit build --allow-drift` "
+            "(or `buildkit render` without --strict)",
+        )
+    ctx.write(dockerfile, text)
+    ctx.write(Paths.render_record_beside(dockerfile), record.to_json())
+    ctx.made["render"] = (text, record)

@@ -10,22 +10,30 @@ from __future__ import annotations
 import csv
 import io
 import shlex
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from buildkit import __version__
 from buildkit.errors import InputError, excerpt
 from buildkit.files import MAX_PATCH_BYTES, MAX_RESULTS_BYTES, read_local, read_record, sha256_bytes
 from buildkit.models.grammar import one_line_text
 from buildkit.models.lock import Lock, lock_sha256
+from buildkit.models.paths import Paths
+from buildkit.models.records import Build, belongs
 from buildkit.models.yamlload import load_yaml
-from buildkit.stages.build import BuildRecord
+from buildkit.stages.attest import AttestRecord
+from buildkit.stages.build import BuildRecord, latest_build, plan_for_lock, shell_command
+from buildkit.stages.context import load_inputs
 from buildkit.stages.export import SquashfsRecord, srun_line
-from buildkit.stages.export import record_path as squashfs_record_path
-from buildkit.stages.pipeline import Paths, latest_build, load_inputs
 from buildkit.stages.prepare import PrepareRecord
 from buildkit.stages.render import RenderRecord, commit_time, source_date_epoch, template_environment
+from buildkit.stages.resolve.record import ResolveRecord
 from buildkit.stages.verify import VerifyRecord
+from buildkit.text import markdown
+from buildkit.text.markdown import safe_url
 from buildkit.text.timeline import gantt, stage_gantt
 
 # Compute capability -> the GPUs people know it by.
@@ -128,45 +136,27 @@ def gather(
             record_path, record = None, None
     smoke = bool(record and record.smoke)
     images = {x for x in (record.image.digest, record.image.id, record.image.config_digest) if x} if record else set()
+    build = Build(lock_sha, smoke, frozenset(images))
 
-    def belongs(found, legacy) -> bool:
-        if found is None:
-            return False
-        if found.header is not None:
-            return found.header.of_build(images, lock_sha, smoke)
-        return legacy(found)
-
-    def take(path: Path, model, legacy):
+    def take(path: Path, model):
         found = read_record(path, model)
-        if found is not None and not belongs(found, legacy):
+        if found is not None and not belongs(found, build):
             note(f"{path}: a record of another build; left out")
             return None
         return found
 
     # A smoke build's report reads the smoke render (its target, its unpinned inputs), never the release one.
-    rendered = take(
-        paths.render_record(smoke), RenderRecord,
-        lambda r: r.lock_sha256 == lock_sha and bool(r.smoke_base) == smoke,
-    )  # fmt: skip
-
-    def checked_this(v: VerifyRecord) -> bool:
-        return v.lock_sha256 == lock_sha and v.smoke == smoke and v.image_id in images
-
-    verify = take(paths.verify_record, VerifyRecord, checked_this)
-    provenance_checked = take(paths.provenance_verify_record, VerifyRecord, checked_this)
-    exported = take(
-        squashfs_record_path(paths, smoke), SquashfsRecord,
-        lambda e: e.lock_sha256 == lock_sha and bool({e.image_id, e.config_digest} & images),
-    )  # fmt: skip
-    from buildkit.stages.attest import AttestRecord
-    from buildkit.stages.attest import record_path as attest_record_path
-
-    attested = take(attest_record_path(paths, smoke), AttestRecord, lambda a: False)
+    rendered = take(paths.render_record(smoke), RenderRecord)
+    verify = take(paths.verify_record, VerifyRecord)
+    provenance_checked = take(paths.provenance_verify_record, VerifyRecord)
+    exported = take(paths.squashfs_record(smoke), SquashfsRecord)
+    attested = take(paths.attest_record(smoke), AttestRecord)
     results = read_results(results_path) if results_path else None
     used = _shown_path(record_path, paths.project_dir) if record_path else None
     data = facts(
         lock, prepare, record, verify, results, rendered, paths=paths, record_name=used, exported=exported,
-        provenance_checked=provenance_checked, attested=attested, resolved=resolve_record(paths, lock_sha, note),
+        provenance_checked=provenance_checked, attested=attested,
+        resolved=resolve_record(paths, lock_sha256(lock), note),
     )  # fmt: skip
     return data, used
 
@@ -208,10 +198,6 @@ def by_hand(lock: Lock, prepare: PrepareRecord | None, rendered: RenderRecord | 
     """The build without buildkit, as one script that works from an empty directory: the sources cloned and patched,
     upstream's Dockerfile with the rendered changes applied (the diff, inline), and buildx on those relative paths
     (nothing under this machine's home or cache)."""
-    from dataclasses import replace
-
-    from buildkit.stages.build import plan_for_lock, shell_command
-
     n = lock.nemo_rl
     lines = [
         "mkdir nemo-rl-build && cd nemo-rl-build",
@@ -240,54 +226,11 @@ def by_hand(lock: Lock, prepare: PrepareRecord | None, rendered: RenderRecord | 
 
 def verdict(lock, record, rendered, verify, provenance_checked, exported, attested=None) -> dict[str, Any]:
     """The report's first block: what was built, every check with pass, fail or skipped, and what is unpinned."""
-    checks: list[dict[str, str]] = []
-
-    def check(name: str, status: str, detail: str) -> None:
-        checks.append({"check": name, "status": status, "detail": detail})
-
-    if record is None:
-        check("build", "skipped", "nothing built yet: buildkit build")
-    elif record.outcome == "succeeded":
-        check("build", "pass", f"{record.instructions_cached or 0} of {record.instructions_total or 0} steps cached")
-    else:
-        check("build", "fail", " ".join(x for x in (record.failed_step, record.error) if x) or record.outcome)
-    w = lock.wheel
-    if w.content_addressed:
-        check("wheel content-addressed", "pass", f"sha256 {w.sha256}, checked by BuildKit")
-    else:
-        check("wheel content-addressed", "fail", w.not_content_addressed or "no sha256 in the lock")
-    cuda_ok = lock.cuda.outcome == "match"
-    check("CUDA: base image and wheel", "pass" if cuda_ok else "skipped", lock.cuda.detail)
-    if rendered is None:
-        check("drift", "skipped", "not rendered from this lock")
-    elif rendered.drift:
-        check("drift", "fail", "; ".join(rendered.drift))
-    else:
-        check("drift", "pass", "upstream expects nothing the pins do not give")
-    for label, found, how in (
-        ("verify", verify, "buildkit verify"),
-        ("provenance", provenance_checked, "buildkit verify --provenance"),
-    ):
-        if found is None:
-            check(label, "skipped", f"not run on this image: {how}")
-        for r in found.results if found else []:
-            check(f"{label}: {r.name}", {"skip": "skipped"}.get(r.status, r.status), r.reason)
-    repro = record.reproducibility if record else None
-    if repro is None:
-        check("reproducible", "skipped", "not checked: buildkit build --check-reproducible")
-    else:
-        check("reproducible", "pass" if repro.identical else "fail", "; ".join(repro.summary[:3]))
-    if attested is None:
-        check("SLSA attestation", "skipped", "not attested: buildkit attest")
-    elif attested.attached_to:
-        check("SLSA attestation", "pass", f"signed and attached to {attested.attached_to}")
-    else:
-        how = "signed, not attached: " + (attested.not_attached or "") if attested.signed else "written, not signed"
-        check("SLSA attestation", "skipped", f"{attested.statement} {how}")
-    if exported is None:
-        check("squashfs export", "skipped", "not exported: buildkit export")
-    else:
-        check("squashfs export", "pass", f"{exported.path}, sha256 {exported.sha256}")
+    checks = [
+        *_build_checks(lock, record, rendered),
+        *_verify_checks(verify, provenance_checked),
+        *_after_build_checks(record, attested, exported),
+    ]
     target = ("smoke" if rendered.smoke_base else lock.build.target) if rendered else None
     return {
         "built": {
@@ -302,6 +245,73 @@ def verdict(lock, record, rendered, verify, provenance_checked, exported, attest
         "counts": {s: sum(1 for c in checks if c["status"] == s) for s in ("pass", "fail", "skipped")},
         "unpinned": {"target": target, "items": rendered.unpinned} if rendered else None,
     }
+
+
+def _check(name: str, status: str, detail: str) -> dict[str, str]:
+    return {"check": name, "status": status, "detail": detail}
+
+
+def _build_checks(lock, record, rendered) -> list[dict[str, str]]:
+    """The build, the wheel's content address, CUDA and drift."""
+    checks = []
+    if record is None:
+        checks.append(_check("build", "skipped", "nothing built yet: buildkit build"))
+    elif record.outcome == "succeeded":
+        cached = f"{record.instructions_cached or 0} of {record.instructions_total or 0} steps cached"
+        checks.append(_check("build", "pass", cached))
+    else:
+        why = " ".join(x for x in (record.failed_step, record.error) if x) or record.outcome
+        checks.append(_check("build", "fail", why))
+    w = lock.wheel
+    if w.content_addressed:
+        checks.append(_check("wheel content-addressed", "pass", f"sha256 {w.sha256}, checked by BuildKit"))
+    else:
+        checks.append(_check("wheel content-addressed", "fail", w.not_content_addressed or "no sha256 in the lock"))
+    cuda_ok = lock.cuda.outcome == "match"
+    checks.append(_check("CUDA: base image and wheel", "pass" if cuda_ok else "skipped", lock.cuda.detail))
+    if rendered is None:
+        checks.append(_check("drift", "skipped", "not rendered from this lock"))
+    elif rendered.drift:
+        checks.append(_check("drift", "fail", "; ".join(rendered.drift)))
+    else:
+        checks.append(_check("drift", "pass", "upstream expects nothing the pins do not give"))
+    return checks
+
+
+def _verify_checks(verify, provenance_checked) -> list[dict[str, str]]:
+    """Each check of `buildkit verify` and of `buildkit verify --provenance`, or why there are none."""
+    checks = []
+    for label, found, how in (
+        ("verify", verify, "buildkit verify"),
+        ("provenance", provenance_checked, "buildkit verify --provenance"),
+    ):
+        if found is None:
+            checks.append(_check(label, "skipped", f"not run on this image: {how}"))
+        for r in found.results if found else []:
+            checks.append(_check(f"{label}: {r.name}", {"skip": "skipped"}.get(r.status, r.status), r.reason))
+    return checks
+
+
+def _after_build_checks(record, attested, exported) -> list[dict[str, str]]:
+    """Reproducibility, the SLSA attestation and the squashfs export."""
+    checks = []
+    repro = record.reproducibility if record else None
+    if repro is None:
+        checks.append(_check("reproducible", "skipped", "not checked: buildkit build --check-reproducible"))
+    else:
+        checks.append(_check("reproducible", "pass" if repro.identical else "fail", "; ".join(repro.summary[:3])))
+    if attested is None:
+        checks.append(_check("SLSA attestation", "skipped", "not attested: buildkit attest"))
+    elif attested.attached_to:
+        checks.append(_check("SLSA attestation", "pass", f"signed and attached to {attested.attached_to}"))
+    else:
+        how = "signed, not attached: " + (attested.not_attached or "") if attested.signed else "written, not signed"
+        checks.append(_check("SLSA attestation", "skipped", f"{attested.statement} {how}"))
+    if exported is None:
+        checks.append(_check("squashfs export", "skipped", "not exported: buildkit export"))
+    else:
+        checks.append(_check("squashfs export", "pass", f"{exported.path}, sha256 {exported.sha256}"))
+    return checks
 
 
 def stage_times(prepare, rendered, record, verify, exported, resolved=None) -> list[dict[str, Any]]:
@@ -334,18 +344,12 @@ def layers(record: BuildRecord | None) -> list[dict[str, Any]] | None:
 
 
 def _link(url: str | None, repo: str) -> str | None:
-    from urllib.parse import urlsplit
-
-    from buildkit.text.markdown import safe_url
-
     return safe_url(url, {"github.com", (urlsplit(repo).hostname or "github.com").lower()})
 
 
-def resolve_record(paths: Paths, lock_sha: str, on_note=None):
+def resolve_record(paths: Paths, lock_sha: str, on_note=None) -> ResolveRecord | None:
     """The resolve record beside the lock when it names this lock, else None: a missing record, one of another lock
     or a broken one leaves resolve's times "not recorded" (`on_note` says why) and never stops the report."""
-    from buildkit.stages.resolve.record import ResolveRecord
-
     note = on_note or (lambda text: None)
     try:
         found = read_record(paths.resolve_record, ResolveRecord)
@@ -358,10 +362,8 @@ def resolve_record(paths: Paths, lock_sha: str, on_note=None):
     return found
 
 
-def resolve_seconds(record) -> float | None:
+def resolve_seconds(record: ResolveRecord | None) -> float | None:
     """How long resolve took: as the record measured it, else from its start and end (whole seconds)."""
-    from datetime import datetime
-
     if record is None:
         return None
     if record.seconds is not None:
@@ -374,7 +376,7 @@ def resolve_seconds(record) -> float | None:
     return took if took >= 0 else None
 
 
-def resolve_times(lock: Lock, record) -> dict[str, str]:
+def resolve_times(lock: Lock, record: ResolveRecord | None) -> dict[str, str]:
     """When the lock's facts were read ("lock": when resolve finished): from the resolve record of this lock, else
     from an older lock that still held them; {} when neither says."""
     if record is not None:
@@ -394,18 +396,67 @@ def facts(
     exported: SquashfsRecord | None = None,
     provenance_checked: VerifyRecord | None = None,
     attested=None,
-    resolved=None,
+    resolved: ResolveRecord | None = None,
 ) -> dict[str, Any]:
-    n, v, pr, w, b = lock.nemo_rl, lock.vllm, lock.vllm_pr, lock.wheel, lock.base_image
-    github = "https://github.com/"
+    w, b = lock.wheel, lock.base_image
     times = resolve_times(lock, resolved)
-    commits = {
-        "nemo_rl": {**n.model_dump(mode="json"), "resolved_at": times.get("nemo_rl")},
-        "vllm": {**v.model_dump(mode="json"), "resolved_at": times.get("vllm")},
-        "vllm_pr": {**pr.model_dump(mode="json"), "resolved_at": times.get("vllm_pr")} if pr else None,
+    smoke = bool(record and record.smoke)
+    # buildkit.gpu: the image's own files when verify read them, else the wheel's at resolve; absent when neither
+    gpu = verify.gpu if verify and verify.gpu else lock.gpu
+    return {
+        "report_version": 1,
+        "buildkit_version": __version__,
+        "lock_sha256": lock_sha256(lock),
+        "overview": _overview(lock, record, times),
+        "components": _components(lock),
+        "commits": _commits(lock, times),
+        "links": _links(lock),
+        "wheel": {**w.model_dump(mode="json"), "resolved_at": times.get("wheel")},
+        "base_image": {**b.model_dump(mode="json"), "resolved_at": times.get("base_image")},
+        "cuda": lock.cuda.model_dump(mode="json"),
+        **({"gpu": gpu.model_dump(mode="json")} if gpu else {}),
+        **_source_facts(lock, prepare, rendered, paths),
+        **_record_facts(record, record_name, verify, provenance_checked),
+        "verdict": verdict(lock, record, rendered, verify, provenance_checked, exported, attested),
+        "attestation": attested.model_dump(mode="json") if attested else None,
+        "timeline": gantt(record.steps) if record else None,
+        "stages": (stages := stage_times(prepare, rendered, record, verify, exported, resolved)),
+        "stages_chart": stage_gantt(stages),
+        "layers": layers(record),
+        "slurm": exported.model_dump(mode="json") | {"srun": srun_line(exported)} if exported else None,
+        "reproducibility": {
+            "source_date_epoch": record.source_date_epoch if record else source_date_epoch(lock),
+            "created": commit_time(lock).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "check": record.reproducibility.model_dump(mode="json") if record and record.reproducibility else None,
+            "unpinned": rendered.unpinned if rendered else None,
+        },
+        "reproduction": {
+            "buildkit": ["buildkit resolve --check", "buildkit build" + (" --smoke" if smoke else "")],
+            "manual": by_hand(lock, prepare, rendered, smoke),
+        },
+        "results": results,
+        "known_issues": [k.model_dump(mode="json") for k in lock.known_issues],
     }
+
+
+def _overview(lock: Lock, record: BuildRecord | None, times: dict[str, str]) -> dict[str, Any]:
+    return {
+        "image": lock.build.tag,
+        "target": lock.build.target,
+        "platform": lock.build.platform,
+        "cuda_arch_list": lock.build.cuda_arch_list,
+        "gpus": gpus_of(lock.build.cuda_arch_list),
+        "resolved_at": times.get("lock"),
+        "built": record is not None and record.outcome == "succeeded",
+        "built_at": record.ended if record else None,
+        "smoke": bool(record and record.smoke),
+    }
+
+
+def _components(lock: Lock) -> list[dict[str, str]]:
+    n, v, pr, w, b = lock.nemo_rl, lock.vllm, lock.vllm_pr, lock.wheel, lock.base_image
     pr_text = f"merge commit of PR #{pr.number} ({pr.title}), merged {pr.merged_at}" if pr else f"pinned ref {v.ref}"
-    components = [
+    return [
         {"component": "NeMo-RL", "source": n.repo, "version": n.commit, "how": f"pinned ref {n.ref}; {n.source}"},
         {"component": "vLLM (custom)", "source": v.repo, "version": v.commit, "how": f"{pr_text}; {v.source}"},
         {
@@ -421,39 +472,33 @@ def facts(
             "how": f"tag resolved through {b.source}; {b.platform} manifest {b.manifest_digest}",
         },
     ]
-    built = record is not None and record.outcome == "succeeded"
-    smoke = bool(record and record.smoke)
-    buildkit_commands = ["buildkit resolve --check", "buildkit build" + (" --smoke" if smoke else "")]
+
+
+def _commits(lock: Lock, times: dict[str, str]) -> dict[str, Any]:
+    n, v, pr = lock.nemo_rl, lock.vllm, lock.vllm_pr
     return {
-        "report_version": 1,
-        "buildkit_version": __version__,
-        "lock_sha256": lock_sha256(lock),
-        "overview": {
-            "image": lock.build.tag,
-            "target": lock.build.target,
-            "platform": lock.build.platform,
-            "cuda_arch_list": lock.build.cuda_arch_list,
-            "gpus": gpus_of(lock.build.cuda_arch_list),
-            "resolved_at": times.get("lock"),
-            "built": built,
-            "built_at": record.ended if record else None,
-            "smoke": bool(record and record.smoke),
-        },
-        "components": components,
-        "commits": commits,
-        # Links only to https:// pages on GitHub (or the repository's own host): never what upstream says blindly.
-        "links": {
-            "nemo_rl_commit": _link(n.url, n.repo)
-            or (f"{n.repo.removesuffix('.git')}/commit/{n.commit}" if n.repo.startswith(github) else None),
-            "vllm_commit": _link(v.url, v.repo)
-            or (f"{v.repo.removesuffix('.git')}/commit/{v.commit}" if v.repo.startswith(github) else None),
-            "vllm_pr": _link(pr.url, v.repo) if pr else None,
-        },
-        "wheel": {**w.model_dump(mode="json"), "resolved_at": times.get("wheel")},
-        "base_image": {**b.model_dump(mode="json"), "resolved_at": times.get("base_image")},
-        "cuda": lock.cuda.model_dump(mode="json"),
-        # buildkit.gpu: the image's own files when verify read them, else the wheel's at resolve; absent when neither
-        **({"gpu": gpu.model_dump(mode="json")} if (gpu := verify.gpu if verify and verify.gpu else lock.gpu) else {}),
+        "nemo_rl": {**n.model_dump(mode="json"), "resolved_at": times.get("nemo_rl")},
+        "vllm": {**v.model_dump(mode="json"), "resolved_at": times.get("vllm")},
+        "vllm_pr": {**pr.model_dump(mode="json"), "resolved_at": times.get("vllm_pr")} if pr else None,
+    }
+
+
+def _links(lock: Lock) -> dict[str, str | None]:
+    """Links only to https:// pages on GitHub (or the repository's own host): never what upstream says blindly."""
+    n, v, pr = lock.nemo_rl, lock.vllm, lock.vllm_pr
+    github = "https://github.com/"
+    return {
+        "nemo_rl_commit": _link(n.url, n.repo)
+        or (f"{n.repo.removesuffix('.git')}/commit/{n.commit}" if n.repo.startswith(github) else None),
+        "vllm_commit": _link(v.url, v.repo)
+        or (f"{v.repo.removesuffix('.git')}/commit/{v.commit}" if v.repo.startswith(github) else None),
+        "vllm_pr": _link(pr.url, v.repo) if pr else None,
+    }
+
+
+def _source_facts(lock: Lock, prepare, rendered, paths: Paths | None) -> dict[str, Any]:
+    """The patches, the dropped extras, the rendered Dockerfile and the prepared tree."""
+    return {
         "modifications": [p.model_dump(mode="json") for p in prepare.patches] if prepare else [],
         "declared_patches": _declared_diffs(lock, paths.project_dir if paths else None),
         "dropped_extras": [e.model_dump(mode="json") for e in lock.build.drop_extras],
@@ -472,6 +517,12 @@ def facts(
             if prepare
             else None
         ),
+    }
+
+
+def _record_facts(record, record_name, verify, provenance_checked) -> dict[str, Any]:
+    """The build record, the image and the verification records, as the report shows them."""
+    return {
         "build_record": record_name,
         "build": (
             record.model_dump(mode="json", exclude={"image", "argv", "reproducibility"}) | {"argv": record.argv}
@@ -481,25 +532,6 @@ def facts(
         "image": record.image.model_dump(mode="json") if record else None,
         "verification": verify.model_dump(mode="json", exclude={"gpu"}) if verify else None,
         "provenance_verification": provenance_checked.model_dump(mode="json") if provenance_checked else None,
-        "verdict": verdict(lock, record, rendered, verify, provenance_checked, exported, attested),
-        "attestation": attested.model_dump(mode="json") if attested else None,
-        "timeline": gantt(record.steps) if record else None,
-        "stages": (stages := stage_times(prepare, rendered, record, verify, exported, resolved)),
-        "stages_chart": stage_gantt(stages),
-        "layers": layers(record),
-        "slurm": exported.model_dump(mode="json") | {"srun": srun_line(exported)} if exported else None,
-        "reproducibility": {
-            "source_date_epoch": record.source_date_epoch if record else source_date_epoch(lock),
-            "created": commit_time(lock).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "check": record.reproducibility.model_dump(mode="json") if record and record.reproducibility else None,
-            "unpinned": rendered.unpinned if rendered else None,
-        },
-        "reproduction": {
-            "buildkit": buildkit_commands,
-            "manual": by_hand(lock, prepare, rendered, smoke),
-        },
-        "results": results,
-        "known_issues": [k.model_dump(mode="json") for k in lock.known_issues],
     }
 
 
@@ -512,8 +544,6 @@ def _human_size(size: int) -> str:
 
 def render_markdown(data: dict[str, Any]) -> str:
     """The markdown report: every value escaped unless a filter of buildkit.text.markdown says how it is shown."""
-    from buildkit.text import markdown
-
     env = template_environment(finalize=markdown.finalize)
     env.filters.update(
         code=markdown.code, cell=markdown.cell, ccell=markdown.code_cell, fence=markdown.fence,

@@ -59,7 +59,6 @@ def rebuild_and_compare(
 ) -> ReproCheck:
     """Rebuild `plan` (whose first build already wrote `first_layout(repro_dir)`) from `second_tree` with no cache,
     and compare. Raises BuildFailed when the rebuild itself fails."""
-
     repro_dir = repro_dir.resolve()
     second = repro_dir / "second"
     rebuild_plan = replace(
@@ -75,6 +74,28 @@ def rebuild_and_compare(
         cache_to=(),
         metadata_file=repro_dir / "second.metadata.json",
     )
+    facts = _rebuild(rebuild_plan, log_path, builder_name, on_line, first_layout(repro_dir))
+    comparison = compare(first_layout(repro_dir), second, plan.platform)
+    kept: list[str] = []
+    if comparison.identical:
+        shutil.rmtree(first_layout(repro_dir), ignore_errors=True)
+        shutil.rmtree(second, ignore_errors=True)
+        rebuild_plan.metadata_file.unlink(missing_ok=True)
+    else:
+        kept = [str(first_layout(repro_dir)), str(second)]
+    return ReproCheck(
+        identical=comparison.identical,
+        manifest_digest=comparison.manifest_digest_a if comparison.identical else None,
+        config_digest=comparison.config_digest_a if comparison.identical else None,
+        rebuild=facts,
+        summary=summary(comparison),
+        comparison=comparison,
+        layouts_kept=kept,
+    )
+
+
+def _rebuild(rebuild_plan: BuildPlan, log_path: Path, builder_name: str, on_line, first: Path) -> Rebuild:
+    """The rebuild run, and what the record says of it; Interrupted or BuildFailed when it made no image."""
     started = utc_now()
     result = run(rebuild_plan, log_path, on_line)
     outcome = result.outcome
@@ -97,25 +118,9 @@ def rebuild_and_compare(
         raise BuildFailed(
             "the rebuild for the reproducibility check failed"
             + (f" at {cause.name}: {cause.error}" if cause and cause.error else ""),
-            hint=f"full log: {log_path}; the first build's OCI layout is left in {first_layout(repro_dir)}",
+            hint=f"full log: {log_path}; the first build's OCI layout is left in {first}",
         )
-    comparison = compare(first_layout(repro_dir), second, plan.platform)
-    kept: list[str] = []
-    if comparison.identical:
-        shutil.rmtree(first_layout(repro_dir), ignore_errors=True)
-        shutil.rmtree(second, ignore_errors=True)
-        rebuild_plan.metadata_file.unlink(missing_ok=True)
-    else:
-        kept = [str(first_layout(repro_dir)), str(second)]
-    return ReproCheck(
-        identical=comparison.identical,
-        manifest_digest=comparison.manifest_digest_a if comparison.identical else None,
-        config_digest=comparison.config_digest_a if comparison.identical else None,
-        rebuild=facts,
-        summary=summary(comparison),
-        comparison=comparison,
-        layouts_kept=kept,
-    )
+    return facts
 
 
 def second_cache_dir() -> tempfile.TemporaryDirectory:

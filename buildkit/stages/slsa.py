@@ -21,9 +21,11 @@ from buildkit.errors import InputError, excerpt
 from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, sha256_bytes, sha256_file
 from buildkit.models.grammar import DIGEST_RE, IMAGE_REF_RE, one_line_text
 from buildkit.models.lock import Lock
+from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
-from buildkit.stages.build import BuildRecord
-from buildkit.stages.pipeline import Paths, latest_build, load_inputs
+from buildkit.models.records import Build, belongs
+from buildkit.stages.build import BuildRecord, latest_build
+from buildkit.stages.context import load_inputs
 from buildkit.stages.render import RenderRecord
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -60,14 +62,6 @@ class Sources(NamedTuple):
 def canonical(value: Any) -> bytes:
     """JSON with sorted keys, no insignificant whitespace, UTF-8: one value, one byte string."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def statement_path(paths: Paths, smoke: bool) -> Path:
-    return paths.out_dir(smoke) / "provenance.intoto.json"
-
-
-def envelope_path(paths: Paths, smoke: bool) -> Path:
-    return paths.out_dir(smoke) / "provenance.dsse.json"
 
 
 def builder_id(value: str | None) -> str:
@@ -107,12 +101,12 @@ def gather(paths: Paths, record_path: Path | None = None, repository: str | None
             hint="attest with the lock the build used, or build again",
         )
     rendered = read_record(paths.render_record(record.smoke), RenderRecord)
-    if rendered is None or rendered.lock_sha256 != record.lock_sha256:
+    if rendered is None or not belongs(rendered, Build(record.lock_sha256, record.smoke)):
         raise InputError(
             f"{paths.render_record(record.smoke)}: no render record of this build's Dockerfile (from this lock)",
             hint=f"build again (`buildkit build{' --smoke' if record.smoke else ''}` renders the Dockerfile first)",
         )
-    named = checked_repository(repository) if repository is not None else None
+    named = repository  # checked with the options (commands/attest.py: checked_repository)
     checked_record(record, record_path, inputs.lock)
     record_bytes = _read_bounded(record_path)
     log = Path(record.log)

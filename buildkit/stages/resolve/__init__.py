@@ -34,18 +34,37 @@ from typing import Literal, TypeVar
 
 from buildkit import __version__
 from buildkit.errors import UpstreamMismatch
-from buildkit.files import utc_now
+from buildkit.files import utc_now, write_atomic
 from buildkit.gpu import abi
 from buildkit.gpu.check import wheel_check
 from buildkit.gpu.torchlock import MAX_UV_LOCK_BYTES, LockedTorch, torch_of_uv_lock
 from buildkit.models.grammar import FULL_SHA_RE
-from buildkit.models.lock import SKIPPED_REASON, CommitFact, Lock, PatchFact, PullRequestFact, WheelFact, lock_sha256
+from buildkit.models.lock import (
+    SKIPPED_REASON,
+    CommitFact,
+    Lock,
+    PatchFact,
+    PullRequestFact,
+    WheelFact,
+    cuda_warning,
+    lock_sha256,
+)
+from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
+from buildkit.stages.context import (
+    Context,
+    Inputs,
+    OnNote,
+    StageStatus,
+    load_pins_and_patches,
+    lock_state,
+    warn_content,
+)
 from buildkit.stages.resolve import cuda, download
-from buildkit.stages.resolve.download import Hashed, OnProgress
+from buildkit.stages.resolve.download import Hashed, OnProgress, measure_afresh
 from buildkit.stages.resolve.git import GitResolver
 from buildkit.stages.resolve.github import GitHub, token_for
-from buildkit.stages.resolve.record import ResolveRecord
+from buildkit.stages.resolve.record import ResolveRecord, write_record
 from buildkit.stages.resolve.wheels import FoundWheel, resolve_wheel, wheel_fact
 from buildkit.world.cache import default_cache_dir
 from buildkit.world.http import Http
@@ -329,3 +348,113 @@ def _copy_result(source: Future, target: Future) -> None:
         target.set_exception(source.exception())
     else:
         target.set_result(source.result())
+
+
+# -- the pipeline's stage (stages/pipeline.py) --------------------------------------------------------------------
+
+
+def resolve_lock(
+    paths: Paths,
+    pins: Pins,
+    patches: list[PatchFact],
+    on_note: OnNote | None = None,
+    *,
+    wheel_bytes: WheelBytes = "download",
+    on_progress: OnProgress | None = None,
+    on_record: Callable[[ResolveRecord], None] | None = None,
+) -> Lock:
+    """Every pin turned into a verified fact (network); the caller decides whether to write it. `on_note` hears what
+    the user should know first (e.g. that a token is withheld from an API named in pins.yaml). The wheel is
+    downloaded and hashed once all lookups succeeded (`on_progress` hears about it); `wheel_bytes` "cache": hashed
+    only if the cache already has it; "none": not at all."""
+    resolver = Resolver(
+        pins, cache_dir=paths.cache_dir, patches=patches, wheel_bytes=wheel_bytes, on_progress=on_progress
+    )
+    for note in resolver.notes:
+        if on_note:
+            on_note(note)
+    lock = resolver.resolve()
+    for note in resolver.git.notes:
+        if on_note:
+            on_note(note)
+    if on_record and resolver.record:
+        on_record(resolver.record)
+    return lock
+
+
+def measure_wheel(paths: Paths, wheel: WheelFact, on_progress: OnProgress | None = None) -> str:
+    """The sha256 of the wheel's bytes as upstream serves them now, downloaded afresh: not from the cache, into a
+    temporary file that is removed (`resolve --check --deep`)."""
+    return measure_afresh(Http(), paths.cache_dir, wheel.url, wheel.filename, wheel.size, wheel.etag, on_progress)
+
+
+def write_lock(paths: Paths, lock: Lock, record: ResolveRecord | None = None, *, rewrite: bool = True) -> None:
+    """The lock (unless `rewrite` is False: it is current as it is), then the resolve record beside it, which says
+    when its facts were read (build/resolve.json; the lock holds no times)."""
+    if rewrite:
+        write_atomic(paths.lock, lock.to_json())
+    if record is not None:
+        write_record(paths.resolve_record, record)
+
+
+def ensure_lock(
+    paths: Paths, on_note: OnNote | None = None, on_progress: OnProgress | None = None
+) -> tuple[Inputs, bool]:
+    """A current lock, resolving and writing one when it is missing or stale (a version-1 lock is); (inputs, whether
+    it was written). Without on_progress, the wheel download is told through on_note in a few lines."""
+    pins, patches = load_pins_and_patches(paths)
+    lock, problems = lock_state(paths, pins, patches)
+    if lock is not None and not problems:
+        warn_content(lock, on_note)
+        return Inputs(paths, pins, patches, lock), False
+    if on_progress is None and on_note is not None:
+        on_progress = download_notes(on_note)
+    records: list[ResolveRecord] = []
+    fresh = resolve_lock(paths, pins, patches, on_note, on_progress=on_progress, on_record=records.append)
+    write_lock(paths, fresh, records[0] if records else None)
+    if on_note and (warning := cuda_warning(fresh)):
+        on_note(warning)
+    return Inputs(paths, pins, patches, fresh), True
+
+
+def download_notes(on_note: OnNote) -> OnProgress:
+    """The wheel download as notes: where it starts or resumes, and its hash (for callers with no progress view)."""
+
+    held: list[str] | None = []  # until every lookup succeeded: a refusal stays one clear line
+
+    def say(line: str) -> None:
+        held.append(line) if held is not None else on_note(line)
+
+    def note(event) -> None:
+        nonlocal held
+        mib = f"{event.total / 2**20:.1f} MiB" if event.total is not None else "size unknown"
+        if event.kind == "resolved":
+            lines, held = held or [], None
+            for line in lines:
+                on_note(line)
+        elif event.kind == "started":
+            at = f", resuming at {event.resumed_at:,} bytes" if event.resumed_at else ""
+            say(f"wheel: downloading {event.filename} ({mib}) to hash it{at}")
+        elif event.kind == "cached":
+            say(f"wheel: reused from cache, sha256 {event.sha256}")
+        elif event.kind == "finished":
+            say(f"wheel: downloaded, sha256 {event.sha256}")
+
+    return note
+
+
+def current(ctx: Context) -> StageStatus:
+    """Current when the lock exists and agrees with the pins and the declared patches (a version-1 lock does not)."""
+    pins, patches = load_pins_and_patches(ctx.paths)
+    lock, problems = lock_state(ctx.paths, pins, patches)
+    if lock is None or problems:
+        what = f"{ctx.paths.lock} is stale ({problems[0]})" if lock is not None else problems[0]
+        return StageStatus("resolve", False, f"{what}: would resolve the pins and write the lock")
+    ctx.inputs = Inputs(ctx.paths, pins, patches, lock)
+    return StageStatus("resolve", True, f"{ctx.paths.lock} is current")
+
+
+def run(ctx: Context) -> None:
+    """A current lock in ctx.inputs, resolved and written when it is missing or stale; ctx.made["resolve"] says
+    whether it was written."""
+    ctx.inputs, ctx.made["resolve"] = ensure_lock(ctx.paths, on_note=ctx.on_note)

@@ -1,0 +1,123 @@
+"""Where every artifact lives: the defaults are computed here and nowhere else. Pure: it names paths, it reads and
+writes nothing (the cache directory's default reads the environment)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+
+def default_cache_dir() -> Path:
+    explicit = os.environ.get("BUILDKIT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "buildkit"
+
+
+def prepared_tree(cache_dir: Path, commit: str) -> Path:
+    """The NeMo-RL tree prepare keeps for a commit (and the build uses as its named context)."""
+    return cache_dir / "src" / f"nemo-rl-{commit[:12]}"
+
+
+class Paths(NamedTuple):
+    """Where every artifact lives. Smoke builds keep their Dockerfile, render record, metadata and the files made
+    from them in build/smoke/ and their record in build/smoke-record.json, so a smoke build never overwrites a real
+    one."""
+
+    pins: Path
+    lock: Path
+    build_dir: Path
+    cache_dir: Path
+
+    @classmethod
+    def of(
+        cls, pins: Path, lock: Path | None = None, build_dir: Path | None = None, cache_dir: Path | None = None
+    ) -> Paths:
+        return cls(
+            pins=pins,
+            lock=lock or pins.with_name("pins.lock"),
+            build_dir=build_dir or pins.parent / "build",
+            cache_dir=cache_dir or default_cache_dir(),
+        )
+
+    @property
+    def project_dir(self) -> Path:
+        return self.pins.parent
+
+    @property
+    def resolve_record(self) -> Path:
+        return self.build_dir / "resolve.json"
+
+    @property
+    def prepare_record(self) -> Path:
+        return self.build_dir / "prepare.json"
+
+    @property
+    def verify_record(self) -> Path:
+        return self.build_dir / "verify.json"
+
+    @property
+    def provenance_verify_record(self) -> Path:
+        """`verify --provenance`'s record: a record of its own, so the in-image checks' stays beside it."""
+        return self.build_dir / "provenance-verify.json"
+
+    @property
+    def bump_summary(self) -> Path:
+        return self.build_dir / "bump.md"
+
+    @property
+    def logs(self) -> Path:
+        return self.build_dir / "logs"
+
+    def build_log(self, stamp: str, smoke: bool, rebuild: bool = False) -> Path:
+        """The full log of a build (or of a --check-reproducible rebuild) started at `stamp`."""
+        return self.logs / f"{'rebuild' if rebuild else 'build'}-{stamp}{'-smoke' if smoke else ''}.log"
+
+    def out_dir(self, smoke: bool) -> Path:
+        return self.build_dir / "smoke" if smoke else self.build_dir
+
+    def dockerfile(self, smoke: bool) -> Path:
+        return self.out_dir(smoke) / "Dockerfile"
+
+    def render_record(self, smoke: bool) -> Path:
+        return self.out_dir(smoke) / "render.json"
+
+    @staticmethod
+    def render_record_beside(dockerfile: Path) -> Path:
+        """The render record of a Dockerfile written elsewhere (`render -o`): beside it."""
+        return dockerfile.with_name("render.json")
+
+    def metadata(self, smoke: bool) -> Path:
+        return self.out_dir(smoke) / "metadata.json"
+
+    def repro_dir(self, smoke: bool) -> Path:
+        """OCI layouts of a reproducibility check (kept only when the two images differ)."""
+        return self.out_dir(smoke) / "repro"
+
+    def build_record(self, smoke: bool) -> Path:
+        return self.build_dir / ("smoke-record.json" if smoke else "record.json")
+
+    def statement(self, smoke: bool) -> Path:
+        """The SLSA provenance statement `attest` writes."""
+        return self.out_dir(smoke) / "provenance.intoto.json"
+
+    def envelope(self, smoke: bool) -> Path:
+        """The statement signed (a DSSE envelope)."""
+        return self.out_dir(smoke) / "provenance.dsse.json"
+
+    def attest_record(self, smoke: bool) -> Path:
+        return self.out_dir(smoke) / "attest.json"
+
+    def squashfs_record(self, smoke: bool) -> Path:
+        return self.out_dir(smoke) / "squashfs.json"
+
+    def squashfs(self, smoke: bool, ref: str) -> Path:
+        """build/<image>.sqsh (build/smoke/ for a smoke build), named as `enroot import dockerd://<image>` names it:
+        `:` and `/` become `+`."""
+        return self.out_dir(smoke) / (re.sub(r"[:/]", "+", ref) + ".sqsh")
+
+    def tree(self, commit: str) -> Path:
+        return prepared_tree(self.cache_dir, commit)

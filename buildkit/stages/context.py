@@ -1,0 +1,116 @@
+"""What every stage starts from: the pins and a lock that agrees with them (`Inputs`, `load_inputs`), and the
+`Context` the pipeline's stages run from. Stages import this module, never the registry (pipeline.py), which imports
+the stages. (The newest build record, which verify, attest, export and report start from, is stages/build.py's
+`latest_build`.)"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from buildkit.dockerfile.patches import patch_facts
+from buildkit.errors import CheckFailed
+from buildkit.files import write_atomic
+from buildkit.models.lock import STALE, Lock, PatchFact, consistency_problems, content_warning, lock_sha256, read_lock
+from buildkit.models.paths import Paths
+from buildkit.models.pins import Pins, load_pins
+
+OnNote = Callable[[str], None]
+
+
+class Inputs(NamedTuple):
+    """What every stage after resolve starts from: the pins, the declared patches and a lock that agrees."""
+
+    paths: Paths
+    pins: Pins
+    patches: list[PatchFact]
+    lock: Lock
+
+    @property
+    def lock_sha256(self) -> str:
+        return lock_sha256(self.lock)
+
+
+def load_pins_and_patches(paths: Paths) -> tuple[Pins, list[PatchFact]]:
+    pins = load_pins(paths.pins)
+    return pins, patch_facts(pins, paths.project_dir)
+
+
+def lock_state(paths: Paths, pins: Pins, patches: list[PatchFact]) -> tuple[Lock | None, list[str]]:
+    """The lock and what makes it unusable for these pins: (None, [why]) when there is none."""
+    if not paths.lock.exists():
+        return None, [f"no lock at {paths.lock}"]
+    lock = read_lock(paths.lock)
+    return lock, consistency_problems(pins, lock, patches)
+
+
+def load_inputs(paths: Paths, on_note: OnNote | None = None) -> Inputs:
+    """Pins and a lock that agree with them: later stages trust only a lock that is current. `on_note` hears the
+    warning for a lock whose wheel is not content-addressed.
+
+    A version-1 or version-2 lock is stale for `resolve --check` and `build` (which resolve it again), but the
+    stages that describe what was built from it (render, verify, report) still read it (version 1 as a lock whose
+    wheel is not content-addressed; both with their CUDA "not checked"): its hash is the one its records and image
+    labels carry."""
+    pins, patches = load_pins_and_patches(paths)
+    lock = read_lock(paths.lock)  # a missing or unreadable lock says so plainly
+    problems = [p for p in consistency_problems(pins, lock, patches) if p not in STALE.values()]
+    if problems:
+        raise CheckFailed(
+            f"{paths.lock} does not match the pins:" + "".join(f"\n  - {p}" for p in problems),
+            hint="run `buildkit resolve`",
+        )
+    warn_content(lock, on_note)
+    return Inputs(paths, pins, patches, lock)
+
+
+def warn_content(lock: Lock, on_note: OnNote | None) -> None:
+    """Tell `on_note` when the lock's wheel is not content-addressed."""
+    warning = content_warning(lock)
+    if warning and on_note:
+        on_note(warning)
+
+
+class StageStatus(NamedTuple):
+    """Whether a stage's outputs are current for the inputs, and why (or what it would do)."""
+
+    stage: str
+    current: bool
+    detail: str
+
+
+@dataclass
+class Context:
+    """What a stage runs from: the paths and inputs, the options that shape the stages, what earlier stages made
+    (`made`, by stage name), and the files they wrote. A stage writes through `write`: at once (each file atomically),
+    or, with `hold` (bump, the reproducibility check), into `held`, which the caller writes all together or drops."""
+
+    paths: Paths
+    inputs: Inputs | None = None
+    smoke: bool = False
+    submodules: bool = True
+    syntax: bool = True
+    smoke_base: str | None = None  # the smoke build's base image, pinned
+    refuse_drift: bool = False
+    output: Path | None = None  # where render writes the Dockerfile [default: paths.dockerfile(smoke)]
+    on_note: OnNote | None = None
+    hold: bool = False
+    made: dict[str, Any] = field(default_factory=dict)
+    held: list[tuple[Path, str]] = field(default_factory=list)
+
+    @property
+    def lock(self) -> Lock:
+        assert self.inputs is not None, "a stage after resolve runs with the inputs loaded"
+        return self.inputs.lock
+
+    def note(self, text: str) -> None:
+        if self.on_note:
+            self.on_note(text)
+
+    def write(self, path: Path, text: str) -> None:
+        if self.hold:
+            self.held.append((path, text))
+        else:
+            write_atomic(path, text)

@@ -1,0 +1,63 @@
+"""Each command parses its options into one frozen, checked object before any work (commands/*.py `*Options.parse`):
+the values typed (enums for choices), a wrong value refused there, with the option's name."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import typer
+
+from buildkit.commands.build import BuildOptions, Compression, ProgressMode
+from buildkit.commands.report import ReportFormat, ReportOptions
+from buildkit.commands.resolve import ResolveOptions
+from buildkit.errors import InputError
+
+
+def build_options(**changes) -> BuildOptions:
+    given = dict(
+        builder=None, push=False, sbom=False, cache_from=["type=local,src=/c"], cache_to=[], progress="auto",
+        dry_run=False, smoke=True, smoke_base="127.0.0.1:5000/buildkit/stand-in-base:1", min_free_gb=None,
+        submodules=True, syntax=None, extra=["--no-cache"], compression=None,
+    )  # fmt: skip
+    return BuildOptions.parse(**{**given, **changes})
+
+
+def test_build_options_are_typed_frozen_and_derive_their_defaults():
+    opts = build_options(progress="live", compression="zstd")
+    assert opts.progress is ProgressMode.live and opts.view_mode == "tty" and opts.compression is Compression.zstd
+    assert opts.cache_from == ("type=local,src=/c",) and opts.extra == ("--no-cache",)
+    assert opts.min_free == 1.0 and opts.with_syntax is False  # a smoke build: 1 GB free, no `# syntax=` line
+    assert build_options(progress="").progress is ProgressMode.auto  # BUILDKIT_PROGRESS set but empty, as buildx
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.smoke = False  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("changes", "option"),
+    [
+        ({"progress": "fancy"}, "--progress/$BUILDKIT_PROGRESS"),
+        ({"compression": "lz4"}, "--compression"),
+        ({"rebuild_builder": "other"}, "--rebuild-builder"),
+    ],
+)
+def test_build_options_refuse_a_wrong_value_naming_the_option(changes, option):
+    with pytest.raises(typer.BadParameter) as refused:
+        build_options(**changes)
+    assert refused.value.param_hint == option
+
+
+def test_a_builder_name_is_checked_with_the_options():
+    with pytest.raises(InputError, match="--builder: expected a builder name"):
+        build_options(builder="bad/name")
+
+
+def test_resolve_and_report_options():
+    assert ResolveOptions.parse(json_out=False, check=False, offline=False, deep=False, no_wheel_download=True) == (
+        ResolveOptions(json_out=False, check=False, offline=False, deep=False, download_wheel=False)
+    )
+    with pytest.raises(typer.BadParameter):
+        ResolveOptions.parse(json_out=False, check=False, offline=False, deep=True, no_wheel_download=False)
+    assert ReportOptions.parse(record=None, output=None, fmt="json", results=None).format is ReportFormat.json
+    with pytest.raises(InputError, match="--format: expected markdown or json"):
+        ReportOptions.parse(record=None, output=None, fmt="html", results=None)
