@@ -47,7 +47,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -72,6 +71,7 @@ from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.records import RecordHeader, header
 from buildkit.stages.build import BuildRecord
 from buildkit.stages.pipeline import Paths, latest_successful_build
+from buildkit.world import proc
 
 ENROOT_SQUASH_OPTIONS = ("-comp", "lzo", "-noD", "-exit-on-error")  # enroot.in: ENROOT_SQUASH_OPTIONS
 MIN_VERSION = (4, 5)  # -exit-on-error came with 4.5; -mkfs-time, -all-time and reproducible output with 4.4
@@ -171,10 +171,10 @@ def find_mksquashfs() -> Mksquashfs:
     if path is None:
         raise EngineNotReady("mksquashfs is not installed: it makes the squashfs file", hint=install)
     try:
-        done = subprocess.run([path, "-version"], capture_output=True, timeout=30, env=_tool_env(), check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EngineNotReady(f"{path} -version did not run ({exc})", hint=install) from None
-    first = done.stdout[:4096].decode("utf-8", "replace").partition("\n")[0].strip()
+        done = proc.run([path, "-version"], timeout=30, stdout_limit=4096, env=_tool_env())
+    except proc.ProcError as exc:
+        raise EngineNotReady(f"{path} -version did not run ({exc.message})", hint=install) from None
+    first = done.stdout.decode("utf-8", "replace").partition("\n")[0].strip()
     match = _VERSION_RE.fullmatch(first)
     if match is None:
         raise EngineNotReady(
@@ -333,21 +333,12 @@ def squash(
     argv = [tool.path, str(rootfs), str(dest), *options, "-processors", str(count)]
     argv += ["-noappend", "-no-progress", "-quiet"]  # a fresh file; no progress bar or summary
     # What it says is read through a pipe, not a file: on a full disk a file would hold nothing. Its last 4 KiB are
-    # kept (-exit-on-error stops it at the first error).
-    process = subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_tool_env()
-    )
-    assert process.stdout is not None
-    tail = b""
+    # kept (-exit-on-error stops it at the first error); Ctrl-C kills it.
     try:
-        with process.stdout:
-            while chunk := process.stdout.read(4096):
-                tail = (tail + chunk)[-4096:]
-        code = process.wait()
-    except BaseException:
-        process.kill()
-        process.wait()
-        raise
+        done = proc.stream(argv, lambda line: None, env=_tool_env(), tail_limit=4096)
+    except proc.NotStarted as exc:
+        raise EngineNotReady(exc.message, hint="install squashfs-tools 4.5 or later") from None
+    code, tail = done.returncode, done.tail
     if code == 0:
         return
     said = tail.decode("utf-8", "replace")
