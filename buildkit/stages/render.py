@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import importlib.resources
 import re
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,21 +19,13 @@ from pydantic import BaseModel, ConfigDict
 from buildkit import __version__
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch
 from buildkit.files import sha256_bytes, sha256_file
+from buildkit.models.labels import commit_time, image_labels
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.records import RecordHeader, header
 
 
 # What the release target's steps fetch as it is on build day: the report lists these instead of claiming that the
 # lock pins everything. The smoke target fetches nothing of the kind.
-def commit_time(lock: Lock) -> datetime:
-    try:
-        when = datetime.fromisoformat(lock.nemo_rl.date)
-        # In UTC: out of range there (year 1 at +14:00) is OverflowError, as malformed is ValueError.
-        return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
-    except (ValueError, OverflowError):
-        raise InputError(f"lock: nemo_rl.date {lock.nemo_rl.date!r} is not an ISO 8601 time") from None
-
-
 def source_date_epoch(lock: Lock) -> int:
     """SOURCE_DATE_EPOCH for the build: the NeMo-RL commit time, so equal locks give equal timestamps."""
     return int(commit_time(lock).timestamp())
@@ -66,6 +57,7 @@ def context(
         "drop_extras": {extra.name: extra.reason for extra in lock.build.drop_extras},
         "version": lock.build.tag.rsplit(":", 1)[1],
         "created": commit_time(lock).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "image_labels": image_labels(lock),
     }
 
 
