@@ -226,9 +226,14 @@ def stream(
         start_new_session=new_session,
     )
     expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        _stop(child, new_session)
+
     timer = None
     if timeout is not None:
-        timer = threading.Timer(timeout, lambda: (expired.set(), _stop(child, new_session)))
+        timer = threading.Timer(timeout, expire)
         timer.daemon = True
         timer.start()
     tail = bytearray()
