@@ -25,6 +25,7 @@ from buildkit.files import MAX_RECORD_BYTES, read_local, utc_now, write_atomic
 from buildkit.image.diff import ImageComparison
 from buildkit.models.lock import Lock
 from buildkit.models.records import RecordHeader, header
+from buildkit.stages.render import source_date_epoch, wheel_path
 from buildkit.text.progress import Progress, Step
 from buildkit.text.sanitize import strip_controls
 from buildkit.world import proc
@@ -89,7 +90,6 @@ class BuildPlan:
 
 
 def build_args(lock: Lock) -> tuple[tuple[str, str], ...]:
-    from buildkit.stages.render import wheel_path
 
     return (
         ("BUILD_CUSTOM_VLLM", "1"),
@@ -128,7 +128,6 @@ def plan_for_lock(
     """The build of a lock: its Dockerfile, prepared tree and metadata file where the pipeline keeps them; platform,
     build args, SOURCE_DATE_EPOCH, the shared cache and the layer compression from the lock (options given here
     win); the smoke target and tag with `smoke`."""
-    from buildkit.stages.render import source_date_epoch
 
     target = "smoke" if smoke else lock.build.target
     locked_from, locked_to = shared_cache(lock, target) if shared_cache_use else ((), ())

@@ -66,12 +66,16 @@ from buildkit.files import (
     write_atomic,
     write_error,
 )
+from buildkit.image.ocilayout import OciLayout, resolve_image
+from buildkit.image.unpack import Rootfs, Unpacked, unpack_image
 from buildkit.models.grammar import DIGEST_RE, image_ref
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.records import RecordHeader, header
 from buildkit.stages.build import BuildRecord
 from buildkit.stages.pipeline import Paths, latest_successful_build
+from buildkit.stages.render import source_date_epoch
 from buildkit.world import proc
+from buildkit.world.engine import Engine, ImageEngine
 
 ENROOT_SQUASH_OPTIONS = ("-comp", "lzo", "-noD", "-exit-on-error")  # enroot.in: ENROOT_SQUASH_OPTIONS
 MIN_VERSION = (4, 5)  # -exit-on-error came with 4.5; -mkfs-time, -all-time and reproducible output with 4.4
@@ -216,7 +220,7 @@ def export_squashfs(
     tool: Mksquashfs,
     output: Path | None = None,
     *,
-    engine=None,
+    engine: ImageEngine | None = None,
     processors: int | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> tuple[SquashfsRecord, Path]:
@@ -224,23 +228,11 @@ def export_squashfs(
     the record beside the build's records. Returns the record and where it was written. Nothing half-made is left
     behind: the working directory (the saved archive and the unpacked tree) and the temp file are removed whatever
     happens, and `output` is replaced only by a finished, fsynced file."""
-    from buildkit.image.ocilayout import OciLayout, resolve_image
-    from buildkit.image.unpack import Rootfs, unpack_image
-    from buildkit.stages.render import source_date_epoch
-    from buildkit.world.engine import Engine
-
     step = on_step or (lambda _text: None)
     started, begun = utc_now(), time.monotonic()
     engine = engine or Engine()
     record = source.record
-    wanted = record.image.id if record and record.image.id else source.ref
-    attrs = engine.image_attrs(wanted)
-    if attrs is None:
-        if record is not None and record.image.id is None:  # a --push build is not loaded into Docker
-            hint = "it was pushed, not loaded: `docker pull` it, then `buildkit export IMAGE`"
-        else:
-            hint = "run `buildkit build` first: it loads the image into Docker"
-        raise InputError(f"no image {source.ref} in the local engine", hint=hint)
+    attrs = _engine_image(engine, source)
     labels = (attrs.get("Config") or {}).get("Labels") or {}
     smoke = record.smoke if record else labels.get("buildkit.smoke") == "true"
     epoch = record.source_date_epoch if record else source_date_epoch(lock)
@@ -257,26 +249,10 @@ def export_squashfs(
         engine.save_image(attrs["Id"], archive, 2 * size + 2**30, saving, reported=output)
         rootfs = work / "rootfs"
         rootfs.mkdir(mode=0o700)
-        with OciLayout(archive) as saved:
-            image = resolve_image(saved, _platform(attrs, lock))
-            config_digest = image.config_descriptor.digest
-            if record and record.image.config_digest and record.image.config_digest != config_digest:
-                raise InputError(
-                    f"the engine's image {wanted} has config {config_digest}, not {record.image.config_digest} as "
-                    f"{source.record_path} records",
-                    hint="build again, or name the image to export: `buildkit export IMAGE`",
-                )
-            unpacked = unpack_image(saved, image, rootfs, _layers(source.ref, step), reported=output)
-            config = image.config
+        config_digest, unpacked, config = _unpack(archive, rootfs, attrs, lock, source, output, step)
         archive.unlink()  # the tree and the .sqsh need the space now
         step("writing enroot's configuration files")
-        layout, files = configure(config, f"dockerd://{source.ref}")
-        with Rootfs(rootfs, reported=output) as root:
-            root.put_dir(("etc",))
-            root.put_dir(_parts(layout.workdir))
-            for parts, data in files.items():
-                root.put_file(parts, data)
-            root.finish()
+        layout = _put_enroot_files(rootfs, config, source.ref, output)
         options = squash_options(epoch)
         with replaced_atomically(output) as tmp:
             step(f"mksquashfs {tool.version}: {output.name}")
@@ -311,6 +287,58 @@ def export_squashfs(
     where = record_path(paths, smoke)
     write_atomic(where, result.to_json())
     return result, where
+
+
+def _engine_image(engine: ImageEngine, source: Source) -> dict[str, Any]:
+    """The image's attributes from the local engine: the build's image ID when its record names one."""
+    record = source.record
+    wanted = record.image.id if record and record.image.id else source.ref
+    attrs = engine.image_attrs(wanted)
+    if attrs is None:
+        if record is not None and record.image.id is None:  # a --push build is not loaded into Docker
+            hint = "it was pushed, not loaded: `docker pull` it, then `buildkit export IMAGE`"
+        else:
+            hint = "run `buildkit build` first: it loads the image into Docker"
+        raise InputError(f"no image {source.ref} in the local engine", hint=hint)
+    return attrs
+
+
+def _unpack(
+    archive: Path,
+    rootfs: Path,
+    attrs: dict[str, Any],
+    lock: Lock,
+    source: Source,
+    output: Path,
+    step: Callable[[str], None],
+) -> tuple[str, Unpacked, dict[str, Any]]:
+    """The saved image's layers stacked into `rootfs`: its config digest (checked against the build record's),
+    what was unpacked, and its config."""
+    record = source.record
+    with OciLayout(archive) as saved:
+        image = resolve_image(saved, _platform(attrs, lock))
+        config_digest = image.config_descriptor.digest
+        if record and record.image.config_digest and record.image.config_digest != config_digest:
+            wanted = record.image.id or source.ref
+            raise InputError(
+                f"the engine's image {wanted} has config {config_digest}, not {record.image.config_digest} as "
+                f"{source.record_path} records",
+                hint="build again, or name the image to export: `buildkit export IMAGE`",
+            )
+        unpacked = unpack_image(saved, image, rootfs, _layers(source.ref, step), reported=output)
+        return config_digest, unpacked, image.config
+
+
+def _put_enroot_files(rootfs: Path, config: dict[str, Any], ref: str, output: Path) -> EnrootLayout:
+    """enroot's configuration files (`configure`) written into the unpacked tree, on top of the layers."""
+    layout, files = configure(config, f"dockerd://{ref}")
+    with Rootfs(rootfs, reported=output) as root:
+        root.put_dir(("etc",))
+        root.put_dir(_parts(layout.workdir))
+        for parts, data in files.items():
+            root.put_file(parts, data)
+        root.finish()
+    return layout
 
 
 def squash_options(epoch: int) -> list[str]:

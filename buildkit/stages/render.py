@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import importlib.resources
 import re
+import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,11 +18,17 @@ import jinja2
 from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
-from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch
+from buildkit.dockerfile.text import apply_edits, parse
+from buildkit.dockerfile.transforms import Inputs as TransformInputs
+from buildkit.dockerfile.transforms import read_script, transform
+from buildkit.dockerfile.unpinned import unpinned_inputs
+from buildkit.errors import GitFailed, InputError, UpstreamMalformed, UpstreamMismatch
 from buildkit.files import sha256_bytes, sha256_file
+from buildkit.models.drift import base_image_drift
 from buildkit.models.labels import commit_time, image_labels
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.records import RecordHeader, header
+from buildkit.world.git import run_git
 
 
 # What the release target's steps fetch as it is on build day: the report lists these instead of claiming that the
@@ -140,9 +147,6 @@ def render_dockerfile(
     """Upstream's Dockerfile (text) with every transformation applied, the header on top and, with `smoke_base`
     (an image pinned by digest), the `smoke` target at the end, which checks that each `patched` file (path, sha256
     after patching) is in the image as prepared. Returns the text and what each transformation did."""
-    from buildkit.dockerfile.text import apply_edits, parse
-    from buildkit.dockerfile.transforms import Inputs as TransformInputs
-    from buildkit.dockerfile.transforms import transform
 
     blocks = _blocks(lock, syntax, smoke_base, patched, directory)
     doc = parse(upstream, f"upstream docker/Dockerfile at {lock.nemo_rl.commit[:12]}")
@@ -241,8 +245,6 @@ MAX_UPSTREAM_DOCKERFILE = 1024 * 1024
 def upstream_dockerfile(prepared, commit: str) -> str:
     """docker/Dockerfile at the locked commit, from the prepared tree's git objects (immutable: a declared patch
     may not change it; the transformations do). Untrusted text: size, encoding and parsing are checked later."""
-    from buildkit.errors import GitFailed
-    from buildkit.world.git import run_git
 
     for patch in prepared.patches:
         if any(t.path == UPSTREAM_PATH for t in patch.targets):
@@ -269,12 +271,6 @@ def upstream_dockerfile(prepared, commit: str) -> str:
 def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_base: str | None = None):
     """(Dockerfile text, RenderRecord) for a lock and its prepare record: upstream's docker/Dockerfile at the locked
     commit, transformed; the drift findings compare what upstream expects with what the pins give."""
-    import time
-
-    from buildkit.dockerfile.text import parse
-    from buildkit.dockerfile.transforms import read_script
-    from buildkit.dockerfile.unpinned import unpinned_inputs
-    from buildkit.models.drift import base_image_drift
 
     begun = time.monotonic()
     patched = [(t.path, t.after) for patch in prepared.patches for t in patch.targets]
@@ -308,7 +304,6 @@ def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_
 
 def upstream_base_image(upstream: str) -> str | None:
     """Upstream's own default for ARG BASE_IMAGE (base_image_by_digest found it before this is asked)."""
-    from buildkit.dockerfile.text import parse
 
     doc = parse(upstream, "upstream docker/Dockerfile")
     for ins in doc.global_instructions():

@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from buildkit.errors import CheckFailed, EngineNotReady, InputError, UpstreamUnreachable, excerpt
+from buildkit.files import read_local
 from buildkit.models.grammar import DIGEST_RE, IMAGE_REF_RE
 from buildkit.text.sanitize import strip_controls
 from buildkit.world import proc
+from buildkit.world.registry import parse_image_ref
 
 ENGINE_BIN = Path("/var/cache/buildkit-engine/bin/cosign")  # where scripts/cosign-build.sh caches it
 BUILD_HINT = "build it with `sudo bash scripts/cosign-build.sh` (Go and its module proxy), or set BUILDKIT_COSIGN"
@@ -121,7 +123,6 @@ def check_public_key(key: str) -> None:
         raise InputError(f"--key: expected a public key file or a KMS URI, found {excerpt(key, 80)}")
     if key.startswith(_KEY_SCHEMES):
         return
-    from buildkit.files import read_local
 
     try:
         text = read_local(Path(key), "the public key", MAX_PUBLIC_KEY).decode("ascii", "replace")
@@ -165,7 +166,6 @@ def sign(cosign: str, key: str, payload: bytes) -> dict[str, Any]:
 
 def registry_flags(image: str) -> list[str]:
     """Plain HTTP only to a registry on a loopback address, as Docker and buildkit's registry client do."""
-    from buildkit.world.registry import parse_image_ref
 
     return ["--allow-http-registry"] if parse_image_ref(image).api_base.startswith("http://") else []
 

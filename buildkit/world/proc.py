@@ -126,6 +126,57 @@ def _timed_out(argv: list[str], timeout: float, secrets: Sequence[str]) -> Timed
     return TimedOut(redact(f"{name} did not finish within {timeout:g}s", secrets), argv[0], timeout)
 
 
+def _head(child: subprocess.Popen, pipe: IO[bytes], into: bytearray, limit: int, over: threading.Event) -> None:
+    """Read the pipe into `into` up to `limit` bytes; one byte more and the child is killed, `over` set."""
+    with pipe:
+        while chunk := pipe.read1(CHUNK):  # type: ignore[attr-defined]
+            into.extend(chunk[: limit + 1 - len(into)])
+            if len(into) > limit:
+                over.set()
+                child.kill()
+                return
+
+
+def _tail(pipe: IO[bytes], into: bytearray, limit: int) -> None:
+    """Read the pipe to its end, keeping its last `limit` bytes in `into`."""
+    with pipe:
+        while chunk := pipe.read1(CHUNK):  # type: ignore[attr-defined]
+            into.extend(chunk)
+            del into[: max(0, len(into) - limit)]
+
+
+def _lines(pipe: IO[bytes], on_line: Callable[[str], None], line_limit: int, tail: bytearray, tail_limit: int) -> None:
+    """Hand each line to `on_line`, cut at `line_limit` bytes (the rest of a longer line dropped), keeping the
+    last `tail_limit` bytes in `tail`."""
+    with pipe:
+        while line := pipe.readline(line_limit):
+            if len(line) == line_limit and not line.endswith(b"\n"):
+                while (rest := pipe.readline(line_limit)) and not rest.endswith(b"\n"):
+                    pass  # the rest of an over-long line is dropped, up to its end
+                line += b"\n"
+            tail.extend(line)
+            del tail[: max(0, len(tail) - tail_limit)]
+            on_line(line.decode("utf-8", "replace"))
+
+
+def _deadline(
+    child: subprocess.Popen, timeout: float | None, new_session: bool
+) -> tuple[threading.Timer | None, threading.Event]:
+    """A timer that stops the child after `timeout` seconds (none without one), and the event it sets then."""
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        _stop(child, new_session)
+
+    if timeout is None:
+        return None, expired
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
+    return timer, expired
+
+
 def run(
     argv: Sequence[str],
     *,
@@ -148,27 +199,10 @@ def run(
         env=env,
         cwd=cwd,
     )
-    over = threading.Event()
-    out, err = bytearray(), bytearray()
-
-    def head(pipe: IO[bytes]) -> None:
-        with pipe:
-            while chunk := pipe.read1(CHUNK):  # type: ignore[attr-defined]
-                out.extend(chunk[: stdout_limit + 1 - len(out)])
-                if len(out) > stdout_limit:
-                    over.set()
-                    child.kill()
-                    return
-
-    def tail(pipe: IO[bytes]) -> None:
-        with pipe:
-            while chunk := pipe.read1(CHUNK):  # type: ignore[attr-defined]
-                err.extend(chunk)
-                del err[: max(0, len(err) - stderr_limit)]
-
+    out, err, over = bytearray(), bytearray(), threading.Event()
     readers = [
-        threading.Thread(target=head, args=(child.stdout,), daemon=True),
-        threading.Thread(target=tail, args=(child.stderr,), daemon=True),
+        threading.Thread(target=_head, args=(child, child.stdout, out, stdout_limit, over), daemon=True),
+        threading.Thread(target=_tail, args=(child.stderr, err, stderr_limit), daemon=True),
     ]
     for reader in readers:
         reader.start()
@@ -225,29 +259,11 @@ def stream(
         cwd=cwd,
         start_new_session=new_session,
     )
-    expired = threading.Event()
-
-    def expire() -> None:
-        expired.set()
-        _stop(child, new_session)
-
-    timer = None
-    if timeout is not None:
-        timer = threading.Timer(timeout, expire)
-        timer.daemon = True
-        timer.start()
+    timer, expired = _deadline(child, timeout, new_session)
     tail = bytearray()
     try:
         assert child.stdout is not None
-        with child.stdout:
-            while line := child.stdout.readline(line_limit):
-                if len(line) == line_limit and not line.endswith(b"\n"):
-                    while (rest := child.stdout.readline(line_limit)) and not rest.endswith(b"\n"):
-                        pass  # the rest of an over-long line is dropped, up to its end
-                    line += b"\n"
-                tail.extend(line)
-                del tail[: max(0, len(tail) - tail_limit)]
-                on_line(line.decode("utf-8", "replace"))
+        _lines(child.stdout, on_line, line_limit, tail, tail_limit)
         code = child.wait()
     except KeyboardInterrupt as stop:
         reason = str(stop.args[0]) if stop.args else "Ctrl-C"
