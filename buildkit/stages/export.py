@@ -239,27 +239,9 @@ def export_squashfs(
     output = (output or default_output(paths, smoke, source.ref)).absolute()
     if output.is_dir():
         raise InputError(f"{output} is a directory", hint="give the .sqsh file's path: -o DIR/NAME.sqsh")
-    size = int(attrs.get("Size") or 0)
-    _check_space(output.parent, size)
-
-    with work_dir_beside(output) as work:
-        archive = work / "image.tar"
-        step(f"saving {source.ref} from the engine")
-        saving = _every(64 * 2**20, f"saving {source.ref}", step)
-        engine.save_image(attrs["Id"], archive, 2 * size + 2**30, saving, reported=output)
-        rootfs = work / "rootfs"
-        rootfs.mkdir(mode=0o700)
-        config_digest, unpacked, config = _unpack(archive, rootfs, attrs, lock, source, output, step)
-        archive.unlink()  # the tree and the .sqsh need the space now
-        step("writing enroot's configuration files")
-        layout = _put_enroot_files(rootfs, config, source.ref, output)
-        options = squash_options(epoch)
-        with replaced_atomically(output) as tmp:
-            step(f"mksquashfs {tool.version}: {output.name}")
-            squash(tool, rootfs, tmp, options, processors, output)
-            step(f"hashing {output.name}")
-            digest, written = sha256_file(tmp), tmp.stat().st_size
-
+    _check_space(output.parent, int(attrs.get("Size") or 0))
+    made = _make(engine, attrs, lock, source, tool, output, squash_options(epoch), processors, step)
+    config_digest, unpacked, layout, options, digest, written = made
     result = SquashfsRecord(
         buildkit_version=__version__,
         lock_sha256=record.lock_sha256 if record else lock_sha256(lock),
@@ -287,6 +269,47 @@ def export_squashfs(
     where = record_path(paths, smoke)
     write_atomic(where, result.to_json())
     return result, where
+
+
+class _Made(NamedTuple):
+    config_digest: str
+    unpacked: Unpacked
+    layout: EnrootLayout
+    options: list[str]
+    sha256: str
+    size: int
+
+
+def _make(
+    engine: ImageEngine,
+    attrs: dict[str, Any],
+    lock: Lock,
+    source: Source,
+    tool: Mksquashfs,
+    output: Path,
+    options: list[str],
+    processors: int | None,
+    step: Callable[[str], None],
+) -> _Made:
+    """Save the image, unpack it beside `output`, add enroot's files, and mksquashfs it into `output` (replaced
+    atomically); the working directory goes whatever happens."""
+    size = int(attrs.get("Size") or 0)
+    with work_dir_beside(output) as work:
+        archive = work / "image.tar"
+        step(f"saving {source.ref} from the engine")
+        saving = _every(64 * 2**20, f"saving {source.ref}", step)
+        engine.save_image(attrs["Id"], archive, 2 * size + 2**30, saving, reported=output)
+        rootfs = work / "rootfs"
+        rootfs.mkdir(mode=0o700)
+        config_digest, unpacked, config = _unpack(archive, rootfs, attrs, lock, source, output, step)
+        archive.unlink()  # the tree and the .sqsh need the space now
+        step("writing enroot's configuration files")
+        layout = _put_enroot_files(rootfs, config, source.ref, output)
+        with replaced_atomically(output) as tmp:
+            step(f"mksquashfs {tool.version}: {output.name}")
+            squash(tool, rootfs, tmp, options, processors, output)
+            step(f"hashing {output.name}")
+            return _Made(config_digest, unpacked, layout, options, sha256_file(tmp), tmp.stat().st_size)
 
 
 def _engine_image(engine: ImageEngine, source: Source) -> dict[str, Any]:
