@@ -106,8 +106,10 @@ def test_the_smoke_build_is_judged_as_the_real_engine_judged_it():
 
 
 def test_the_labels_verify_compares_are_those_render_writes():
-    """One function gives the labels: verify compares a part of what render writes, with the same values."""
+    """One function gives the labels: the real smoke build's image carried exactly them (and the smoke target's own
+    buildkit.smoke), and verify compares a part of them, with the same values."""
     written = image_labels(LOCK)
+    assert written == {k: v for k, v in SMOKE_BUILD["image"]["labels"].items() if k != "buildkit.smoke"}
     assert verified_labels(LOCK) == {k: written[k] for k in VERIFIED}
     assert {k: v for k, v in SMOKE_BUILD["image"]["labels"].items() if k in VERIFIED} == verified_labels(LOCK)
 
