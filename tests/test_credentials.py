@@ -412,10 +412,10 @@ def test_a_helper_printing_without_end_is_cut_off_at_the_limit(tmp_path):
     """Its output is read up to the limit and no further (it once was read whole first: gigabytes of memory)."""
     import time
 
-    from buildkit.world.proc import run_bounded
+    from buildkit.world import proc
 
     started = time.monotonic()
-    done = run_bounded(["sh", "-c", "yes credential"], limit=64 << 10, timeout=30)
+    done = proc.run(["sh", "-c", "yes credential"], stdout_limit=64 << 10, timeout=30)
     assert done.over and len(done.stdout) == 64 << 10
     assert time.monotonic() - started < 10
 

@@ -14,7 +14,6 @@ import gzip
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import zipfile
 import zlib
@@ -26,6 +25,7 @@ from buildkit.gpu.dynsym import DynamicSymbols, read_symbols
 from buildkit.gpu.elfsections import GpuFileError
 from buildkit.gpu.scan import MAX_LIBRARY_BYTES, is_shared_object
 from buildkit.models.gpufacts import AbiCheck, UnresolvedSymbol
+from buildkit.world import proc
 
 # Itanium-mangled names in torch's namespaces: _ZN3c10..., _ZNK2at..., _ZTVN5torch... (nested names, consts,
 # vtables/typeinfo); the number is the length of the namespace's name.
@@ -37,6 +37,7 @@ _NAMESPACE_LIBRARY = (  # the first match names the library (torch 2.x's layout)
 )  # fmt: skip
 _VERSION_RE = re.compile(r"(?P<family>GLIBC|GLIBCXX|CXXABI|GCC)_(?P<number>[0-9]+(?:\.[0-9]+){0,3})")  # fullmatch
 MAX_REPORTED = 50
+DEMANGLED_MAX = 1 << 20  # bytes c++filt may answer for MAX_REPORTED names
 CACHE_FORMAT = 1
 
 
@@ -148,12 +149,13 @@ def demangle(names: list[str]) -> list[str]:
         return []
     tool = shutil.which("c++filt")
     if tool:
+        stdin = ("\n".join(names) + "\n").encode()
         try:
-            done = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=60)
-            out = done.stdout.split("\n")[: len(names)]
-            if done.returncode == 0 and len(out) == len(names):
+            done = proc.run([tool], stdin=stdin, timeout=60, stdout_limit=DEMANGLED_MAX)
+            out = done.stdout.decode("utf-8", "replace").split("\n")[: len(names)]
+            if done.returncode == 0 and not done.over and len(out) == len(names):
                 return out
-        except (OSError, subprocess.TimeoutExpired):
+        except proc.ProcError:
             pass
     return list(names)
 

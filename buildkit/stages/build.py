@@ -10,9 +10,7 @@ import json
 import os
 import re
 import shlex
-import signal
 import socket
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,14 +20,17 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
-from buildkit.errors import InputError
-from buildkit.files import read_record, utc_now, write_atomic
+from buildkit.errors import EngineNotReady, InputError
+from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, utc_now, write_atomic
 from buildkit.image.diff import ImageComparison
 from buildkit.models.lock import Lock
 from buildkit.models.paths import Paths
 from buildkit.models.records import RecordHeader, header
-from buildkit.text.progress import Progress
+from buildkit.stages.render import source_date_epoch, wheel_path
+from buildkit.text.progress import Progress, Step
 from buildkit.text.sanitize import strip_controls
+from buildkit.world import proc
+from buildkit.world.engine import Engine
 
 
 class Rebuild(BaseModel):
@@ -90,7 +91,6 @@ class BuildPlan:
 
 
 def build_args(lock: Lock) -> tuple[tuple[str, str], ...]:
-    from buildkit.stages.render import wheel_path
 
     return (
         ("BUILD_CUSTOM_VLLM", "1"),
@@ -129,7 +129,6 @@ def plan_for_lock(
     """The build of a lock: its Dockerfile, prepared tree and metadata file where the pipeline keeps them; platform,
     build args, SOURCE_DATE_EPOCH, the shared cache and the layer compression from the lock (options given here
     win); the smoke target and tag with `smoke`."""
-    from buildkit.stages.render import source_date_epoch
 
     target = "smoke" if smoke else lock.build.target
     locked_from, locked_to = shared_cache(lock, target) if shared_cache_use else ((), ())
@@ -302,6 +301,7 @@ class StepTime(BaseModel):
 
 
 MAX_STEPS_KEPT = 300
+LINE_LIMIT = 1 << 20  # bytes of one line of buildx's output (a step's own output can be long)
 
 
 def step_times(progress: Progress) -> list[StepTime]:
@@ -399,8 +399,8 @@ class RunResult:
 def run(plan: BuildPlan, log_path: Path, on_line: Callable[[str, Progress], None]) -> RunResult:
     """Run buildx, feeding every output line to the progress model, the log file and `on_line`.
 
-    buildx gets its own process group, so Ctrl-C reaches us first: we pass SIGINT on, let buildx cancel the
-    build cleanly, and report the run as interrupted.
+    buildx gets its own process group, so Ctrl-C reaches us first: the runner passes SIGINT on, lets buildx cancel
+    the build cleanly, and the run is reported as interrupted.
     """
     try:
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -409,48 +409,31 @@ def run(plan: BuildPlan, log_path: Path, on_line: Callable[[str, Progress], None
         raise InputError(f"cannot write the build log {log_path}: {exc.strerror or exc}") from None
     progress = Progress()
     started = time.monotonic()
-    interrupted: str | bool = False
+    interrupted: str | None = None
+
+    def feed(line: str) -> None:
+        for part in line.replace("\r\n", "\n").replace("\r", "\n").splitlines(keepends=True):  # universal newlines
+            log.write(part)
+            progress.feed(part)
+            on_line(part, progress)
+
     with log:
         log.write(f"$ {shell_command(plan)}\n")
-        process = subprocess.Popen(
-            argv(plan),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            env={**os.environ, **plan.env()},
-            start_new_session=True,
-        )
-        assert process.stdout is not None
         try:
-            for line in process.stdout:
-                log.write(line)
-                progress.feed(line)
-                on_line(line, progress)
-            code = process.wait()
-        except KeyboardInterrupt as stop:
-            interrupted = stop.args[0] if stop.args else "Ctrl-C"  # or the signal the CLI turned into it
-            code = _stop(process)
+            code = proc.stream(
+                argv(plan), feed, env={**os.environ, **plan.env()}, new_session=True, line_limit=LINE_LIMIT
+            ).returncode
+        except proc.Interrupted as stop:
+            interrupted, code = stop.reason, stop.returncode  # Ctrl-C, or the signal the CLI turned into it
             log.write(f"buildkit: interrupted ({interrupted}); buildx was asked to cancel\n")
-    return RunResult(code, bool(interrupted), progress, time.monotonic() - started, interrupted or None)
-
-
-def _stop(process: subprocess.Popen[str]) -> int:
-    for sig, wait in ((signal.SIGINT, 15.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            return process.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            continue
-    return process.wait()
+        except proc.NotStarted as exc:
+            raise EngineNotReady(
+                f"the docker CLI could not be run: {exc.strerror}", hint="install Docker (Debian: docker.io)"
+            ) from None
+    return RunResult(code, interrupted is not None, progress, time.monotonic() - started, interrupted)
 
 
 def read_metadata(path: Path) -> dict:
-    from buildkit.files import MAX_RECORD_BYTES, read_local
-
     try:
         data = json.loads(read_local(path, "buildx's metadata file", MAX_RECORD_BYTES))
     except (OSError, ValueError, InputError, RecursionError):
@@ -498,34 +481,61 @@ def execute(
     started = utc_now()
     result = run(plan, log_path, on_line)
     metadata = read_metadata(plan.metadata_file)
+    image = image_facts(plan, metadata, loaded=result.exit_code == 0 and not plan.push)
+    record = build_record(
+        plan, result, metadata, image, lock_sha256, smoke, builder, provenance_note, started, log_path
+    )
+    write_atomic(record_path, record.to_json())
+    return record
+
+
+def image_facts(plan: BuildPlan, metadata: dict, loaded: bool) -> ImageFacts:
+    """The image as buildx's metadata file names it and, when it was loaded, as the engine holds it."""
     image = ImageFacts(
         tag=plan.tag,
         digest=metadata.get("containerimage.digest"),
         config_digest=metadata.get("containerimage.config.digest"),
     )
-    if result.exit_code == 0 and not plan.push:
-        from buildkit.world.engine import Engine
+    if not loaded:
+        return image
+    engine = Engine()
+    info = engine.image(plan.tag)
+    if not info:
+        return image
+    return image.model_copy(
+        update={
+            "id": info.id, "size": info.size, "layers": info.layers, "labels": info.labels,
+            "history": layer_facts(engine.history(info.id)),
+        }
+    )  # fmt: skip
 
-        engine = Engine()
-        info = engine.image(plan.tag)
-        if info:
-            image = image.model_copy(
-                update={
-                    "id": info.id, "size": info.size, "layers": info.layers, "labels": info.labels,
-                    "history": layer_facts(engine.history(info.id)),
-                }
-            )  # fmt: skip
-    outcome = result.outcome
-    error = None
-    cause = result.progress.cause() if outcome == "failed" else None
-    if outcome == "failed":
-        error = (
-            cause.error if cause else next((line for line in reversed(result.progress.plain) if "ERROR" in line), None)
-        )
-    elif outcome == "interrupted":
-        error = f"interrupted ({result.interrupted_by or 'Ctrl-C'})"
+
+def failure(result: RunResult) -> tuple[str | None, Step | None]:
+    """Why the build did not succeed (None when it did), and the step whose failure stopped it."""
+    if result.outcome == "interrupted":
+        return f"interrupted ({result.interrupted_by or 'Ctrl-C'})", None
+    if result.outcome != "failed":
+        return None, None
+    cause = result.progress.cause()
+    error = cause.error if cause else next((line for line in reversed(result.progress.plain) if "ERROR" in line), None)
+    return error, cause
+
+
+def build_record(
+    plan: BuildPlan,
+    result: RunResult,
+    metadata: dict,
+    image: ImageFacts,
+    lock_sha256: str,
+    smoke: bool,
+    builder: Builder,
+    provenance_note: str,
+    started: str,
+    log_path: Path,
+) -> BuildRecord:
+    error, cause = failure(result)
     instructions = result.progress.instructions()
-    record = BuildRecord(
+    return BuildRecord(
         buildkit_version=__version__,
         lock_sha256=lock_sha256,
         smoke=smoke,
@@ -544,7 +554,7 @@ def execute(
         started=started,
         ended=utc_now(),
         seconds=round(result.seconds, 3),
-        outcome=outcome,
+        outcome=result.outcome,
         exit_code=result.exit_code,
         error=error,
         failed_step=cause.name if cause else None,
@@ -570,8 +580,6 @@ def execute(
         metadata_file=str(plan.metadata_file),
         header=header("build", image.digest or image.id, lock_sha256, smoke),
     )
-    write_atomic(record_path, record.to_json())
-    return record
 
 
 def latest_build(paths: Paths) -> tuple[Path, BuildRecord] | None:

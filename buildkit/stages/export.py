@@ -47,7 +47,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -67,11 +66,16 @@ from buildkit.files import (
     write_atomic,
     write_error,
 )
+from buildkit.image.ocilayout import OciLayout, resolve_image
+from buildkit.image.unpack import Rootfs, Unpacked, unpack_image
 from buildkit.models.grammar import DIGEST_RE, image_ref
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.paths import Paths
 from buildkit.models.records import RecordHeader, header
 from buildkit.stages.build import BuildRecord, latest_successful_build
+from buildkit.stages.render import source_date_epoch
+from buildkit.world import proc
+from buildkit.world.engine import Engine, ImageEngine
 
 ENROOT_SQUASH_OPTIONS = ("-comp", "lzo", "-noD", "-exit-on-error")  # enroot.in: ENROOT_SQUASH_OPTIONS
 MIN_VERSION = (4, 5)  # -exit-on-error came with 4.5; -mkfs-time, -all-time and reproducible output with 4.4
@@ -160,10 +164,10 @@ def find_mksquashfs() -> Mksquashfs:
     if path is None:
         raise EngineNotReady("mksquashfs is not installed: it makes the squashfs file", hint=install)
     try:
-        done = subprocess.run([path, "-version"], capture_output=True, timeout=30, env=_tool_env(), check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EngineNotReady(f"{path} -version did not run ({exc})", hint=install) from None
-    first = done.stdout[:4096].decode("utf-8", "replace").partition("\n")[0].strip()
+        done = proc.run([path, "-version"], timeout=30, stdout_limit=4096, env=_tool_env())
+    except proc.ProcError as exc:
+        raise EngineNotReady(f"{path} -version did not run ({exc.message})", hint=install) from None
+    first = done.stdout.decode("utf-8", "replace").partition("\n")[0].strip()
     match = _VERSION_RE.fullmatch(first)
     if match is None:
         raise EngineNotReady(
@@ -205,7 +209,7 @@ def export_squashfs(
     tool: Mksquashfs,
     output: Path | None = None,
     *,
-    engine=None,
+    engine: ImageEngine | None = None,
     processors: int | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> tuple[SquashfsRecord, Path]:
@@ -213,66 +217,20 @@ def export_squashfs(
     the record beside the build's records. Returns the record and where it was written. Nothing half-made is left
     behind: the working directory (the saved archive and the unpacked tree) and the temp file are removed whatever
     happens, and `output` is replaced only by a finished, fsynced file."""
-    from buildkit.image.ocilayout import OciLayout, resolve_image
-    from buildkit.image.unpack import Rootfs, unpack_image
-    from buildkit.stages.render import source_date_epoch
-    from buildkit.world.engine import Engine
-
     step = on_step or (lambda _text: None)
     started, begun = utc_now(), time.monotonic()
     engine = engine or Engine()
     record = source.record
-    wanted = record.image.id if record and record.image.id else source.ref
-    attrs = engine.image_attrs(wanted)
-    if attrs is None:
-        if record is not None and record.image.id is None:  # a --push build is not loaded into Docker
-            hint = "it was pushed, not loaded: `docker pull` it, then `buildkit export IMAGE`"
-        else:
-            hint = "run `buildkit build` first: it loads the image into Docker"
-        raise InputError(f"no image {source.ref} in the local engine", hint=hint)
+    attrs = _engine_image(engine, source)
     labels = (attrs.get("Config") or {}).get("Labels") or {}
     smoke = record.smoke if record else labels.get("buildkit.smoke") == "true"
     epoch = record.source_date_epoch if record else source_date_epoch(lock)
     output = (output or paths.squashfs(smoke, source.ref)).absolute()
     if output.is_dir():
         raise InputError(f"{output} is a directory", hint="give the .sqsh file's path: -o DIR/NAME.sqsh")
-    size = int(attrs.get("Size") or 0)
-    _check_space(output.parent, size)
-
-    with work_dir_beside(output) as work:
-        archive = work / "image.tar"
-        step(f"saving {source.ref} from the engine")
-        saving = _every(64 * 2**20, f"saving {source.ref}", step)
-        engine.save_image(attrs["Id"], archive, 2 * size + 2**30, saving, reported=output)
-        rootfs = work / "rootfs"
-        rootfs.mkdir(mode=0o700)
-        with OciLayout(archive) as saved:
-            image = resolve_image(saved, _platform(attrs, lock))
-            config_digest = image.config_descriptor.digest
-            if record and record.image.config_digest and record.image.config_digest != config_digest:
-                raise InputError(
-                    f"the engine's image {wanted} has config {config_digest}, not {record.image.config_digest} as "
-                    f"{source.record_path} records",
-                    hint="build again, or name the image to export: `buildkit export IMAGE`",
-                )
-            unpacked = unpack_image(saved, image, rootfs, _layers(source.ref, step), reported=output)
-            config = image.config
-        archive.unlink()  # the tree and the .sqsh need the space now
-        step("writing enroot's configuration files")
-        layout, files = configure(config, f"dockerd://{source.ref}")
-        with Rootfs(rootfs, reported=output) as root:
-            root.put_dir(("etc",))
-            root.put_dir(_parts(layout.workdir))
-            for parts, data in files.items():
-                root.put_file(parts, data)
-            root.finish()
-        options = squash_options(epoch)
-        with replaced_atomically(output) as tmp:
-            step(f"mksquashfs {tool.version}: {output.name}")
-            squash(tool, rootfs, tmp, options, processors, output)
-            step(f"hashing {output.name}")
-            digest, written = sha256_file(tmp), tmp.stat().st_size
-
+    _check_space(output.parent, int(attrs.get("Size") or 0))
+    made = _make(engine, attrs, lock, source, tool, output, squash_options(epoch), processors, step)
+    config_digest, unpacked, layout, options, digest, written = made
     result = SquashfsRecord(
         buildkit_version=__version__,
         lock_sha256=record.lock_sha256 if record else lock_sha256(lock),
@@ -302,6 +260,99 @@ def export_squashfs(
     return result, where
 
 
+class _Made(NamedTuple):
+    config_digest: str
+    unpacked: Unpacked
+    layout: EnrootLayout
+    options: list[str]
+    sha256: str
+    size: int
+
+
+def _make(
+    engine: ImageEngine,
+    attrs: dict[str, Any],
+    lock: Lock,
+    source: Source,
+    tool: Mksquashfs,
+    output: Path,
+    options: list[str],
+    processors: int | None,
+    step: Callable[[str], None],
+) -> _Made:
+    """Save the image, unpack it beside `output`, add enroot's files, and mksquashfs it into `output` (replaced
+    atomically); the working directory goes whatever happens."""
+    size = int(attrs.get("Size") or 0)
+    with work_dir_beside(output) as work:
+        archive = work / "image.tar"
+        step(f"saving {source.ref} from the engine")
+        saving = _every(64 * 2**20, f"saving {source.ref}", step)
+        engine.save_image(attrs["Id"], archive, 2 * size + 2**30, saving, reported=output)
+        rootfs = work / "rootfs"
+        rootfs.mkdir(mode=0o700)
+        config_digest, unpacked, config = _unpack(archive, rootfs, attrs, lock, source, output, step)
+        archive.unlink()  # the tree and the .sqsh need the space now
+        step("writing enroot's configuration files")
+        layout = _put_enroot_files(rootfs, config, source.ref, output)
+        with replaced_atomically(output) as tmp:
+            step(f"mksquashfs {tool.version}: {output.name}")
+            squash(tool, rootfs, tmp, options, processors, output)
+            step(f"hashing {output.name}")
+            return _Made(config_digest, unpacked, layout, options, sha256_file(tmp), tmp.stat().st_size)
+
+
+def _engine_image(engine: ImageEngine, source: Source) -> dict[str, Any]:
+    """The image's attributes from the local engine: the build's image ID when its record names one."""
+    record = source.record
+    wanted = record.image.id if record and record.image.id else source.ref
+    attrs = engine.image_attrs(wanted)
+    if attrs is None:
+        if record is not None and record.image.id is None:  # a --push build is not loaded into Docker
+            hint = "it was pushed, not loaded: `docker pull` it, then `buildkit export IMAGE`"
+        else:
+            hint = "run `buildkit build` first: it loads the image into Docker"
+        raise InputError(f"no image {source.ref} in the local engine", hint=hint)
+    return attrs
+
+
+def _unpack(
+    archive: Path,
+    rootfs: Path,
+    attrs: dict[str, Any],
+    lock: Lock,
+    source: Source,
+    output: Path,
+    step: Callable[[str], None],
+) -> tuple[str, Unpacked, dict[str, Any]]:
+    """The saved image's layers stacked into `rootfs`: its config digest (checked against the build record's),
+    what was unpacked, and its config."""
+    record = source.record
+    with OciLayout(archive) as saved:
+        image = resolve_image(saved, _platform(attrs, lock))
+        config_digest = image.config_descriptor.digest
+        if record and record.image.config_digest and record.image.config_digest != config_digest:
+            wanted = record.image.id or source.ref
+            raise InputError(
+                f"the engine's image {wanted} has config {config_digest}, not {record.image.config_digest} as "
+                f"{source.record_path} records",
+                hint="build again, or name the image to export: `buildkit export IMAGE`",
+            )
+        unpacked = unpack_image(saved, image, rootfs, _layers(source.ref, step), reported=output)
+        return config_digest, unpacked, image.config
+
+
+def _put_enroot_files(rootfs: Path, config: dict[str, Any], ref: str, output: Path) -> EnrootLayout:
+    """enroot's configuration files (`configure`) written into the unpacked tree, on top of the layers."""
+    layout, files = configure(config, f"dockerd://{ref}")
+    with Rootfs(rootfs, reported=output) as root:
+        root.put_dir(("etc",))
+        root.put_dir(_parts(layout.workdir))
+        for parts, data in files.items():
+            root.put_file(parts, data)
+        root.finish()
+    return layout
+
+
 def squash_options(epoch: int) -> list[str]:
     """The options that shape the bytes, in enroot's order: its timestamps (given SOURCE_DATE_EPOCH), -all-root, its
     ENROOT_SQUASH_OPTIONS; then -no-xattrs."""
@@ -322,21 +373,12 @@ def squash(
     argv = [tool.path, str(rootfs), str(dest), *options, "-processors", str(count)]
     argv += ["-noappend", "-no-progress", "-quiet"]  # a fresh file; no progress bar or summary
     # What it says is read through a pipe, not a file: on a full disk a file would hold nothing. Its last 4 KiB are
-    # kept (-exit-on-error stops it at the first error).
-    process = subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_tool_env()
-    )
-    assert process.stdout is not None
-    tail = b""
+    # kept (-exit-on-error stops it at the first error); Ctrl-C kills it.
     try:
-        with process.stdout:
-            while chunk := process.stdout.read(4096):
-                tail = (tail + chunk)[-4096:]
-        code = process.wait()
-    except BaseException:
-        process.kill()
-        process.wait()
-        raise
+        done = proc.stream(argv, lambda line: None, env=_tool_env(), tail_limit=4096)
+    except proc.NotStarted as exc:
+        raise EngineNotReady(exc.message, hint="install squashfs-tools 4.5 or later") from None
+    code, tail = done.returncode, done.tail
     if code == 0:
         return
     said = tail.decode("utf-8", "replace")

@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from buildkit.errors import CredentialsError, EngineNotReady, UpstreamUnreachable
 from buildkit.models.grammar import is_loopback_host
 from buildkit.stages.build import Builder, provenance_choice
-from buildkit.world import buildx
+from buildkit.stages.export import find_mksquashfs
+from buildkit.world import buildx, cosign
 from buildkit.world.buildx import BuilderInfo
 from buildkit.world.credentials import config_path, lookup
-from buildkit.world.engine import Engine
+from buildkit.world.engine import Engine, ImageEngine
+from buildkit.world.registry import parse_image_ref
 
 GIB = 2**30
 
@@ -27,7 +29,7 @@ class Check:
 @dataclass
 class Preflight:
     checks: list[Check] = field(default_factory=list)
-    engine: Engine | None = None
+    engine: ImageEngine | None = None
     builder: BuilderInfo | None = None
     buildx_version: str = ""
     engine_version: str = ""
@@ -59,9 +61,6 @@ def run_preflight(builder: str | None, platform: str, min_free_gb: float, push: 
 def tool_checks() -> list[Check]:
     """The tools two commands need beside the engine: mksquashfs (`export`) and cosign (`attest`, `verify
     --provenance`). Missing is n/a, not a failure: a build needs neither."""
-    from buildkit.stages.export import find_mksquashfs
-    from buildkit.world import cosign
-
     checks = []
     try:
         found = find_mksquashfs()
@@ -79,7 +78,6 @@ def tool_checks() -> list[Check]:
 
 
 def _push_credentials_check(tag: str) -> Check:
-    from buildkit.world.registry import parse_image_ref
 
     try:
         return credentials_check(parse_image_ref(tag).registry)
@@ -103,14 +101,9 @@ def credentials_check(registry: str) -> Check:
 
 
 def _engine_checks(result: Preflight, builder: str | None, platform: str, min_free_gb: float) -> None:
+    """The engine, buildx and the builder, then what the builder offers: the platform, attestations, disk."""
     add = result.checks.append
-    try:
-        result.engine = Engine()
-        version = result.engine.version()
-        result.engine_version = version.get("Version", "")
-        add(Check("engine", True, f"Docker {result.engine_version} (API {version.get('ApiVersion', '?')})"))
-    except EngineNotReady as exc:
-        add(Check("engine", False, exc.message, exc.hint or ""))
+    add(_engine_check(result))
     try:
         result.buildx_version = buildx.version()
         add(Check("buildx", True, f"buildx {result.buildx_version}"))
@@ -119,53 +112,63 @@ def _engine_checks(result: Preflight, builder: str | None, platform: str, min_fr
         return
     try:
         info = buildx.inspect(builder)
-        result.builder = info
-        add(
-            Check(
-                "builder",
-                True,
-                f"{info.name} ({info.driver} driver, {info.endpoint}), BuildKit {info.buildkit_version}",
-            )
-        )
     except EngineNotReady as exc:
         add(Check("builder", False, exc.message, exc.hint or ""))
         return
+    result.builder = info
+    add(
+        Check("builder", True, f"{info.name} ({info.driver} driver, {info.endpoint}), BuildKit {info.buildkit_version}")
+    )
+    add(_platform_check(info, platform))
+    add(_attestations_check(info))
+    add(_disk_check(info, result.engine, min_free_gb))
+
+
+def _engine_check(result: Preflight) -> Check:
+    try:
+        result.engine = Engine()
+        version = result.engine.version()
+    except EngineNotReady as exc:
+        return Check("engine", False, exc.message, exc.hint or "")
+    result.engine_version = version.get("Version", "")
+    return Check("engine", True, f"Docker {result.engine_version} (API {version.get('ApiVersion', '?')})")
+
+
+def _platform_check(info: BuilderInfo, platform: str) -> Check:
     supported = platform in info.platforms or any(p.startswith(platform + "/") for p in info.platforms)
-    add(
-        Check(
-            "platform",
-            supported,
-            f"{platform} {'supported' if supported else 'not offered'} (builder offers {', '.join(info.platforms)})",
-            "" if supported else "use a builder for that platform, or set up emulation (binfmt)",
-        )
+    return Check(
+        "platform",
+        supported,
+        f"{platform} {'supported' if supported else 'not offered'} (builder offers {', '.join(info.platforms)})",
+        "" if supported else "use a builder for that platform, or set up emulation (binfmt)",
     )
-    add(
-        Check(
-            "attestations",
-            True if info.attestations else None,
-            "provenance (mode=max) and SBOM supported by the " + f"{info.driver} driver"
-            if info.attestations
-            else f"the {info.driver} driver on the classic image store cannot attach provenance; the build goes on "
-            "without it (use a docker-container or remote builder for attestations)",
-        )
+
+
+def _attestations_check(info: BuilderInfo) -> Check:
+    return Check(
+        "attestations",
+        True if info.attestations else None,
+        "provenance (mode=max) and SBOM supported by the " + f"{info.driver} driver"
+        if info.attestations
+        else f"the {info.driver} driver on the classic image store cannot attach provenance; the build goes on "
+        "without it (use a docker-container or remote builder for attestations)",
     )
-    if info.driver in ("docker", "docker-container") and result.engine is not None:
-        root, free = result.engine.free_bytes()
-        ok = free >= min_free_gb * GIB
-        add(
-            Check(
-                "disk",
-                ok,
-                f"{free / GIB:.1f} GiB free at {root} (need {min_free_gb:g} GiB)",
-                "" if ok else "free space, or lower --min-free-gb if you know the build needs less",
-            )
+
+
+def _disk_check(info: BuilderInfo, engine: ImageEngine | None, min_free_gb: float) -> Check:
+    """Free space where the engine keeps its data, when the builder's host is this one."""
+    if info.driver not in ("docker", "docker-container") or engine is None:
+        return Check(
+            "disk",
+            None,
+            f"free space on the {info.driver} builder's host is not visible from here; it needs about "
+            f"{min_free_gb:g} GiB",
         )
-    else:
-        add(
-            Check(
-                "disk",
-                None,
-                f"free space on the {info.driver} builder's host is not visible from here; it needs about "
-                f"{min_free_gb:g} GiB",
-            )
-        )
+    root, free = engine.free_bytes()
+    ok = free >= min_free_gb * GIB
+    return Check(
+        "disk",
+        ok,
+        f"{free / GIB:.1f} GiB free at {root} (need {min_free_gb:g} GiB)",
+        "" if ok else "free space, or lower --min-free-gb if you know the build needs less",
+    )

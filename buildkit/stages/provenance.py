@@ -17,7 +17,7 @@ import json
 from typing import Any, NamedTuple
 
 from buildkit import __version__
-from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, excerpt
+from buildkit.errors import CheckFailed, InputError, UpstreamMalformed, UpstreamMismatch, excerpt
 from buildkit.files import utc_now
 from buildkit.models.grammar import DIGEST_RE
 from buildkit.models.lock import Lock, lock_sha256
@@ -27,6 +27,7 @@ from buildkit.stages.build import build_args
 from buildkit.stages.render import RenderRecord, source_date_epoch
 from buildkit.stages.verify import CheckResult, VerifyRecord
 from buildkit.text.sanitize import CONTROL_RE
+from buildkit.world import cosign
 from buildkit.world.http import Http
 from buildkit.world.registry import INDEX_TYPES, MANIFEST_TYPES, ImageName, Login, Registry, parse_image_ref
 from buildkit.world.shapes import Answer, parse
@@ -141,8 +142,26 @@ def read_buildkit_provenance(ref: str, platform: str, http: Http | None = None) 
     if media_type not in INDEX_TYPES:
         raise UpstreamMalformed(f"{image.name}: {excerpt(media_type, 80)} is not an image index or manifest")
     entries = parse(_Index, manifest, f"{image.name}: the image index").manifests
+    platform_digest = _platform_entry(entries, platform)
+    if platform_digest is None or not DIGEST_RE.fullmatch(platform_digest):
+        return ImageProvenance(top, None, None, f"the image index has no {platform} manifest")
+    attestations = _attestation_digests(entries, platform_digest)
+    if not attestations:
+        return ImageProvenance(
+            top, platform_digest, None, f"the image index has no attestation manifest for {platform}"
+        )
+    statement = _provenance_statement(reader, image, attestations, login)
+    if statement is not None:
+        return ImageProvenance(top, platform_digest, statement, None)
+    return ImageProvenance(
+        top, platform_digest, None, f"the attestation manifest holds no {slsa.PREDICATE_TYPE} statement"
+    )
+
+
+def _platform_entry(entries: list[_Entry], platform: str) -> str | None:
+    """The digest of the index's image manifest for `platform` (not an attestation manifest)."""
     os_name, arch = platform.split("/")[:2]
-    platform_digest = next(
+    return next(
         (
             m.digest
             for m in entries
@@ -153,11 +172,13 @@ def read_buildkit_provenance(ref: str, platform: str, http: Http | None = None) 
         ),
         None,
     )
-    if platform_digest is None or not DIGEST_RE.fullmatch(platform_digest):
-        return ImageProvenance(top, None, None, f"the image index has no {platform} manifest")
-    # Each distinct digest once, and only the first MAX_ATTESTATIONS: BuildKit attaches one attestation manifest per
-    # platform, and a forged index of thousands of entries must not make thousands of requests.
-    attestations = list(
+
+
+def _attestation_digests(entries: list[_Entry], platform_digest: str) -> list[str]:
+    """The attestation manifests that refer to the platform's manifest: each distinct digest once, and only the
+    first MAX_ATTESTATIONS (BuildKit attaches one per platform, and a forged index of thousands of entries must not
+    make thousands of requests)."""
+    return list(
         dict.fromkeys(
             m.digest
             for m in entries
@@ -165,10 +186,10 @@ def read_buildkit_provenance(ref: str, platform: str, http: Http | None = None) 
             and m.annotations.get("vnd.docker.reference.digest") == platform_digest
         )
     )[:MAX_ATTESTATIONS]
-    if not attestations:
-        return ImageProvenance(
-            top, platform_digest, None, f"the image index has no attestation manifest for {platform}"
-        )
+
+
+def _provenance_statement(reader: _Reader, image: ImageName, attestations: list[str], login: Login) -> dict | None:
+    """The first SLSA provenance statement in the attestation manifests (checked in shape), or None."""
     for digest in attestations:
         if not DIGEST_RE.fullmatch(digest):
             continue
@@ -182,10 +203,8 @@ def read_buildkit_provenance(ref: str, platform: str, http: Http | None = None) 
             what = f"{image.name}: the provenance {layer.digest}"
             statement = _json_object(reader.blob(image, layer.digest, login), what)
             parse(_Statement, statement, what)
-            return ImageProvenance(top, platform_digest, statement, None)
-    return ImageProvenance(
-        top, platform_digest, None, f"the attestation manifest holds no {slsa.PREDICATE_TYPE} statement"
-    )
+            return statement
+    return None
 
 
 def served_lock_sha256(name: str, digest: str, platform: str, http: Http | None = None) -> str | None:
@@ -432,8 +451,6 @@ def verify_provenance(
     image: str, lock: Lock, smoke: bool, rendered: RenderRecord | None, public_key: str, http: Http | None = None
 ) -> VerifyRecord:
     """Both statements of a pushed image, each checked against the lock; the results as a verify record."""
-    from buildkit.errors import CheckFailed
-    from buildkit.world import cosign
 
     try:
         parse_image_ref(image)

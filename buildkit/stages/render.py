@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import importlib.resources
 import re
-from datetime import UTC, datetime
+import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,25 +18,23 @@ import jinja2
 from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
-from buildkit.errors import CheckFailed, InputError, UpstreamMalformed, UpstreamMismatch
+from buildkit.dockerfile.text import apply_edits, parse
+from buildkit.dockerfile.transforms import Inputs as TransformInputs
+from buildkit.dockerfile.transforms import read_script, transform
+from buildkit.dockerfile.unpinned import unpinned_inputs
+from buildkit.errors import CheckFailed, GitFailed, InputError, UpstreamMalformed, UpstreamMismatch
 from buildkit.files import read_record, sha256_bytes, sha256_file
+from buildkit.models.drift import base_image_drift
+from buildkit.models.labels import commit_time, image_labels
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.paths import Paths
 from buildkit.models.records import RecordHeader, header
 from buildkit.stages.context import Context, StageStatus
+from buildkit.world.git import run_git
 
 
 # What the release target's steps fetch as it is on build day: the report lists these instead of claiming that the
 # lock pins everything. The smoke target fetches nothing of the kind.
-def commit_time(lock: Lock) -> datetime:
-    try:
-        when = datetime.fromisoformat(lock.nemo_rl.date)
-        # In UTC: out of range there (year 1 at +14:00) is OverflowError, as malformed is ValueError.
-        return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
-    except (ValueError, OverflowError):
-        raise InputError(f"lock: nemo_rl.date {lock.nemo_rl.date!r} is not an ISO 8601 time") from None
-
-
 def source_date_epoch(lock: Lock) -> int:
     """SOURCE_DATE_EPOCH for the build: the NeMo-RL commit time, so equal locks give equal timestamps."""
     return int(commit_time(lock).timestamp())
@@ -68,6 +66,7 @@ def context(
         "drop_extras": {extra.name: extra.reason for extra in lock.build.drop_extras},
         "version": lock.build.tag.rsplit(":", 1)[1],
         "created": commit_time(lock).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "image_labels": image_labels(lock),
     }
 
 
@@ -150,9 +149,6 @@ def render_dockerfile(
     """Upstream's Dockerfile (text) with every transformation applied, the header on top and, with `smoke_base`
     (an image pinned by digest), the `smoke` target at the end, which checks that each `patched` file (path, sha256
     after patching) is in the image as prepared. Returns the text and what each transformation did."""
-    from buildkit.dockerfile.text import apply_edits, parse
-    from buildkit.dockerfile.transforms import Inputs as TransformInputs
-    from buildkit.dockerfile.transforms import transform
 
     blocks = _blocks(lock, syntax, smoke_base, patched, directory)
     doc = parse(upstream, f"upstream docker/Dockerfile at {lock.nemo_rl.commit[:12]}")
@@ -251,8 +247,6 @@ MAX_UPSTREAM_DOCKERFILE = 1024 * 1024
 def upstream_dockerfile(prepared, commit: str) -> str:
     """docker/Dockerfile at the locked commit, from the prepared tree's git objects (immutable: a declared patch
     may not change it; the transformations do). Untrusted text: size, encoding and parsing are checked later."""
-    from buildkit.errors import GitFailed
-    from buildkit.world.git import run_git
 
     for patch in prepared.patches:
         if any(t.path == UPSTREAM_PATH for t in patch.targets):
@@ -279,12 +273,6 @@ def upstream_dockerfile(prepared, commit: str) -> str:
 def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_base: str | None = None):
     """(Dockerfile text, RenderRecord) for a lock and its prepare record: upstream's docker/Dockerfile at the locked
     commit, transformed; the drift findings compare what upstream expects with what the pins give."""
-    import time
-
-    from buildkit.dockerfile.text import parse
-    from buildkit.dockerfile.transforms import read_script
-    from buildkit.dockerfile.unpinned import unpinned_inputs
-    from buildkit.models.drift import base_image_drift
 
     begun = time.monotonic()
     patched = [(t.path, t.after) for patch in prepared.patches for t in patch.targets]
@@ -318,7 +306,6 @@ def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_
 
 def upstream_base_image(upstream: str) -> str | None:
     """Upstream's own default for ARG BASE_IMAGE (base_image_by_digest found it before this is asked)."""
-    from buildkit.dockerfile.text import parse
 
     doc = parse(upstream, "upstream docker/Dockerfile")
     for ins in doc.global_instructions():

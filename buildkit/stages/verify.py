@@ -1,4 +1,7 @@
-"""`buildkit verify`: checks inside the built image, through the docker SDK, each a pass/fail/skip with a reason.
+"""`buildkit verify`: checks inside the built image, through the engine, each a pass/fail/skip with a reason.
+
+The checks are a table (CHECKS), run in order, each a small function that reads what its entry says and adds its
+results to the context; verify_image walks it.
 
 An image the engine does not have is pulled first, with Docker's credentials for its registry (credentials.py,
 as resolve finds them). Containers run with no network. A check that cannot apply (vLLM in a smoke image, GPUs
@@ -8,18 +11,28 @@ without --gpus) is a skip that says why, never a pass.
 from __future__ import annotations
 
 import time
-from typing import Literal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
-from buildkit.errors import CredentialsError, EngineNotReady, InputError, excerpt
+from buildkit.errors import CredentialsError, EngineNotReady, InputError, UpstreamMismatch, excerpt
 from buildkit.files import utc_now
+from buildkit.gpu import driver
+from buildkit.gpu.abi import stop_if_unresolved
+from buildkit.gpu.image import image_check
+from buildkit.gpu.scan import check_required
 from buildkit.models.gpufacts import GpuCheck
+from buildkit.models.labels import verified_labels
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.records import RecordHeader, header
 from buildkit.stages.prepare import PrepareRecord
 from buildkit.text.sanitize import strip_controls
+from buildkit.world.credentials import lookup
+from buildkit.world.engine import ContainerRefused, Engine, ImageEngine
+from buildkit.world.registry import parse_image_ref
 
 FINGERPRINT = "/opt/nemo_rl_container_fingerprint"
 WORKDIR = "/opt/nemo-rl"  # where the Dockerfile copies the prepared tree
@@ -65,12 +78,9 @@ def judge_gpu(cuda_arch_list: str, code: int, output: str) -> tuple[bool, str]:
     return ok_gpu and not missing, reason
 
 
-def pull(engine, image: str) -> dict:
+def pull(engine: ImageEngine, image: str) -> dict:
     """The image's attributes after the engine pulled it with Docker's credentials for its registry (anonymously
     when there are none: the SDK's own lookup is never used, so there is one way credentials are found)."""
-    from buildkit.world.credentials import lookup
-    from buildkit.world.registry import parse_image_ref
-
     try:
         registry = parse_image_ref(image).registry
     except ValueError:
@@ -118,103 +128,153 @@ class VerifyRecord(BaseModel):
         return self.model_dump_json(indent=2) + "\n"
 
 
-def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bool, engine=None,
-                 drivers: list[str] | None = None) -> VerifyRecord:  # fmt: skip
-    from docker.errors import APIError
+@dataclass
+class Context:
+    """What the checks read (the image as the engine holds it, the lock, the prepare record, the options) and the
+    results they add."""
 
-    from buildkit.world.engine import Engine
+    engine: ImageEngine
+    image: str
+    attrs: dict[str, Any]
+    lock: Lock
+    prepare: PrepareRecord | None
+    gpus: bool
+    drivers: list[str]
+    results: list[CheckResult] = field(default_factory=list)
+    gpu: GpuCheck | None = None  # the GPU files check's findings, for the record and the driver check
 
+    @property
+    def labels(self) -> dict[str, str]:
+        return (self.attrs.get("Config") or {}).get("Labels") or {}
+
+    @property
+    def env(self) -> dict[str, str]:
+        config = self.attrs.get("Config") or {}
+        return dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
+
+    @property
+    def smoke(self) -> bool:
+        return self.labels.get("buildkit.smoke") == "true"  # set by the smoke target, inherited by images built on it
+
+    def run(self, *command: str) -> tuple[int, str]:
+        return self.engine.run_check(self.image, list(command))
+
+    def add(self, name: str, ok: bool | None, reason: str) -> None:
+        status: Literal["pass", "fail", "skip"] = "skip" if ok is None else ("pass" if ok else "fail")
+        self.results.append(CheckResult(name=name, status=status, reason=reason))
+
+
+def check_vllm_version(c: Context) -> None:
+    if c.smoke:
+        c.add("vllm version names the locked commit", None, "a smoke image has no vLLM installed")
+        return
+    code, out = c.run("python", "-c", "import vllm; print(vllm.__version__)")
+    ok = code == 0 and f"g{c.lock.vllm.commit[:9]}" in out
+    c.add("vllm version names the locked commit", ok, version_reason(out, c.lock.vllm.commit))
+
+
+def check_no_sglang(c: Context) -> None:
+    if c.smoke:
+        c.add("sglang is not importable", None, "a smoke image has no Python environment")
+        return
+    code, out = c.run("python", "-c", "import sglang")
+    c.add("sglang is not importable", code != 0 and "ModuleNotFoundError" in out,
+          "import sglang fails: ModuleNotFoundError" if code != 0 else "import sglang succeeded")  # fmt: skip
+
+
+def check_nemo_rl_commit(c: Context) -> None:
+    got = c.env.get("NEMO_RL_COMMIT", "<unset>")
+    c.add("NEMO_RL_COMMIT matches the lock", got == c.lock.nemo_rl.commit, f"NEMO_RL_COMMIT={got}")
+
+
+def check_labels(c: Context) -> None:
+    expected = verified_labels(c.lock)
+    wrong = [f"{k}={c.labels.get(k, '<missing>')}" for k, v in expected.items() if c.labels.get(k) != v]
+    c.add("labels match the lock", not wrong, "; ".join(wrong) or f"{len(expected)} labels as locked")
+
+
+def check_fingerprint(c: Context) -> None:
+    code, out = c.run("sh", "-c", f"test -s {FINGERPRINT} && head -c 200 {FINGERPRINT}")
+    c.add("container fingerprint exists", code == 0, f"{FINGERPRINT}: {out[:80] if code == 0 else 'missing or empty'}")
+
+
+def check_patched_files(c: Context) -> None:
+    targets = [t for patch in c.prepare.patches for t in patch.targets] if c.prepare else []
+    if not targets:
+        c.add("patched files are the recorded ones", None, "no prepare record with a patched file to compare")
+    for target in targets:
+        code, out = c.run("sha256sum", f"{WORKDIR}/{target.path}")
+        have = out.split()[0] if code == 0 and out else "?"
+        c.add(f"patched {target.path} is the recorded one", have == target.after,
+              f"sha256 {have[:16]}..., recorded {target.after[:16]}...")  # fmt: skip
+
+
+def check_gpu_files(c: Context) -> None:
+    if c.smoke:
+        c.add("GPU kernels, ABI and drivers", None, "a smoke image has no Python environment")
+        return
+    c.gpu = gpu_checks(c.engine, c.image, c.lock, c.env.get("CUDA_VERSION"), c.drivers, c.add)
+
+
+def check_gpu(c: Context) -> None:
+    name = gpu_check_name(c.lock.build.cuda_arch_list)
+    if not c.gpus:
+        c.add(name, None, "not asked (--gpus)")
+        return
+    try:
+        code, out = c.engine.run_check(c.image, ["python", "-c", GPU_PROBE], gpus=True)
+    except ContainerRefused as exc:  # no GPU runtime in this engine: the check fails, and says why
+        code, out = 1, f"the engine cannot give the container a GPU: {exc}"
+    c.add(name, *judge_gpu(c.lock.build.cuda_arch_list, code, out))
+    if c.gpu is not None and c.gpu.driver is not None and c.gpu.driver.cuda_runtime:
+        c.add("the driver prediction holds on this GPU", *driver_on_gpu(c.engine, c.image, c.gpu, code == 0))
+
+
+@dataclass(frozen=True)
+class Check:
+    """One of verify's checks: what it reads, and the function that adds its results (one or more) in order."""
+
+    name: str
+    reads: str
+    run: Callable[[Context], None]
+
+
+CHECKS = (
+    Check("vllm version", "vllm.__version__, from python in the image", check_vllm_version),
+    Check("no sglang", "`import sglang`, from python in the image", check_no_sglang),
+    Check("NeMo-RL commit", "the image config's Env: NEMO_RL_COMMIT", check_nemo_rl_commit),
+    Check("labels", "the image config's Labels, against models.labels.verified_labels(lock)", check_labels),
+    Check("fingerprint", f"{FINGERPRINT} in the image", check_fingerprint),
+    Check("patched files", "the prepare record's patch targets, sha256sum in the image", check_patched_files),
+    Check("GPU files", "the image's shared objects and CUDA_VERSION (buildkit.gpu), --driver", check_gpu_files),
+    Check("GPU", "torch and nvidia-smi in a container given the GPUs (--gpus)", check_gpu),
+)
+
+
+def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bool,
+                 engine: ImageEngine | None = None, drivers: list[str] | None = None) -> VerifyRecord:  # fmt: skip
+    """Every check of CHECKS on the image (pulled first when the engine does not have it), in order."""
     begun = time.monotonic()
     engine = engine or Engine()
     attrs = engine.image_attrs(image) or pull(engine, image)
-    config = attrs.get("Config") or {}
-    labels = config.get("Labels") or {}
-    env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
-    smoke = labels.get("buildkit.smoke") == "true"  # set by the smoke target, inherited by images built on it
-
-    def run(*command: str) -> tuple[int, str]:
-        return engine.run_check(image, list(command))
-
-    results: list[CheckResult] = []
-
-    def add(name: str, ok: bool | None, reason: str) -> None:
-        results.append(
-            CheckResult(name=name, status="skip" if ok is None else ("pass" if ok else "fail"), reason=reason)
-        )
-
+    c = Context(engine, image, attrs, lock, prepare, gpus, drivers or [])
     try:
-        commit = lock.vllm.commit
-        if smoke:
-            add("vllm version names the locked commit", None, "a smoke image has no vLLM installed")
-            add("sglang is not importable", None, "a smoke image has no Python environment")
-        else:
-            code, out = run("python", "-c", "import vllm; print(vllm.__version__)")
-            ok = code == 0 and f"g{commit[:9]}" in out
-            add("vllm version names the locked commit", ok, version_reason(out, commit))
-            code, out = run("python", "-c", "import sglang")
-            add("sglang is not importable", code != 0 and "ModuleNotFoundError" in out,
-                "import sglang fails: ModuleNotFoundError" if code != 0 else "import sglang succeeded")  # fmt: skip
-
-        got = env.get("NEMO_RL_COMMIT", "<unset>")
-        add("NEMO_RL_COMMIT matches the lock", got == lock.nemo_rl.commit, f"NEMO_RL_COMMIT={got}")
-
-        expected = {
-            "org.opencontainers.image.revision": lock.nemo_rl.commit,
-            "buildkit.vllm.commit": lock.vllm.commit,
-            "buildkit.vllm.wheel": lock.wheel.url,
-            "buildkit.lock.sha256": lock_sha256(lock),
-        }
-        if lock.wheel.sha256:  # the bytes BuildKit checked when it fetched the wheel
-            expected["buildkit.vllm.wheel.sha256"] = lock.wheel.sha256
-        wrong = [f"{k}={labels.get(k, '<missing>')}" for k, v in expected.items() if labels.get(k) != v]
-        add("labels match the lock", not wrong, "; ".join(wrong) or f"{len(expected)} labels as locked")
-
-        code, out = run("sh", "-c", f"test -s {FINGERPRINT} && head -c 200 {FINGERPRINT}")
-        add(
-            "container fingerprint exists", code == 0, f"{FINGERPRINT}: {out[:80] if code == 0 else 'missing or empty'}"
-        )
-
-        targets = [t for patch in prepare.patches for t in patch.targets] if prepare else []
-        if not targets:
-            add("patched files are the recorded ones", None, "no prepare record with a patched file to compare")
-        for target in targets:
-            code, out = run("sha256sum", f"{WORKDIR}/{target.path}")
-            have = out.split()[0] if code == 0 and out else "?"
-            add(f"patched {target.path} is the recorded one", have == target.after,
-                f"sha256 {have[:16]}..., recorded {target.after[:16]}...")  # fmt: skip
-
-        gpu = None
-        if smoke:
-            add("GPU kernels, ABI and drivers", None, "a smoke image has no Python environment")
-        else:
-            gpu = gpu_checks(engine, image, lock, env.get("CUDA_VERSION"), drivers or [], add)
-
-        gpu_name = gpu_check_name(lock.build.cuda_arch_list)
-        if gpus:
-            try:
-                code, out = engine.run_check(image, ["python", "-c", GPU_PROBE], gpus=True)
-            except APIError as exc:  # no GPU runtime in this engine: the check fails, and says why
-                code, out = 1, f"the engine cannot give the container a GPU: {exc.explanation or exc}"
-            add(gpu_name, *judge_gpu(lock.build.cuda_arch_list, code, out))
-            if gpu is not None and gpu.driver is not None and gpu.driver.cuda_runtime:
-                add("the driver prediction holds on this GPU", *driver_on_gpu(engine, image, gpu, code == 0))
-        else:
-            add(gpu_name, None, "not asked (--gpus)")
-    except APIError as exc:
-        raise EngineNotReady(f"the engine refused to run a check container: {exc.explanation or exc}") from None
-
+        for check in CHECKS:
+            check.run(c)
+    except ContainerRefused as exc:
+        raise EngineNotReady(f"the engine refused to run a check container: {exc}") from None
     return VerifyRecord(
         buildkit_version=__version__,
         image=image,
         image_id=attrs.get("Id", ""),
         lock_sha256=lock_sha256(lock),
-        smoke=smoke,
+        smoke=c.smoke,
         gpus=gpus,
         checked_at=utc_now(),
-        results=results,
-        header=header("verify", _identity(image, attrs), lock_sha256(lock), smoke),
+        results=c.results,
+        header=header("verify", _identity(image, attrs), lock_sha256(lock), c.smoke),
         seconds=round(time.monotonic() - begun, 3),
-        gpu=gpu,
+        gpu=c.gpu,
     )
 
 
@@ -233,14 +293,10 @@ def _identity(image: str, attrs: dict) -> str | None:
     return attrs.get("Id") or None
 
 
-def gpu_checks(engine, image: str, lock: Lock, cuda_version: str | None, drivers: list[str], add) -> GpuCheck:
+def gpu_checks(engine: ImageEngine, image: str, lock: Lock, cuda_version: str | None, drivers: list[str],
+               add: Callable[[str, bool | None, str], None]) -> GpuCheck:  # fmt: skip
     """buildkit.gpu's checks over the image's files: kernels for build.cuda_arch_list in the required libraries,
     vLLM's symbols against the image's torch and glibc/libstdc++, and each --driver."""
-    from buildkit.errors import UpstreamMismatch
-    from buildkit.gpu.abi import stop_if_unresolved
-    from buildkit.gpu.image import image_check
-    from buildkit.gpu.scan import check_required
-
     gpu = image_check(lambda argv: engine.run_check(image, argv), lambda path: engine.archive(image, path),
                       lock.build, cuda_version, drivers, image)  # fmt: skip
     try:
@@ -258,21 +314,23 @@ def gpu_checks(engine, image: str, lock: Lock, cuda_version: str | None, drivers
             add("vLLM's symbols resolve against the image's torch", True, f"{gpu.abi.checked} symbols looked up")
         except UpstreamMismatch as exc:
             add("vLLM's symbols resolve against the image's torch", False, exc.message)
+    runtime = gpu.driver.cuda_runtime if gpu.driver else None
     for have, judged in (gpu.driver.drivers if gpu.driver else {}).items():
-        add(f"CUDA {gpu.driver.cuda_runtime} runs on driver {have}", None if judged.startswith("unknown") else
+        add(f"CUDA {runtime} runs on driver {have}", None if judged.startswith("unknown") else
             not judged.startswith("no:"), judged)  # fmt: skip
     return gpu
 
 
-def driver_on_gpu(engine, image: str, gpu: GpuCheck, torch_sees_gpu: bool) -> tuple[bool, str]:
+def driver_on_gpu(engine: ImageEngine, image: str, gpu: GpuCheck, torch_sees_gpu: bool) -> tuple[bool, str]:
     """The prediction for this machine's real driver (nvidia-smi in a GPU container) against what torch saw."""
-    from buildkit.gpu import driver
-
     code, out = engine.run_check(image, ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                  gpus=True)  # fmt: skip
     have = out.strip().splitlines()[0].strip() if code == 0 and out.strip() else ""
+    facts = gpu.driver
+    if facts is None or facts.cuda_runtime is None:
+        return False, "the image sets no CUDA_VERSION: no prediction to hold"  # verify asks only when there is one
     try:
-        return driver.compare(gpu.driver.cuda_runtime, have, gpu.driver.forward_compat, torch_sees_gpu)
+        return driver.compare(facts.cuda_runtime, have, facts.forward_compat, torch_sees_gpu)
     except ValueError:
         return False, f"nvidia-smi gave no driver version: {excerpt(out, 120)}"
 

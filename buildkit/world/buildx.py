@@ -7,11 +7,12 @@ list; this module reads what `docker buildx version` and `docker buildx inspect`
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass, field
 
 from buildkit.errors import EngineNotReady, InputError
+from buildkit.world import proc
 
+OUTPUT_MAX = 1 << 20  # `buildx version` and `buildx inspect` print a few lines
 BUILDER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # used with fullmatch
 
 
@@ -29,13 +30,25 @@ class BuilderInfo:
         return self.driver in ("docker-container", "remote", "kubernetes")
 
 
-def _run(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+@dataclass(frozen=True)
+class Answer:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _run(args: list[str], timeout: float = 60) -> Answer:
     try:
-        return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=False)
-    except FileNotFoundError:
+        done = proc.run(["docker", *args], timeout=timeout, stdout_limit=OUTPUT_MAX)
+    except proc.NotStarted as exc:
+        if not isinstance(exc.error, FileNotFoundError):
+            raise EngineNotReady(exc.message) from None
         raise EngineNotReady("the docker CLI is not installed", hint="install Docker (Debian: docker.io)") from None
-    except subprocess.TimeoutExpired:
+    except proc.TimedOut:
         raise EngineNotReady(f"`docker {' '.join(args)}` did not answer within {timeout:g}s") from None
+    if done.over:
+        raise EngineNotReady(f"`docker {' '.join(args)}` printed more than {OUTPUT_MAX:,} bytes")
+    return Answer(done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
 
 
 def version() -> str:

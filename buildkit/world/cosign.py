@@ -16,15 +16,16 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from buildkit.errors import CheckFailed, EngineNotReady, InputError, UpstreamUnreachable, excerpt
+from buildkit.files import read_local
 from buildkit.models.grammar import DIGEST_RE, IMAGE_REF_RE
 from buildkit.text.sanitize import strip_controls
-from buildkit.world.proc import Bounded, run_bounded
+from buildkit.world import proc
+from buildkit.world.registry import parse_image_ref
 
 ENGINE_BIN = Path("/var/cache/buildkit-engine/bin/cosign")  # where scripts/cosign-build.sh caches it
 BUILD_HINT = "build it with `sudo bash scripts/cosign-build.sh` (Go and its module proxy), or set BUILDKIT_COSIGN"
@@ -63,16 +64,16 @@ def binary() -> str:
     return found
 
 
-def _run(args: list[str], what: str, timeout: float = TIMEOUT) -> Bounded:
+def _run(args: list[str], what: str, timeout: float = TIMEOUT) -> proc.Result:
     try:
-        done = run_bounded(args, limit=MAX_OUTPUT, timeout=timeout, env=os.environ.copy(), stderr_limit=1 << 20)
-        if done.over:
-            raise CheckFailed(f"cosign printed more than {MAX_OUTPUT} bytes while {what}")
-        return done
-    except subprocess.TimeoutExpired:
+        done = proc.run(args, stdout_limit=MAX_OUTPUT, timeout=timeout, env=os.environ.copy(), stderr_limit=1 << 20)
+    except proc.TimedOut:
         raise UpstreamUnreachable(f"cosign did not finish {what} within {timeout:g}s") from None
-    except OSError as exc:
-        raise EngineNotReady(f"cannot run cosign ({args[0]}): {exc.strerror or exc}", hint=BUILD_HINT) from None
+    except proc.NotStarted as exc:
+        raise EngineNotReady(f"cannot run cosign ({args[0]}): {exc.strerror}", hint=BUILD_HINT) from None
+    if done.over:
+        raise CheckFailed(f"cosign printed more than {MAX_OUTPUT} bytes while {what}")
+    return done
 
 
 def last_error(stderr: bytes) -> str:
@@ -122,7 +123,6 @@ def check_public_key(key: str) -> None:
         raise InputError(f"--key: expected a public key file or a KMS URI, found {excerpt(key, 80)}")
     if key.startswith(_KEY_SCHEMES):
         return
-    from buildkit.files import read_local
 
     try:
         text = read_local(Path(key), "the public key", MAX_PUBLIC_KEY).decode("ascii", "replace")
@@ -166,7 +166,6 @@ def sign(cosign: str, key: str, payload: bytes) -> dict[str, Any]:
 
 def registry_flags(image: str) -> list[str]:
     """Plain HTTP only to a registry on a loopback address, as Docker and buildkit's registry client do."""
-    from buildkit.world.registry import parse_image_ref
 
     return ["--allow-http-registry"] if parse_image_ref(image).api_base.startswith("http://") else []
 

@@ -29,14 +29,13 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from buildkit.errors import CredentialsError, excerpt
 from buildkit.text.sanitize import remember_secret, strip_controls
-from buildkit.world.proc import run_bounded
+from buildkit.world import proc
 
 CONFIG_MAX_BYTES = 1 << 20  # a Docker config is a few KiB
 HELPER_TIMEOUT = 60.0  # a helper may ask a keyring, or the user through a GUI pinentry
@@ -231,10 +230,12 @@ def _ask_helper(name: str, server: str, named_by: str) -> tuple[str, str] | None
             hint=f"install {program}, or take it out of that file",
         )
     try:
-        done = run_bounded([exe, "get"], stdin=server.encode(), limit=HELPER_OUTPUT_MAX, timeout=HELPER_TIMEOUT)
-    except subprocess.TimeoutExpired:
+        done = proc.run(
+            [exe, "get"], stdin=server.encode(), stdout_limit=HELPER_OUTPUT_MAX, timeout=HELPER_TIMEOUT
+        )
+    except proc.TimedOut:
         raise CredentialsError(f"{program} get did not answer within {HELPER_TIMEOUT:g}s (for {server})") from None
-    except OSError as exc:
+    except proc.NotStarted as exc:
         raise CredentialsError(f"{program} could not be run: {exc.strerror}") from None
     if done.over:
         raise CredentialsError(f"{program} get answered more than {HELPER_OUTPUT_MAX >> 10} KiB for {server}")

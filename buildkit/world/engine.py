@@ -1,5 +1,8 @@
-"""The Docker engine through the docker SDK: reachability, version, disk, image inspection, saving, and pulls (with
-Docker's registry credentials, found by buildkit/world/credentials.py)."""
+"""The build engine as the stages see it (ImageEngine: inspect, run, read files, pull, save, and the engine's own
+facts), and its Docker implementation through the docker SDK (DockerEngine, also named Engine): reachability, version,
+disk, image inspection, saving, and pulls (with Docker's registry credentials, found by buildkit/world/credentials.py).
+Builds and pushes run through buildx (buildx.py, stages/build.py), which the SDK cannot drive (docker-py issue 2230).
+tests/memengine.py holds an in-memory ImageEngine, so the stages' judgement is tested without an engine."""
 
 from __future__ import annotations
 
@@ -8,9 +11,10 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from buildkit.errors import CredentialsError, EngineNotReady, InputError
+from buildkit.files import write_error
 from buildkit.world.credentials import DockerConfig, config_path
 
 CHUNK = 1024 * 1024
@@ -24,7 +28,44 @@ class ImageInfo:
     labels: dict[str, str]
 
 
-class Engine:
+class ContainerRefused(Exception):
+    """The engine would not create, start or read a container (no GPU runtime, a missing image, ...): its reason."""
+
+
+class ImageEngine(Protocol):
+    """What verify, export, build and preflight ask of an engine."""
+
+    def version(self) -> dict[str, Any]: ...
+
+    def info(self) -> dict[str, Any]: ...
+
+    def containerd_store(self) -> bool: ...
+
+    def free_bytes(self) -> tuple[str, int]: ...
+
+    def image_attrs(self, ref: str) -> dict[str, Any] | None: ...
+
+    def image(self, ref: str) -> ImageInfo | None: ...
+
+    def history(self, ref: str) -> list[dict[str, Any]]: ...
+
+    def run_check(self, image: str, command: list[str], gpus: bool = False) -> tuple[int, str]: ...
+
+    def archive(self, image: str, path: str) -> Iterator[bytes]: ...
+
+    def pull(self, ref: str, auth: dict[str, str]) -> str | None: ...
+
+    def save_image(
+        self,
+        ref: str,
+        dest: Path,
+        limit: int,
+        on_bytes: Callable[[int], None] | None = None,
+        reported: Path | None = None,
+    ) -> int: ...
+
+
+class DockerEngine:
     def __init__(self, timeout: int = 30):
         import docker  # imported here: only the build path pays for it
         from docker.errors import DockerException
@@ -81,34 +122,43 @@ class Engine:
 
     def run_check(self, image: str, command: list[str], gpus: bool = False) -> tuple[int, str]:
         """Run a command in a throwaway container with no network: its exit code and combined output. A container
-        that cannot start (the executable is missing) is exit 127 with the engine's reason."""
+        that cannot start (the executable is missing) is exit 127 with the engine's reason; one that cannot be given
+        a GPU, or that the engine refuses otherwise, is ContainerRefused."""
         from docker.errors import APIError
         from docker.types import DeviceRequest
 
         kwargs = {"device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])]} if gpus else {}
-        container = self.client.containers.create(image, command=command, entrypoint=[], network_disabled=True,
-                                                  **kwargs)  # fmt: skip
         try:
+            container = self.client.containers.create(image, command=command, entrypoint=[], network_disabled=True,
+                                                      **kwargs)  # fmt: skip
             try:
-                container.start()
-            except APIError as exc:
-                if gpus:
-                    raise  # the engine cannot give the container a GPU: the caller says so
-                return 127, str(exc.explanation or exc)
-            code = container.wait(timeout=300).get("StatusCode", 1)
-            output = container.logs(stdout=True, stderr=True).decode("utf-8", errors="replace")
-        finally:
-            container.remove(force=True)
+                try:
+                    container.start()
+                except APIError as exc:
+                    if gpus:
+                        raise  # the engine cannot give the container a GPU: the caller says so
+                    return 127, str(exc.explanation or exc)
+                code = container.wait(timeout=300).get("StatusCode", 1)
+                output = container.logs(stdout=True, stderr=True).decode("utf-8", errors="replace")
+            finally:
+                container.remove(force=True)
+        except APIError as exc:
+            raise ContainerRefused(str(exc.explanation or exc)) from None
         return code, output.strip()
 
     def archive(self, image: str, path: str) -> Iterator[bytes]:
         """The tar stream of `path` in the image, from a container created for it and never started."""
-        container = self.client.containers.create(image, command=["true"], entrypoint=[], network_disabled=True)
+        from docker.errors import APIError
+
         try:
-            stream, _stat = container.get_archive(path, chunk_size=1 << 20)
-            yield from stream
-        finally:
-            container.remove(force=True)
+            container = self.client.containers.create(image, command=["true"], entrypoint=[], network_disabled=True)
+            try:
+                stream, _stat = container.get_archive(path, chunk_size=1 << 20)
+                yield from stream
+            finally:
+                container.remove(force=True)
+        except APIError as exc:
+            raise ContainerRefused(str(exc.explanation or exc)) from None
 
     def pull(self, ref: str, auth: dict[str, str]) -> str | None:
         """Pull `ref` with this auth config (empty: anonymous; never the SDK's own credential lookup). None when
@@ -135,8 +185,6 @@ class Engine:
         `limit` bytes. Returns the bytes written. A write that fails is write_error for `reported` (default: `dest`;
         exit 2, and a full disk says so); an engine that stops sending is EngineNotReady."""
         from requests import RequestException
-
-        from buildkit.files import write_error
 
         written = 0
         try:
@@ -171,6 +219,9 @@ class Engine:
             layers=len((attrs.get("RootFS") or {}).get("Layers") or []),
             labels=(attrs.get("Config") or {}).get("Labels") or {},
         )
+
+
+Engine = DockerEngine  # the engine buildkit uses
 
 
 def _short(exc: Exception) -> str:

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from buildkit.errors import GitFailed, InputError, UpstreamUnreachable
+from buildkit.world import proc
 
 GIT_TIMEOUT = 600.0
+GIT_OUTPUT_MAX = 1 << 30  # bytes of one answer: a whole tree listing or a batch of objects is far less
+GIT_STDERR_MAX = 1 << 20
 _DISK_FULL = ("No space left on device", "Disk quota exceeded")
 DISK_FULL_HINT = "the disk is full: free some space"  # as files.write_error says it
 SAFE_CONFIG = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.useReplaceRefs=false"]
@@ -40,30 +43,52 @@ def run_git_bytes(
     env: dict[str, str] | None = None,
     stdin: bytes | None = None,
 ) -> bytes:
-    """Run git with an argv list (never a shell); return stdout as bytes or raise with git's own words."""
+    """Run git with an argv list (never a shell); return stdout as bytes or raise with git's own words (a URL's
+    password blanked)."""
+    secrets = url_passwords(args)
+    shown = [proc.redact(arg, secrets) for arg in args]
     try:
-        done = subprocess.run(
+        done = proc.run(
             ["git", *SAFE_CONFIG, *(config or []), *args],
             cwd=cwd,
             env={**_git_env(), **(env or {})},
-            input=stdin,
-            capture_output=True,
+            stdin=stdin,
             timeout=timeout,
-            check=False,
+            stdout_limit=GIT_OUTPUT_MAX,
+            stderr_limit=GIT_STDERR_MAX,
+            secrets=secrets,
         )
-    except (FileNotFoundError, NotADirectoryError):
+    except proc.NotStarted as exc:
         if cwd is not None and not Path(cwd).is_dir():
-            raise GitFailed(args, f"{cwd} is not a directory") from None
-        raise UpstreamUnreachable("git is not installed", hint="install git (apt-get install git)") from None
-    except subprocess.TimeoutExpired:
-        raise UpstreamUnreachable(f"git {args[0]} took longer than {timeout:g}s") from None
+            raise GitFailed(shown, f"{cwd} is not a directory") from None
+        if isinstance(exc.error, (FileNotFoundError, NotADirectoryError)):
+            raise UpstreamUnreachable("git is not installed", hint="install git (apt-get install git)") from None
+        raise UpstreamUnreachable(exc.message) from None
+    except proc.TimedOut:
+        raise UpstreamUnreachable(f"git {shown[0]} took longer than {timeout:g}s") from None
+    if done.over:
+        raise GitFailed(shown, f"it printed more than {GIT_OUTPUT_MAX:,} bytes")
     if done.returncode != 0:
-        stderr = done.stderr.decode("utf-8", "replace").strip()
+        stderr = proc.redact(done.stderr.decode("utf-8", "replace").strip(), done.secrets)
         if any(marker in stderr for marker in _DISK_FULL):  # not the remote's fault: the cache's disk is full
             where = f" in {cwd}" if cwd is not None else ""
-            raise InputError(f"git {args[0]} failed{where}: no space left on device", hint=DISK_FULL_HINT)
-        raise GitFailed(args, stderr)
+            raise InputError(f"git {shown[0]} failed{where}: no space left on device", hint=DISK_FULL_HINT)
+        raise GitFailed(shown, stderr)
     return done.stdout
+
+
+def url_passwords(args: list[str]) -> list[str]:
+    """The passwords of URLs in the arguments (https://user:password@host/...), kept out of messages."""
+    found = []
+    for arg in args:
+        if "://" in arg and "@" in arg:
+            try:
+                password = urlsplit(arg).password
+            except ValueError:
+                continue
+            if password:
+                found.append(password)
+    return found
 
 
 def run_git(
