@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from buildkit.files import read_record, write_atomic
+from buildkit.files import write_atomic
 
 RECORD_VERSION = 1
 
@@ -34,9 +34,3 @@ class ResolveRecord(BaseModel):
 
 def write_record(path: Path, record: ResolveRecord) -> None:
     write_atomic(path, record.model_dump_json(indent=2) + "\n")
-
-
-def record_for(path: Path, lock_sha256: str) -> ResolveRecord | None:
-    """The record when there is one and it is about this lock (an older record describes another lock)."""
-    record = read_record(path, ResolveRecord)
-    return record if record is not None and record.lock_sha256 == lock_sha256 else None
