@@ -30,8 +30,11 @@ from tests.realwheels import TORCH_2_8_0, TORCH_2_9_0, VLLM_0_14_0, real_wheel
 
 
 @pytest.fixture
-def real_upstreams(upstreams):
+def real_upstreams(project, upstreams):
+    """The real vLLM wheel, and the torch its ABI check needs (below): NeMo-RL's uv.lock with its PyPI torch table,
+    PyPI's torch 2.9.0 on the loopback index, $BUILDKIT_TORCH_INDEX pointing there."""
     upstreams.wheels.files[f"/{VLLM_SHA}/{WHEEL_X86}"] = RealFile(real_wheel(VLLM_0_14_0), VLLM_0_14_0.sha256)
+    project[1].env.update(_serve_torch(upstreams, NEMO_RL_UV_LOCK_HEADER + NEMO_RL_TORCH_PYPI, TORCH_2_9_0))
     return upstreams
 
 

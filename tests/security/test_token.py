@@ -71,7 +71,8 @@ def test_redirect_to_another_host_drops_the_token(project, hostile, elsewhere):
     assert authorizations(hostile.log) == {f"Bearer {TOKEN}"}
     assert {r.path.split("/")[1] for r in hostile.log} == {"repos", "moved"}
     assert authorizations(elsewhere.log) == {None}
-    assert len(elsewhere.log) == 3
+    assert len(elsewhere.log) == 4  # the two commits, the PR, and NeMo-RL's uv.lock (404 there: not checked)
+    assert f"/moved/repos/NVIDIA-NeMo/RL/contents/uv.lock?ref={NEMO_RL_SHA}" in {r.path for r in elsewhere.log}
     assert_token_nowhere(run, root)
 
 
