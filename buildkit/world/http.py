@@ -39,8 +39,9 @@ from buildkit.errors import InputError, UpstreamMalformed, UpstreamUnreachable, 
 
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
 OFFLINE_HINT = (
-    'check the network; without internet, README "No internet": BUILDKIT_GITHUB_API and BUILDKIT_WHEEL_INDEX '
-    "name mirrors, base_image a registry you can reach, git_url_rewrites git mirrors; `buildkit resolve --offline` "
+    'check the network; without internet, README "No internet": BUILDKIT_GITHUB_API, BUILDKIT_WHEEL_INDEX and '
+    "BUILDKIT_TORCH_INDEX name mirrors, base_image a registry you can reach, git_url_rewrites git mirrors; "
+    "`buildkit resolve --offline` "
     "validates the pins and lock with no network"
 )
 MAX_REDIRECTS = 10
