@@ -15,7 +15,7 @@ import json
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -51,7 +51,7 @@ from buildkit.models.pins import Build, KnownIssue, Pins, dump_build
 #    wheel.cuda, the cuda section).
 # 4: facts only: the resolve times (`resolved_at`, top level and in every fact) moved to the resolve record.
 # Older locks are read, migrated in memory, and reported stale; they are never written.
-LOCK_VERSION = 4
+LOCK_VERSION: Final = 4
 READABLE_VERSIONS = (1, 2, 3, 4)
 
 SHA256_HEX_RE = re.compile(r"[0-9a-f]{64}")
@@ -496,8 +496,8 @@ def differences(locked: Lock, fresh: Lock, *, every_fact: bool = False) -> list[
     """(field, locked value, fresh value) for each fact that differs. By default the facts a build depends on
     (COMPARED_FIELDS); with every_fact, every field (is a rewrite of the lock worth it?)."""
     if every_fact:
-        old, new = _flatten(locked.model_dump(mode="json")), _flatten(fresh.model_dump(mode="json"))
-        return [(k, old.get(k), new.get(k)) for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
+        was, now = _flatten(locked.model_dump(mode="json")), _flatten(fresh.model_dump(mode="json"))
+        return [(k, was.get(k), now.get(k)) for k in sorted(was.keys() | now.keys()) if was.get(k) != now.get(k)]
     out = []
     for section, field in COMPARED_FIELDS:
         old = getattr(getattr(locked, section), field, None) if getattr(locked, section) else None

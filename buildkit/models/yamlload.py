@@ -41,8 +41,9 @@ class _Guarded:
             raise _Refused(
                 None,
                 None,
-                f"YAML aliases (*{event.anchor[:40]}) are not allowed: write the value out",
-                event.start_mark,
+                f"YAML aliases (*{(event.anchor or '')[:40]}) are not allowed: write the value out",
+                # The pure-Python loader's marks are yaml.error.Mark; the stubs add libyaml's, never seen here.
+                event.start_mark,  # type: ignore[arg-type]
             )
         if event.anchor is not None:
             raise _Refused(

@@ -289,8 +289,9 @@ class Http:
             )
             # Proxies (HTTPS_PROXY, NO_PROXY) and TLS settings from the environment, as Session.request does;
             # stream: the caller reads the body, within its limit.
-            settings = session.merge_environment_settings(prepared.url, {}, True, None, None)
-            response = session.get_adapter(prepared.url).send(
+            # (The stubs allow verify=None; requests falls back to the session's verify=True, so it never is.)
+            settings: dict[str, Any] = dict(session.merge_environment_settings(prepared.url, {}, True, None, None))
+            response = session.get_adapter(prepared.url or url).send(
                 prepared, timeout=(min(self.timeout, 10.0), self.timeout), **settings
             )
             try:
@@ -528,7 +529,7 @@ def _size(n: int) -> str:
     return f"{n:,} bytes"
 
 
-def _connection_problem(exc: requests.exceptions.RequestException) -> str:
+def _connection_problem(exc: Exception) -> str:
     text = str(exc)
     for needle, meaning in (
         ("Connection refused", "connection refused"),
