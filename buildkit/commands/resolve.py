@@ -231,7 +231,7 @@ class WheelProgress:
             return
         now = time.monotonic()
         percent = event.done * 100 // event.total if event.total else None
-        at_step = percent is not None and percent >= self.next_percent and event.done < event.total
+        at_step = percent is not None and percent >= self.next_percent and event.done < (event.total or 0)
         if ui.err.is_terminal or not (at_step or now >= self.next_time):
             return
         self.next_time = now + self.EVERY_SECONDS

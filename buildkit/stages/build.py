@@ -408,7 +408,7 @@ def run(plan: BuildPlan, log_path: Path, on_line: Callable[[str, Progress], None
         raise InputError(f"cannot write the build log {log_path}: {exc.strerror or exc}") from None
     progress = Progress()
     started = time.monotonic()
-    interrupted: str | bool = False
+    interrupted: str | None = None
     with log:
         log.write(f"$ {shell_command(plan)}\n")
         process = subprocess.Popen(

@@ -188,6 +188,7 @@ class _Bump:
         from buildkit.stages.resolve import NoWheelFound
 
         report, vllm, branch = self.report, old_pins.vllm, self.request.vllm_branch
+        assert branch is not None  # (called only with one)
         if vllm.ref:
             old = _locked(old_lock, "vllm", vllm.repo, vllm.ref) or resolver.commit(vllm.repo, vllm.ref)
         else:
@@ -432,7 +433,10 @@ def _relation(resolver, repo: str, old: str, new: str, rewrites) -> Literal["des
     server allows filters)."""
     status = resolver.contains(repo, old, new)
     if status is not None:
-        return {"ahead": "descendant", "identical": "descendant", "behind": "older"}.get(status, "unrelated")
+        relations: dict[str, Literal["descendant", "older"]] = {
+            "ahead": "descendant", "identical": "descendant", "behind": "older"
+        }  # fmt: skip
+        return relations.get(status, "unrelated")
     from buildkit.stages.prepare import git_config
     from buildkit.world.git import run_git
 

@@ -688,7 +688,7 @@ def _module_config(key: str, value: str) -> bool:
         written_by_init(key, value)
         or _submodule_config(key, value)
         or key in ("core.worktree", "remote.origin.url")
-        or (key == "remote.origin.fetch" and re.fullmatch(r"\+refs/heads/[^:]+:refs/remotes/origin/[^:]+", value))
+        or (key == "remote.origin.fetch" and bool(re.fullmatch(r"\+refs/heads/[^:]+:refs/remotes/origin/[^:]+", value)))
         or (key.startswith("branch.") and key.endswith(".remote") and value == "origin")
         or (key.startswith("branch.") and key.endswith(".merge") and value.startswith("refs/heads/"))
     )

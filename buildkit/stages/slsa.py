@@ -84,6 +84,7 @@ def gather(paths: Paths, record_path: Path | None = None, repository: str | None
     render record of that build's Dockerfile, and the digests of the record and its log. Every record value that
     reaches the statement is held to the lock (checked_record)."""
     inputs = load_inputs(paths)
+    record: BuildRecord | None
     if record_path is None:
         latest = latest_build(paths)
         if latest is None:

@@ -259,6 +259,7 @@ def gpu_checks(engine, image: str, lock: Lock, cuda_version: str | None, drivers
         except UpstreamMismatch as exc:
             add("vLLM's symbols resolve against the image's torch", False, exc.message)
     for have, judged in (gpu.driver.drivers if gpu.driver else {}).items():
+        assert gpu.driver is not None  # (the loop runs only with one)
         add(f"CUDA {gpu.driver.cuda_runtime} runs on driver {have}", None if judged.startswith("unknown") else
             not judged.startswith("no:"), judged)  # fmt: skip
     return gpu
@@ -268,6 +269,7 @@ def driver_on_gpu(engine, image: str, gpu: GpuCheck, torch_sees_gpu: bool) -> tu
     """The prediction for this machine's real driver (nvidia-smi in a GPU container) against what torch saw."""
     from buildkit.gpu import driver
 
+    assert gpu.driver is not None and gpu.driver.cuda_runtime  # the caller checks
     code, out = engine.run_check(image, ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                  gpus=True)  # fmt: skip
     have = out.strip().splitlines()[0].strip() if code == 0 and out.strip() else ""
