@@ -16,6 +16,19 @@ from tests.fake_upstreams import Upstreams, pins_text, reference_upstreams
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# A test that uses one of these (directly or through another fixture) is end to end: the build engine, or the CLI
+# run as a child process. Tests that read real PyPI wheels are marked e2e where they are written.
+E2E_FIXTURES = frozenset({"engine", "engine_b", "cli", "project"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test `e2e` or `unit` (registered in pyproject.toml), so `pytest -m unit` is the fast loop."""
+    for item in items:
+        if item.get_closest_marker("e2e") is None and E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+        if item.get_closest_marker("e2e") is None:
+            item.add_marker(pytest.mark.unit)
+
 
 @pytest.fixture
 def upstreams():

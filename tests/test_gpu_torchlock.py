@@ -72,6 +72,7 @@ def vllm_in_cache(index: str, cache: Path) -> WheelFact:
                      content_addressed=True, not_content_addressed=None, cuda="12", cuda_source="test")  # fmt: skip
 
 
+@pytest.mark.e2e  # real PyPI wheels
 def test_links_against_uv_locks_torch_cold_then_warm(index, tmp_path, monkeypatch):
     monkeypatch.setenv("BUILDKIT_TORCH_INDEX", index)
     tree, cache = tmp_path / "tree", tmp_path / "cache"
@@ -89,6 +90,7 @@ def test_links_against_uv_locks_torch_cold_then_warm(index, tmp_path, monkeypatc
     assert again.checked == result.checked and _Files.requests == []  # warm: torch's symbols from the cache
 
 
+@pytest.mark.e2e  # real PyPI wheels
 def test_a_torch_wheel_with_other_bytes_stops(index, tmp_path, monkeypatch):
     monkeypatch.setenv("BUILDKIT_TORCH_INDEX", index)
     tree, cache = tmp_path / "tree", tmp_path / "cache"
