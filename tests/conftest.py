@@ -1,4 +1,6 @@
-"""Shared fixtures: loopback upstreams holding the reference facts, and a runner for the real CLI."""
+"""Shared fixtures: loopback upstreams holding the reference facts, a runner for the real CLI, the NeMo-RL-shaped
+repository and cosign; and the unit/e2e marks. Helpers shared by test modules live in tests/<name>.py (never in
+a test_*.py module: tests/test_suite_rules.py holds that)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from buildkit.errors import EngineNotReady
+from buildkit.world.cosign import binary
 from tests.engine import engine, engine_b  # noqa: F401 -- the fixtures, for every test module
 from tests.fake_upstreams import Upstreams, pins_text, reference_upstreams
+from tests.nemo_repo import make_remote
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,3 +101,23 @@ def project(tmp_path: Path, upstreams: Upstreams) -> tuple[Path, Cli]:
 def cli(tmp_path: Path) -> Cli:
     """A CLI with no upstreams configured (for offline and bad-input tests)."""
     return Cli(tmp_path, base_env(tmp_path))
+
+
+@pytest.fixture
+def remote(tmp_path):
+    """The NeMo-RL-shaped repository (tests/nemo_repo.py), served by `git daemon` for the test."""
+    made = make_remote(tmp_path)
+    yield made
+    made.daemon.stop()
+
+
+@pytest.fixture(scope="session")
+def cosign() -> str:
+    """The cosign binary (scripts/cosign-build.sh); skips without it, fails in CI."""
+    try:
+        return binary()
+    except EngineNotReady as exc:
+        message = f"{exc.message} ({exc.hint})"
+        if os.environ.get("CI") or os.environ.get("BUILDKIT_ENGINE") == "required":
+            pytest.fail(message)
+        pytest.skip(message)

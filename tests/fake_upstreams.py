@@ -907,3 +907,8 @@ if __name__ == "__main__":
             time.sleep(3600)
     except KeyboardInterrupt:
         up.stop()
+
+
+def authorizations(log) -> set[str | None]:
+    """The Authorization headers a server saw (hostile servers log Requests, the fakes tuples)."""
+    return {(entry.headers if hasattr(entry, "headers") else entry[2]).get("Authorization") for entry in log}

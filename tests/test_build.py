@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from tests.engine import STAND_IN_BASE
-from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
+from tests.nemo_repo import use_remote
+from tests.projects import smoke_project
 
 
 def test_dry_run_prints_the_command_with_the_locked_values_and_changes_nothing(project, remote, tmp_path):  # noqa: F811
@@ -55,16 +56,6 @@ def test_bad_builder_name_is_refused(project, remote, engine):  # noqa: F811
     root, cli = use_remote(project, remote)
     result = cli("build", "--smoke", "--builder", "x; rm -rf /")
     assert result.code == 2 and "--builder: expected a builder name" in result.stderr, result.output
-
-
-def smoke_project(project, remote):  # noqa: F811
-    """The pins with the stand-in base image from the engine's registry as the base image too."""
-    root, cli = project
-    text = (root / "pins.yaml").read_text()
-    start = text.index("base_image: ") + len("base_image: ")
-    end = text.index("\n", start)
-    (root / "pins.yaml").write_text(text[:start] + STAND_IN_BASE + text[end:])
-    return use_remote(project, remote)
 
 
 def docker_inspect(ref: str) -> dict:

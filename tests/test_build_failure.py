@@ -15,8 +15,7 @@ import pytest
 
 from buildkit.stages.build import Builder, BuildPlan, execute, failure_hint
 from tests.engine import STAND_IN_BASE
-from tests.test_build import smoke_project
-from tests.test_render import remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
+from tests.projects import smoke_project
 
 PARALLEL_FAILURE = f"""\
 FROM {STAND_IN_BASE} AS slow

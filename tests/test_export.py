@@ -18,7 +18,7 @@ import pytest
 
 from buildkit.errors import InputError
 from buildkit.stages.export import bash_quote, configure, squash, squash_options
-from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
+from tests.projects import smoke_built
 from tests.trees import listing
 
 SMOKE_TAG = "nemo-rl:v0.5.0-spec-decode-smoke"
@@ -145,15 +145,6 @@ def test_without_mksquashfs_nothing_is_made_and_the_hint_says_what_to_install(cl
 
 
 # On the engine
-
-
-def smoke_built(project, remote):  # noqa: F811
-    from tests.test_build import smoke_project
-
-    root, cli = smoke_project(project, remote)
-    built = cli("build", "--smoke", "--progress", "plain", timeout=600)
-    assert built.code == 0, built.output
-    return root, cli
 
 
 def unsquashfs(*args: str) -> str:

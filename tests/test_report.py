@@ -12,15 +12,10 @@ import re
 import shutil
 
 from tests.conftest import REPO_ROOT
-from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
+from tests.nemo_repo import use_remote
+from tests.projects import golden_project
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "report"
-
-
-def golden_project(tmp_path):
-    project = tmp_path / "project"
-    shutil.copytree(FIXTURES, project, ignore=shutil.ignore_patterns("expected.*", "README.md", "*.py", "__pycache__"))
-    return project
 
 
 def check_golden(name: str, text: str) -> None:

@@ -11,9 +11,7 @@ import subprocess
 
 from buildkit.models.records import header
 from tests.mermaid_check import mermaid_parse
-from tests.test_build import smoke_project
-from tests.test_render import remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
-from tests.test_report import golden_project
+from tests.projects import golden_project, smoke_project
 
 OTHER = "sha256:" + "e" * 64
 

@@ -20,6 +20,7 @@ from buildkit.stages.resolve.wheels import FoundWheel, Listed, choose_wheel, whe
 from buildkit.world.http import Http
 from buildkit.world.registry import Registry, challenge_params, usable_realm_host
 from buildkit.world.shapes import parse
+from tests.projects import use_base
 
 # --- CUDA_VERSION, as image configs set it in their Env ------------------------------------------------------------
 
@@ -67,7 +68,6 @@ def test_what_cannot_be_a_cuda_version_is_refused(value):
     ],
 )
 def test_cuda_versions_through_resolve(project, upstreams, value, code, needle):
-    from tests.test_resolve_cuda import use_base
 
     root, cli = project
     use_base(root, upstreams, "table", cuda_version=value)

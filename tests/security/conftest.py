@@ -124,3 +124,18 @@ def assert_error(error: BuildkitError, code: int, *needles: str) -> None:
     assert len(text) < 800, text[:3000]
     for needle in needles:
         assert needle in text, text
+
+
+@pytest.fixture
+def tiny_mount(tmp_path):
+    """A 64 KiB tmpfs (root only: CI runs as root, and fails rather than skips there)."""
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        message = f"cannot mount a tmpfs here: {done.stderr.decode().strip()}"
+        if os.environ.get("CI") or os.environ.get("BUILDKIT_ENGINE") == "required":
+            pytest.fail(message)
+        pytest.skip(message)
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)

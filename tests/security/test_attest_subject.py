@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.projects import golden_project
 from tests.security.conftest import measured
-from tests.test_report import golden_project
-from tests.test_slsa import PASSWORD, cosign, key_pair  # noqa: F401 -- the cosign fixture
+from tests.signing import PASSWORD, key_pair
 
 RECORD = Path("build") / "smoke-record.json"
 

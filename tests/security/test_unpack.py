@@ -18,7 +18,7 @@ import pytest
 from buildkit.errors import InputError
 from buildkit.image.ocilayout import OciLayout, resolve_image
 from buildkit.image.unpack import unpack_image
-from tests.test_imagediff import TAR, F, image, layer_tar, sha, write_tar
+from tests.images import TAR, F, image, layer_tar, sha, write_tar
 from tests.trees import listing
 
 DIR, SYM, LNK, CHR, FIFO = tarfile.DIRTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE, tarfile.FIFOTYPE
