@@ -12,6 +12,7 @@ import re
 import shutil
 
 from tests.conftest import REPO_ROOT
+from tests.goldens import machine_neutral
 from tests.nemo_repo import use_remote
 from tests.projects import golden_project
 
@@ -19,7 +20,9 @@ FIXTURES = REPO_ROOT / "tests" / "fixtures" / "report"
 
 
 def check_golden(name: str, text: str) -> None:
+    """`text` against the golden `name`, both without the recording machine's ports, host and versions."""
     path = FIXTURES / name
+    text = machine_neutral(text)
     if os.environ.get("BUILDKIT_REGEN_GOLDEN"):
         path.write_text(text)
     assert text == path.read_text(), f"{name} changed; regenerate with BUILDKIT_REGEN_GOLDEN=1 and review the diff"

@@ -1,13 +1,18 @@
 """Rules the test suite keeps about itself: a test module never imports another (what tests share lives in
-conftest.py or a helper module, tests/<name>.py)."""
+conftest.py or a helper module, tests/<name>.py), and the goldens hold no ports, hosts or versions of a machine."""
 
 from __future__ import annotations
 
 import ast
+import platform
+import re
+import socket
 
 import pytest
 
+import buildkit
 from tests.conftest import REPO_ROOT
+from tests.goldens import GOLDENS, recorded_machine
 
 TESTS = REPO_ROOT / "tests"
 
@@ -63,3 +68,33 @@ def test_no_test_module_imports_another():
 )
 def test_the_rule_sees_every_form_of_import(source, offends):
     assert bool(imports_a_test_module(source, "tests.security")) == offends
+
+
+def _as_a_word(value: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w.+-]){re.escape(value)}(?![\w.+-])")
+
+
+def test_goldens_hold_no_ports_hosts_or_versions_of_a_machine():
+    """The report's goldens (compared through tests/goldens.py's machine_neutral) hold placeholders for the loopback
+    ports, host name and tool versions of the machine that recorded the fixtures, and nothing of this one."""
+    assert [g.name for g in GOLDENS] == ["expected.json", "expected.md"]
+    machine = {
+        **{f"recorded {k}": v for k, v in recorded_machine().items()},
+        "this host": socket.gethostname(),
+        "this Python": platform.python_version(),
+        "this buildkit": buildkit.__version__,
+    }
+    for golden in GOLDENS:
+        text = golden.read_text()
+        ports = re.findall(r"(?:127\.0\.0\.1|localhost)[: ]\d+", text)
+        assert not ports, f"{golden.name} holds loopback ports: {sorted(set(ports))}"
+        found = {what: value for what, value in machine.items() if _as_a_word(value).search(text)}
+        assert not found, f"{golden.name} holds {found}"
+
+
+def test_the_golden_scan_finds_what_it_looks_for():
+    """The scan above is not vacuous: the recorded values are the ones the fixtures hold, and it finds them."""
+    record = (REPO_ROOT / "tests" / "fixtures" / "report" / "build" / "smoke-record.json").read_text()
+    for value in recorded_machine().values():
+        assert _as_a_word(value).search(record), value
+    assert re.findall(r"(?:127\.0\.0\.1|localhost)[: ]\d+", "FROM 127.0.0.1 5000/x; http://localhost:8080/")
