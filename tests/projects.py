@@ -1,9 +1,14 @@
 """Test projects beyond the `project` fixture: pins pointed at other images of the loopback registry or at the
-engine's stand-in base, a smoke build done, and the report's golden project (recorded records, no engine)."""
+engine's stand-in base, a smoke build done or interrupted, and the report's golden project (recorded records, no
+engine)."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.engine import STAND_IN_BASE
@@ -48,3 +53,20 @@ def use_base(root, upstreams, tag: str, **image) -> str:
 
 def use_variant(root, variant: str) -> None:
     (root / "pins.yaml").write_text((root / "pins.yaml").read_text().replace("variant: default", f"variant: {variant}"))
+
+
+def interrupt_a_slow_smoke_build(root: Path, env: dict[str, str], engine: str, sig: signal.Signals) -> tuple[int, str]:
+    """Run `buildkit build --smoke` (uncached, with a slow step) as a child process, send it `sig` once buildx
+    reports its first step, and return its exit code and the rest of its stderr."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "buildkit.cli", "build", "--smoke", "--builder", engine, "--progress", "plain",
+         "--no-syntax", "--", "--no-cache", "--build-arg", "SLOW=1"],
+        cwd=root, env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    for line in process.stderr:
+        if line.startswith("=> "):  # buildx is running and reporting steps
+            os.kill(process.pid, sig)
+            break
+    rest = process.stderr.read()
+    return process.wait(timeout=120), rest
