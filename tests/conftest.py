@@ -22,7 +22,7 @@ from tests.nemo_repo import make_remote
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # A test that uses one of these (directly or through another fixture) is end to end: the build engine, or the CLI
-# run as a child process. Tests that read real PyPI wheels are marked e2e where they are written.
+# run as a child process. Tests that read real PyPI wheels, or take seconds, are marked e2e where they are written.
 E2E_FIXTURES = frozenset({"engine", "engine_b", "cli", "project"})
 
 

@@ -115,6 +115,7 @@ def test_a_label_cannot_end_its_comment_line():
     assert b"# k rm -rf ~ v rm -rf ~\n" in files[("etc", "rc")]
 
 
+@pytest.mark.e2e  # slow: mksquashfs several times (10 s here)
 def test_the_bytes_do_not_depend_on_the_number_of_processors(tmp_path):
     """mksquashfs 4.4+ orders its output the same with any number of processors (its default -reproducible), so
     the machine that exports does not change the .sqsh."""
