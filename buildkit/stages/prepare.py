@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict
 from buildkit import __version__
 from buildkit.dockerfile.patches import AppliedPatch, apply_patches, patch_targets, read_patch_text
 from buildkit.errors import BuildkitError, GitFailed, InputError, UpstreamMismatch
-from buildkit.files import MAX_RECORD_BYTES, read_local, utc_now, write_atomic
+from buildkit.files import MAX_RECORD_BYTES, read_local, utc_now, write_atomic, write_error
 from buildkit.models.lock import Lock, PatchFact
 from buildkit.models.pins import GitUrlRewrite
 from buildkit.world.cache import prepared_tree
@@ -200,8 +200,6 @@ def entry_lock(tree: Path) -> Iterator[None]:
 
 
 def _disk_hint(exc: OSError) -> str:
-    from buildkit.files import write_error
-
     return write_error(Path("."), exc).hint or "check the cache directory"
 
 

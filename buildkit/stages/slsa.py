@@ -22,9 +22,9 @@ from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, sha256_byt
 from buildkit.models.grammar import DIGEST_RE, IMAGE_REF_RE, one_line_text
 from buildkit.models.lock import Lock
 from buildkit.models.pins import Pins
-from buildkit.stages.build import BuildRecord
+from buildkit.stages.build import BuildRecord, build_args
 from buildkit.stages.pipeline import Paths, latest_build, load_inputs
-from buildkit.stages.render import RenderRecord
+from buildkit.stages.render import RenderRecord, source_date_epoch
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
@@ -159,8 +159,6 @@ def checked_record(record: BuildRecord, path: Path, lock: Lock) -> None:
     can edit, and a signed statement must not say what the lock did not build. The image is the lock's (its tag,
     `-smoke` for a smoke build) with a digest; the target, the build args and SOURCE_DATE_EPOCH are the lock's; the
     builder, driver and versions one line of text each."""
-    from buildkit.stages.build import build_args
-    from buildkit.stages.render import source_date_epoch
 
     def refuse(field: str, found: object, want: str) -> InputError:
         return InputError(
