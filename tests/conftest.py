@@ -15,8 +15,7 @@ import pytest
 
 from buildkit.errors import EngineNotReady
 from buildkit.world.cosign import binary
-from tests.engine import engine, engine_b  # noqa: F401 -- the fixtures, for every test module
-from tests.engine import unavailable
+from tests.engine import engine, engine_b, unavailable  # noqa: F401 -- engine, engine_b: fixtures for every module
 from tests.fake_upstreams import Upstreams, pins_text, reference_upstreams
 from tests.nemo_repo import make_remote
 
