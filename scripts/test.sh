@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test command: install buildkit with its test extras into .venv, bring up the build engine
-# (scripts/engine-up.sh: Docker, a loopback registry, BuildKit and buildx built from their Go modules),
-# run the tests hermetically, and take the engine down again. Extra arguments go to pytest.
+# The test command: install buildkit with its test extras into .venv, type-check buildkit/ (mypy: any error fails
+# the command), bring up the build engine (scripts/engine-up.sh: Docker, a loopback registry, BuildKit and buildx
+# built from their Go modules), run the tests hermetically, and take the engine down again. Extra arguments go to
+# pytest.
 #
 # Hermetic: pytest runs with fresh, empty HOME, XDG_CACHE_HOME, BUILDKIT_CACHE_DIR and TMPDIR, so nothing an
 # earlier run (or this machine) left behind can make the suite pass. Only Docker's client configuration, where
@@ -18,6 +19,10 @@ cleanup() {
   rm -rf "$fresh"
 }
 trap cleanup EXIT
+
+# The type checker first (configured in pyproject.toml's [tool.mypy]): one error fails the test command before the
+# engine starts. Its cache starts empty too.
+.venv/bin/mypy --cache-dir "$fresh/mypy-cache"
 
 if [ "$(id -u)" = 0 ]; then
   bash scripts/engine-up.sh

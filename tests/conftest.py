@@ -1,4 +1,6 @@
-"""Shared fixtures: loopback upstreams holding the reference facts, and a runner for the real CLI."""
+"""Shared fixtures: loopback upstreams holding the reference facts, a runner for the real CLI, the NeMo-RL-shaped
+repository and cosign; and the unit/e2e marks. Helpers shared by test modules live in tests/<name>.py (never in
+a test_*.py module: tests/test_suite_rules.py holds that)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,26 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine import engine, engine_b  # noqa: F401 -- the fixtures, for every test module
+from buildkit.errors import EngineNotReady
+from buildkit.world.cosign import binary
+from tests.engine import engine, engine_b, unavailable  # noqa: F401 -- engine, engine_b: fixtures for every module
 from tests.fake_upstreams import Upstreams, pins_text, reference_upstreams
+from tests.nemo_repo import make_remote
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# A test that uses one of these (directly or through another fixture) is end to end: the build engine, or the CLI
+# run as a child process. Tests that read real PyPI wheels, or take seconds, are marked e2e where they are written.
+E2E_FIXTURES = frozenset({"engine", "engine_b", "cli", "project"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test `e2e` or `unit` (registered in pyproject.toml), so `pytest -m unit` is the fast loop."""
+    for item in items:
+        if item.get_closest_marker("e2e") is None and E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+        if item.get_closest_marker("e2e") is None:
+            item.add_marker(pytest.mark.unit)
 
 
 @pytest.fixture
@@ -83,3 +101,20 @@ def project(tmp_path: Path, upstreams: Upstreams) -> tuple[Path, Cli]:
 def cli(tmp_path: Path) -> Cli:
     """A CLI with no upstreams configured (for offline and bad-input tests)."""
     return Cli(tmp_path, base_env(tmp_path))
+
+
+@pytest.fixture
+def remote(tmp_path):
+    """The NeMo-RL-shaped repository (tests/nemo_repo.py), served by `git daemon` for the test."""
+    made = make_remote(tmp_path)
+    yield made
+    made.daemon.stop()
+
+
+@pytest.fixture(scope="session")
+def cosign() -> str:
+    """The cosign binary (scripts/cosign-build.sh); skips without it, fails in CI."""
+    try:
+        return binary()
+    except EngineNotReady as exc:
+        unavailable(f"{exc.message} ({exc.hint})")

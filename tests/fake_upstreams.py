@@ -724,6 +724,11 @@ class Login:
         return "Basic " + base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
 
 
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+
+
 class FakeRegistry(Upstream):
     """OCI distribution API with the anonymous bearer-token flow; serves an index with amd64 and arm64 images.
     With `login` set it demands a login (see Login); with `backend` set (a real registry's URL) it serves, once the
@@ -746,6 +751,26 @@ class FakeRegistry(Upstream):
         self.blobs[digest] = (media_type, body)
         return digest
 
+    def put_image(self, config: dict[str, Any], platform: dict[str, str] | None = None) -> dict[str, Any]:
+        """One image as BuildKit pushes it: an OCI image manifest (no layers) whose config blob is `config`. Returns
+        its descriptor, as an index lists it (with `platform` when given)."""
+        config_digest = self._put(OCI_CONFIG, config)
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": OCI_CONFIG, "digest": config_digest, "size": len(self.blobs[config_digest][1])},
+            "layers": [],
+        }
+        digest = self._put(OCI_MANIFEST, manifest)
+        platform_ = {"platform": platform} if platform is not None else {}
+        return {"mediaType": OCI_MANIFEST, "digest": digest, "size": len(self.blobs[digest][1]), **platform_}
+
+    def put_index(self, repo: str, tag: str, manifests: list[dict[str, Any]]) -> str:
+        """An OCI image index of `manifests` (descriptors), tagged repo:tag; its digest."""
+        digest = self._put(OCI_INDEX, {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests})
+        self.tags[(repo, tag)] = digest
+        return digest
+
     def add_image(
         self,
         repo: str,
@@ -762,39 +787,21 @@ class FakeRegistry(Upstream):
             if env is None:
                 lines = ["PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/bin:/bin"]
                 lines += [f"CUDA_VERSION={cuda_version}"] if cuda_version is not None else []
-            config_data = {"architecture": arch, "os": os_name, "config": {"Env": lines if env is None else env}}
-            config = self._put("application/vnd.oci.image.config.v1+json", config_data)
-            manifest = {
-                "schemaVersion": 2,
-                "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": 2},
-                "layers": [],
-            }
-            digest = self._put(manifest["mediaType"], manifest)
-            manifests.append(
-                {
-                    "mediaType": manifest["mediaType"],
-                    "digest": digest,
-                    "size": len(self.blobs[digest][1]),
-                    "platform": {"architecture": arch, "os": os_name},
-                }
-            )
+            config = {"architecture": arch, "os": os_name, "config": {"Env": lines if env is None else env}}
+            manifests.append(self.put_image(config, {"architecture": arch, "os": os_name}))
         if len(platforms) == 1:
             self.tags[(repo, tag)] = manifests[0]["digest"]
             return manifests[0]["digest"]
         # BuildKit-style attestation manifest, which has no real platform: must never be chosen.
         manifests.append(
             {
-                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "mediaType": OCI_MANIFEST,
                 "digest": "sha256:" + "a" * 64,
                 "size": 1,
                 "platform": {"architecture": "unknown", "os": "unknown"},
             }
         )
-        index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests}
-        digest = self._put(index["mediaType"], index)
-        self.tags[(repo, tag)] = digest
-        return digest
+        return self.put_index(repo, tag, manifests)
 
     def platform_digest(self, repo: str, tag: str, platform: str) -> str:
         media_type, body = self.blobs[self.tags[(repo, tag)]]
@@ -960,3 +967,8 @@ if __name__ == "__main__":
             time.sleep(3600)
     except KeyboardInterrupt:
         up.stop()
+
+
+def authorizations(log) -> set[str | None]:
+    """The Authorization headers a server saw (hostile servers log Requests, the fakes tuples)."""
+    return {(entry.headers if hasattr(entry, "headers") else entry[2]).get("Authorization") for entry in log}

@@ -117,3 +117,21 @@ def make_remote(tmp_path: Path) -> Remote:
     commit = commit_all(work, "docs: add release runs to front page readme for 0.5 (#1879)")
     daemon.publish(work, "RL.git")
     return Remote(daemon, work, commit, sub_commit)
+
+
+def point_pins_at(root: Path, remote: Remote, ref: str | None = None) -> None:
+    """The project's pins, with NeMo-RL from the served repository (and its submodule through a URL rewrite)."""
+    text = (root / "pins.yaml").read_text()
+    text = text.replace("https://github.com/NVIDIA-NeMo/RL.git", remote.url).replace(
+        '"946862e7"', f'"{ref or remote.commit}"'
+    )
+    text += f"\ngit_url_rewrites:\n  - url: {remote.daemon.url}test/\n    instead_of: https://github.com/test/\n"
+    (root / "pins.yaml").write_text(text)
+
+
+def use_remote(project, remote: Remote, ref: str | None = None) -> tuple[Path, object]:
+    root, cli = project
+    point_pins_at(root, remote, ref)
+    result = cli("resolve")
+    assert result.code == 0, result.output
+    return root, cli

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import time
 from pathlib import Path
 
 from tests.engine import STAND_IN_BASE
-from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
+from tests.nemo_repo import use_remote
+from tests.projects import interrupt_a_slow_smoke_build, smoke_project
 
 
 def test_dry_run_prints_the_command_with_the_locked_values_and_changes_nothing(project, remote, tmp_path):  # noqa: F811
@@ -55,16 +57,6 @@ def test_bad_builder_name_is_refused(project, remote, engine):  # noqa: F811
     root, cli = use_remote(project, remote)
     result = cli("build", "--smoke", "--builder", "x; rm -rf /")
     assert result.code == 2 and "--builder: expected a builder name" in result.stderr, result.output
-
-
-def smoke_project(project, remote):  # noqa: F811
-    """The pins with the stand-in base image from the engine's registry as the base image too."""
-    root, cli = project
-    text = (root / "pins.yaml").read_text()
-    start = text.index("base_image: ") + len("base_image: ")
-    end = text.index("\n", start)
-    (root / "pins.yaml").write_text(text[:start] + STAND_IN_BASE + text[end:])
-    return use_remote(project, remote)
 
 
 def docker_inspect(ref: str) -> dict:
@@ -204,22 +196,9 @@ def test_smoke_push_attaches_provenance_and_the_registry_confirms_the_digest(pro
 
 
 def test_ctrl_c_on_the_cli_records_the_build_as_interrupted(project, remote, engine):  # noqa: F811
-    import signal
-    import sys
-
     root, cli = smoke_project(project, remote)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "buildkit.cli", "build", "--smoke", "--builder", engine, "--progress", "plain",
-         "--no-syntax", "--", "--no-cache", "--build-arg", "SLOW=1"],
-        cwd=root, env=cli.env, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert process.stderr is not None
-    for line in process.stderr:
-        if line.startswith("=> "):  # buildx is running and reporting steps
-            os.kill(process.pid, signal.SIGINT)
-            break
-    rest = process.stderr.read()
-    assert process.wait(timeout=120) == 130, rest
+    code, rest = interrupt_a_slow_smoke_build(root, cli.env, engine, signal.SIGINT)
+    assert code == 130, rest
     record = json.loads((root / "build" / "smoke-record.json").read_text())
     assert record["outcome"] == "interrupted"
     assert "interrupted (Ctrl-C)" in Path(record["log"]).read_text()

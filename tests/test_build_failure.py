@@ -5,18 +5,14 @@ lines of its own output, even while other steps ran beside it (BuildKit then can
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from buildkit.stages.build import Builder, BuildPlan, execute, failure_hint
 from tests.engine import STAND_IN_BASE
-from tests.test_build import smoke_project
-from tests.test_render import remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
+from tests.projects import interrupt_a_slow_smoke_build, smoke_project
 
 PARALLEL_FAILURE = f"""\
 FROM {STAND_IN_BASE} AS slow
@@ -86,18 +82,8 @@ def test_sigterm_and_sighup_record_the_build_as_interrupted(project, remote, eng
     root, cli = smoke_project(project, remote)
     (root / "build").mkdir(exist_ok=True)
     (root / "build" / "smoke-record.json").write_text("{}")  # a previous build's record must not survive
-    process = subprocess.Popen(
-        [sys.executable, "-m", "buildkit.cli", "build", "--smoke", "--builder", engine, "--progress", "plain",
-         "--no-syntax", "--", "--no-cache", "--build-arg", "SLOW=1"],
-        cwd=root, env=cli.env, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert process.stderr is not None
-    for line in process.stderr:
-        if line.startswith("=> "):  # buildx is running and reporting steps
-            os.kill(process.pid, sig)
-            break
-    rest = process.stderr.read()
-    assert process.wait(timeout=120) == 130, rest
+    code, rest = interrupt_a_slow_smoke_build(root, cli.env, engine, sig)
+    assert code == 130, rest
     record = json.loads((root / "build" / "smoke-record.json").read_text())
     assert record["outcome"] == "interrupted" and record["error"] == f"interrupted ({sig.name})"
     assert f"interrupted ({sig.name})" in Path(record["log"]).read_text()

@@ -8,22 +8,12 @@ import json
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from tests.fake_upstreams import VLLM_PR, VLLM_SHA
-from tests.nemo_repo import LATER_SHAPE, make_remote, script_before_patch
-from tests.test_pinsedit import changed_lines
-from tests.test_render import fidelity, use_remote
+from tests.nemo_repo import LATER_SHAPE, script_before_patch, use_remote
+from tests.textdiff import changed_lines, fidelity
 
 PATCH_FILE = "patches/build-custom-vllm-wheel-location.patch"
 NOT_THE_PROJECT = {"cache", "served", "rl", "megatron"}  # the test's cache and upstream repositories
-
-
-@pytest.fixture
-def remote(tmp_path):
-    made = make_remote(tmp_path)
-    yield made
-    made.daemon.stop()
 
 
 def project_state(root: Path) -> dict[str, str]:

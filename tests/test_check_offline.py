@@ -7,7 +7,7 @@ import shutil
 
 from tests.conftest import REPO_ROOT
 from tests.fake_upstreams import BASE_REPO, BASE_TAG, VLLM_SHA
-from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
+from tests.nemo_repo import use_remote
 
 
 def resolved(project):
@@ -139,7 +139,7 @@ def test_smoke_before_buildx_needs_no_network_once_resolved_and_prepared(project
 def test_smoke_build_needs_no_network_once_resolved_and_prepared(project, upstreams, remote, engine):  # noqa: F811
     """The whole `build --smoke` with GitHub, the wheel index, the registry stand-in and the git server gone: only
     the engine and its loopback registry (the stand-in base, pinned before the build and pulled by it) are used."""
-    from tests.test_build import smoke_project
+    from tests.projects import smoke_project
 
     root, cli = smoke_project(project, remote)
     assert cli("prepare").code == 0

@@ -28,10 +28,9 @@ from tests.dockerconfig import (
     write_helper,
 )
 from tests.engine import STAND_IN_BASE
+from tests.failures import OLD_LOCK, assert_failed, assert_untouched
 from tests.fake_upstreams import BASE_REPO, BASE_TAG, Login
-from tests.test_resolve_failures import OLD_LOCK, assert_failed, assert_untouched
 
-# The config variants a user may have, each with the login mode of the registry it is tried against.
 VARIANTS = {
     "auths-basic-token-flow": ("token", lambda reg, tmp: {"auths": {reg: {"auth": basic()}}}),
     "auths-basic-registry": ("basic", lambda reg, tmp: {"auths": {reg: {"auth": basic()}}}),

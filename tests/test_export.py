@@ -18,7 +18,8 @@ import pytest
 
 from buildkit.errors import InputError
 from buildkit.stages.export import bash_quote, configure, squash, squash_options
-from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
+from tests.engine import unavailable
+from tests.projects import smoke_built
 from tests.trees import listing
 
 SMOKE_TAG = "nemo-rl:v0.5.0-spec-decode-smoke"
@@ -114,6 +115,7 @@ def test_a_label_cannot_end_its_comment_line():
     assert b"# k rm -rf ~ v rm -rf ~\n" in files[("etc", "rc")]
 
 
+@pytest.mark.e2e  # slow: mksquashfs several times (10 s here)
 def test_the_bytes_do_not_depend_on_the_number_of_processors(tmp_path):
     """mksquashfs 4.4+ orders its output the same with any number of processors (its default -reproducible), so
     the machine that exports does not change the .sqsh."""
@@ -145,15 +147,6 @@ def test_without_mksquashfs_nothing_is_made_and_the_hint_says_what_to_install(cl
 
 
 # On the engine
-
-
-def smoke_built(project, remote):  # noqa: F811
-    from tests.test_build import smoke_project
-
-    root, cli = smoke_project(project, remote)
-    built = cli("build", "--smoke", "--progress", "plain", timeout=600)
-    assert built.code == 0, built.output
-    return root, cli
 
 
 def unsquashfs(*args: str) -> str:
@@ -317,10 +310,7 @@ def small_disk(tmp_path):
         done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(where)],
                               capture_output=True, text=True)  # fmt: skip
         if done.returncode != 0:
-            message = f"cannot mount a small tmpfs to fill ({done.stderr.strip()}): needs root"
-            if os.environ.get("CI") or os.environ.get("BUILDKIT_ENGINE") == "required":
-                pytest.fail(message)
-            pytest.skip(message)
+            unavailable(f"cannot mount a small tmpfs to fill ({done.stderr.strip()}): needs root")
         mounted.append(where)
         return where
 

@@ -36,6 +36,7 @@ def cache(tmp_path_factory):
     return tmp_path_factory.mktemp("cache")
 
 
+@pytest.mark.e2e  # real PyPI wheels
 def test_vllm_0_14_0_links_against_torch_2_9_0(vllm_modules, cache):
     torch = abi.torch_defined(real_wheel(TORCH_2_9_0), TORCH_2_9_0.sha256, cache)
     result = abi.check(vllm_modules, torch, NOBLE, [TORCH_2_9_0.filename])
@@ -44,6 +45,7 @@ def test_vllm_0_14_0_links_against_torch_2_9_0(vllm_modules, cache):
     assert abi.torch_defined(real_wheel(TORCH_2_9_0), TORCH_2_9_0.sha256, cache) == torch  # from the cache
 
 
+@pytest.mark.e2e  # real PyPI wheels
 def test_vllm_0_14_0_does_not_link_against_torch_2_8_0(vllm_modules, cache):
     torch = abi.torch_defined(real_wheel(TORCH_2_8_0), TORCH_2_8_0.sha256, cache)
     result = abi.check(vllm_modules, torch, NOBLE, [TORCH_2_8_0.filename])
@@ -64,6 +66,7 @@ def test_vllm_0_14_0_does_not_link_against_torch_2_8_0(vllm_modules, cache):
     )
 
 
+@pytest.mark.e2e  # real PyPI wheels
 def test_symbol_versions_held_to_the_base_image(vllm_modules):
     old = {"GLIBC": (2, 17), "GLIBCXX": (3, 4, 19), "CXXABI": (1, 3, 7), "GCC": (4, 8, 0)}  # CentOS 7's
     result = abi.check(vllm_modules, set(), old, ["centos7"])

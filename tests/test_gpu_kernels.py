@@ -77,6 +77,7 @@ def vllm_libraries():
     return list(wheel_kernels(real_wheel(VLLM_0_14_0)))
 
 
+@pytest.mark.e2e  # real PyPI wheels
 def test_vllm_wheel_kernels(vllm_libraries):
     rows = {r.library: r for r in kernel_table(iter(vllm_libraries), "9.0 10.0", list(DEFAULT_REQUIRED))}
     c = rows["vllm/_C.abi3.so"]
@@ -97,6 +98,7 @@ def test_vllm_wheel_kernels(vllm_libraries):
     check_required(list(rows.values()), "wheel")  # passes
 
 
+@pytest.mark.e2e  # real PyPI wheels
 def test_required_library_without_kernel_stops(vllm_libraries):
     rows = kernel_table(iter(vllm_libraries), "6.0", list(DEFAULT_REQUIRED))
     with pytest.raises(UpstreamMismatch, match=r"vllm/_moe_C.abi3.so has no kernel for sm_60 .*it has sm_70, sm_75"):
@@ -232,6 +234,7 @@ def test_limits_stay_far_above_real_files():
     assert elfsections.MAX_SECTIONS >= 40 * 50 and fatbin.MAX_ENTRIES >= 352 * 100
 
 
+@pytest.mark.e2e  # real PyPI wheels
 def test_the_report_shows_the_table(vllm_libraries):
     from buildkit.models.gpufacts import GpuCheck
     from buildkit.models.lock import read_lock

@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import difflib
-
 import pytest
 
 from buildkit.errors import InputError
 from buildkit.models.pins import pins_from_text
 from buildkit.models.pinsedit import PinsEditor
 from tests.conftest import REPO_ROOT
+from tests.textdiff import changed_lines
 
 NEW_NEMO = "1" * 40
 NEW_VLLM = "2" * 40
-
-
-def changed_lines(old: str, new: str) -> tuple[list[str], list[str]]:
-    removed, added = [], []
-    for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0):
-        if line.startswith("-") and not line.startswith("---"):
-            removed.append(line[1:])
-        elif line.startswith("+") and not line.startswith("+++"):
-            added.append(line[1:])
-    return removed, added
 
 
 def test_the_reference_pins_round_trip_byte_for_byte_but_the_changed_values():

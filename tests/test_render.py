@@ -3,7 +3,6 @@ and served by `git daemon`; the submodule's github.com URL reaches the daemon th
 
 from __future__ import annotations
 
-import difflib
 import json
 import subprocess
 from pathlib import Path
@@ -13,32 +12,8 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 from tests.gitserver import git
-from tests.nemo_repo import LATER_SHAPE, PATCH, SHAPE, Remote, make_remote, script_before_patch
-
-
-@pytest.fixture
-def remote(tmp_path):
-    made = make_remote(tmp_path)
-    yield made
-    made.daemon.stop()
-
-
-def point_pins_at(root: Path, remote: Remote, ref: str | None = None) -> None:
-    """The project's pins, with NeMo-RL from the served repository (and its submodule through a URL rewrite)."""
-    text = (root / "pins.yaml").read_text()
-    text = text.replace("https://github.com/NVIDIA-NeMo/RL.git", remote.url).replace(
-        '"946862e7"', f'"{ref or remote.commit}"'
-    )
-    text += f"\ngit_url_rewrites:\n  - url: {remote.daemon.url}test/\n    instead_of: https://github.com/test/\n"
-    (root / "pins.yaml").write_text(text)
-
-
-def use_remote(project, remote: Remote, ref: str | None = None) -> tuple[Path, object]:
-    root, cli = project
-    point_pins_at(root, remote, ref)
-    result = cli("resolve")
-    assert result.code == 0, result.output
-    return root, cli
+from tests.nemo_repo import LATER_SHAPE, PATCH, SHAPE, script_before_patch, use_remote
+from tests.textdiff import fidelity
 
 
 def test_render_prepares_patches_records_and_writes_the_dockerfile(project, remote, tmp_path):
@@ -193,35 +168,6 @@ def test_diff_against_upstream_and_no_syntax(project, remote):
     assert "-uv sync --link-mode symlink --locked --extra sglang --no-install-project" in result.stdout
     assert '+ENV TORCH_CUDA_ARCH_LIST="9.0"' in result.stdout
     assert "syntax=" not in (root / "out" / "Dockerfile").read_text()
-
-
-def fidelity(upstream: str, rendered: str, transformations: list[dict]) -> dict[str, set[str]]:
-    """Line by line: every upstream line is in the rendered file, in order and unchanged, unless a named
-    transformation says it touched it; and every line one says it touched did change. Returns the touched lines'
-    upstream text by transformation."""
-    theirs, ours = upstream.splitlines(), rendered.splitlines()
-    touched = {n: t["name"] for t in transformations for n in t["upstream_lines"]}
-    changed = set()
-    matcher = difflib.SequenceMatcher(None, theirs, ours, autojunk=False)
-    for tag, i1, i2, _, _ in matcher.get_opcodes():
-        if tag in ("replace", "delete"):
-            changed.update(range(i1 + 1, i2 + 1))
-    untouched_but_changed = sorted(n for n in changed if n not in touched)
-    assert not untouched_but_changed, [f"{n}: {theirs[n - 1]}" for n in untouched_but_changed]
-    assert set(touched) <= changed, "a transformation lists a line it left as it was"
-    # And by BuildKit's parser: every instruction no transformation touched is there with its exact lines.
-    # (An instruction a transformation added lines inside, as apt_log_cleanup does in a RUN script, is checked
-    # line by line above.)
-    out = "\n".join(ours)
-    inside = {n for t in transformations for n in t["inserted_after"]}
-    for cmd in dockerfile.parse_string(upstream):
-        lines = set(range(cmd.start_line, cmd.end_line + 1))
-        if not lines & set(touched) and not inside & set(range(cmd.start_line, cmd.end_line)):
-            assert "\n".join(theirs[cmd.start_line - 1 : cmd.end_line]) in out, cmd.original
-    by_name: dict[str, set[str]] = {}
-    for n, name in touched.items():
-        by_name.setdefault(name, set()).add(theirs[n - 1].strip())
-    return by_name
 
 
 def render_json(root: Path) -> dict:

@@ -12,19 +12,17 @@ import re
 import shutil
 
 from tests.conftest import REPO_ROOT
-from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
+from tests.goldens import machine_neutral
+from tests.nemo_repo import use_remote
+from tests.projects import golden_project
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "report"
 
 
-def golden_project(tmp_path):
-    project = tmp_path / "project"
-    shutil.copytree(FIXTURES, project, ignore=shutil.ignore_patterns("expected.*", "README.md", "*.py", "__pycache__"))
-    return project
-
-
 def check_golden(name: str, text: str) -> None:
+    """`text` against the golden `name`, both without the recording machine's ports, host and versions."""
     path = FIXTURES / name
+    text = machine_neutral(text)
     if os.environ.get("BUILDKIT_REGEN_GOLDEN"):
         path.write_text(text)
     assert text == path.read_text(), f"{name} changed; regenerate with BUILDKIT_REGEN_GOLDEN=1 and review the diff"

@@ -11,9 +11,7 @@ import subprocess
 
 from buildkit.models.records import header
 from tests.mermaid_check import mermaid_parse
-from tests.test_build import smoke_project
-from tests.test_render import remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
-from tests.test_report import golden_project
+from tests.projects import golden_project, smoke_project
 
 OTHER = "sha256:" + "e" * 64
 
@@ -182,7 +180,7 @@ def test_a_failed_build_reports_the_failing_step_and_its_output(cli, tmp_path):
 def test_every_stage_gets_its_figure_and_resolve_reads_its_record(project, remote):  # noqa: F811
     """resolve's time comes from build/resolve.json (what a real resolve wrote); a missing, broken or foreign
     record leaves it "not recorded" with a note, and the report still succeeds."""
-    from tests.test_render import use_remote
+    from tests.nemo_repo import use_remote
 
     root, cli = use_remote(project, remote)  # a real resolve against the loopback upstreams
     assert cli("render").code == 0

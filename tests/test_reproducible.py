@@ -7,7 +7,8 @@ import json
 import os
 from pathlib import Path
 
-from tests.test_render import remote, use_remote  # noqa: F401 -- the repository fixture
+from tests.nemo_repo import use_remote
+from tests.projects import smoke_project
 from tests.trees import listing
 
 
@@ -50,7 +51,6 @@ def test_prepared_tree_is_the_same_bytes_from_any_cache_dir_umask_and_history(pr
 
 
 def _smoke_project(project, remote):  # noqa: F811
-    from tests.test_build import smoke_project
 
     return smoke_project(project, remote)
 
@@ -196,7 +196,6 @@ def test_drift_stops_the_build_unless_allowed(project, remote, engine):  # noqa:
     later = SHAPE.read_text().replace("25.05-cuda12.9-devel", "26.05-cuda13.2-devel")
     moved = remote.new_commit("docker/Dockerfile", later, "upstream builds on CUDA 13.2")
     # The pins keep the CUDA 12.9 base (the smoke target builds on the stand-in, never on it).
-    from tests.test_render import use_remote
 
     root, cli = use_remote(project, remote)
     text = (root / "pins.yaml").read_text().replace(f'"{remote.commit}"', f'"{moved}"')

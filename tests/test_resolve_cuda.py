@@ -15,7 +15,8 @@ import pytest
 
 from buildkit.models.drift import base_image_drift
 from buildkit.stages.resolve.elf import ElfError, needed
-from tests.fake_upstreams import BASE_REPO, VLLM_SHA, WHEEL_VERSION, WHEEL_X86, minimal_elf
+from tests.fake_upstreams import VLLM_SHA, WHEEL_VERSION, WHEEL_X86, minimal_elf
+from tests.projects import use_base, use_variant
 
 WHEEL_CU129_X86 = f"vllm-{WHEEL_VERSION}.cu129-cp38-abi3-manylinux_2_31_x86_64.whl"
 
@@ -33,18 +34,6 @@ def lock_of(result) -> dict:
 
 def served(upstreams):
     return upstreams.wheels.files[f"/{VLLM_SHA}/{WHEEL_X86}"]
-
-
-def use_base(root, upstreams, tag: str, **image) -> str:
-    """Pins naming another image of the loopback registry (added with `image`: cuda_version=..., env=...)."""
-    upstreams.registry.add_image(BASE_REPO, tag, **image)
-    base = f"{upstreams.registry.netloc}/{BASE_REPO}:{tag}"
-    (root / "pins.yaml").write_text((root / "pins.yaml").read_text().replace(upstreams.base_image, base))
-    return base
-
-
-def use_variant(root, variant: str) -> None:
-    (root / "pins.yaml").write_text((root / "pins.yaml").read_text().replace("variant: default", f"variant: {variant}"))
 
 
 def warnings(result) -> list[str]:

@@ -7,10 +7,9 @@ import time
 
 import pytest
 
+from tests.failures import OLD_LOCK, assert_failed, assert_untouched
 from tests.fake_upstreams import BASE_REPO, BASE_TAG, DROP, VLLM_PR, VLLM_SHA, WHEEL_ARM, Fault
 from tests.gitserver import free_port
-
-OLD_LOCK = b'{"this is": "the old lock, which a failed resolve must not touch"}\n'
 
 
 @pytest.fixture
@@ -18,19 +17,6 @@ def old_lock(project):
     root, _ = project
     (root / "pins.lock").write_bytes(OLD_LOCK)
     return root / "pins.lock"
-
-
-def assert_failed(result, code: int, *needles: str) -> None:
-    assert result.code == code, result.output
-    assert "Traceback" not in result.output
-    assert result.stdout == ""
-    for needle in needles:
-        assert needle in result.stderr, result.stderr
-
-
-def assert_untouched(lock_path) -> None:
-    assert lock_path.read_bytes() == OLD_LOCK
-    assert [p.name for p in lock_path.parent.iterdir() if p.name.startswith(".pins.lock")] == []
 
 
 def test_rate_limit_stops_at_once_and_names_reset_and_token(project, upstreams, old_lock):

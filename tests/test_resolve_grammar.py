@@ -20,6 +20,7 @@ from buildkit.stages.resolve.wheels import FoundWheel, Listed, choose_wheel, whe
 from buildkit.world.http import Http
 from buildkit.world.registry import Registry, challenge_params, usable_realm_host
 from buildkit.world.shapes import parse
+from tests.projects import use_base
 
 # --- CUDA_VERSION, as image configs set it in their Env ------------------------------------------------------------
 
@@ -67,7 +68,6 @@ def test_what_cannot_be_a_cuda_version_is_refused(value):
     ],
 )
 def test_cuda_versions_through_resolve(project, upstreams, value, code, needle):
-    from tests.test_resolve_cuda import use_base
 
     root, cli = project
     use_base(root, upstreams, "table", cuda_version=value)
@@ -235,21 +235,11 @@ def buildx_index(registry, repo: str, tag: str) -> dict[str, str]:
     digests = {}
     manifests = []
     for os_name, arch, variant in (("linux", "amd64", None), ("linux", "arm64", "v8")):
-        config = registry._put(
-            "application/vnd.oci.image.config.v1+json",
-            {"architecture": arch, "os": os_name, **({"variant": variant} if variant else {}),
-             "config": {"Env": ["PATH=/usr/bin", "CUDA_VERSION=12.9.0.043"]}},
-        )  # fmt: skip
-        manifest = {
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": 1},
-            "layers": [],
-        }
-        digest = registry._put(manifest["mediaType"], manifest)
-        digests[f"{os_name}/{arch}"] = digest
         platform = {"architecture": arch, "os": os_name, **({"variant": variant} if variant else {})}
-        manifests.append({"mediaType": manifest["mediaType"], "digest": digest, "size": 1, "platform": platform})
+        image = registry.put_image({**platform, "config": {"Env": ["PATH=/usr/bin", "CUDA_VERSION=12.9.0.043"]}},
+                                   platform)  # fmt: skip
+        digests[f"{os_name}/{arch}"] = image["digest"]
+        manifests.append(image)
     for digest in list(digests.values()):
         attestation = registry._put("application/vnd.oci.image.manifest.v1+json", {"schemaVersion": 2, "for": digest})
         manifests.append({
@@ -257,8 +247,7 @@ def buildx_index(registry, repo: str, tag: str) -> dict[str, str]:
             "annotations": {"vnd.docker.reference.digest": digest, "vnd.docker.reference.type": "attestation-manifest"},
             "platform": {"architecture": "unknown", "os": "unknown"},
         })  # fmt: skip
-    index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests}
-    registry.tags[(repo, tag)] = registry._put(index["mediaType"], index)
+    registry.put_index(repo, tag, manifests)
     return digests
 
 

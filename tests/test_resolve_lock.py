@@ -12,7 +12,7 @@ import time
 
 from tests.conftest import REPO_ROOT, Cli
 from tests.fake_upstreams import pins_text
-from tests.test_render import remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
+from tests.projects import smoke_project
 
 
 def resolve(cli) -> None:
@@ -121,7 +121,6 @@ def test_the_report_shows_the_record_times(project):
 def test_two_locks_resolved_a_second_apart_build_one_image(project, remote, engine):  # noqa: F811
     """The issue's measurement on the engine: delete the lock, resolve, smoke-build; again a second later. The
     locks are the same bytes, so the images (whose labels carry the lock's hash) are one digest."""
-    from tests.test_build import smoke_project
 
     root, cli = smoke_project(project, remote)
     locks, images = [], []

@@ -26,6 +26,7 @@ from tests.fake_upstreams import (
     WHEEL_X86,
     RealFile,
 )
+from tests.projects import use_base, use_variant
 from tests.realwheels import TORCH_2_8_0, TORCH_2_9_0, VLLM_0_14_0, real_wheel
 
 
@@ -62,7 +63,6 @@ def test_real_bytes_under_a_cu130_name_on_a_cuda_13_base_are_refused(project, re
     """A cu130 name on bytes that need libcudart.so.12 (vLLM's #52544: a lookup fell back across CUDA variants):
     the name agrees with the CUDA 13 base, the real bytes do not; refused, no lock."""
     from tests.fake_upstreams import WHEEL_CU130_X86
-    from tests.test_resolve_cuda import use_base, use_variant
 
     root, cli = project
     wheels = real_upstreams.wheels

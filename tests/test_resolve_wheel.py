@@ -13,7 +13,7 @@ from buildkit.models.lock import SKIPPED_REASON
 from buildkit.stages.resolve.download import entry_dir
 from tests.conftest import REPO_ROOT, Cli
 from tests.fake_upstreams import TEST_WHEEL_SIZE, VLLM_SHA, WHEEL_X86, WheelFile, pins_text
-from tests.test_render import remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
+from tests.nemo_repo import point_pins_at
 
 MiB = 1 << 20
 
@@ -379,7 +379,6 @@ def test_build_resolves_a_stale_lock_and_tells_of_the_download(project, upstream
 def test_render_warns_of_a_lock_that_is_not_content_addressed(project, remote):  # noqa: F811
     """The later stages read such a lock (the user chose it, or it is a version-1 lock describing past builds)
     and say so in one line."""
-    from tests.test_render import point_pins_at
 
     root, cli = project
     point_pins_at(root, remote)

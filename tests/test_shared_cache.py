@@ -12,7 +12,7 @@ import uuid
 import requests
 
 from tests.engine import STAND_IN_BASE, empty_builder
-from tests.test_render import remote, use_remote  # noqa: F401 -- the repository fixture
+from tests.nemo_repo import use_remote
 
 REGISTRY = "127.0.0.1:5000"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"

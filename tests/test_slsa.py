@@ -9,18 +9,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import REPO_ROOT
-from tests.test_render import remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
-from tests.test_report import golden_project
+from tests.projects import golden_project, smoke_project
+from tests.signing import PASSWORD, key_pair
 
 SCHEMAS = REPO_ROOT / "tests" / "schemas"
-PASSWORD = "correct horse battery staple"
 
 
 def validator():
@@ -249,29 +245,6 @@ def test_dsse_pre_authentication_encoding_is_the_protocols():
 # --- signed with the real cosign ---------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def cosign() -> str:
-    from buildkit.errors import EngineNotReady
-    from buildkit.world.cosign import binary
-
-    try:
-        return binary()
-    except EngineNotReady as exc:
-        message = f"{exc.message} ({exc.hint})"
-        if os.environ.get("CI") or os.environ.get("BUILDKIT_ENGINE") == "required":
-            pytest.fail(message)
-        pytest.skip(message)
-
-
-def key_pair(cosign: str, directory: Path, password: str = PASSWORD) -> tuple[Path, Path]:
-    directory.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [cosign, "generate-key-pair", f"--output-key-prefix={directory / 'cosign'}"],
-        env={**os.environ, "COSIGN_PASSWORD": password}, capture_output=True, check=True, timeout=60,
-    )  # fmt: skip
-    return directory / "cosign.key", directory / "cosign.pub"
-
-
 def verify_blob(cosign: str, public: Path, envelope: Path) -> subprocess.CompletedProcess[str]:
     """cosign's own check of a DSSE envelope against a key, without a registry (the subject is not compared)."""
     return subprocess.run(
@@ -339,7 +312,6 @@ OTHER_VLLM = "0123456789abcdef0123456789abcdef01234567"
 
 def pushed_smoke_project(project, remote, tmp_path: Path, *build_extra: str) -> tuple[Path, object, str]:  # noqa: F811
     """A smoke build pushed to the engine's registry, under a repository of its own (the registry is shared)."""
-    from tests.test_build import smoke_project
 
     root, cli = smoke_project(project, remote)
     repository = f"127.0.0.1:5000/slsa-{hashlib.sha256(str(tmp_path).encode()).hexdigest()[:12]}/nemo-rl"

@@ -9,6 +9,7 @@ import os
 import re
 import stat
 import subprocess
+from pathlib import Path
 
 import pytest
 import typer
@@ -18,8 +19,11 @@ from buildkit.cli import app
 from buildkit.files import write_atomic
 from buildkit.text import ui
 from tests.conftest import REPO_ROOT
-from tests.test_progress import STREAMS
-from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
+from tests.nemo_repo import use_remote
+from tests.projects import golden_project
+
+STREAMS = Path(__file__).parent / "fixtures" / "rawjson"  # buildx rawjson streams, recorded
+
 
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -163,7 +167,6 @@ def test_written_files_take_the_users_umask(tmp_path, umask):
 
 
 def test_report_and_render_outputs_are_readable_by_others(cli, tmp_path):
-    from tests.test_report import golden_project
 
     project = golden_project(tmp_path)
     out = tmp_path / "report.md"

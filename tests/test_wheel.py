@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.test_render import point_pins_at, remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
+from tests.nemo_repo import point_pins_at
 
 
 @pytest.fixture(scope="module")

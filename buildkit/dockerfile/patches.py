@@ -186,7 +186,7 @@ def _configurable(name: str, value: str) -> str | None:
     """How an assignment lets the caller choose the value: 'argument N' or 'the environment'; None if it does not."""
     param = re.search(_PARAM_RE, value)
     if param:
-        return f"argument {re.search(r'[1-9]', param.group()).group()}"
+        return f"argument {param.group().lstrip('${')[0]}"  # $3 or ${3...}: the digit after $ or ${
     if re.search(r"\$\{" + re.escape(name) + r":?[-=]", value):
         return "the environment"
     return None

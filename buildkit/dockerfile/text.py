@@ -99,7 +99,7 @@ def parse(text: str, name: str) -> Parsed:
         instructions.append(
             Instruction(kind, tuple(cmd.flags), tuple(cmd.value), cmd.start_line, cmd.end_line, len(stages) - 1)
         )
-    ends = {}
+    ends: dict[int, int] = {}
     for ins in instructions:
         if ins.stage >= 0:
             ends[ins.stage] = max(ends.get(ins.stage, 0), ins.end)

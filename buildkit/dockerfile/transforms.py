@@ -199,29 +199,20 @@ def _instruction_text(doc: Parsed, ins: Instruction) -> list[tuple[int, str]]:
     return [(n, doc.line(n)) for n in range(ins.start, ins.end + 1)]
 
 
+_VLLM_ARGS = (
+    "BUILD_CUSTOM_VLLM", "BUILD_CUSTOM_VLLM_URL", "BUILD_CUSTOM_VLLM_REF",
+    "BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION",
+)  # fmt: skip
+
+
 def custom_vllm(doc: Parsed, inp: Inputs, blocks: Blocks) -> Change:
     name = "custom_vllm"
-
-    def calls_script(ins: Instruction) -> bool:
-        lines = _instruction_text(doc, ins)
-        return any("build-custom-vllm.sh" in line and not line.lstrip().startswith("#") for _, line in lines)
-
-    runs = [i for i in doc.instructions if i.cmd == "RUN" and calls_script(i)]
-    if len(runs) != 1:
-        raise _fail(name, doc, f"one RUN that calls {SCRIPT}", f"found {len(runs)}")
-    run = runs[0]
+    run = _script_run(name, doc)
     stage = doc.stages[run.stage]
-    args = {key: [i for i in doc.in_stage(stage) if _arg(i, key) is not None] for key in (
-        "BUILD_CUSTOM_VLLM", "BUILD_CUSTOM_VLLM_URL", "BUILD_CUSTOM_VLLM_REF",
-        "BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION",
-    )}  # fmt: skip
+    args = {key: [i for i in doc.in_stage(stage) if _arg(i, key) is not None] for key in _VLLM_ARGS}
     if not args["BUILD_CUSTOM_VLLM"]:
         raise _fail(name, doc, f"`ARG BUILD_CUSTOM_VLLM` in the stage {stage.name} (it gates the vLLM build)")
-    first = doc.line(run.start)
-    if not first[:4].upper() == "RUN ":
-        raise _fail(name, doc, f"`RUN ` at the start of line {run.start}", f"found {excerpt(first)}")
-    mount = WHEEL_MOUNT.format(dir=inp.wheel_dir)
-    edits = [Edit.replace(name, run.start, run.start, [f"RUN {mount} {first[4:]}"])]
+    edits = [_wheel_mount(name, doc, inp, run)]
     values = {
         "BUILD_CUSTOM_VLLM_URL": inp.vllm_repo,
         "BUILD_CUSTOM_VLLM_REF": inp.vllm_commit,
@@ -232,35 +223,77 @@ def custom_vllm(doc: Parsed, inp: Inputs, blocks: Blocks) -> Change:
         args["BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION"]
         and "BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION" in run_text
     ):
-        # Upstream's own build args (later NeMo-RL): give them the locked values as defaults; its call stays.
-        for key, value in values.items():
-            if not args[key]:
-                raise _fail(name, doc, f"`ARG {key}` beside ARG BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION")
-            edits += [Edit.replace(name, i.start, i.end, [f"ARG {key}={value}"]) for i in args[key]]
+        edits += _upstream_wheel_args(name, doc, args, values)
         how = "upstream's BUILD_CUSTOM_VLLM_URL/REF/PRECOMPILED_WHEEL_LOCATION build args"
     else:
-        # An upstream whose script takes no wheel location: the declared patch makes it read the env var.
-        if inp.script_text is None or not _ENV_WHEEL_RE.search(inp.script_text):
-            raise _fail(
-                name, doc,
-                "a way to pass the wheel: upstream has no ARG BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION, and the "
-                f"prepared {SCRIPT} does not read VLLM_PRECOMPILED_WHEEL_LOCATION from the environment",
-                "declare the patch that makes it (patches/build-custom-vllm-wheel-location.patch) in nemo_rl.patches",
-            )  # fmt: skip
-        calls = [(n, line) for n, line in doc.body(run) if _CALL_RE.match(line)]
-        if len(calls) != 1 or not _CALL_RE.fullmatch(calls[0][1].rstrip()):
-            found = f"found {len(calls)}" if len(calls) != 1 else f"line {calls[0][0]} is {excerpt(calls[0][1])}"
-            raise _fail(name, doc, f"one `bash {SCRIPT}` line without arguments in the RUN script", found)
-        number, line = calls[0]
-        indent = _CALL_RE.match(line).group("indent")
-        last = max(i.end for i in args["BUILD_CUSTOM_VLLM"])
-        edits.append(
-            Edit.insert_after(name, last, [*blocks("custom_vllm_args"), *(f"ARG {k}={v}" for k, v in values.items())])
-        )
-        env = _CALL_RE.match(line).group("env")
-        edits.append(Edit.replace(name, number, number, [indent + b for b in blocks("custom_vllm_call", env)]))
+        edits += _patched_script_call(name, doc, inp, blocks, run, args, values)
         how = "added build args and the env var the declared patch reads"
     return Change(name, f"RUN at line {run.start} mounts the wheel stage; vLLM {inp.vllm_commit} through {how}", edits)
+
+
+def _script_run(name: str, doc: Parsed) -> Instruction:
+    """The one RUN instruction that calls the vLLM build script (comments do not count)."""
+
+    def calls_script(ins: Instruction) -> bool:
+        lines = _instruction_text(doc, ins)
+        return any("build-custom-vllm.sh" in line and not line.lstrip().startswith("#") for _, line in lines)
+
+    runs = [i for i in doc.instructions if i.cmd == "RUN" and calls_script(i)]
+    if len(runs) != 1:
+        raise _fail(name, doc, f"one RUN that calls {SCRIPT}", f"found {len(runs)}")
+    return runs[0]
+
+
+def _wheel_mount(name: str, doc: Parsed, inp: Inputs, run: Instruction) -> Edit:
+    """The RUN's first line, given a mount of the wheel stage."""
+    first = doc.line(run.start)
+    if not first[:4].upper() == "RUN ":
+        raise _fail(name, doc, f"`RUN ` at the start of line {run.start}", f"found {excerpt(first)}")
+    mount = WHEEL_MOUNT.format(dir=inp.wheel_dir)
+    return Edit.replace(name, run.start, run.start, [f"RUN {mount} {first[4:]}"])
+
+
+def _upstream_wheel_args(
+    name: str, doc: Parsed, args: dict[str, list[Instruction]], values: dict[str, str]
+) -> list[Edit]:
+    """Upstream's own build args (later NeMo-RL): give them the locked values as defaults; its call stays."""
+    edits: list[Edit] = []
+    for key, value in values.items():
+        if not args[key]:
+            raise _fail(name, doc, f"`ARG {key}` beside ARG BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION")
+        edits += [Edit.replace(name, i.start, i.end, [f"ARG {key}={value}"]) for i in args[key]]
+    return edits
+
+
+def _patched_script_call(
+    name: str,
+    doc: Parsed,
+    inp: Inputs,
+    blocks: Blocks,
+    run: Instruction,
+    args: dict[str, list[Instruction]],
+    values: dict[str, str],
+) -> list[Edit]:
+    """An upstream whose script takes no wheel location: the declared patch makes it read the env var, which the
+    script's call line sets from build args added after ARG BUILD_CUSTOM_VLLM."""
+    if inp.script_text is None or not _ENV_WHEEL_RE.search(inp.script_text):
+        raise _fail(
+            name, doc,
+            "a way to pass the wheel: upstream has no ARG BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION, and the "
+            f"prepared {SCRIPT} does not read VLLM_PRECOMPILED_WHEEL_LOCATION from the environment",
+            "declare the patch that makes it (patches/build-custom-vllm-wheel-location.patch) in nemo_rl.patches",
+        )  # fmt: skip
+    calls = [(n, line) for n, line in doc.body(run) if _CALL_RE.match(line)]
+    call = _CALL_RE.fullmatch(calls[0][1].rstrip()) if len(calls) == 1 else None
+    if call is None:
+        found = f"found {len(calls)}" if len(calls) != 1 else f"line {calls[0][0]} is {excerpt(calls[0][1])}"
+        raise _fail(name, doc, f"one `bash {SCRIPT}` line without arguments in the RUN script", found)
+    number = calls[0][0]
+    last = max(i.end for i in args["BUILD_CUSTOM_VLLM"])
+    return [
+        Edit.insert_after(name, last, [*blocks("custom_vllm_args"), *(f"ARG {k}={v}" for k, v in values.items())]),
+        Edit.replace(name, number, number, [call["indent"] + b for b in blocks("custom_vllm_call", call["env"])]),
+    ]
 
 
 # --- dropped extras ------------------------------------------------------------------------------------------------

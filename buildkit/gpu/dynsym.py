@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import IO
 
 from buildkit.gpu.elfsections import GpuFileError
 
@@ -50,7 +50,7 @@ class DynamicSymbols:
 
 
 class _Reader:
-    def __init__(self, file: BinaryIO, size: int):
+    def __init__(self, file: IO[bytes], size: int):
         self.file, self.size = file, size
 
     def read(self, offset: int, length: int, what: str) -> bytes:
@@ -64,7 +64,7 @@ class _Reader:
         return data
 
 
-def read_symbols(file: BinaryIO, size: int) -> DynamicSymbols:
+def read_symbols(file: IO[bytes], size: int) -> DynamicSymbols:
     r = _Reader(file, size)
     header = r.read(0, _HEADER.size, "the ELF header")
     fields = _HEADER.unpack(header)  # e_ident, e_type, e_machine, e_version, e_entry, e_phoff, ...
@@ -141,7 +141,8 @@ def read_symbols(file: BinaryIO, size: int) -> DynamicSymbols:
         for index, name, library in _verneeds(r, where(tags[DT_VERNEED], 16, "the version needs"),
                                               tags.get(DT_VERNEEDNUM, 0), string):  # fmt: skip
             names[index] = (name, library)
-    defined, undefined = [], []
+    defined: list[Symbol] = []
+    undefined: list[Symbol] = []
     for i in range(1, count):
         st_name, st_info, _other, shndx, _value, _size = _SYM.unpack_from(symtab, i * _SYM.size)
         bind = st_info >> 4

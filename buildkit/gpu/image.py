@@ -64,6 +64,7 @@ def tar_libraries(chunks: Iterable[bytes], where: str) -> Iterator[Library]:
                     raise UpstreamMalformed(f"{where}: {member.name} is {member.size:,} bytes, more than buildkit "
                                             f"reads ({MAX_LIBRARY_BYTES:,})")  # fmt: skip
                 source = tar.extractfile(member)
+                assert source is not None  # a regular file always has contents
                 with tempfile.TemporaryFile() as spool:
                     shutil.copyfileobj(source, spool, 4 << 20)
                     size = spool.tell()

@@ -201,12 +201,16 @@ def platform_matches(wanted: Platform, have: Platform) -> bool:
     return wanted.variant == (have.variant or default)
 
 
+# What a layer's bytes are read from: a blob file, a decompressor, or another checked stream.
+_ByteStream = IO[bytes] | io.RawIOBase | io.BufferedIOBase
+
+
 class _CheckedStream(io.RawIOBase):
     """A stream that hashes and counts what passes through it. Reading never goes more than one byte past `size`
     (a blob longer than its descriptor, or a file that keeps growing, stops there). `verify` reads the rest and
     raises InputError unless all of it is what the descriptor promised."""
 
-    def __init__(self, raw: IO[bytes], what: str, digest: str | None, size: int | None, watch_zeros: bool = False):
+    def __init__(self, raw: _ByteStream, what: str, digest: str | None, size: int | None, watch_zeros: bool = False):
         self._raw = raw
         self._what = what
         self._digest = digest
@@ -301,7 +305,9 @@ class OciLayout:
             if name in self._members:
                 raise InputError(f"{self.path}: {name} appears twice in the tar; which one is meant is unclear")
             self._members[name] = member
-        self._tar.members = []  # the headers needed are kept above; the rest need not stay in memory
+        # The headers needed are kept above; the rest need not stay in memory. (TarFile.members is real but
+        # undocumented, so typeshed omits it.)
+        self._tar.members = []  # type: ignore[attr-defined]
 
     def _from_docker_archive(self) -> None:
         """A docker-archive (`docker save` before Docker 25: manifest.json, `<config sha256>.json`,
@@ -496,7 +502,7 @@ def _zstd_errors() -> tuple[type[Exception], ...]:
     return (zstandard.ZstdError,)
 
 
-def _decompress(raw: _CheckedStream, compression: str, media_type: str) -> IO[bytes]:
+def _decompress(raw: _CheckedStream, compression: str, media_type: str) -> _ByteStream:
     if compression == "none":
         return raw
     if compression == "gzip":
@@ -508,7 +514,8 @@ def _decompress(raw: _CheckedStream, compression: str, media_type: str) -> IO[by
             f"layer media type {media_type} needs the zstandard package, which is not installed",
             hint="pip install zstandard",
         ) from None
-    return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+    # zstandard reads any object with read(); its stubs name only IO[bytes], which io.RawIOBase is not.
+    return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)  # type: ignore[arg-type]
 
 
 def _walk_entries(stream: _CheckedStream, what: str, visit: Callable[[tarfile.TarFile, tarfile.TarInfo], None]) -> None:
@@ -522,7 +529,8 @@ def _walk_entries(stream: _CheckedStream, what: str, visit: Callable[[tarfile.Ta
     count = 0
     with tar:
         while (member := tar.next()) is not None:
-            tar.members = []  # TarFile keeps every header it read; `visit` takes what it needs
+            # TarFile keeps every header it read; `visit` takes what it needs. (typeshed omits .members, see above)
+            tar.members = []  # type: ignore[attr-defined]
             count += 1
             if count > MAX_LAYER_ENTRIES:
                 raise InputError(f"{what}: more than {MAX_LAYER_ENTRIES} entries in one layer")

@@ -26,7 +26,7 @@ import tarfile
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal, NamedTuple, overload
 
 from buildkit.errors import InputError, excerpt
 from buildkit.files import remove_tree, write_error
@@ -261,6 +261,11 @@ class Rootfs:
             remove_tree(parts[-1], dir_fd=parent)  # descriptor-based: it never follows a symlink
         else:
             os.unlink(parts[-1], dir_fd=parent)
+
+    @overload
+    def _dir(self, parts: Parts, create: Literal[True] = True) -> int: ...
+    @overload
+    def _dir(self, parts: Parts, create: bool) -> int | None: ...
 
     def _dir(self, parts: Parts, create: bool = True) -> int | None:
         """A descriptor of the directory `parts` (owned here), opened one component at a time without following a

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from buildkit.errors import InputError, excerpt
 from buildkit.files import read_local
@@ -260,7 +261,7 @@ def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     return node.start_mark.line + 1 if node is not None else line
 
 
-def _describe(err: dict[str, Any]) -> str:
+def _describe(err: ErrorDetails) -> str:
     msg = err["msg"].removeprefix("Value error, ")
     kind = err["type"]
     if kind == "extra_forbidden":

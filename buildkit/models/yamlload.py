@@ -10,7 +10,7 @@ cannot build (an integer of 5,000 digits, a date like 2024-99-99) into input err
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -27,22 +27,30 @@ class _Refused(yaml.MarkedYAMLError):
     """Valid YAML that these files may not use."""
 
 
-class _Guarded:
+# The type checker reads the mixin below as the loader it is always mixed into.
+if TYPE_CHECKING:
+    _Loader = yaml.BaseLoader
+else:
+    _Loader = object
+
+
+class _Guarded(_Loader):
     """Mixin for a PyYAML loader (pure Python, so these hooks run): the checks described above."""
 
     def __init__(self, stream: str, max_depth: int, max_nodes: int) -> None:
-        super().__init__(stream)  # type: ignore[call-arg]
+        super().__init__(stream)
         self._max_depth, self._max_nodes = max_depth, max_nodes
         self._depth = self._nodes = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        event = self.peek_event()  # type: ignore[attr-defined]
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()
         if isinstance(event, yaml.AliasEvent):
             raise _Refused(
                 None,
                 None,
-                f"YAML aliases (*{event.anchor[:40]}) are not allowed: write the value out",
-                event.start_mark,
+                f"YAML aliases (*{(event.anchor or '')[:40]}) are not allowed: write the value out",
+                # The pure-Python loader's marks are yaml.error.Mark; the stubs add libyaml's, never seen here.
+                event.start_mark,  # type: ignore[arg-type]
             )
         if event.anchor is not None:
             raise _Refused(
@@ -58,13 +66,13 @@ class _Guarded:
         try:
             if self._depth > self._max_depth:
                 raise _Refused(None, None, f"nested deeper than {self._max_depth} levels", event.start_mark)
-            return super().compose_node(parent, index)  # type: ignore[misc]
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:
-            return super().construct_object(node, deep=deep)  # type: ignore[misc]
+            return super().construct_object(node, deep=deep)
         except (ValueError, OverflowError) as exc:  # e.g. int() of 5,000 digits, a date with month 99
             raise _Refused(None, None, f"cannot read this value: {excerpt(str(exc))}", node.start_mark) from None
 
@@ -79,7 +87,7 @@ class _Guarded:
             if key in seen:
                 raise _Refused(None, None, f"duplicate key {excerpt(key)}", key_node.start_mark)
             seen.add(key)
-        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
+        return super().construct_mapping(node, deep=deep)
 
 
 class _TypedLoader(_Guarded, yaml.SafeLoader):

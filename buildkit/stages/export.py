@@ -196,9 +196,9 @@ def choose_source(paths: Paths, image: str | None) -> Source:
             raise InputError(f"IMAGE: {exc}") from None
     for smoke in (False, True):
         path = paths.build_record(smoke)
-        record = read_record(path, BuildRecord)
-        if record is not None and record.outcome == "succeeded" and record.image.tag == image:
-            return Source(image, path, record)
+        tagged = read_record(path, BuildRecord)
+        if tagged is not None and tagged.outcome == "succeeded" and tagged.image.tag == image:
+            return Source(image, path, tagged)
     return Source(image, None, None)
 
 
@@ -395,7 +395,7 @@ def configure(config: dict[str, Any], uri: str) -> tuple[EnrootLayout, dict[tupl
     """enroot's `docker::configure` (src/docker.sh 338-397) on an image config: the four files it writes, by path,
     and what they say. Values that would break out of a line of /etc/environment or /etc/fstab, or out of /etc/rc's
     quotes, are refused (exit 2)."""
-    section = config.get("config") if isinstance(config.get("config"), dict) else {}
+    section = given if isinstance(given := config.get("config"), dict) else {}
     env = _strings(section.get("Env"), "Env")
     for entry in env:
         if not _ENV_RE.fullmatch(entry):

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict
 from buildkit import __version__
 from buildkit.dockerfile.patches import AppliedPatch, apply_patches, patch_targets, read_patch_text
 from buildkit.errors import BuildkitError, GitFailed, InputError, UpstreamMismatch
-from buildkit.files import MAX_RECORD_BYTES, read_local, utc_now, write_atomic
+from buildkit.files import MAX_RECORD_BYTES, read_local, utc_now, write_atomic, write_error
 from buildkit.models.lock import Lock, PatchFact
 from buildkit.models.pins import GitUrlRewrite
 from buildkit.stages.context import Context, StageStatus
@@ -201,8 +201,6 @@ def entry_lock(tree: Path) -> Iterator[None]:
 
 
 def _disk_hint(exc: OSError) -> str:
-    from buildkit.files import write_error
-
     return write_error(Path("."), exc).hint or "check the cache directory"
 
 
@@ -234,12 +232,37 @@ def _prepare_locked(
             pass  # not what this lock asks for (any more): prepare it below
     _remove(marker)
 
+    reused, facts, bytes_before = _pristine_or_afresh(tree, modules, repo, commit, config, submodules, fetched)
+    applied = _apply_and_check_patches(tree, lock, project_dir)
+    make_reproducible(tree, _check_entry(tree, repo))
+    result = record(
+        reused=reused,
+        fetched=fetched,
+        fetched_bytes=max(0, _git_dir_bytes(tree) - bytes_before),
+        submodules=facts if submodules else None,
+        patches=applied,
+    )
+    write_atomic(marker, result.to_json())
+    return result
+
+
+def _pristine_or_afresh(
+    tree: Path,
+    modules: dict[Path, Path],
+    repo: str,
+    commit: str,
+    config: list[str],
+    submodules: bool,
+    fetched: list[str],
+) -> tuple[bool, list[SubmoduleFact], int]:
+    """_reset_to_pristine on the cache entry; a damaged entry is discarded and prepared once more from nothing.
+    Also returns the size of the git dirs before the last try (what was fetched is the growth)."""
     while True:
         cached = (tree / ".git").is_dir()
         bytes_before = _git_dir_bytes(tree)
         try:
             reused, facts = _reset_to_pristine(tree, modules, repo, commit, config, submodules, fetched)
-            break
+            return reused, facts, bytes_before
         except _Damaged as exc:
             if not cached:
                 raise UpstreamMismatch(f"the tree prepared afresh in {tree} is not {commit[:12]}: {exc}") from None
@@ -256,24 +279,17 @@ def _prepare_locked(
         _discard(tree, reason, fetched)
         modules = {}
 
-    applied = apply_patches(tree, lock.patches, project_dir)
 
+def _apply_and_check_patches(tree: Path, lock: Lock, project_dir: Path) -> list[AppliedPatch]:
+    """The lock's patches applied to the pristine tree, which then differs from the commit in their targets only."""
+    applied = apply_patches(tree, lock.patches, project_dir)
     changed = {line[3:] for line in run_git(["status", "--porcelain"], cwd=tree).splitlines() if line}
     expected = {t.path for patch in applied for t in patch.targets}
     if changed != expected:
         raise UpstreamMismatch(
             f"after patching, changed files {sorted(changed)} differ from the patches' targets {sorted(expected)}"
         )
-    make_reproducible(tree, _check_entry(tree, repo))
-    result = record(
-        reused=reused,
-        fetched=fetched,
-        fetched_bytes=max(0, _git_dir_bytes(tree) - bytes_before),
-        submodules=facts if submodules else None,
-        patches=applied,
-    )
-    write_atomic(marker, result.to_json())
-    return result
+    return applied
 
 
 def _reset_to_pristine(
@@ -288,68 +304,90 @@ def _reset_to_pristine(
     """The locked commit checked out afresh (submodules too, unless skipped), nothing else in the tree; raises
     _Damaged when the cache entry turns out not to be what buildkit left there."""
     if not (tree / ".git").exists():
-        try:
-            tree.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            in_the_way = next((p for p in (tree, *tree.parents) if os.path.lexists(p) and not p.is_dir()), tree)
-            raise InputError(
-                f"cannot create the cache entry {tree}: {exc.strerror or exc}",
-                hint=f"{in_the_way} is in the way: delete it, then run buildkit again",
-            ) from None
-        run_git(["init", "-q", str(tree)])
-        (tree / ".git" / "info").mkdir(exist_ok=True)  # git's usual layout, which comes from templates (none here)
-        run_git(["remote", "add", "origin", repo], cwd=tree)
+        _init_entry(tree, repo)
     reused = has_commit(tree, commit)
     if not reused:
         run_git(["fetch", "-q", "--depth=1", "--no-tags", "origin", commit], cwd=tree, config=config)
         fetched.append(f"{repo} at {commit} (shallow, by SHA)")
-
-    # Fresh indexes: a cached one may flag files skip-worktree or assume-unchanged, which checkout leaves alone.
-    for git_dir in (tree / ".git", *modules):
-        (git_dir / "index").unlink(missing_ok=True)
-    run_git(["checkout", "-q", "--detach", "--force", commit], cwd=tree)
-    run_git(["clean", "-q", "-ffdx"], cwd=tree)
-    # The superproject is the commit (its .gitmodules included) before any submodule command reads it.
-    listing = _listing(tree, commit)
-    try:
-        _check_work(tree, tree, modules, listing, {}, submodules=None)
-    except _Damaged as exc:
-        raise _Damaged(f"after a fresh checkout, {exc} (the cached objects are not the commit's)") from None
+    listing = _checkout(tree, modules, commit)
     gitlinks = sorted(path for path, (mode, _) in listing.items() if mode == "160000")
-
     if submodules:
-        _check_gitfiles(tree, modules, gitlinks)
-        # What each submodule had checked out: one already at its recorded commit needs no fetch.
-        top = tree.resolve()
-        before = {work.relative_to(top).as_posix(): _head(module) for module, work in modules.items()}
-        run_git(["submodule", "sync", "-q", "--recursive"], cwd=tree, config=config)
-        _check_entry(tree, repo)  # sync wrote the URLs from .gitmodules: each submodule git dir must agree
-        try:
-            run_git(
-                ["submodule", "update", "-q", "--init", "--recursive", "--depth", "1", "--force"],
-                cwd=tree,
-                config=config,
-            )
-        except GitFailed as exc:
-            raise _submodule_failure(tree, exc) from None
-        run_git(["submodule", "foreach", "-q", "--recursive", "git clean -q -ffdx"], cwd=tree, config=config)
-        status = _submodule_status(tree, config)
-        for _flag, sha, path in status:
-            if before.get(path) != sha:
-                fetched.append(f"submodule {path} at {sha} (shallow)")
-        wrong = [f"{path} ({flag!r})" for flag, _, path in status if flag != " "]
-        if wrong:
-            raise _Damaged(f"submodules not at the commits {commit[:12]} records: {', '.join(wrong)}")
-        modules = _check_entry(tree, repo)  # the submodule git dirs update made
+        modules = _update_submodules(tree, modules, repo, commit, config, gitlinks, fetched)
     else:
         # Without submodules the tree holds none of their files.
         for path in gitlinks:
             for child in (tree / path).iterdir() if (tree / path).is_dir() else ():
                 _remove(child)
-
     facts = _check_work(tree, tree, modules, listing, {}, submodules)
     _check_index_flags(tree, facts)
     return reused, facts
+
+
+def _init_entry(tree: Path, repo: str) -> None:
+    """An empty repository for the cache entry, fetching from `repo`."""
+    try:
+        tree.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        in_the_way = next((p for p in (tree, *tree.parents) if os.path.lexists(p) and not p.is_dir()), tree)
+        raise InputError(
+            f"cannot create the cache entry {tree}: {exc.strerror or exc}",
+            hint=f"{in_the_way} is in the way: delete it, then run buildkit again",
+        ) from None
+    run_git(["init", "-q", str(tree)])
+    (tree / ".git" / "info").mkdir(exist_ok=True)  # git's usual layout, which comes from templates (none here)
+    run_git(["remote", "add", "origin", repo], cwd=tree)
+
+
+def _checkout(tree: Path, modules: dict[Path, Path], commit: str) -> dict[str, tuple[str, str]]:
+    """The superproject checked out at `commit` (its .gitmodules included) before any submodule command reads it,
+    with nothing else in its work tree; the commit's listing."""
+    # Fresh indexes: a cached one may flag files skip-worktree or assume-unchanged, which checkout leaves alone.
+    for git_dir in (tree / ".git", *modules):
+        (git_dir / "index").unlink(missing_ok=True)
+    run_git(["checkout", "-q", "--detach", "--force", commit], cwd=tree)
+    run_git(["clean", "-q", "-ffdx"], cwd=tree)
+    listing = _listing(tree, commit)
+    try:
+        _check_work(tree, tree, modules, listing, {}, submodules=None)
+    except _Damaged as exc:
+        raise _Damaged(f"after a fresh checkout, {exc} (the cached objects are not the commit's)") from None
+    return listing
+
+
+def _update_submodules(
+    tree: Path,
+    modules: dict[Path, Path],
+    repo: str,
+    commit: str,
+    config: list[str],
+    gitlinks: list[str],
+    fetched: list[str],
+) -> dict[Path, Path]:
+    """Every submodule at the commit the superproject records, fetched only where it was not there already; the
+    submodule git dirs (each with its work tree) afterwards."""
+    _check_gitfiles(tree, modules, gitlinks)
+    # What each submodule had checked out: one already at its recorded commit needs no fetch.
+    top = tree.resolve()
+    before = {work.relative_to(top).as_posix(): _head(module) for module, work in modules.items()}
+    run_git(["submodule", "sync", "-q", "--recursive"], cwd=tree, config=config)
+    _check_entry(tree, repo)  # sync wrote the URLs from .gitmodules: each submodule git dir must agree
+    try:
+        run_git(
+            ["submodule", "update", "-q", "--init", "--recursive", "--depth", "1", "--force"],
+            cwd=tree,
+            config=config,
+        )
+    except GitFailed as exc:
+        raise _submodule_failure(tree, exc) from None
+    run_git(["submodule", "foreach", "-q", "--recursive", "git clean -q -ffdx"], cwd=tree, config=config)
+    status = _submodule_status(tree, config)
+    for _flag, sha, path in status:
+        if before.get(path) != sha:
+            fetched.append(f"submodule {path} at {sha} (shallow)")
+    wrong = [f"{path} ({flag!r})" for flag, _, path in status if flag != " "]
+    if wrong:
+        raise _Damaged(f"submodules not at the commits {commit[:12]} records: {', '.join(wrong)}")
+    return _check_entry(tree, repo)  # the submodule git dirs update made
 
 
 def make_reproducible(tree: Path, modules: dict[Path, Path]) -> None:
@@ -689,7 +727,7 @@ def _module_config(key: str, value: str) -> bool:
         written_by_init(key, value)
         or _submodule_config(key, value)
         or key in ("core.worktree", "remote.origin.url")
-        or (key == "remote.origin.fetch" and re.fullmatch(r"\+refs/heads/[^:]+:refs/remotes/origin/[^:]+", value))
+        or (key == "remote.origin.fetch" and bool(re.fullmatch(r"\+refs/heads/[^:]+:refs/remotes/origin/[^:]+", value)))
         or (key.startswith("branch.") and key.endswith(".remote") and value == "origin")
         or (key.startswith("branch.") and key.endswith(".merge") and value.startswith("refs/heads/"))
     )

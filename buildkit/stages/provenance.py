@@ -14,7 +14,7 @@ import base64
 import binascii
 import hashlib
 import json
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from buildkit import __version__
 from buildkit.errors import CheckFailed, InputError, UpstreamMalformed, UpstreamMismatch, excerpt
@@ -86,7 +86,7 @@ class _Checks:
         self.results.append(CheckResult(name=f"{self.source}: {name}", status="pass" if ok else "fail", reason=reason))
 
     def add(self, name: str, ok: bool | None, reason: str) -> None:
-        status = "skip" if ok is None else ("pass" if ok else "fail")
+        status: Literal["pass", "fail", "skip"] = "skip" if ok is None else ("pass" if ok else "fail")
         self.results.append(CheckResult(name=f"{self.source}: {name}", status=status, reason=reason))
 
 
@@ -424,7 +424,7 @@ def check_signed_statement(
     statement = ours[-1]
     checks.add("signature", True, f"signed statement for {top_digest}, accepted by cosign with the given key")
     definition = _get(statement, "predicate", "buildDefinition") or {}
-    internal = definition.get("internalParameters") if isinstance(definition.get("internalParameters"), dict) else {}
+    internal = given if isinstance(given := definition.get("internalParameters"), dict) else {}
     deps = {d.get("name"): d for d in definition.get("resolvedDependencies") or [] if isinstance(d, dict)}
     checks.field("target", want.target, internal.get("target"))
     checks.field(

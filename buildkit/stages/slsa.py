@@ -24,9 +24,9 @@ from buildkit.models.lock import Lock
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
 from buildkit.models.records import Build, belongs
-from buildkit.stages.build import BuildRecord, latest_build
+from buildkit.stages.build import BuildRecord, build_args, latest_build
 from buildkit.stages.context import load_inputs
-from buildkit.stages.render import RenderRecord
+from buildkit.stages.render import RenderRecord, source_date_epoch
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
@@ -78,15 +78,7 @@ def gather(paths: Paths, record_path: Path | None = None, repository: str | None
     render record of that build's Dockerfile, and the digests of the record and its log. Every record value that
     reaches the statement is held to the lock (checked_record)."""
     inputs = load_inputs(paths)
-    if record_path is None:
-        latest = latest_build(paths)
-        if latest is None:
-            raise InputError("no build recorded: nothing to attest", hint="build first (`buildkit build --push`)")
-        record_path, record = latest
-    else:
-        record = read_record(record_path, BuildRecord)
-        if record is None:
-            raise InputError(f"{record_path}: no such build record")
+    record_path, record = _build_record(paths, record_path)
     if record.outcome != "succeeded":
         raise InputError(
             f"the build recorded in {record_path} {record.outcome}: it made no image to attest",
@@ -135,6 +127,19 @@ def gather(paths: Paths, record_path: Path | None = None, repository: str | None
     )
 
 
+def _build_record(paths: Paths, record_path: Path | None) -> tuple[Path, BuildRecord]:
+    """The build record given, else the newest one."""
+    if record_path is None:
+        latest = latest_build(paths)
+        if latest is None:
+            raise InputError("no build recorded: nothing to attest", hint="build first (`buildkit build --push`)")
+        return latest
+    record = read_record(record_path, BuildRecord)
+    if record is None:
+        raise InputError(f"{record_path}: no such build record")
+    return record_path, record
+
+
 def checked_repository(value: str) -> str:
     """--repository: an image name (registry and path, the distribution grammar), no tag or digest."""
     m = IMAGE_REF_RE.fullmatch(value)
@@ -148,8 +153,6 @@ def checked_record(record: BuildRecord, path: Path, lock: Lock) -> None:
     can edit, and a signed statement must not say what the lock did not build. The image is the lock's (its tag,
     `-smoke` for a smoke build) with a digest; the target, the build args and SOURCE_DATE_EPOCH are the lock's; the
     builder, driver and versions one line of text each."""
-    from buildkit.stages.build import build_args
-    from buildkit.stages.render import source_date_epoch
 
     def refuse(field: str, found: object, want: str) -> InputError:
         return InputError(
@@ -242,11 +245,28 @@ def _sha256_of(digest: str) -> dict[str, str]:
 
 def statement(sources: Sources, builder: str = DEFAULT_BUILDER_ID) -> dict[str, Any]:
     """The in-toto Statement v1 with the SLSA provenance v1 predicate, as a plain dictionary."""
-    pins, lock, record, rendered = sources.pins, sources.lock, sources.record, sources.rendered
-    n, v, w, b = lock.nemo_rl, lock.vllm, lock.wheel, lock.base_image
-    target = _target(record)
-    build_args = dict(_build_args(record))
+    record = sources.record
+    dependencies = _resolved_dependencies(sources)
+    byproducts = _byproducts(sources)
+    for stamp in (record.started, record.ended):
+        if not _TIMESTAMP_RE.fullmatch(stamp):
+            raise InputError(f"{sources.record_path}: {stamp!r} is not an RFC 3339 UTC time")
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": sources.repository, "digest": _sha256_of(record.image.digest or "")}],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "buildDefinition": _build_definition(sources, dependencies),
+            "runDetails": _run_details(sources, builder, byproducts),
+        },
+    }
 
+
+def _resolved_dependencies(sources: Sources) -> list[dict[str, Any]]:
+    """What the build read: the two commits, the wheel, the base image, the patches, the templates and the
+    rendered Dockerfile."""
+    lock, rendered = sources.lock, sources.rendered
+    n, v, w = lock.nemo_rl, lock.vllm, lock.wheel
     vllm_notes: dict[str, Any] = {"ref": v.ref}
     if lock.vllm_pr:
         vllm_notes.update(pullRequest=lock.vllm_pr.number, pullRequestUrl=lock.vllm_pr.url)
@@ -261,23 +281,8 @@ def statement(sources: Sources, builder: str = DEFAULT_BUILDER_ID) -> dict[str, 
         {"name": "vllm", "uri": git_uri(v.repo, v.commit), "digest": {"gitCommit": v.commit},
          "annotations": vllm_notes},
         wheel,
+        _base_image_dependency(sources),
     ]  # fmt: skip
-    if record.smoke and rendered.smoke_base:
-        smoke_name, smoke_digest = rendered.smoke_base.split("@", 1)
-        dependencies.append({
-            "name": "base-image",
-            "uri": docker_purl(smoke_name, None, smoke_digest, lock.build.platform),
-            "digest": _sha256_of(smoke_digest),
-            "annotations": {"smokeStandIn": True, "lockedBaseImage": b.pinned},
-        })  # fmt: skip
-    else:
-        base_digest = b.pinned.rsplit("@", 1)[1]
-        dependencies.append({
-            "name": "base-image",
-            "uri": docker_purl(b.pinned.rsplit("@", 1)[0], b.tag, base_digest, b.platform),
-            "digest": _sha256_of(base_digest),
-            "annotations": {"ref": b.ref, "platformManifest": b.manifest_digest},
-        })  # fmt: skip
     for patch in lock.patches:
         dependencies.append(
             {"name": patch.file, "digest": {"sha256": patch.sha256}, "annotations": {"reason": patch.reason}}
@@ -287,7 +292,31 @@ def statement(sources: Sources, builder: str = DEFAULT_BUILDER_ID) -> dict[str, 
          "annotations": {"digestOf": "sha256 over 'name\\0sha256' of every Dockerfile template, in name order"}},
         {"name": sources.dockerfile_name, "digest": {"sha256": rendered.dockerfile_sha256}},
     ]  # fmt: skip
+    return dependencies
 
+
+def _base_image_dependency(sources: Sources) -> dict[str, Any]:
+    """The base image: the locked one, or for a smoke build the stand-in it was built on (naming the locked one)."""
+    lock, b = sources.lock, sources.lock.base_image
+    if sources.record.smoke and sources.rendered.smoke_base:
+        smoke_name, smoke_digest = sources.rendered.smoke_base.split("@", 1)
+        return {
+            "name": "base-image",
+            "uri": docker_purl(smoke_name, None, smoke_digest, lock.build.platform),
+            "digest": _sha256_of(smoke_digest),
+            "annotations": {"smokeStandIn": True, "lockedBaseImage": b.pinned},
+        }
+    base_digest = b.pinned.rsplit("@", 1)[1]
+    return {
+        "name": "base-image",
+        "uri": docker_purl(b.pinned.rsplit("@", 1)[0], b.tag, base_digest, b.platform),
+        "digest": _sha256_of(base_digest),
+        "annotations": {"ref": b.ref, "platformManifest": b.manifest_digest},
+    }
+
+
+def _byproducts(sources: Sources) -> list[dict[str, Any]]:
+    """The build record, and its log while it is still there."""
     byproducts: list[dict[str, Any]] = [
         {"name": sources.record_name, "digest": {"sha256": sha256_bytes(sources.record_bytes)},
          "mediaType": "application/json"},
@@ -296,61 +325,61 @@ def statement(sources: Sources, builder: str = DEFAULT_BUILDER_ID) -> dict[str, 
         byproducts.append(
             {"name": sources.log_name, "digest": {"sha256": sources.log_sha256}, "mediaType": "text/plain"}
         )
+    return byproducts
 
-    for stamp in (record.started, record.ended):
-        if not _TIMESTAMP_RE.fullmatch(stamp):
-            raise InputError(f"{sources.record_path}: {stamp!r} is not an RFC 3339 UTC time")
+
+def _build_definition(sources: Sources, dependencies: list[dict[str, Any]]) -> dict[str, Any]:
+    """What was asked for (the pins, smoke or release, pushed or not) and how the build ran it."""
+    pins, lock, record = sources.pins, sources.lock, sources.record
     return {
-        "_type": STATEMENT_TYPE,
-        "subject": [{"name": sources.repository, "digest": _sha256_of(record.image.digest or "")}],
-        "predicateType": PREDICATE_TYPE,
-        "predicate": {
-            "buildDefinition": {
-                "buildType": BUILD_TYPE,
-                "externalParameters": {
-                    "pins": pins.model_dump(mode="json"),
-                    "pinsSha256": pins.sha256(),
-                    "smoke": record.smoke,
-                    "push": pushed(record),
-                    # Only when --repository named the subject's repository instead of the lock's build.tag.
-                    **({"subjectRepository": sources.repository} if sources.repository_named else {}),
-                },
-                "internalParameters": {
-                    "buildkitVersion": record.buildkit_version,
-                    "builder": record.builder,
-                    "driver": record.driver,
-                    "buildxVersion": record.buildx_version,
-                    "buildkitdVersion": record.buildkit_daemon_version,
-                    "dockerVersion": record.docker_version,
-                    "platform": lock.build.platform,
-                    "target": target,
-                    "tag": record.image.tag,
-                    "buildArgs": build_args,
-                    "sourceDateEpoch": record.source_date_epoch,
-                    "lockSha256": record.lock_sha256,
-                    "provenanceAttestation": record.provenance,
-                    **({"gpuCheck": lock.gpu.model_dump(mode="json")} if lock.gpu else {}),  # buildkit.gpu, at resolve
-                },
-                "resolvedDependencies": dependencies,
-            },
-            "runDetails": {
-                "builder": {
-                    "id": builder,
-                    "version": {
-                        "buildkit": record.buildkit_version,
-                        "buildx": record.buildx_version,
-                        "buildkitd": record.buildkit_daemon_version,
-                        "docker": record.docker_version,
-                    },
-                },
-                "metadata": {
-                    "invocationId": sources.invocation_id,
-                    "startedOn": record.started,
-                    "finishedOn": record.ended,
-                },
-                "byproducts": byproducts,
+        "buildType": BUILD_TYPE,
+        "externalParameters": {
+            "pins": pins.model_dump(mode="json"),
+            "pinsSha256": pins.sha256(),
+            "smoke": record.smoke,
+            "push": pushed(record),
+            # Only when --repository named the subject's repository instead of the lock's build.tag.
+            **({"subjectRepository": sources.repository} if sources.repository_named else {}),
+        },
+        "internalParameters": {
+            "buildkitVersion": record.buildkit_version,
+            "builder": record.builder,
+            "driver": record.driver,
+            "buildxVersion": record.buildx_version,
+            "buildkitdVersion": record.buildkit_daemon_version,
+            "dockerVersion": record.docker_version,
+            "platform": lock.build.platform,
+            "target": _target(record),
+            "tag": record.image.tag,
+            "buildArgs": dict(_build_args(record)),
+            "sourceDateEpoch": record.source_date_epoch,
+            "lockSha256": record.lock_sha256,
+            "provenanceAttestation": record.provenance,
+            **({"gpuCheck": lock.gpu.model_dump(mode="json")} if lock.gpu else {}),  # buildkit.gpu, at resolve
+        },
+        "resolvedDependencies": dependencies,
+    }
+
+
+def _run_details(sources: Sources, builder: str, byproducts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Who built it with which versions, when, and what the run left beside the image."""
+    record = sources.record
+    return {
+        "builder": {
+            "id": builder,
+            "version": {
+                "buildkit": record.buildkit_version,
+                "buildx": record.buildx_version,
+                "buildkitd": record.buildkit_daemon_version,
+                "docker": record.docker_version,
             },
         },
+        "metadata": {
+            "invocationId": sources.invocation_id,
+            "startedOn": record.started,
+            "finishedOn": record.ended,
+        },
+        "byproducts": byproducts,
     }
 
 

@@ -75,8 +75,8 @@ class Progress:
             if vertex.get("error"):
                 step.error = vertex["error"]
         for log in status.get("logs") or []:
-            step = self.steps.get(log.get("vertex", ""))
-            if step is None:
+            logged = self.steps.get(log.get("vertex", ""))
+            if logged is None:
                 continue
             try:
                 data = base64.b64decode(log.get("data") or "").decode("utf-8", errors="replace")
@@ -84,8 +84,8 @@ class Progress:
                 continue
             for chunk in data.splitlines():
                 if chunk.strip():
-                    step.logs.append(chunk)
-                    step.log_count += 1
+                    logged.logs.append(chunk)
+                    logged.log_count += 1
 
     @property
     def total(self) -> int:

@@ -4,6 +4,7 @@ printouts more than one command shows (preflight checks, the prepare summary, dr
 from __future__ import annotations
 
 import os
+from typing import Literal
 
 from rich.console import Console
 from rich.markup import escape
@@ -13,9 +14,9 @@ from buildkit.errors import BuildkitError
 from buildkit.text.sanitize import strip_controls, without_remembered_secrets
 
 # NO_COLOR (no-color.org: set and not empty) turns off every style, bold and dim included, not only colours.
-_STYLES = {"color_system": None} if os.environ.get("NO_COLOR") else {}
-out = Console(highlight=False, soft_wrap=True, **_STYLES)
-err = Console(stderr=True, highlight=False, soft_wrap=True, **_STYLES)
+_COLOR_SYSTEM: Literal["auto"] | None = None if os.environ.get("NO_COLOR") else "auto"
+out = Console(highlight=False, soft_wrap=True, color_system=_COLOR_SYSTEM)
+err = Console(stderr=True, highlight=False, soft_wrap=True, color_system=_COLOR_SYSTEM)
 
 
 SECRET_ENV = ("GITHUB_TOKEN", "COSIGN_PASSWORD")

@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
 import requests
@@ -292,8 +292,9 @@ class Http:
             )
             # Proxies (HTTPS_PROXY, NO_PROXY) and TLS settings from the environment, as Session.request does;
             # stream: the caller reads the body, within its limit.
-            settings = session.merge_environment_settings(prepared.url, {}, True, None, None)
-            response = session.get_adapter(prepared.url).send(
+            # (The stubs allow verify=None; requests falls back to the session's verify=True, so it never is.)
+            settings: dict[str, Any] = dict(session.merge_environment_settings(prepared.url, {}, True, None, None))
+            response = session.get_adapter(prepared.url or url).send(
                 prepared, timeout=(min(self.timeout, 10.0), self.timeout), **settings
             )
             try:
@@ -440,21 +441,26 @@ def _watch(target: HTTPConnection | socket.socket | None) -> None:
         deadline.watch(target)
 
 
-class _Watched:
+# The type checker reads the mixin below as the connection it is always mixed into.
+if TYPE_CHECKING:
+    _Connection = HTTPConnection
+else:
+    _Connection = object
+
+
+class _Watched(_Connection):
     """Connection mixin: registers with the current request's deadline. The connection itself while it connects
     (its socket appears before the TLS handshake), and the socket for the request, since http.client lets go of
     `sock` once the answer starts when the server closes after it."""
 
-    sock: socket.socket | None
-
     def connect(self) -> None:
-        _watch(self)  # type: ignore[arg-type]
-        super().connect()  # type: ignore[misc]
+        _watch(self)
+        super().connect()
         _watch(self.sock)
 
     def request(self, *args: Any, **kwargs: Any) -> None:
         _watch(self.sock)  # a reused connection; a new one registers in connect()
-        super().request(*args, **kwargs)  # type: ignore[misc]
+        super().request(*args, **kwargs)
 
 
 class _WatchedHTTPConnection(_Watched, HTTPConnection):
@@ -531,7 +537,7 @@ def _size(n: int) -> str:
     return f"{n:,} bytes"
 
 
-def _connection_problem(exc: requests.exceptions.RequestException) -> str:
+def _connection_problem(exc: Exception) -> str:
     text = str(exc)
     for needle, meaning in (
         ("Connection refused", "connection refused"),

@@ -14,6 +14,7 @@ import pytest
 
 from buildkit.errors import BuildkitError
 from tests.conftest import Cli, Result
+from tests.engine import unavailable
 from tests.security.hostile import Hostile
 
 # The child may not take more than this much address space: an unbounded read fails fast instead of
@@ -124,3 +125,15 @@ def assert_error(error: BuildkitError, code: int, *needles: str) -> None:
     assert len(text) < 800, text[:3000]
     for needle in needles:
         assert needle in text, text
+
+
+@pytest.fixture
+def tiny_mount(tmp_path):
+    """A 64 KiB tmpfs (root only: CI runs as root, and fails rather than skips there)."""
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        unavailable(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.projects import golden_project
 from tests.security.conftest import measured
-from tests.test_report import golden_project
-from tests.test_slsa import PASSWORD, cosign, key_pair  # noqa: F401 -- the cosign fixture
+from tests.signing import PASSWORD, key_pair
 
 RECORD = Path("build") / "smoke-record.json"
 
@@ -99,19 +99,10 @@ def _pushed(project: Path, digest: str) -> None:
 
 def _labelled_image(registry, repo: str, labels: dict[str, str]) -> str:
     """A one-platform image as BuildKit pushes it: an OCI manifest whose config carries the build's labels."""
-    config = registry._put(
-        "application/vnd.oci.image.config.v1+json",
-        {"architecture": "amd64", "os": "linux", "config": {"Env": ["PATH=/usr/bin"], "Labels": labels}},
-    )
-    manifest = {
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": 2},
-        "layers": [],
-    }
-    digest = registry._put(manifest["mediaType"], manifest)
-    registry.tags[(repo, "1")] = digest
-    return digest
+    image = registry.put_image({"architecture": "amd64", "os": "linux",
+                                "config": {"Env": ["PATH=/usr/bin"], "Labels": labels}})  # fmt: skip
+    registry.tags[(repo, "1")] = image["digest"]
+    return image["digest"]
 
 
 def test_signing_needs_the_registry_to_serve_this_locks_build(cli, tmp_path, upstreams, cosign):  # noqa: F811

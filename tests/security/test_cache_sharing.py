@@ -9,9 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.nemo_repo import use_remote
 from tests.security.conftest import measured
-from tests.security.test_files import tiny_mount  # noqa: F401 -- the small tmpfs fixture (root)
-from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
 
 
 def test_four_concurrent_prepares_of_one_commit_all_succeed(project, remote):  # noqa: F811

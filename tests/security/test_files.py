@@ -7,8 +7,6 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
-
 
 def test_a_lock_path_that_is_a_directory(project):
     root, cli = project
@@ -29,21 +27,6 @@ def test_an_orphaned_temp_file_is_cleaned_up(project):
     live.write_text("{")
     assert cli("resolve").code == 0
     assert not orphan.exists() and live.exists()
-
-
-@pytest.fixture
-def tiny_mount(tmp_path):
-    """A 64 KiB tmpfs (root only: CI runs as root, and fails rather than skips there)."""
-    mount = tmp_path / "tiny"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        message = f"cannot mount a tmpfs here: {done.stderr.decode().strip()}"
-        if os.environ.get("CI") or os.environ.get("BUILDKIT_ENGINE") == "required":
-            pytest.fail(message)
-        pytest.skip(message)
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_a_full_disk(project, tiny_mount: Path):

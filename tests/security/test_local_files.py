@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.projects import golden_project
 from tests.security.conftest import measured
-from tests.test_report import golden_project
 
 PATCH = "patches/build-custom-vllm-wheel-location.patch"
 

@@ -15,9 +15,9 @@ import pytest
 
 from buildkit.errors import InputError
 from buildkit.files import is_stdout, replaced_atomically, work_dir_beside, write_atomic
+from tests.nemo_repo import use_remote
+from tests.projects import golden_project, smoke_built
 from tests.security.conftest import measured
-from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
-from tests.test_report import golden_project
 
 
 def private_null(path: Path) -> Path:
@@ -123,7 +123,6 @@ def test_export_refuses_a_device_and_streams_to_stdout(project, remote, engine, 
     import subprocess
     import sys
 
-    from tests.test_export import smoke_built
 
     root, cli = smoke_built(project, remote)
     null = private_null(tmp_path / "null")

@@ -8,10 +8,9 @@ from __future__ import annotations
 from buildkit.text.ui import without_secrets
 from buildkit.world.credentials import Credential
 from tests.dockerconfig import IDENTITY_TOKEN, PASSWORD, USERNAME, basic, env_for, secret_forms, write_config
-from tests.fake_upstreams import FakeRegistry, Login
+from tests.fake_upstreams import FakeRegistry, Login, authorizations
 from tests.security.conftest import measured
 from tests.security.hostile import answer, raw, redirect_same_path
-from tests.security.test_token import authorizations
 
 
 def logged_in_project(project, upstreams, config: dict | None = None):

@@ -13,9 +13,9 @@ import pytest
 from buildkit.errors import UpstreamMalformed
 from buildkit.stages.provenance import MAX_ATTESTATIONS, read_buildkit_provenance
 from tests.gitserver import git
+from tests.nemo_repo import use_remote
 from tests.security.conftest import measured
-from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
-from tests.test_slsa import PASSWORD, cosign, key_pair  # noqa: F401 -- the cosign fixture
+from tests.signing import key_pair
 
 
 def _forged_index(registry, repo: str, entries: int, distinct: int) -> None:

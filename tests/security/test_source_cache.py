@@ -19,7 +19,7 @@ import pytest
 
 from buildkit.world.git import run_git
 from tests.gitserver import git
-from tests.test_render import remote, use_remote  # noqa: F401 -- the NeMo-RL-shaped repository fixture
+from tests.nemo_repo import use_remote
 
 SUB = "3rdparty/Megatron-LM-workspace/Megatron-LM"
 PATCHED = "tools/build-custom-vllm.sh"

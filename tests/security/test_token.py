@@ -8,7 +8,7 @@ import pytest
 
 from buildkit.errors import InputError
 from buildkit.stages.resolve.github import token_for
-from tests.fake_upstreams import NEMO_RL_SHA, VLLM_PR, VLLM_SHA
+from tests.fake_upstreams import NEMO_RL_SHA, VLLM_PR, VLLM_SHA, authorizations
 from tests.security.conftest import measured, resolve_error
 from tests.security.hostile import github_commit, github_pull, json_answer, raw, redirect_same_path
 
@@ -22,11 +22,6 @@ def assert_token_nowhere(run, root) -> None:
     assert TOKEN not in run.output
     lock = root / "pins.lock"
     assert not lock.exists() or TOKEN not in lock.read_text()
-
-
-def authorizations(log) -> set[str | None]:
-    """The Authorization headers a server saw (hostile servers log Requests, the fakes tuples)."""
-    return {(entry.headers if hasattr(entry, "headers") else entry[2]).get("Authorization") for entry in log}
 
 
 def with_endpoint_in_pins(root, url: str) -> None:

@@ -18,7 +18,7 @@ import pytest
 from buildkit.errors import InputError
 from buildkit.image.ocilayout import OciLayout, resolve_image
 from buildkit.image.unpack import unpack_image
-from tests.test_imagediff import TAR, F, image, layer_tar, sha, write_tar
+from tests.images import TAR, F, image, layer_tar, sha, write_tar
 from tests.trees import listing
 
 DIR, SYM, LNK, CHR, FIFO = tarfile.DIRTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE, tarfile.FIFOTYPE
@@ -320,6 +320,7 @@ def _deep_tree(top: Path, depth: int, outside: Path) -> None:
         os.close(fd)
 
 
+@pytest.mark.e2e  # slow: thousands of nested directories (15 s here)
 def test_a_deep_working_directory_is_removed_and_so_is_a_deep_orphan(deep_tmp):
     """The working directory beside the output, and one a killed run left, are removed whatever their depth (shutil's
     rmtree raised RecursionError on both, and the orphan broke every later write to the same file); nothing a

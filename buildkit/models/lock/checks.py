@@ -165,8 +165,8 @@ def differences(locked: Lock, fresh: Lock, *, every_fact: bool = False) -> list[
     """(field, locked value, fresh value) for each fact that differs. By default the facts a build depends on
     (COMPARED_FIELDS); with every_fact, every field (is a rewrite of the lock worth it?)."""
     if every_fact:
-        old, new = _flatten(locked.model_dump(mode="json")), _flatten(fresh.model_dump(mode="json"))
-        return [(k, old.get(k), new.get(k)) for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
+        was, now = _flatten(locked.model_dump(mode="json")), _flatten(fresh.model_dump(mode="json"))
+        return [(k, was.get(k), now.get(k)) for k in sorted(was.keys() | now.keys()) if was.get(k) != now.get(k)]
     out = []
     for section, field in COMPARED_FIELDS:
         old = getattr(getattr(locked, section), field, None) if getattr(locked, section) else None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -44,7 +44,7 @@ from buildkit.models.pins import Build, KnownIssue, dump_build
 
 # The versions and what each changed: v1.py, v2.py and v3.py (each the model of what that version wrote and its
 # upgrade to the next). Older locks are read, upgraded in memory, and reported stale; they are never written.
-LOCK_VERSION = 4
+LOCK_VERSION: Final = 4
 READABLE_VERSIONS = (1, 2, 3, 4)
 
 SHA256_HEX_RE = re.compile(r"[0-9a-f]{64}")

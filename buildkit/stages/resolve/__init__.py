@@ -197,22 +197,29 @@ class Resolver:
 
             nemo = pool.submit(timed("nemo_rl", lambda: self.commit(pins.nemo_rl.repo, pins.nemo_rl.ref)))
             base = pool.submit(timed("base_image", lambda: self.registry.resolve(pins.base_image, pins.build.platform)))
-            pr = None
-            if pins.vllm.pr:
-                pr = pool.submit(timed("vllm_pr", lambda: self.github.pull(pins.vllm.repo, pins.vllm.pr)))
+            pr: Future[PullRequestFact] | None = None
+            pr_number = pins.vllm.pr
+            if pr_number:
+                pr = pool.submit(timed("vllm_pr", lambda: self.github.pull(pins.vllm.repo, pr_number)))
+
+            def merge_commit() -> str:
+                assert pr is not None  # pins.yaml gives vllm.ref or vllm.pr (validated)
+                return pr.result().merge_commit
 
             vllm_ref = pins.vllm.ref
             if vllm_ref:
                 vllm = pool.submit(timed("vllm", lambda: self.commit(pins.vllm.repo, vllm_ref)))
             else:
-                vllm = after(pr, timed("vllm", lambda: self.commit(pins.vllm.repo, pr.result().merge_commit)))
+                vllm = after(pr, timed("vllm", lambda: self.commit(pins.vllm.repo, merge_commit())))
 
+            wheel_dep: Future | None
+            commit_of: Callable[[], str]
             if vllm_ref and FULL_SHA_RE.fullmatch(vllm_ref):
                 wheel_dep, commit_of = None, lambda: vllm_ref
             elif vllm_ref:
                 wheel_dep, commit_of = vllm, lambda: vllm.result().commit
             else:
-                wheel_dep, commit_of = pr, lambda: pr.result().merge_commit
+                wheel_dep, commit_of = pr, merge_commit
             wheel = after(
                 wheel_dep,
                 timed(
@@ -238,8 +245,8 @@ class Resolver:
             try:
                 wait(futures)  # (in the try: Ctrl-C here stops the download too)
                 for future in futures:
-                    if future.exception() is not None:
-                        raise future.exception()
+                    if (error := future.exception()) is not None:
+                        raise error
                 vllm_fact = vllm.result()
                 pr_fact: PullRequestFact | None = pr.result() if pr else None
                 if pr_fact and pr_fact.merge_commit != vllm_fact.commit:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import struct
-from typing import BinaryIO
+from typing import IO
 
 # Limits far above what a real library has (a dozen program headers, ~50 dynamic entries, ~20 needed libraries).
 MAX_PROGRAM_HEADERS = 256
@@ -31,7 +31,7 @@ class ElfError(ValueError):
     """The bytes are not an ELF64 little-endian file buildkit can read its needed libraries from (says why)."""
 
 
-def needed(file: BinaryIO, size: int) -> list[str]:
+def needed(file: IO[bytes], size: int) -> list[str]:
     """The DT_NEEDED names of the ELF file `file` (`size` bytes long), in their order; [] when it has no dynamic
     section. ElfError when the bytes do not hold together."""
     header = _read(file, size, 0, _HEADER.size, "the ELF header")
@@ -103,7 +103,7 @@ def _file_offset(loads: list[tuple[int, int, int]], vaddr: int, length: int) -> 
     raise ElfError(f"the string table at address {vaddr:#x} is in no loaded segment")
 
 
-def _read(file: BinaryIO, size: int, offset: int, length: int, what: str) -> bytes:
+def _read(file: IO[bytes], size: int, offset: int, length: int, what: str) -> bytes:
     if offset < 0 or length < 0 or offset + length > size:
         raise ElfError(f"{what} ({length:,} bytes at {offset:,}) lies past the end of the file ({size:,} bytes)")
     file.seek(offset)
