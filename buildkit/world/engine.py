@@ -127,10 +127,10 @@ class DockerEngine:
         from docker.errors import APIError
         from docker.types import DeviceRequest
 
-        kwargs = {"device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])]} if gpus else {}
+        devices = [DeviceRequest(count=-1, capabilities=[["gpu"]])] if gpus else None  # None: as if not given
         try:
             container = self.client.containers.create(image, command=command, entrypoint=[], network_disabled=True,
-                                                      **kwargs)  # fmt: skip
+                                                      device_requests=devices)  # fmt: skip
             try:
                 try:
                     container.start()

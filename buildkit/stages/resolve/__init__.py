@@ -241,7 +241,7 @@ class Resolver:
             torch = None if self.wheel_bytes == "none" else after(nemo, timed("uv_lock", lambda: self.locked_torch(
                 nemo.result().commit)))  # fmt: skip
             # Report the first failure in pin order, once every lookup has settled; the download is stopped then.
-            futures = [f for f in (nemo, vllm, pr, wheel, base, torch) if f is not None]
+            futures: list[Future] = [f for f in (nemo, vllm, pr, wheel, base, torch) if f is not None]
             try:
                 wait(futures)  # (in the try: Ctrl-C here stops the download too)
                 for future in futures:
