@@ -14,7 +14,7 @@ import re
 import stat
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -172,8 +172,6 @@ def write_error(path: Path, exc: OSError) -> InputError:
 
 
 def write_hint(exc: OSError) -> str:
-    import errno
-
     return {
         errno.ENOSPC: "the disk is full: free some space",
         errno.EROFS: "the file system is read-only: choose another directory",
@@ -353,8 +351,6 @@ def write_all_atomic(files: list[tuple[Path, str]]) -> None:
     """Several files that belong together (pins, lock, records): every new file is written and fsynced beside its
     target first, and only when all of them are complete are they renamed into place, one after the other. A
     failure while writing (a full disk) renames none of them and removes every temp file."""
-    from contextlib import ExitStack
-
     with ExitStack() as stack:
         for path, text in files:
             tmp = stack.enter_context(replaced_atomically(path))

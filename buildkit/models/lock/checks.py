@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from buildkit.models.grammar import parse_image_ref
 from buildkit.models.lock.facts import STALE, Lock, PatchFact, cuda_major
@@ -69,10 +72,6 @@ def consistency_problems(pins: Pins, lock: Lock, patches: list[PatchFact]) -> li
 def _wheel_problems(pins: Pins, lock: Lock) -> list[str]:
     """The wheel is the one the pins' index lists for the locked commit: its URL is the index's per-commit
     directory plus the file, and the file name says vllm, the pinned arch and the locked commit."""
-    from urllib.parse import unquote, urlsplit
-
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
     wheel, commit, problems = lock.wheel, lock.vllm.commit, []
     if wheel.index != pins.wheel_index():
         problems.append(f"wheel.index: lock has {wheel.index}, the pins (and environment) say {pins.wheel_index()}")
