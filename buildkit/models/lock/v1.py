@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from buildkit.models.gpufacts import GpuCheck
 from buildkit.models.grammar import HttpsUrl
-from buildkit.models.lock.facts import V1_REASON, Fact, IsoTime, PatchFact, Sha256Hex, Size
+from buildkit.models.lock.facts import V1_REASON, Fact, IsoTime, Sha256Hex, Size
 from buildkit.models.lock.v2 import ImageV2, LockV2, WheelV2, pre_cuda_reason
-from buildkit.models.lock.v3 import CommitV3, LockV3, PullRequestV3
-from buildkit.models.pins import Build, KnownIssue
+from buildkit.models.lock.v3 import LockV3, OlderLock
 
 
 class WheelV1(Fact):
@@ -30,20 +28,10 @@ class WheelV1(Fact):
     resolved_at: IsoTime | None = None
 
 
-class LockV1(Fact):
+class LockV1(OlderLock):
     lock_version: Literal[1]
-    resolved_at: IsoTime | None = None
-    buildkit_version: str
-    pins_sha256: str
-    nemo_rl: CommitV3
-    vllm: CommitV3
-    vllm_pr: PullRequestV3 | None
     wheel: WheelV1
     base_image: ImageV2
-    build: Build
-    patches: list[PatchFact]
-    known_issues: list[KnownIssue]
-    gpu: GpuCheck | None = None  # accepted as version 4 writes it (older versions never held one)
 
     def upgrade(self) -> LockV3:
         """Version 2 (the index's claim moved to index_sha256, not content-addressed), then straight on to 3

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, StrictBool, model_validator
+from pydantic import StrictBool, model_validator
 
-from buildkit.models.gpufacts import GpuCheck
 from buildkit.models.grammar import Digest, HttpsUrl, ImageRef, OneLine
-from buildkit.models.lock.facts import CudaCheck, Fact, IsoTime, PatchFact, Sha256Hex, Size
-from buildkit.models.lock.v3 import CommitV3, ImageV3, LockV3, PullRequestV3, WheelV3
-from buildkit.models.pins import Build, KnownIssue
+from buildkit.models.lock.facts import CudaCheck, Fact, IsoTime, Sha256Hex, Size
+from buildkit.models.lock.v3 import ImageV3, LockV3, OlderLock, WheelV3
 
 
 def pre_cuda_reason(version: int) -> str:
@@ -59,20 +57,10 @@ class ImageV2(Fact):
     resolved_at: IsoTime | None = None
 
 
-class LockV2(Fact):
+class LockV2(OlderLock):
     lock_version: Literal[2]
-    resolved_at: IsoTime | None = None
-    buildkit_version: str
-    pins_sha256: str
-    nemo_rl: CommitV3
-    vllm: CommitV3
-    vllm_pr: PullRequestV3 | None
     wheel: WheelV2
     base_image: ImageV2
-    build: Build
-    patches: list[PatchFact] = Field(description="Declared patches to NeMo-RL, each pinned by sha256.")
-    known_issues: list[KnownIssue]
-    gpu: GpuCheck | None = None  # accepted as version 4 writes it (older versions never held one)
 
     def upgrade(self, reason: str | None = None) -> LockV3:
         """Version 3: the CUDA facts unknown (`reason` says since when), the check "not checked"."""

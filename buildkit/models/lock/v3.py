@@ -39,21 +39,26 @@ class ImageV3(ImageFact):
     resolved_at: IsoTime | None = None
 
 
-class LockV3(Fact):
-    lock_version: Literal[3]
+class OlderLock(Fact):
+    """What versions 1 to 3 wrote alike; each version's model adds its wheel, base image and (3) CUDA facts."""
+
     resolved_at: IsoTime | None = None
     buildkit_version: str
     pins_sha256: str
     nemo_rl: CommitV3
     vllm: CommitV3
     vllm_pr: PullRequestV3 | None
-    wheel: WheelV3
-    base_image: ImageV3
-    cuda: CudaCheck
     build: Build
     patches: list[PatchFact]
     known_issues: list[KnownIssue]
     gpu: GpuCheck | None = None  # accepted as version 4 writes it (older versions never held one)
+
+
+class LockV3(OlderLock):
+    lock_version: Literal[3]
+    wheel: WheelV3
+    base_image: ImageV3
+    cuda: CudaCheck
 
     def upgrade(self) -> Lock:
         """Version 4: the same facts without their times."""
