@@ -121,6 +121,8 @@ def resolve(
     vLLM PR is merged as the pinned commit, finds the wheel in the per-commit index and verifies it with HEAD, and
     resolves the base image tag to its digests. Lookups run concurrently. Then the wheel is downloaded once and its
     sha256 recorded (the build checks it): kept in the cache dir, reused by later resolves, resumed if interrupted.
+    The GPU checks run on it: kernels for build.cuda_arch_list, and vLLM's symbols against the torch of NeMo-RL's
+    uv.lock and the glibc/libstdc++ of the base image (its layers read from the top once, then cached).
 
     Endpoints move with $BUILDKIT_GITHUB_API and $BUILDKIT_WHEEL_INDEX (they win over pins); $GITHUB_TOKEN raises the
     GitHub rate limit, is sent only to api.github.com or $BUILDKIT_GITHUB_API (not to an API named in pins), and

@@ -751,15 +751,26 @@ class FakeRegistry(Upstream):
         self.blobs[digest] = (media_type, body)
         return digest
 
-    def put_image(self, config: dict[str, Any], platform: dict[str, str] | None = None) -> dict[str, Any]:
-        """One image as BuildKit pushes it: an OCI image manifest (no layers) whose config blob is `config`. Returns
-        its descriptor, as an index lists it (with `platform` when given)."""
+    def put_image(
+        self,
+        config: dict[str, Any],
+        platform: dict[str, str] | None = None,
+        layers: list[tuple[str, bytes]] = (),  # type: ignore[assignment]
+    ) -> dict[str, Any]:
+        """One image as BuildKit pushes it: an OCI image manifest whose config blob is `config`, with `layers`
+        ((media type, bytes), bottom first; none by default). Returns its descriptor, as an index lists it (with
+        `platform` when given)."""
         config_digest = self._put(OCI_CONFIG, config)
+        descriptors = []
+        for media_type, body in layers:
+            digest = "sha256:" + hashlib.sha256(body).hexdigest()
+            self.blobs[digest] = (media_type, body)
+            descriptors.append({"mediaType": media_type, "digest": digest, "size": len(body)})
         manifest = {
             "schemaVersion": 2,
             "mediaType": OCI_MANIFEST,
             "config": {"mediaType": OCI_CONFIG, "digest": config_digest, "size": len(self.blobs[config_digest][1])},
-            "layers": [],
+            "layers": descriptors,
         }
         digest = self._put(OCI_MANIFEST, manifest)
         platform_ = {"platform": platform} if platform is not None else {}
@@ -778,9 +789,11 @@ class FakeRegistry(Upstream):
         platforms: tuple[str, ...] = ("linux/amd64", "linux/arm64"),
         cuda_version: str | None = CUDA_VERSION,
         env: list[Any] | None = None,
+        layers: list[tuple[str, bytes]] = (),  # type: ignore[assignment]
     ) -> str:
         """An image whose configs set `CUDA_VERSION=<cuda_version>` in their Env (None: not at all), as nvcr.io's
-        cuda-dl-base does; `env` replaces the whole Env (any JSON, for malformed configs)."""
+        cuda-dl-base does; `env` replaces the whole Env (any JSON, for malformed configs); every platform's
+        manifest lists `layers` ((media type, bytes), bottom first)."""
         manifests = []
         for platform in platforms:
             os_name, arch = platform.split("/")
@@ -788,7 +801,7 @@ class FakeRegistry(Upstream):
                 lines = ["PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/bin:/bin"]
                 lines += [f"CUDA_VERSION={cuda_version}"] if cuda_version is not None else []
             config = {"architecture": arch, "os": os_name, "config": {"Env": lines if env is None else env}}
-            manifests.append(self.put_image(config, {"architecture": arch, "os": os_name}))
+            manifests.append(self.put_image(config, {"architecture": arch, "os": os_name}, layers))
         if len(platforms) == 1:
             self.tags[(repo, tag)] = manifests[0]["digest"]
             return manifests[0]["digest"]

@@ -62,7 +62,9 @@ def test_resolve_json_carries_every_fact(project, upstreams):
     # When each fact was read is in the resolve record beside the lock, about this lock.
     record = json.loads((root / "build" / "resolve.json").read_text())
     assert record["lock_sha256"] == hashlib.sha256((root / "pins.lock").read_bytes()).hexdigest()
-    assert sorted(record["read_at"]) == ["base_image", "nemo_rl", "uv_lock", "vllm", "vllm_pr", "wheel"]
+    assert sorted(record["read_at"]) == [
+        "base_image", "base_libraries", "nemo_rl", "uv_lock", "vllm", "vllm_pr", "wheel"
+    ]  # fmt: skip
     # The registry was asked through the anonymous token flow.
     assert any(p.startswith("/token?") for _, p, _ in upstreams.registry.log)
 

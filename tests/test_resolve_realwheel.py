@@ -145,3 +145,24 @@ def test_a_torch_wheel_with_other_bytes_stops_resolve(project, real_upstreams):
     assert result.code == 4 and f"{TORCH_2_9_0.filename}: NeMo-RL's uv.lock says sha256 {'0' * 64}" in (
         result.stderr
     ), result.output[-3000:]
+
+
+def test_resolve_stops_when_the_base_images_glibc_is_older_than_vllm_needs(project, real_upstreams):
+    """The base image's layers hold Ubuntu 18.04's real glibc 2.27 (tests/realdebs.py); vLLM 0.14.0's _moe_C asks for
+    log2@GLIBC_2.29. resolve reads the base's layers from the top, finds libc.so.6 in the bottom one, and stops."""
+    from tests.realdebs import ubuntu_layers
+
+    root, cli = project
+    use_base(root, real_upstreams, "bionic", cuda_version="12.9.0.043", layers=ubuntu_layers("bionic"))
+    result = cli("resolve", timeout=600)
+    assert result.code == 4, result.output[-3000:]
+    line = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
+    assert line == (
+        f"error: wheel {WHEEL_X86}: 1 undefined symbol(s) would not resolve against torch 2.9.0 "
+        f"({TORCH_2_9_0.filename}, NeMo-RL's uv.lock), glibc/libstdc++/libgcc_s of the base image (newest: "
+        "CXXABI_1.3.11, GCC_7.0.0, GLIBC_2.27, GLIBCXX_3.4.25): log2@GLIBC_2.29 (should be in libm.so.6; needed by "
+        "_moe_C.abi3.so)"
+    )
+    assert not (root / "pins.lock").exists()
+    layer_gets = [p for m, p, _h in real_upstreams.registry.log if m == "GET" and "/blobs/" in p]
+    assert len(layer_gets) == 1 + 3  # the config, then the three layers from the top

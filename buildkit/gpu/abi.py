@@ -116,10 +116,11 @@ def provided_versions(version_defs: Iterable[str]) -> dict[str, tuple[int, ...]]
     return out
 
 
-def check(modules: Iterable[tuple[str, DynamicSymbols]], torch: set[str], system: dict[str, tuple[int, ...]],
-          against: list[str]) -> AbiCheck:  # fmt: skip
-    """The ABI check over vLLM's extension modules; `system`: the newest GLIBC/GLIBCXX/CXXABI/GCC versions the
-    base image provides ({} when unknown: not checked)."""
+def check(modules: Iterable[tuple[str, DynamicSymbols]], torch: set[str] | None,
+          system: dict[str, tuple[int, ...]], against: list[str]) -> AbiCheck:  # fmt: skip
+    """The ABI check over vLLM's extension modules; `torch`: the names torch's libraries define (None when
+    unknown: not checked); `system`: the newest GLIBC/GLIBCXX/CXXABI/GCC versions the base image provides ({} when
+    unknown: not checked)."""
     checked = 0
     missing: list[tuple[str, str, str | None, str]] = []
     for library, symbols in modules:
@@ -132,7 +133,7 @@ def check(modules: Iterable[tuple[str, DynamicSymbols]], torch: set[str], system
                     checked += 1
                     if _number(m["number"]) > system[m["family"]]:
                         missing.append((library, s.name, s.version, s.library or "the base image"))
-            elif wants_torch(s.name):
+            elif torch is not None and wants_torch(s.name):
                 checked += 1
                 if s.name not in torch:
                     missing.append((library, s.name, None, torch_library_for(s.name)))

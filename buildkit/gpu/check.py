@@ -14,34 +14,49 @@ from buildkit.models.gpufacts import GpuCheck
 from buildkit.models.pins import Build
 
 TorchSymbols = Callable[[LockedTorch], "set[str] | str"]
+# The newest GLIBC/GLIBCXX/CXXABI/GCC versions a base image provides, and what provides them.
+SystemVersions = tuple[dict[str, tuple[int, ...]], str]
 
 
 def wheel_check(wheel: Path, filename: str, build: Build, torch: LockedTorch | str | None = None,
-                torch_symbols: TorchSymbols | None = None) -> tuple[GpuCheck, str | None]:  # fmt: skip
-    """The lock's gpu section for the wheel, and a note when the ABI was not checked. UpstreamMismatch when a
-    required library has no kernel for a target GPU, or vLLM's modules need symbols the torch of NeMo-RL's uv.lock
-    does not define. torch: that torch (a string: why there is none); torch_symbols gives the names its libraries
-    define (a string: why not), asked only when vLLM's modules need some (a wheel without C++ from torch's
-    namespaces, like the test index's, needs no torch download)."""
+                torch_symbols: TorchSymbols | None = None,
+                system: SystemVersions | str | None = None) -> tuple[GpuCheck, list[str]]:  # fmt: skip
+    """The lock's gpu section for the wheel, and notes on what the ABI check could not check. UpstreamMismatch when
+    a required library has no kernel for a target GPU, or vLLM's modules need symbols that the torch of NeMo-RL's
+    uv.lock or the base image's glibc/libstdc++ do not define. torch: that torch (a string: why there is none);
+    torch_symbols gives the names its libraries define (a string: why not), asked only when vLLM's modules need some
+    (a wheel without C++ from torch's namespaces, like the test index's, needs no torch download). system: the
+    newest symbol versions the base image provides and what provides them (a string: why they are unknown)."""
     libraries = list(wheel_libraries(wheel))
     rows = kernel_table(iter((name, ks) for name, ks, _s in libraries), build.cuda_arch_list, build.gpu_required)
     check_required(rows, f"wheel {filename}")
-    found, note = None, None
+    modules = [(name, s) for name, _ks, s in libraries if name.startswith("vllm/") and s is not None]
+    notes: list[str] = []
+    defined: set[str] | None = None
+    against: list[str] = []
     if isinstance(torch, str):
-        note = f"ABI {torch}"
+        notes.append(f"ABI {torch}")
     elif torch is not None and torch_symbols is not None:
-        modules = [(name, s) for name, _ks, s in libraries if name.startswith("vllm/") and s is not None]
-        against = [f"torch {torch.version} ({torch.filename}, NeMo-RL's uv.lock)"]
         wanted = any(abi.wants_torch(u.name) for _n, s in modules for u in s.undefined if u.version is None)
-        defined = torch_symbols(torch) if wanted else set()
-        if isinstance(defined, str):
-            note = f"ABI {defined}"
+        names = torch_symbols(torch) if wanted else set()
+        if isinstance(names, str):
+            notes.append(f"ABI {names}")
         else:
-            found = abi.check(modules, defined, {}, against)
-            abi.stop_if_unresolved(found, f"wheel {filename}")
+            defined = names
+            against.append(f"torch {torch.version} ({torch.filename}, NeMo-RL's uv.lock)")
+    versions: dict[str, tuple[int, ...]] = {}
+    if isinstance(system, str):
+        notes.append(f"ABI glibc/libstdc++ {system}")
+    elif system is not None:
+        versions = system[0]
+        against.append(system[1])
+    found = None
+    if against:
+        found = abi.check(modules, defined, versions, against)
+        abi.stop_if_unresolved(found, f"wheel {filename}")
     gpu = GpuCheck(source=filename, gpus=[gpu_name(cc) for cc in gpus(build.cuda_arch_list)], libraries=rows,
                    abi=found)  # fmt: skip
-    return gpu, note
+    return gpu, notes
 
 
 def tree_check(root: Path, build: Build, source: str) -> GpuCheck:

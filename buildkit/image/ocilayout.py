@@ -43,7 +43,7 @@ MANIFEST_TYPES = frozenset(
     {"application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"}
 )
 CONFIG_TYPES = frozenset({"application/vnd.oci.image.config.v1+json", "application/vnd.docker.container.image.v1+json"})
-_LAYER_COMPRESSION = {
+LAYER_COMPRESSION = {
     "application/vnd.oci.image.layer.v1.tar": "none",
     "application/vnd.oci.image.layer.v1.tar+gzip": "gzip",
     "application/vnd.oci.image.layer.v1.tar+zstd": "zstd",
@@ -205,13 +205,15 @@ def platform_matches(wanted: Platform, have: Platform) -> bool:
 _ByteStream = IO[bytes] | io.RawIOBase | io.BufferedIOBase
 
 
-class _CheckedStream(io.RawIOBase):
+class CheckedStream(io.RawIOBase):
     """A stream that hashes and counts what passes through it. Reading never goes more than one byte past `size`
     (a blob longer than its descriptor, or a file that keeps growing, stops there). `verify` reads the rest and
     raises InputError unless all of it is what the descriptor promised."""
 
-    def __init__(self, raw: _ByteStream, what: str, digest: str | None, size: int | None, watch_zeros: bool = False):
+    def __init__(self, raw: _ByteStream, what: str, digest: str | None, size: int | None, watch_zeros: bool = False,
+                 error: type[BuildkitError] = InputError):  # fmt: skip
         self._raw = raw
+        self._error = error
         self._what = what
         self._digest = digest
         self._size = size
@@ -240,7 +242,7 @@ class _CheckedStream(io.RawIOBase):
             return 0
         self.count += len(data)
         if self._size is not None and self.count > self._size:
-            raise InputError(f"{self._what}: larger than the {self._size} bytes its descriptor says")
+            raise self._error(f"{self._what}: larger than the {self._size} bytes its descriptor says")
         self._hash.update(data)
         if self.all_zeros and data.count(0) != len(data):
             self.all_zeros = False
@@ -257,9 +259,9 @@ class _CheckedStream(io.RawIOBase):
     def verify(self) -> None:
         self.drain()
         if self._size is not None and self.count != self._size:
-            raise InputError(f"{self._what}: {self.count} bytes, but its descriptor says {self._size}")
+            raise self._error(f"{self._what}: {self.count} bytes, but its descriptor says {self._size}")
         if self._digest is not None and self.hexdigest() != self._digest:
-            raise InputError(
+            raise self._error(
                 f"{self._what}: content is {self.hexdigest()}, not {self._digest} as its descriptor says",
                 hint="the layout is damaged or was altered; build it again",
             )
@@ -420,11 +422,11 @@ class OciLayout:
             raise InputError(problem)
         return stream
 
-    def blob(self, descriptor: Descriptor, what: str, limit: int | None = None) -> _CheckedStream:
+    def blob(self, descriptor: Descriptor, what: str, limit: int | None = None) -> CheckedStream:
         """The blob a descriptor names, as a stream that checks its size and digest (call `verify` at the end)."""
         hexdigest = descriptor.digest.removeprefix("sha256:")
         raw = self._open(f"blobs/sha256/{hexdigest}", descriptor.size, limit)
-        return _CheckedStream(raw, f"{self.path}: {what} {descriptor.digest}", descriptor.digest, descriptor.size)
+        return CheckedStream(raw, f"{self.path}: {what} {descriptor.digest}", descriptor.digest, descriptor.size)
 
     def read_index(self) -> dict[str, Any]:
         with self._open("index.json", None, MAX_JSON_BYTES) as raw:
@@ -461,34 +463,40 @@ class OciLayout:
         content; a layer is streamed, never held). Afterwards the blob is checked against its descriptor and the
         uncompressed stream against `diff_id`: a caller that acts on entries as they come must discard what it made
         when this raises. `visit` raises a BuildkitError to stop. Returns the uncompressed stream's digest."""
-        compression = _LAYER_COMPRESSION.get(descriptor.media_type)
-        if compression is None:
+        if descriptor.media_type not in LAYER_COMPRESSION:
             raise InputError(
                 f"{self.path}: {what} {descriptor.digest} has media type {excerpt(descriptor.media_type)}, "
                 "which is not a layer type buildkit can read (tar, tar+gzip, tar+zstd)"
             )
-        raw = self.blob(descriptor, what)
-        with raw:
-            try:
-                decompressed = _decompress(raw, compression, descriptor.media_type)
-                tar_stream = _CheckedStream(
-                    decompressed,
-                    f"{self.path}: {what} {descriptor.digest} (uncompressed)",
-                    diff_id,
-                    None,
-                    watch_zeros=True,
-                )
-                _walk_entries(tar_stream, f"{self.path}: {what} {descriptor.digest}", visit)
-                tar_stream.drain()
-            except BuildkitError:
-                raise
-            except (*_READ_ERRORS, *_zstd_errors()) as exc:
-                # A blob that is not what its descriptor says is the clearer error, so check that first.
-                raw.verify()
-                raise InputError(f"{self.path}: {what} {descriptor.digest} is not a readable layer ({exc})") from None
-            raw.verify()
-            tar_stream.verify()
-        return tar_stream.hexdigest()
+        with self.blob(descriptor, what) as raw:
+            return walk_layer(raw, descriptor.media_type, f"{self.path}: {what} {descriptor.digest}", diff_id, visit)
+
+
+def walk_layer(
+    raw: CheckedStream,
+    media_type: str,
+    what: str,
+    diff_id: str | None,
+    visit: Callable[[tarfile.TarFile, tarfile.TarInfo], None],
+    error: type[BuildkitError] = InputError,
+) -> str:
+    """Hand every entry of the layer blob `raw` (its media type one of LAYER_COMPRESSION's) to `visit`, then check
+    the blob against its descriptor and the uncompressed stream against `diff_id` (None: not checked). A layer that
+    is not a readable tar raises `error`. Returns the uncompressed stream's digest."""
+    try:
+        decompressed = _decompress(raw, LAYER_COMPRESSION[media_type], media_type)
+        tar_stream = CheckedStream(decompressed, f"{what} (uncompressed)", diff_id, None, watch_zeros=True)
+        _walk_entries(tar_stream, what, visit)
+        tar_stream.drain()
+    except BuildkitError:
+        raise
+    except (*_READ_ERRORS, *_zstd_errors()) as exc:
+        # A blob that is not what its descriptor says is the clearer error, so check that first.
+        raw.verify()
+        raise error(f"{what} is not a readable layer ({excerpt(str(exc), 120)})") from None
+    raw.verify()
+    tar_stream.verify()
+    return tar_stream.hexdigest()
 
 
 _READ_ERRORS: tuple[type[Exception], ...] = (tarfile.TarError, OSError, EOFError, zlib.error, ValueError)
@@ -502,7 +510,7 @@ def _zstd_errors() -> tuple[type[Exception], ...]:
     return (zstandard.ZstdError,)
 
 
-def _decompress(raw: _CheckedStream, compression: str, media_type: str) -> _ByteStream:
+def _decompress(raw: CheckedStream, compression: str, media_type: str) -> _ByteStream:
     if compression == "none":
         return raw
     if compression == "gzip":
@@ -518,7 +526,7 @@ def _decompress(raw: _CheckedStream, compression: str, media_type: str) -> _Byte
     return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)  # type: ignore[arg-type]
 
 
-def _walk_entries(stream: _CheckedStream, what: str, visit: Callable[[tarfile.TarFile, tarfile.TarInfo], None]) -> None:
+def _walk_entries(stream: CheckedStream, what: str, visit: Callable[[tarfile.TarFile, tarfile.TarInfo], None]) -> None:
     try:
         tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="surrogateescape")
     except tarfile.ReadError:

@@ -74,7 +74,9 @@ REGISTRY_TOKEN = Limit("registry token answers", "BUILDKIT_HTTP_MAX_TOKEN", 64 *
 WHEEL = Limit("wheels", "BUILDKIT_HTTP_MAX_WHEEL", 4 * GiB, maximum=1 << 40)
 # A file read raw through GitHub's contents API (NeMo-RL's uv.lock: 1.7 MB at 946862e7).
 GITHUB_FILE = Limit("files read through the GitHub API", "BUILDKIT_HTTP_MAX_GITHUB_FILE", 64 * MiB)
-LIMITS = (GITHUB_API, WHEEL_INDEX, REGISTRY, REGISTRY_TOKEN, WHEEL, GITHUB_FILE)
+# One layer of the base image, streamed to find its libc (never held): CUDA images have layers of several GiB.
+LAYER = Limit("base image layers", "BUILDKIT_HTTP_MAX_LAYER", 16 * GiB, maximum=1 << 40)
+LIMITS = (GITHUB_API, WHEEL_INDEX, REGISTRY, REGISTRY_TOKEN, WHEEL, GITHUB_FILE, LAYER)
 
 _LENGTH_RE = re.compile(r"[0-9]{1,19}")
 

@@ -22,8 +22,10 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 from urllib.parse import urlsplit
 
 from pydantic import Field, StringConstraints
@@ -45,7 +47,7 @@ from buildkit.models.grammar import (
 )
 from buildkit.models.lock import ImageFact
 from buildkit.world.credentials import Credential, lookup
-from buildkit.world.http import REGISTRY, REGISTRY_TOKEN, Http, Reply
+from buildkit.world.http import LAYER, REGISTRY, REGISTRY_TOKEN, Http, Reply
 from buildkit.world.shapes import Answer, Line, parse
 
 INDEX_TYPES = (
@@ -82,8 +84,24 @@ class _ConfigDescriptor(Answer):
     digest: Digest
 
 
+class _LayerDescriptor(Answer):
+    mediaType: Line
+    digest: Digest
+    size: Annotated[int, Field(ge=0, le=1 << 40)]
+
+
 class _Manifest(Answer):
     config: _ConfigDescriptor
+    # A real image has tens of layers (cuda-dl-base: about 30; Docker caps an image at 127 layers).
+    layers: Annotated[list[_LayerDescriptor], Field(max_length=1000)] = []
+
+
+class LayerRef(NamedTuple):
+    """One layer of a platform manifest, bottom first: what it is and how many bytes the registry must send."""
+
+    digest: str
+    size: int
+    media_type: str
 
 
 class _RunConfig(Answer):
@@ -147,6 +165,7 @@ class Registry:
     def __init__(self, http: Http):
         self.http = http
         self._credentials: dict[str, Credential | None] = {}
+        self._logins: dict[str, Login] = {}  # image name -> its login, for the layer reads after resolve
         self._lock = threading.Lock()
 
     def _get(self, image: ImageName, path: str, login: Login, accept: str | None) -> Reply:
@@ -286,7 +305,7 @@ class Registry:
     def resolve(self, ref: str, platform: str) -> ImageFact:
         image = parse_image_ref(ref)
         os_name, arch = platform.split("/")[:2]
-        login = Login()
+        login = self._login_for(image)  # kept: the base image's layers are read with it (resolve/baselibs.py)
         reference = image.digest or image.tag or "latest"
         top_digest, media_type, manifest = self._manifest(image, reference, login)
         index_digest: str | None = None
@@ -334,6 +353,41 @@ class Registry:
             cuda_version=_cuda_version(config, f"registry {image.registry}: the config of {image.name}"),
             config_digest=config_digest,
         )
+
+    def layers(self, fact: ImageFact) -> list[LayerRef]:
+        """The layers of the platform manifest a resolved image names (read again by its digest, which is checked),
+        bottom first."""
+        image = parse_image_ref(fact.pinned)
+        _, _, manifest = self._manifest(image, fact.manifest_digest, self._login_for(image))
+        what = f"registry {image.registry}: the manifest of {image.name}@{fact.manifest_digest}"
+        return [LayerRef(d.digest, d.size, d.mediaType) for d in parse(_Manifest, manifest, what).layers]
+
+    @contextmanager
+    def layer(self, fact: ImageFact, layer: LayerRef) -> Iterator[Iterable[bytes]]:
+        """A layer's bytes as they arrive (the caller checks them against the layer's size and digest), held to
+        the registry's declared size and BUILDKIT_HTTP_MAX_LAYER. A registry may redirect a blob to another host (a
+        CDN): the login is never sent there. A token that expired during a long read is renewed once."""
+        image = parse_image_ref(fact.pinned)
+        login = self._login_for(image)
+        url = f"{image.api_base}/v2/{image.repository}/blobs/{layer.digest}"
+        for attempt in range(2):
+            headers = {"Authorization": login.header} if login.header else {}
+            with self.http.stream(url, limit=LAYER, headers=headers) as answer:
+                if answer.status == 401 and attempt == 0:
+                    login.header = self._login(image, answer.headers.get("WWW-Authenticate", ""), login)
+                    continue
+                if answer.status in (401, 403):
+                    raise self._access_refused(image, login, answer.status, f"layer {layer.digest}")
+                if answer.status != 200:
+                    raise UpstreamUnreachable(
+                        f"registry {image.registry} answered {answer.status} for layer {layer.digest} of {image.name}"
+                    )
+                yield answer.chunks(1 << 20)
+                return
+
+    def _login_for(self, image: ImageName) -> Login:
+        with self._lock:
+            return self._logins.setdefault(image.name, Login())
 
     def _config(self, image: ImageName, config_digest: str, login: Login, platform: str, *, single: bool) -> _Config:
         """The platform manifest's config blob, checked against its digest and the build platform (a single

@@ -42,6 +42,7 @@ from buildkit.models.grammar import FULL_SHA_RE
 from buildkit.models.lock import (
     SKIPPED_REASON,
     CommitFact,
+    ImageFact,
     Lock,
     PatchFact,
     PullRequestFact,
@@ -60,7 +61,7 @@ from buildkit.stages.context import (
     lock_state,
     warn_content,
 )
-from buildkit.stages.resolve import cuda, download
+from buildkit.stages.resolve import baselibs, cuda, download
 from buildkit.stages.resolve.download import Hashed, OnProgress, measure_afresh
 from buildkit.stages.resolve.git import GitResolver
 from buildkit.stages.resolve.github import GitHub, token_for
@@ -240,8 +241,11 @@ class Resolver:
             # NeMo-RL's uv.lock names the torch vLLM's symbols must resolve against: read beside the download.
             torch = None if self.wheel_bytes == "none" else after(nemo, timed("uv_lock", lambda: self.locked_torch(
                 nemo.result().commit)))  # fmt: skip
+            # The glibc and libstdc++ the base image provides, from its layers (cached by its digest): beside the rest.
+            system = None if self.wheel_bytes == "none" else after(base, timed("base_libraries", lambda: (
+                self.base_system(base.result()))))  # fmt: skip
             # Report the first failure in pin order, once every lookup has settled; the download is stopped then.
-            futures: list[Future] = [f for f in (nemo, vllm, pr, wheel, base, torch) if f is not None]
+            futures: list[Future] = [f for f in (nemo, vllm, pr, wheel, base, torch, system) if f is not None]
             try:
                 wait(futures)  # (in the try: Ctrl-C here stops the download too)
                 for future in futures:
@@ -271,10 +275,10 @@ class Resolver:
         wheel_fact_ = self.wheel_fact(found, got)
         gpu = None
         if self.wheel_path:
-            gpu, note = wheel_check(self.wheel_path, found.filename, pins.build, torch.result() if torch else None,
-                                    self.torch_symbols)  # fmt: skip
+            gpu, notes = wheel_check(self.wheel_path, found.filename, pins.build, torch.result() if torch else None,
+                                     self.torch_symbols, system.result() if system else None)  # fmt: skip
             # Said with the git notes, which the command prints after resolve (and the record keeps).
-            self.git.notes += [note] if note else []
+            self.git.notes += notes
         if got is not None:
             read_at["wheel"] = got.at
         lock = Lock(
@@ -313,6 +317,18 @@ class Resolver:
             return f"not checked: NeMo-RL has no uv.lock at {commit[:12]}"
         torch = torch_of_uv_lock(raw, f"NeMo-RL's uv.lock at {commit[:12]}", self.pins.wheel.arch)
         return torch or f"not checked: NeMo-RL's uv.lock at {commit[:12]} lists no torch"
+
+    def base_system(self, base: ImageFact) -> tuple[dict[str, tuple[int, ...]], str] | str:
+        """The newest glibc/libstdc++ symbol versions the base image provides, read from its layers (once per base:
+        cached by its manifest digest) unless resolve may not download (--no-wheel-download); a string says why
+        not."""
+        if self.wheel_bytes != "download" and baselibs.cached(self.cache_dir, base) is None:
+            return "not checked: the base image's libraries are not in the cache (--no-wheel-download)"
+        found = baselibs.read(self.registry, base, self.cache_dir)
+        system = baselibs.system(found)
+        if not isinstance(system, str):
+            self.git.notes.append(baselibs.describe(found))
+        return system
 
     def torch_symbols(self, torch: LockedTorch) -> set[str] | str:
         """The names torch's libraries define: from the cache, else from its wheel, downloaded now (checked against
