@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import json
 import re
 import tarfile
 from contextlib import nullcontext
@@ -205,3 +206,33 @@ def test_vllm_0_14_0_needs_a_newer_glibc_than_ubuntu_18_04_has_and_the_check_say
             "of the base image (newest: CXXABI_1.3.11, GCC_7.0.0, GLIBC_2.27, GLIBCXX_3.4.25): log2@GLIBC_2.29 "
             "(should be in libm.so.6; needed by _moe_C.abi3.so)"
         )
+
+
+@pytest.mark.e2e
+def test_resolve_reads_the_base_layers_once_and_not_at_all_with_no_wheel_download(project, upstreams):
+    from tests.projects import use_base
+
+    root, cli = project
+    use_base(root, upstreams, "noble", cuda_version="12.9.0.043", layers=ubuntu_layers("noble"))
+    first = cli("resolve", "--json")
+    assert first.code == 0, first.output[-3000:]
+    abi = json.loads(first.stdout)["gpu"]["abi"]
+    assert abi["against"][-1] == (
+        "glibc/libstdc++/libgcc_s of the base image (newest: CXXABI_1.3.15, GCC_14.0.0, GLIBC_2.39, GLIBCXX_3.4.33)"
+    ) and abi["unresolved"] == []
+    assert "base image: libc.so.6 from layer 1 (usr/lib/x86_64-linux-gnu/libc.so.6)" in first.stderr
+    blobs = [p for m, p, _h in upstreams.registry.log if "/blobs/" in p]
+    assert len(blobs) == 1 + 3  # the config, then the layers from the top
+    upstreams.registry.log.clear()
+    (root / "pins.lock").unlink()
+    again = cli("resolve", "--json")
+    assert again.code == 0 and json.loads(again.stdout)["gpu"]["abi"] == abi
+    assert [p for m, p, _h in upstreams.registry.log if "/blobs/" in p] == [blobs[0]]  # the config only: cached
+    for cached in (root / "cache" / "gpu-abi").glob("base-*"):
+        cached.unlink()
+    (root / "pins.lock").unlink()
+    upstreams.registry.log.clear()
+    offline = cli("resolve", "--no-wheel-download", "--json")
+    assert offline.code == 0, offline.output[-3000:]
+    assert "not checked: the base image's libraries are not in the cache (--no-wheel-download)" in offline.stderr
+    assert [p for m, p, _h in upstreams.registry.log if "/blobs/" in p] == [blobs[0]]
