@@ -25,6 +25,7 @@ from buildkit.gpu import abi
 from buildkit.gpu.dynsym import read_symbols
 from buildkit.gpu.elfsections import GpuFileError
 from buildkit.image.layerfiles import LayerBlob, find
+from buildkit.image.ocilayout import display
 from buildkit.models.lock import ImageFact
 from buildkit.world.registry import Registry
 
@@ -35,7 +36,8 @@ MAX_FILE = 64 << 20  # libstdc++.so.6.0.33 is 2.5 MB, libc.so.6 2.1 MB (Ubuntu 2
 CACHE_FORMAT = 1
 _TRIPLES = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu", "ppc64le": "powerpc64le-linux-gnu"}
 
-_VersionName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.@+-]{1,64}$")]
+_VERSION_NAME_RE = re.compile(r"[A-Za-z0-9_.@+-]{1,64}")
+_VersionName = Annotated[str, Field(pattern=f"^{_VERSION_NAME_RE.pattern}$")]
 
 
 class BaseLibrary(BaseModel):
@@ -97,9 +99,10 @@ def read(registry: Registry, fact: ImageFact, cache_dir: Path) -> BaseLibraries:
     libraries: dict[str, BaseLibrary | None] = {}
     for name, hit_ in scan.found.items():
         if hit_ is None or isinstance(hit_.value, str):
-            libraries[name] = None if hit_ is None else BaseLibrary(path=hit_.path, layer=hit_.layer, versions=[])
-        else:
-            libraries[name] = BaseLibrary(path=hit_.path, layer=hit_.layer, versions=hit_.value)
+            libraries[name] = None if hit_ is None else BaseLibrary(path=display(hit_.path), layer=hit_.layer,
+                                                                     versions=[])  # fmt: skip
+        else:  # (a path from a tar may hold bytes that are not UTF-8: shown escaped)
+            libraries[name] = BaseLibrary(path=display(hit_.path), layer=hit_.layer, versions=hit_.value)
     out = BaseLibraries(manifest_digest=fact.manifest_digest, libraries=libraries, layers=scan.layers,
                         layers_read=scan.layers_read, bytes_read=scan.bytes_read)  # fmt: skip
     path = cache_path(cache_dir, fact.manifest_digest)
@@ -129,6 +132,7 @@ def describe(found: BaseLibraries) -> str:
 def _version_nodes(name: str, data: bytes) -> list[str] | str:
     """The version nodes a library defines (GLIBC_2.2.5 ... GLIBC_2.39); a string says why it could not be read."""
     try:
-        return read_symbols(io.BytesIO(data), len(data)).version_defs
+        nodes = read_symbols(io.BytesIO(data), len(data)).version_defs
     except GpuFileError as exc:
         return f"{name}: {exc}"
+    return [n for n in nodes if _VERSION_NAME_RE.fullmatch(n)][:4096]  # the names a version node can have
