@@ -115,6 +115,8 @@ def test_resolve_links_vllm_against_the_torch_of_nemo_rls_uv_lock(project, real_
     assert abi["against"] == [f"torch 2.9.0 ({TORCH_2_9_0.filename}, NeMo-RL's uv.lock)"]
     assert abi["unresolved"] == [] and abi["checked"] == 487  # vLLM's undefined symbols in torch's namespaces
     assert len(_torch_gets(real_upstreams)) == 1  # cold: the torch wheel downloaded, checked against uv.lock
+    # ...and, its symbols cached, not kept: 900 MB that no later resolve would reuse (it has no ETag).
+    assert list((root / "cache" / "wheels").rglob("torch-*")) == []
     contents = [p for m, p, _h in real_upstreams.github.log if "/contents/uv.lock" in p]
     assert contents == [f"/repos/NVIDIA-NeMo/RL/contents/uv.lock?ref={NEMO_RL_SHA}"]
     real_upstreams.wheels.log.clear()

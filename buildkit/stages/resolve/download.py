@@ -151,6 +151,15 @@ def fetch(http: Http, cache_dir: Path, wheel: FoundWheel, on_progress: OnProgres
         return Hashed(sha256, size, final, reused=False)
 
 
+def discard(cache_dir: Path, wheel: FoundWheel) -> None:
+    """Empty the wheel's entry (its lock file stays): for a file whose use is over once read (torch's wheel, whose
+    symbols are cached, and which without an ETag is never reused)."""
+    entry = entry_dir(cache_dir, wheel.url, wheel.etag)
+    if _is_dir(entry):
+        with _locked(entry, wheel.filename, None):
+            _clear(entry)
+
+
 def fetch_by_get(http: Http, cache_dir: Path, wheel: FoundWheel, on_progress: OnProgress | None = None,
                  cancel: threading.Event | None = None) -> Hashed:  # fmt: skip
     """fetch, with the downloading GET as the wheel's existence check (no HEAD first): its answer gives the size,
