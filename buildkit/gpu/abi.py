@@ -176,6 +176,14 @@ def stop_if_unresolved(abi: AbiCheck, where: str, shown: int = 3) -> None:
     raise UpstreamMismatch(
         f"{where}: {abi.unresolved_count} undefined symbol(s) would not resolve against {', '.join(abi.against)}: "
         f"{'; '.join(named)}{more}",
-        hint="pin a vLLM wheel built against the torch NeMo-RL's uv.lock installs (or a NeMo-RL commit whose torch "
-        "matches the wheel)",
+        hint=_hint(abi.unresolved),
     )
+
+
+def _hint(unresolved: list[UnresolvedSymbol]) -> str:
+    torch = "pin a vLLM wheel built against the torch NeMo-RL's uv.lock installs (or a NeMo-RL commit whose torch " \
+        "matches the wheel)"  # fmt: skip
+    system = "pin a base image of a newer distribution (its glibc/libstdc++ define these versions), or a wheel " \
+        "built for an older one"  # fmt: skip
+    kinds = {u.version is None for u in unresolved}
+    return torch if kinds == {True} else system if kinds == {False} else f"{torch}; {system}"

@@ -119,13 +119,20 @@ def read_symbols(file: IO[bytes], size: int) -> DynamicSymbols:
                     "the symbol table")  # fmt: skip
     strings = r.read(where(tags[DT_STRTAB], strsz, "the string table"), strsz, "the string table")
 
+    # One str per offset: symbols that share a name (or a forged file's thousands pointing at one long string)
+    # share its object, so memory stays within the string table's size.
+    made: dict[int, str] = {}
+
     def string(at: int, what: str) -> str:
+        if at in made:
+            return made[at]
         if at >= strsz:
             raise GpuFileError(f"{what} at {at:,}, past the string table ({strsz:,} bytes)")
         end = strings.find(b"\0", at)
         if end < 0:
             raise GpuFileError(f"{what} at {at:,} does not end")
-        return strings[at:end].decode("utf-8", "replace")
+        made[at] = strings[at:end].decode("utf-8", "replace")
+        return made[at]
 
     versym = None
     if DT_VERSYM in tags:

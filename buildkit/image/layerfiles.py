@@ -2,21 +2,24 @@
 
 A container sees, at each path, what the topmost layer that writes it put there (OCI image spec, "Applying
 Changesets"): a lower layer's file is hidden by an upper layer's whiteout for it, an opaque marker on a directory
-above it, or a symlink or file where one of its directories was. So the layers are read from the top, and reading
-stops as soon as every wanted name is decided: the base image's libc, say, is decided by the first layer from the top
-that writes it (or a directory or symlink on its way), whatever lies below. A layer is streamed and checked against
-its descriptor (size and digest) like every blob (ocilayout.walk_layer); of its entries only what can decide a path
-is kept: symlinks, whiteouts, opaque markers, the directories, and the files whose names `capture` matches, each
-handed to `read` as bytes (at most `max_file` of them) and kept only as what `read` made of them.
+above it, or a symlink or file where one of its directories was; a whiteout hides only what lies in lower layers,
+never what its own layer writes. So the layers are read from the top, and reading stops as soon as every wanted path
+is decided: the base image's libc, say, by the first layer from the top that writes it (or a directory or symlink
+on its way), whatever lies below. A layer is streamed and checked against its descriptor (size and digest) like
+every blob (ocilayout.walk_layer); of its entries only what can decide a wanted path is kept: symlinks, hardlinks,
+whiteouts, opaque markers, directories, and the files whose names `capture` matches, each handed to `read` as bytes
+(at most `max_file` of them) and kept only as what `read` made of them. A directory a layer names only as the parent
+of an entry does not replace a lower layer's symlink there (BuildKit and Docker write an entry below a symlink at
+the symlink's target, so such a layer is not theirs; its entries are taken at the paths they name).
 
-Paths are followed as the kernel follows them inside the container: symlinks resolve against the image's root,
-at most MAX_HOPS of them, and `..` never climbs above the root.
+Paths are followed as the kernel follows them inside the container: symlinks resolve against the image's root, at
+most MAX_HOPS of them, and `..` goes to the parent of where the walk is (never above the root). Names are bounded
+(MAX_NAME bytes, MAX_DEPTH components) and so is what is kept of all layers together (MAX_KEPT_BYTES).
 """
 
 from __future__ import annotations
 
 import io
-import posixpath
 import re
 import tarfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -25,11 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from buildkit.errors import UpstreamMalformed, excerpt
-from buildkit.image.ocilayout import LAYER_COMPRESSION, CheckedStream, walk_layer
+from buildkit.image.ocilayout import LAYER_COMPRESSION, CheckedStream, display, walk_layer
 
 T = TypeVar("T")
 MAX_HOPS = 40  # symlinks followed for one path, as Linux's MAXSYMLINKS
-MAX_KEPT = 1_000_000  # symlinks, whiteouts and directories kept from one layer
+MAX_NAME = 4096  # bytes in one entry's name or link target: Linux's PATH_MAX
+MAX_DEPTH = 256  # components in one name
+MAX_KEPT_BYTES = 256 << 20  # names kept of all layers read (cuda-dl-base's dirs and symlinks: tens of MB)
 _OPAQUE = ".wh..wh..opq"
 _WHITEOUT = ".wh."
 
@@ -51,7 +56,7 @@ class Found(NamedTuple, Generic[T]):
 
 @dataclass
 class Scan(Generic[T]):
-    found: dict[str, Found[T] | None]  # each wanted name: where it resolved, or None when the image has none
+    found: dict[str, Found[T] | None]  # each wanted path: the file it leads to, or None when the image has none
     layers_read: int  # from the top
     layers: int
     bytes_read: int  # compressed, as downloaded
@@ -64,11 +69,13 @@ class TooLarge(NamedTuple):
 @dataclass
 class _Layer:
     index: int
-    kinds: dict[str, str] = field(default_factory=dict)  # path -> "symlink", "whiteout", "file", "hardlink", "other"
+    kinds: dict[str, str] = field(default_factory=dict)  # path -> "symlink", "hardlink", "file", "other"
     links: dict[str, str] = field(default_factory=dict)  # symlink or hardlink path -> its target
     values: dict[str, Any] = field(default_factory=dict)  # captured file -> what read() made of it (or TooLarge)
-    dirs: set[str] = field(default_factory=set)  # directories it holds, named or implied by what lies below them
-    opaque: set[str] = field(default_factory=set)  # directories whose lower content it hides
+    dirs: set[str] = field(default_factory=set)  # directories it names
+    implied: set[str] = field(default_factory=set)  # directories it holds only as parents of its entries
+    whiteouts: set[str] = field(default_factory=set)  # paths it removes from the layers below
+    opaque: set[str] = field(default_factory=set)  # directories whose lower content it hides ("" the root)
 
 
 class _Pending(Exception):
@@ -77,49 +84,43 @@ class _Pending(Exception):
 
 def find(
     layers: Sequence[LayerBlob],
-    wanted: dict[str, list[str]],
+    paths: list[str],
     capture: re.Pattern[str],
     read: Callable[[str, bytes], T],
     what: str,
     max_file: int,
 ) -> Scan[T]:
-    """For each wanted name, the first of its candidate paths (in search order) that holds a file in the image,
-    reading `layers` (bottom first, as a manifest lists them) from the top until every name is decided."""
+    """For each of `paths`, the file it leads to in the image, reading `layers` (bottom first, as a manifest lists
+    them) from the top until every path is decided."""
     seen: list[_Layer] = []
     scan: Scan[T] = Scan({}, 0, len(layers), 0)
+    budget = [MAX_KEPT_BYTES]
     for index in reversed(range(len(layers))):
         blob = layers[index]
-        seen.append(_read_layer(blob, index, capture, read, f"{what}: layer {index + 1} of {len(layers)}", max_file))
+        where = f"{what}: layer {index + 1} of {len(layers)}"
+        seen.append(_read_layer(blob, index, capture, read, where, max_file, budget))
         scan.layers_read, scan.bytes_read = scan.layers_read + 1, scan.bytes_read + blob.size
-        decided = _decide(seen, wanted, last=index == 0)
+        decided = _decide(seen, paths, last=index == 0)
         if decided is not None:
             scan.found = decided
             break
     else:
-        scan.found = _decide(seen, wanted, last=True) or {}
-    for name, hit in scan.found.items():
+        scan.found = _decide(seen, paths, last=True) or {}
+    for hit in scan.found.values():
         if hit is not None and isinstance(hit.value, TooLarge):
-            raise UpstreamMalformed(f"{what}: {name} resolves to {hit.path}, {hit.value.size:,} bytes, more than the "
-                                    f"{max_file:,} buildkit reads of it")  # fmt: skip
+            raise UpstreamMalformed(f"{what}: {excerpt(display(hit.path), 120)} is {hit.value.size:,} bytes, more "
+                                    f"than the {max_file:,} buildkit reads of it")  # fmt: skip
     return scan
 
 
-def _decide(seen: list[_Layer], wanted: dict[str, list[str]], last: bool) -> dict[str, Found | None] | None:
+def _decide(seen: list[_Layer], paths: list[str], last: bool) -> dict[str, Found | None] | None:
     out: dict[str, Found | None] = {}
-    for name, candidates in wanted.items():
+    for path in paths:
         try:
-            out[name] = _first(seen, candidates, last)
+            out[path] = _resolve(seen, path, last)
         except _Pending:
             return None
     return out
-
-
-def _first(seen: list[_Layer], candidates: list[str], last: bool) -> Found | None:
-    for path in candidates:
-        hit = _resolve(seen, path, last)
-        if hit is not None:
-            return hit
-    return None
 
 
 def _resolve(seen: list[_Layer], path: str, last: bool) -> Found | None:
@@ -128,6 +129,9 @@ def _resolve(seen: list[_Layer], path: str, last: bool) -> Found | None:
     parts, done, hops = _split(path), "", 0
     while parts:
         part = parts.pop(0)
+        if part == "..":  # `done` is a directory reached by the walk: its parent is where `..` goes
+            done = done.rpartition("/")[0]
+            continue
         here = f"{done}/{part}" if done else part
         kind, layer = _topmost(seen, here, last)
         if kind is None or layer is None:
@@ -140,17 +144,15 @@ def _resolve(seen: list[_Layer], path: str, last: bool) -> Found | None:
             if hops > MAX_HOPS:
                 return None  # ELOOP: the loader finds nothing there either
             target = layer.links[here]
-            base = "" if target.startswith("/") else done
-            parts = _split(posixpath.join(base, target)) + parts
-            done = ""
+            if target.startswith("/"):
+                done = ""
+            parts = _split(target) + parts
             continue
         if parts:  # a file where a directory should be
             return None
-        if kind == "hardlink":
-            target = _clean(layer.links[here])
-            if target not in layer.values:
-                return None
-            return Found(here, layer.index, layer.values[target])
+        if kind == "hardlink":  # a link to a file of the same layer, by its name in the tar
+            target = "/".join(p for p in _split(layer.links[here]) if p != "..")
+            return Found(here, layer.index, layer.values[target]) if target in layer.values else None
         if kind == "file" and here in layer.values:
             return Found(here, layer.index, layer.values[here])
         return None  # a file `capture` does not name, or a device: nothing buildkit reads
@@ -160,19 +162,23 @@ def _resolve(seen: list[_Layer], path: str, last: bool) -> Found | None:
 def _topmost(seen: list[_Layer], path: str, last: bool) -> tuple[str | None, _Layer | None]:
     """What the topmost layer that decides `path` holds there: a kind ("dir", "symlink", "file" ...), or None when
     the image has nothing there. Its directories were already followed to here, so in a layer below them, a
-    whiteout, symlink or file at one of them, or an opaque marker on one, hides the rest below."""
-    above = _ancestors(path)[:-1]
+    whiteout, symlink or file at one of them, or an opaque marker on one (or on the root), hides the rest below."""
+    above = ["", *_ancestors(path)[:-1]]
+    implied = None
     for layer in seen:
         kind = layer.kinds.get(path)
         if kind is not None:
-            return (None if kind == "whiteout" else kind), layer
+            return kind, layer
         if path in layer.dirs:
             return "dir", layer
-        if any(a in layer.opaque or a in layer.kinds for a in above):
-            return None, layer
-    if last:
-        return None, None
-    raise _Pending
+        if path in layer.implied and implied is None:
+            implied = layer  # a directory, unless a lower layer has a symlink here (see the module's docstring)
+        if path in layer.whiteouts or any(a in layer.opaque or a in layer.whiteouts or a in layer.kinds
+                                          for a in above):  # fmt: skip
+            return ("dir", implied) if implied else (None, layer)
+    if not last:
+        raise _Pending
+    return ("dir", implied) if implied else (None, None)
 
 
 def _ancestors(path: str) -> list[str]:
@@ -181,56 +187,58 @@ def _ancestors(path: str) -> list[str]:
 
 
 def _split(path: str) -> list[str]:
-    """Path components as the kernel walks them from the root: `.` dropped, `..` going up, never above the root."""
-    out: list[str] = []
-    for part in path.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if out:
-                out.pop()
-            continue
-        out.append(part)
-    return out
+    """Path components, `.` and empty ones dropped; `..` kept: it is resolved against where the walk is."""
+    return [part for part in path.split("/") if part not in ("", ".")]
 
 
 def _clean(name: str) -> str:
-    return "/".join(_split(name))
+    return "/".join(p for p in _split(name) if p != "..")
 
 
 def _read_layer(blob: LayerBlob, index: int, capture: re.Pattern[str], read: Callable[[str, bytes], Any],
-                what: str, max_file: int) -> _Layer:  # fmt: skip
+                what: str, max_file: int, budget: list[int]) -> _Layer:  # fmt: skip
     if blob.media_type not in LAYER_COMPRESSION:
         raise UpstreamMalformed(f"{what} {blob.digest} has media type {excerpt(blob.media_type)}, which is not a "
                                 "layer type buildkit can read (tar, tar+gzip, tar+zstd)")  # fmt: skip
     layer = _Layer(index)
-    kept = 0
+
+    def keep(name: str) -> str:
+        budget[0] -= len(name) + 64
+        if budget[0] < 0:
+            raise UpstreamMalformed(f"{what} {blob.digest}: more than {MAX_KEPT_BYTES >> 20} MiB of links, "
+                                    "whiteouts and directories in the layers read")  # fmt: skip
+        return name
 
     def visit(tar: tarfile.TarFile, member: tarfile.TarInfo) -> None:
-        nonlocal kept
+        for text in (member.name, member.linkname):
+            if len(text) > MAX_NAME or text.count("/") > MAX_DEPTH:
+                raise UpstreamMalformed(f"{what} {blob.digest}: an entry name or link target of {len(text):,} "
+                                        f"characters (a path holds at most {MAX_NAME} bytes)")  # fmt: skip
         name = _clean(member.name)
         if not name:
-            return
+            if member.isdir():
+                return
+            raise UpstreamMalformed(f"{what} {blob.digest}: an entry that is not a directory at the image's root")
         directory, _, base = name.rpartition("/")
-        layer.dirs.update(_ancestors(directory) if directory else ())
+        for parent in reversed(_ancestors(directory) if directory else []):
+            if parent in layer.implied or parent in layer.dirs:
+                break
+            layer.implied.add(keep(parent))
         if base == _OPAQUE:
             layer.opaque.add(directory)
         elif base.startswith(_WHITEOUT):
-            layer.kinds[posixpath.join(directory, base[len(_WHITEOUT) :])] = "whiteout"
+            layer.whiteouts.add(keep(f"{directory}/{base[len(_WHITEOUT) :]}" if directory else base[len(_WHITEOUT) :]))
         elif member.isdir():
-            layer.dirs.add(name)
+            layer.dirs.add(keep(name))
         elif member.issym() or member.islnk():
-            layer.kinds[name] = "symlink" if member.issym() else "hardlink"
-            layer.links[name] = member.linkname
+            layer.kinds[keep(name)] = "symlink" if member.issym() else "hardlink"
+            layer.links[name] = keep(member.linkname)
         elif member.isreg() and capture.fullmatch(base):
-            layer.kinds[name] = "file"
+            layer.kinds[keep(name)] = "file"
             layer.values[name] = _value(tar, member, name, read, max_file)
-        else:
-            layer.kinds[name] = "file" if member.isreg() else "other"
-            return  # kept only as a name: it may hide a lower one
-        kept += 1
-        if kept > MAX_KEPT or len(layer.dirs) > MAX_KEPT:
-            raise UpstreamMalformed(f"{what} {blob.digest}: more than {MAX_KEPT:,} links, whiteouts or directories")
+        elif not member.isreg():
+            layer.kinds[keep(name)] = "other"  # a device or fifo: it hides a lower file of the same name
+        # Another regular file is not kept: no wanted path ends there (capture names them all).
 
     with blob.open() as chunks:
         raw = CheckedStream(_ChunkReader(iter(chunks)), f"{what} {blob.digest}", blob.digest, blob.size,

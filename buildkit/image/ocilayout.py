@@ -526,9 +526,25 @@ def _decompress(raw: CheckedStream, compression: str, media_type: str) -> _ByteS
     return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)  # type: ignore[arg-type]
 
 
+class _BoundedInfo(tarfile.TarInfo):
+    """A header whose extended header (PAX, or GNU's long name) tarfile would read whole, at any size the tar
+    declares: refused past MAX_EXTENDED_HEADER (real ones are hundreds of bytes)."""
+
+    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type in _EXTENDED_TYPES and self.size > MAX_EXTENDED_HEADER:
+            raise tarfile.HeaderError(f"an extended header of {self.size:,} bytes (at most {MAX_EXTENDED_HEADER:,})")
+        return super()._proc_member(tarfile_)  # type: ignore[misc]
+
+
+_EXTENDED_TYPES = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME,
+                   tarfile.GNUTYPE_LONGLINK)  # fmt: skip
+MAX_EXTENDED_HEADER = 1 << 20
+
+
 def _walk_entries(stream: CheckedStream, what: str, visit: Callable[[tarfile.TarFile, tarfile.TarInfo], None]) -> None:
     try:
-        tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="surrogateescape")
+        tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="surrogateescape",
+                           tarinfo=_BoundedInfo)  # fmt: skip
     except tarfile.ReadError:
         stream.drain()
         if stream.all_zeros:

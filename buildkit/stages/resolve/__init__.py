@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from buildkit import __version__
-from buildkit.errors import UpstreamMismatch
+from buildkit.errors import UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
 from buildkit.files import utc_now, write_atomic
 from buildkit.gpu import abi
 from buildkit.gpu.check import wheel_check
@@ -324,7 +324,12 @@ class Resolver:
         not."""
         if self.wheel_bytes != "download" and baselibs.cached(self.cache_dir, base) is None:
             return "not checked: the base image's libraries are not in the cache (--no-wheel-download)"
-        found = baselibs.read(self.registry, base, self.cache_dir)
+        try:
+            found = baselibs.read(self.registry, base, self.cache_dir)
+        except UpstreamMalformed:
+            raise  # bytes that are not what the manifest says: the build would meet them too
+        except UpstreamUnreachable as exc:  # a dropped connection in gigabytes of layers: the lock is still good
+            return f"not checked: the base image's layers could not be read ({exc.message}); rerun resolve to check"
         system = baselibs.system(found)
         if not isinstance(system, str):
             self.git.notes.append(baselibs.describe(found))

@@ -13,10 +13,12 @@ update; `verify` checks the built image's own libraries all the same.
 from __future__ import annotations
 
 import io
+import os
 import re
+import stat
 from functools import partial
 from pathlib import Path
-from typing import Annotated, NamedTuple
+from typing import Annotated, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -29,11 +31,15 @@ from buildkit.image.ocilayout import display
 from buildkit.models.lock import ImageFact
 from buildkit.world.registry import Registry
 
-NAMES = ("libc.so.6", "libstdc++.so.6", "libgcc_s.so.1")
-# The files those names are, or lead to (glibc before 2.34 made libc.so.6 a symlink to libc-2.27.so, say).
-CAPTURE = re.compile(r"libc\.so\.6|libc-[0-9.]{1,16}\.so|libstdc\+\+\.so\.6(?:\.[0-9]{1,6}){0,3}|libgcc_s\.so\.1")
+Name = Literal["libc.so.6", "libstdc++.so.6", "libgcc_s.so.1"]
+NAMES: tuple[Name, ...] = ("libc.so.6", "libstdc++.so.6", "libgcc_s.so.1")
+# The files those names are, or lead to: glibc before 2.34 made libc.so.6 a symlink to libc-2.27.so, RHEL's
+# libgcc_s.so.1 is a symlink to libgcc_s-8-20210514.so.1.
+CAPTURE = re.compile(r"libc\.so\.6|libc-[0-9.]{1,16}\.so|libstdc\+\+\.so\.6(?:\.[0-9]{1,6}){0,3}|libgcc_s\.so\.1"
+                     r"|libgcc_s-[0-9A-Za-z.-]{1,40}\.so\.1")  # fmt: skip
 MAX_FILE = 64 << 20  # libstdc++.so.6.0.33 is 2.5 MB, libc.so.6 2.1 MB (Ubuntu 24.04)
-CACHE_FORMAT = 1
+MAX_CACHE = 1 << 20
+CACHE_FORMAT = 2
 _TRIPLES = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu", "ppc64le": "powerpc64le-linux-gnu"}
 
 _VERSION_NAME_RE = re.compile(r"[A-Za-z0-9_.@+-]{1,64}")
@@ -41,20 +47,23 @@ _VersionName = Annotated[str, Field(pattern=f"^{_VERSION_NAME_RE.pattern}$")]
 
 
 class BaseLibrary(BaseModel):
+    """One copy of a library in the loader's directories."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    path: Annotated[str, Field(max_length=4096)]
+    name: Name
+    path: Annotated[str, Field(max_length=400)]  # where it led, shown (escaped, shortened)
     layer: Annotated[int, Field(ge=0, le=1000)]  # the manifest's index (0: the bottom layer)
-    versions: Annotated[list[_VersionName], Field(max_length=4096)]  # the version nodes it defines
+    versions: Annotated[list[_VersionName], Field(max_length=4096)]  # the version nodes it defines ([]: unreadable)
 
 
 class BaseLibraries(BaseModel):
-    """What the base image provides, as cached; a library the image lacks is None."""
+    """What the base image provides, as cached: every copy found of each library."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     manifest_digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
-    libraries: dict[str, BaseLibrary | None]
+    libraries: Annotated[list[BaseLibrary], Field(max_length=64)]
     layers: Annotated[int, Field(ge=0, le=1000)]
     layers_read: Annotated[int, Field(ge=0, le=1000)]
     bytes_read: Annotated[int, Field(ge=0)]
@@ -65,11 +74,17 @@ class System(NamedTuple):
     against: str  # what the check names: "glibc/libstdc++/libgcc_s of the base image (GLIBC_2.39, ...)"
 
 
-def candidates(platform: str, name: str) -> list[str]:
-    """Where the loader looks for `name`, in order: the multiarch directories, then lib64 and lib."""
+def directories(platform: str) -> list[str]:
+    """The directories the loader finds these libraries in without help: its defaults and what Debian's, Ubuntu's
+    and RHEL's ld.so.conf add (/usr/local/lib first). Which copy it takes when there are several depends on
+    ld.so.cache and LD_LIBRARY_PATH, so every copy counts (`system`: the oldest decides)."""
     triple = _TRIPLES.get(platform.split("/")[1] if "/" in platform else "", "")
-    dirs = [f"usr/lib/{triple}", f"lib/{triple}"] if triple else []
-    return [f"{d}/{name}" for d in [*dirs, "usr/lib64", "lib64", "usr/lib", "lib"]]
+    multiarch = [f"usr/local/lib/{triple}", "usr/local/lib", f"lib/{triple}", f"usr/lib/{triple}"] if triple else []
+    return (
+        [*multiarch, "lib64", "usr/lib64", "lib", "usr/lib"]
+        if triple
+        else ["usr/local/lib", "lib64", "usr/lib64", "lib", "usr/lib"]
+    )
 
 
 def cache_path(cache_dir: Path, manifest_digest: str) -> Path:
@@ -77,13 +92,20 @@ def cache_path(cache_dir: Path, manifest_digest: str) -> Path:
 
 
 def cached(cache_dir: Path, fact: ImageFact) -> BaseLibraries | None:
+    """The cached answer, read strictly: a regular file (never a symlink or a fifo) of at most MAX_CACHE bytes."""
     path = cache_path(cache_dir, fact.manifest_digest)
     try:
-        if path.stat().st_size > 1 << 20:
-            return None
-        found = BaseLibraries.model_validate_json(path.read_bytes())
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None  # none yet
+    try:
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_CACHE:
+                return None
+            found = BaseLibraries.model_validate_json(f.read(MAX_CACHE + 1))
     except (OSError, ValidationError):
-        return None  # none yet, or broken: read from the layers again
+        return None  # broken: read from the layers again
     return found if found.manifest_digest == fact.manifest_digest else None
 
 
@@ -94,16 +116,15 @@ def read(registry: Registry, fact: ImageFact, cache_dir: Path) -> BaseLibraries:
         return hit
     refs = registry.layers(fact)
     blobs = [LayerBlob(r.digest, r.size, r.media_type, partial(registry.layer, fact, r)) for r in refs]
-    wanted = {name: candidates(fact.platform, name) for name in NAMES}
-    scan = find(blobs, wanted, CAPTURE, _version_nodes, f"base image {fact.pinned}", MAX_FILE)
-    libraries: dict[str, BaseLibrary | None] = {}
-    for name, hit_ in scan.found.items():
-        if hit_ is None or isinstance(hit_.value, str):
-            libraries[name] = None if hit_ is None else BaseLibrary(path=display(hit_.path), layer=hit_.layer,
-                                                                     versions=[])  # fmt: skip
-        else:  # (a path from a tar may hold bytes that are not UTF-8: shown escaped)
-            libraries[name] = BaseLibrary(path=display(hit_.path), layer=hit_.layer, versions=hit_.value)
-    out = BaseLibraries(manifest_digest=fact.manifest_digest, libraries=libraries, layers=scan.layers,
+    wanted: dict[str, Name] = {f"{d}/{name}": name for name in NAMES for d in directories(fact.platform)}
+    scan = find(blobs, list(wanted), CAPTURE, _version_nodes, f"base image {fact.pinned}", MAX_FILE)
+    copies: dict[tuple[str, int], BaseLibrary] = {}  # merged /usr: lib/<triple>/x and usr/lib/<triple>/x are one
+    for wanted_path, found in scan.found.items():
+        if found is not None:
+            versions = found.value if isinstance(found.value, list) else []
+            copies.setdefault((found.path, found.layer), BaseLibrary(
+                name=wanted[wanted_path], path=_shown(found.path), layer=found.layer, versions=versions))  # fmt: skip
+    out = BaseLibraries(manifest_digest=fact.manifest_digest, libraries=list(copies.values()), layers=scan.layers,
                         layers_read=scan.layers_read, bytes_read=scan.bytes_read)  # fmt: skip
     path = cache_path(cache_dir, fact.manifest_digest)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -112,9 +133,12 @@ def read(registry: Registry, fact: ImageFact, cache_dir: Path) -> BaseLibraries:
 
 
 def system(found: BaseLibraries) -> System | str:
-    """The versions the check holds vLLM's modules to, or why there are none (a base with no glibc: busybox)."""
-    names = [v for lib in found.libraries.values() if lib is not None for v in lib.versions]
-    versions = abi.provided_versions(names)
+    """The versions the check holds vLLM's modules to: of each family, the newest the oldest copy defines (the
+    loader may take any); or why there are none (a base with no glibc: busybox)."""
+    versions: dict[str, tuple[int, ...]] = {}
+    for lib in found.libraries:
+        for family, number in abi.provided_versions(lib.versions).items():
+            versions[family] = min(versions.get(family, number), number)
     if "GLIBC" not in versions:
         return "not checked: the base image holds no readable libc.so.6 in the loader's directories"
     shown = ", ".join(f"{family}_{'.'.join(map(str, v))}" for family, v in sorted(versions.items()))
@@ -122,11 +146,17 @@ def system(found: BaseLibraries) -> System | str:
 
 
 def describe(found: BaseLibraries) -> str:
-    """One note: which layers were read to find them."""
-    where = "; ".join(f"{name} from layer {lib.layer + 1} ({lib.path})" if lib else f"no {name}"
-                      for name, lib in found.libraries.items())  # fmt: skip
-    return (f"base image: {where}; {found.layers_read} of {found.layers} layers read from the top "
+    """One note: where each library was found, and how much was read to find it."""
+    where = [f"{lib.name} from layer {lib.layer + 1} ({lib.path})" for lib in found.libraries]
+    where += [f"no {name}" for name in NAMES if all(lib.name != name for lib in found.libraries)]
+    return (f"base image: {'; '.join(where)}; {found.layers_read} of {found.layers} layers read from the top "
             f"({found.bytes_read / 1e9:.2f} GB), cached by its manifest digest")  # fmt: skip
+
+
+def _shown(path: str) -> str:
+    """A path from a tar, for messages and the cache: bytes that are not UTF-8 and control characters escaped."""
+    text = re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", display(path))
+    return text if len(text) <= 300 else text[:150] + "..." + text[-147:]
 
 
 def _version_nodes(name: str, data: bytes) -> list[str] | str:
