@@ -25,7 +25,7 @@ from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, utc_now, w
 from buildkit.image.diff import ImageComparison
 from buildkit.models.lock import Lock
 from buildkit.models.paths import Paths
-from buildkit.models.records import RecordHeader, header
+from buildkit.models.records import Build, RecordHeader, header
 from buildkit.stages.render import source_date_epoch, wheel_path
 from buildkit.text.progress import Progress, Step
 from buildkit.text.sanitize import strip_controls
@@ -381,6 +381,12 @@ class BuildRecord(BaseModel):
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
+
+    def build(self) -> Build:
+        """The build this record describes, as records.belongs matches records to it: its lock, smoke or release,
+        and its image's identities (manifest digest, image ID, config digest)."""
+        images = {self.image.digest, self.image.id, self.image.config_digest} - {None}
+        return Build(self.lock_sha256, self.smoke, frozenset(x for x in images if x))
 
 
 @dataclass

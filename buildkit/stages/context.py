@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from buildkit.dockerfile.patches import patch_facts
 from buildkit.errors import CheckFailed
@@ -18,6 +18,7 @@ from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins, load_pins
 
 OnNote = Callable[[str], None]
+Options = TypeVar("Options")
 
 
 class Inputs(NamedTuple):
@@ -85,7 +86,11 @@ class StageStatus(NamedTuple):
 class Context:
     """What a stage runs from: the paths and inputs, the options that shape the stages, what earlier stages made
     (`made`, by stage name), and the files they wrote. A stage writes through `write`: at once (each file atomically),
-    or, with `hold` (bump, the reproducibility check), into `held`, which the caller writes all together or drops."""
+    or, with `hold` (bump, the reproducibility check), into `held`, which the caller writes all together or drops.
+
+    `options` are the command's, parsed and frozen (a stage's own class, such as stages/build.py's BuildOptions; the
+    stage takes them with `given`). The stage tells the CLI what it does through `note` (a warning), `say` (a line of
+    what it found or does) and `step` (what a long stage does now, for a spinner); the CLI decides how to show it."""
 
     paths: Paths
     inputs: Inputs | None = None
@@ -96,6 +101,9 @@ class Context:
     refuse_drift: bool = False
     output: Path | None = None  # where render writes the Dockerfile [default: paths.dockerfile(smoke)]
     on_note: OnNote | None = None
+    options: object = None
+    on_say: OnNote | None = None
+    on_step: OnNote | None = None
     hold: bool = False
     made: dict[str, Any] = field(default_factory=dict)
     held: list[tuple[Path, str]] = field(default_factory=list)
@@ -105,9 +113,22 @@ class Context:
         assert self.inputs is not None, "a stage after resolve runs with the inputs loaded"
         return self.inputs.lock
 
+    def given(self, kind: type[Options]) -> Options:
+        """The command's options, as the stage that reads them declares them."""
+        assert isinstance(self.options, kind), f"this stage runs with {kind.__name__}, not {type(self.options)}"
+        return self.options
+
     def note(self, text: str) -> None:
         if self.on_note:
             self.on_note(text)
+
+    def say(self, text: str) -> None:
+        if self.on_say:
+            self.on_say(text)
+
+    def step(self, text: str) -> None:
+        if self.on_step:
+            self.on_step(text)
 
     def write(self, path: Path, text: str) -> None:
         if self.hold:

@@ -15,8 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from buildkit import __version__
 from buildkit.errors import CredentialsError, EngineNotReady, InputError, UpstreamMismatch, excerpt
 from buildkit.files import utc_now
@@ -27,7 +25,7 @@ from buildkit.gpu.scan import check_required
 from buildkit.models.gpufacts import GpuCheck
 from buildkit.models.labels import verified_labels
 from buildkit.models.lock import Lock, lock_sha256
-from buildkit.models.records import RecordHeader, header
+from buildkit.models.records import CheckResult, VerifyRecord, header
 from buildkit.stages.prepare import PrepareRecord
 from buildkit.text.sanitize import strip_controls
 from buildkit.world.credentials import lookup
@@ -100,32 +98,6 @@ def pull(engine: ImageEngine, image: str) -> dict:
         f"no image {image!r} in the engine, and it could not be pulled: {reason}",
         hint=f"build it first (`buildkit build`), or `docker login {registry}` if it is in a private registry",
     )
-
-
-class CheckResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str
-    status: Literal["pass", "fail", "skip"]
-    reason: str
-
-
-class VerifyRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    record_version: Literal[1] = 1
-    buildkit_version: str
-    image: str
-    image_id: str
-    lock_sha256: str
-    smoke: bool
-    gpus: bool
-    checked_at: str
-    results: list[CheckResult]
-    header: RecordHeader | None = None  # None in a record written before headers
-    seconds: float | None = None  # how long the checks took (None: a record from before it was kept)
-    gpu: GpuCheck | None = None  # kernels per target GPU, ABI, drivers (buildkit.gpu); None for smoke images
-
-    def to_json(self) -> str:
-        return self.model_dump_json(indent=2) + "\n"
 
 
 @dataclass
