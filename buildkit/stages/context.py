@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from buildkit.dockerfile.patches import patch_facts
 from buildkit.errors import CheckFailed
@@ -16,6 +16,7 @@ from buildkit.files import write_atomic
 from buildkit.models.lock import STALE, Lock, PatchFact, consistency_problems, content_warning, lock_sha256, read_lock
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins, load_pins
+from buildkit.text.progress import Progress
 
 OnNote = Callable[[str], None]
 Options = TypeVar("Options")
@@ -74,6 +75,16 @@ def warn_content(lock: Lock, on_note: OnNote | None) -> None:
         on_note(warning)
 
 
+class Watch(Protocol):
+    """How the CLI shows a long stage's output while it runs (the build: buildx's lines and BuildKit's progress)."""
+
+    def __enter__(self) -> Watch: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def update(self, line: str, progress: Progress) -> None: ...
+
+
 class StageStatus(NamedTuple):
     """Whether a stage's outputs are current for the inputs, and why (or what it would do)."""
 
@@ -90,7 +101,8 @@ class Context:
 
     `options` are the command's, parsed and frozen (a stage's own class, such as stages/build.py's BuildOptions; the
     stage takes them with `given`). The stage tells the CLI what it does through `note` (a warning), `say` (a line of
-    what it found or does) and `step` (what a long stage does now, for a spinner); the CLI decides how to show it."""
+    what it found or does), `step` (what a long stage does now, for a spinner) and `watch` (a view of its output as
+    it comes); the CLI decides how to show it."""
 
     paths: Paths
     inputs: Inputs | None = None
@@ -104,6 +116,7 @@ class Context:
     options: object = None
     on_say: OnNote | None = None
     on_step: OnNote | None = None
+    watch: Callable[[Any], Watch] | None = None  # the view of a long stage's output, given what it runs (a plan)
     hold: bool = False
     made: dict[str, Any] = field(default_factory=dict)
     held: list[tuple[Path, str]] = field(default_factory=list)
