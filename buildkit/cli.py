@@ -497,11 +497,10 @@ def build(
     from buildkit.commands.build import BuildOptions, build_command
 
     opts = BuildOptions.parse(
-        builder=builder, push=push, sbom=sbom, cache_from=cache_from, cache_to=cache_to, progress=progress,
-        dry_run=dry_run, smoke=smoke, smoke_base=smoke_base, min_free_gb=min_free_gb, submodules=submodules,
-        syntax=syntax, extra=ctx.args, allow_drift=allow_drift, check_reproducible=check_reproducible,
-        rebuild_builder=rebuild_builder, shared_cache=shared_cache, compression=compression,
-        force_compression=force_compression, json_out=json_out,
+        builder=builder, push=push, sbom=sbom, smoke=smoke, smoke_base=smoke_base, dry_run=dry_run, progress=progress,
+        cache_from=cache_from, cache_to=cache_to, shared_cache=shared_cache, compression=compression, syntax=syntax,
+        check_reproducible=check_reproducible, rebuild_builder=rebuild_builder, force_compression=force_compression,
+        min_free_gb=min_free_gb, allow_drift=allow_drift, submodules=submodules, extra=ctx.args, json_out=json_out,
     )  # fmt: skip
     build_command(_paths(pins, lock, build_dir, cache_dir), opts)
 
