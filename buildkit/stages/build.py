@@ -474,7 +474,7 @@ class BuildRecord(BaseModel):
     def build(self) -> Build:
         """The build this record describes, as records.belongs matches records to it: its lock, smoke or release,
         and its image's identities (manifest digest, image ID, config digest)."""
-        images = {self.image.digest, self.image.id, self.image.config_digest} - {None}
+        images = (self.image.digest, self.image.id, self.image.config_digest)
         return Build(self.lock_sha256, self.smoke, frozenset(x for x in images if x))
 
 

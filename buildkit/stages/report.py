@@ -181,8 +181,7 @@ def gather(
             note(f"{record_path}: a build of another lock; left out (build again to report one)")
             record_path, record = None, None
     smoke = bool(record and record.smoke)
-    images = {x for x in (record.image.digest, record.image.id, record.image.config_digest) if x} if record else set()
-    build = Build(lock_sha, smoke, frozenset(images))
+    build = record.build() if record else Build(lock_sha, smoke)  # the record's lock is this one
 
     def take(path: Path, model):
         found = read_record(path, model)
