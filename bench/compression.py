@@ -30,7 +30,7 @@ from smoke_project import ROOT
 
 sys.path.insert(0, str(ROOT))
 
-from buildkit.stages.build import BuildPlan, run  # noqa: E402
+from buildkit.stages.build import BuildPlan, run_buildx  # noqa: E402
 from tests.engine import BUILDER_B, STAND_IN_BASE, empty_builder, engine_problem  # noqa: E402
 
 REGISTRY = "127.0.0.1:5000"
@@ -63,7 +63,7 @@ def push(context: Path, tmp: Path, compression: str) -> tuple[int, float]:
         source_date_epoch=1770316331, builder=BUILDER_B, provenance=False, push=True, compression=compression,
         force_compression=True,
     )  # fmt: skip
-    result = run(plan, tmp / "push.log", lambda line, progress: None)
+    result = run_buildx(plan, tmp / "push.log", lambda line, progress: None)
     if result.exit_code:
         sys.exit((tmp / "push.log").read_text()[-3000:])
     [export] = [s for s in result.progress.steps.values() if s.name == "exporting to image"]

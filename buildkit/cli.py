@@ -8,6 +8,7 @@ Imports of pydantic, requests, jinja2 and the docker SDK happen inside the comma
 # and evaluating them once at import is faster than evaluating strings each time (bench/cold_start.py).
 import os
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +16,7 @@ import typer
 
 from buildkit import __version__
 from buildkit.errors import EXIT_CODES
+from buildkit.models.choices import Compression, ProgressMode, ReportFormat
 from buildkit.models.paths import Paths
 from buildkit.stages.pipeline import STAGES
 
@@ -77,6 +79,11 @@ def _paths(pins: Path, lock: Path | None = None, build_dir: Path | None = None, 
 
         pins = find_pins(Path.cwd()) or pins
     return Paths.of(pins, lock, build_dir, cache_dir)
+
+
+def _choices(choices: type[Enum]) -> str:
+    """The metavar of an option with fixed values: [a|b], as click shows them (typer's own is `<a|b>`)."""
+    return "[" + "|".join(choice.value for choice in choices) + "]"
 
 
 PinsOption = Annotated[
@@ -263,9 +270,7 @@ BumpVllmBranchOption = Annotated[
         show_default=False,
     ),
 ]
-BumpDryRunOption = Annotated[
-    bool, typer.Option("--dry-run", help="Do every step, write nothing, print the summary.")
-]
+BumpDryRunOption = Annotated[bool, typer.Option("--dry-run", help="Do every step, write nothing, print the summary.")]
 BumpSummaryOption = Annotated[
     Path | None,
     typer.Option("--summary", metavar="PATH", help="Where to write the summary [default: build/bump.md]."),
@@ -345,9 +350,7 @@ BuilderOption = Annotated[
 ]
 
 
-PushOption = Annotated[
-    bool, typer.Option("--push/--load", help="Push to the tag's registry, or load into Docker.")
-]
+PushOption = Annotated[bool, typer.Option("--push/--load", help="Push to the tag's registry, or load into Docker.")]
 SbomOption = Annotated[bool, typer.Option("--sbom", help="Attach an SBOM attestation (needs the scanner image).")]
 CacheFromOption = Annotated[
     list[str], typer.Option("--cache-from", metavar="SPEC", help="buildx --cache-from spec (repeatable).")
@@ -364,11 +367,11 @@ SharedCacheOption = Annotated[
     ),
 ]
 CompressionOption = Annotated[
-    str | None,
+    Compression | None,
     typer.Option(
         "--compression",
-        metavar="gzip|zstd",
-        help="gzip or zstd layers for a pushed image [default: build.compression in pins.yaml, else gzip].",
+        metavar=_choices(Compression),
+        help="The layers of a pushed image [default: build.compression in pins.yaml, else gzip].",
         show_default=False,
     ),
 ]
@@ -382,17 +385,15 @@ ForceCompressionOption = Annotated[
     ),
 ]
 ProgressOption = Annotated[
-    str,
+    ProgressMode,
     typer.Option(
         "--progress",
-        metavar="MODE",
+        metavar=_choices(ProgressMode),
         envvar="BUILDKIT_PROGRESS",
-        help="auto (tty on a terminal, plain otherwise), tty, plain, quiet or rawjson, as buildx.",
+        help="As buildx: auto is tty on a terminal, plain otherwise; live is tty.",
     ),
 ]
-DryRunOption = Annotated[
-    bool, typer.Option("--dry-run", help="Print the plan and the exact command; change nothing.")
-]
+DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Print the plan and the exact command; change nothing.")]
 SmokeOption = Annotated[
     bool,
     typer.Option(
@@ -406,9 +407,7 @@ SmokeBaseOption = Annotated[
 ]
 MinFreeGbOption = Annotated[
     float | None,
-    typer.Option(
-        "--min-free-gb", metavar="GB", help="Free space the builder needs [default: 100; 1 with --smoke]."
-    ),
+    typer.Option("--min-free-gb", metavar="GB", help="Free space the builder needs [default: 100; 1 with --smoke]."),
 ]
 SyntaxOption = Annotated[
     bool | None,
@@ -458,7 +457,7 @@ def build(
     shared_cache: SharedCacheOption = True,
     compression: CompressionOption = None,
     force_compression: ForceCompressionOption = None,
-    progress: ProgressOption = "auto",
+    progress: ProgressOption = ProgressMode.auto,
     dry_run: DryRunOption = False,
     smoke: SmokeOption = False,
     smoke_base: SmokeBaseOption = "127.0.0.1:5000/buildkit/stand-in-base:1",
@@ -500,11 +499,10 @@ def build(
     from buildkit.commands.build import BuildOptions, build_command
 
     opts = BuildOptions.parse(
-        builder=builder, push=push, sbom=sbom, cache_from=cache_from, cache_to=cache_to, progress=progress,
-        dry_run=dry_run, smoke=smoke, smoke_base=smoke_base, min_free_gb=min_free_gb, submodules=submodules,
-        syntax=syntax, extra=ctx.args, allow_drift=allow_drift, check_reproducible=check_reproducible,
-        rebuild_builder=rebuild_builder, shared_cache=shared_cache, compression=compression,
-        force_compression=force_compression, json_out=json_out,
+        builder=builder, push=push, sbom=sbom, smoke=smoke, smoke_base=smoke_base, dry_run=dry_run, progress=progress,
+        cache_from=cache_from, cache_to=cache_to, shared_cache=shared_cache, compression=compression, syntax=syntax,
+        check_reproducible=check_reproducible, rebuild_builder=rebuild_builder, force_compression=force_compression,
+        min_free_gb=min_free_gb, allow_drift=allow_drift, submodules=submodules, extra=ctx.args, json_out=json_out,
     )  # fmt: skip
     build_command(_paths(pins, lock, build_dir, cache_dir), opts)
 
@@ -562,8 +560,12 @@ def verify(
     ] = None,
     driver: Annotated[
         list[str],
-        typer.Option("--driver", metavar="VERSION", help="A node's NVIDIA driver (580.65.06); repeatable: does "
-                     "the image's CUDA run there natively, through forward compatibility (data-center GPUs), or not."),
+        typer.Option(
+            "--driver",
+            metavar="VERSION",
+            help="A node's NVIDIA driver (580.65.06); repeatable: does "
+            "the image's CUDA run there natively, through forward compatibility (data-center GPUs), or not.",
+        ),
     ] = [],  # noqa: B006
 ) -> None:
     """Check the built image against the lock, inside containers with no network.
@@ -596,7 +598,9 @@ def report(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", metavar="PATH", help="Write here instead of stdout.")
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", metavar="FORMAT", help="markdown or json.")] = "markdown",
+    fmt: Annotated[
+        ReportFormat, typer.Option("--format", "-f", metavar=_choices(ReportFormat), help="The report's format.")
+    ] = ReportFormat.markdown,
     results: Annotated[
         Path | None,
         typer.Option(

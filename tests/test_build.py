@@ -137,7 +137,7 @@ def test_failing_smoke_build_records_the_failure(project, remote, engine):  # no
 
 def test_ctrl_c_cancels_buildx_cleanly(tmp_path, engine):
     """Ctrl-C while buildx runs: buildx is asked to cancel, and the run reports itself interrupted."""
-    from buildkit.stages.build import BuildPlan, run
+    from buildkit.stages.build import BuildPlan, run_buildx
 
     (tmp_path / "Dockerfile").write_text(f"FROM {STAND_IN_BASE}\nRUN echo started-slow-step && sleep 60\n")
     plan = BuildPlan(
@@ -151,7 +151,7 @@ def test_ctrl_c_cancels_buildx_cleanly(tmp_path, engine):
             raise KeyboardInterrupt
 
     started = time.monotonic()
-    result = run(plan, tmp_path / "build.log", interrupt_when_slow_step_runs)
+    result = run_buildx(plan, tmp_path / "build.log", interrupt_when_slow_step_runs)
     assert result.interrupted and result.exit_code != 0
     assert time.monotonic() - started < 40, "buildx stopped long before the step's 60 s"
     assert "interrupted (Ctrl-C)" in (tmp_path / "build.log").read_text()

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from buildkit.errors import InputError
+from buildkit.models.records import belongs
 from buildkit.stages.export import bash_quote, configure, squash, squash_options
 from tests.engine import unavailable
 from tests.projects import smoke_built
@@ -397,3 +398,62 @@ def _umask() -> int:
     umask = os.umask(0o022)
     os.umask(umask)
     return umask
+
+
+# Which build record goes with a named image: the one rule of models/records.py (belongs), on the record of a real
+# smoke build (tests/fixtures/report) and the engine's image as Docker inspects it (classic store: its Id is the
+# config digest, while the record's header names the manifest digest).
+
+
+def _recorded(tmp_path):
+    import shutil
+
+    from buildkit.models.paths import Paths
+    from buildkit.stages.build import BuildRecord
+    from tests.conftest import REPO_ROOT
+
+    project = tmp_path / "project"
+    shutil.copytree(REPO_ROOT / "tests/fixtures/report/build", project / "build")
+    paths = Paths.of(project / "pins.yaml")
+    return paths, BuildRecord.model_validate_json(paths.build_record(True).read_text())
+
+
+def _engine_with(tag: str, image_id: str, labels: dict[str, str]):
+    from tests.memengine import MemoryEngine, MemoryImage
+
+    return MemoryEngine(images={tag: MemoryImage({"Id": image_id, "Config": {"Labels": labels}})})
+
+
+def test_a_named_image_takes_the_record_of_the_build_that_made_it(tmp_path, monkeypatch):
+    from buildkit.stages import export
+
+    paths, record = _recorded(tmp_path)
+    asked = []
+    monkeypatch.setattr(export, "belongs", lambda image, build: asked.append(build) or belongs(image, build))
+    engine = _engine_with(record.image.tag, record.image.id, record.image.labels)
+    source = export.choose_source(paths, record.image.tag, engine)
+    assert source.record_path == paths.build_record(True) and source.record == record
+    assert asked[-1] == record.build() and record.header.image not in (record.image.id, None)
+    by_id = export.choose_source(
+        paths, record.image.id, _engine_with(record.image.id, record.image.id, record.image.labels)
+    )
+    assert by_id.record == record  # the image named by its ID is the same build
+
+
+def test_a_tag_that_names_another_image_or_lock_has_no_record(tmp_path):
+    from buildkit.stages.export import choose_source
+
+    paths, record = _recorded(tmp_path)
+    rebuilt = _engine_with(record.image.tag, "sha256:" + "1" * 64, record.image.labels)  # the tag moved on
+    assert choose_source(paths, record.image.tag, rebuilt).record is None
+    other_lock = {**record.image.labels, "buildkit.lock.sha256": "2" * 64}
+    assert (
+        choose_source(paths, record.image.tag, _engine_with(record.image.tag, record.image.id, other_lock)).record
+        is None
+    )
+    release = {k: v for k, v in record.image.labels.items() if k != "buildkit.smoke"}  # not the smoke target
+    assert (
+        choose_source(paths, record.image.tag, _engine_with(record.image.tag, record.image.id, release)).record is None
+    )
+    with pytest.raises(InputError, match="no image nosuch:1 in the local engine"):
+        choose_source(paths, "nosuch:1", rebuilt)

@@ -4,9 +4,13 @@ pins of a real smoke build (tests/fixtures/report/)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import types
+from pathlib import Path
+
+import pytest
 
 from buildkit import cli
 from buildkit.models.paths import Paths
@@ -76,3 +80,39 @@ def test_held_writes_wait_for_the_caller(tmp_path):
     ctx.hold = False
     ctx.write(tmp_path / "b.txt", "b\n")
     assert (tmp_path / "b.txt").read_text() == "b\n"
+
+
+def test_every_stage_runs_from_a_context_with_the_options_it_declares():
+    """Each registry entry's module has run(ctx); the commands give a stage their options on the context, and a
+    stage takes them as the class it declares (Context.given)."""
+    import inspect
+
+    for stage in pipeline.STAGES:
+        run = pipeline.module_of(stage).run
+        assert list(inspect.signature(run).parameters) == ["ctx"], f"{stage.name}: run(ctx)"
+    from buildkit.stages.build import BuildOptions
+    from buildkit.stages.report import ReportOptions
+
+    opts = ReportOptions.parse(record=None, output=None, fmt="json", results=None)
+    ctx = Context(Paths.of(Path("pins.yaml")), options=opts)
+    assert ctx.given(ReportOptions) is opts
+    with pytest.raises(AssertionError, match="runs with BuildOptions"):
+        ctx.given(BuildOptions)
+
+
+def test_report_runs_from_the_registry_and_writes_where_its_options_say(tmp_path):
+    from buildkit.stages.report import ReportOptions
+
+    paths = recorded_project(tmp_path)
+    output = tmp_path / "report.md"
+    notes: list[str] = []
+    opts = ReportOptions.parse(record=None, output=output, fmt="markdown", results=None)
+    ctx = Context(paths, options=opts, on_note=notes.append)
+    pipeline.run_stage("report", ctx)
+    made = ctx.made["report"]
+    assert made.record == "build/smoke-record.json" and output.read_text() == made.text
+    assert made.text.startswith("# ") and "sha256:8aa2e3a9bb27" in made.text
+    to_stdout = Context(paths, options=ReportOptions.parse(record=None, output=None, fmt="json", results=None))
+    pipeline.run_stage("report", to_stdout)
+    recorded = json.loads(paths.build_record(True).read_text())
+    assert json.loads(to_stdout.made["report"].text)["image"]["digest"] == recorded["image"]["digest"]

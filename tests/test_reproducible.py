@@ -133,7 +133,7 @@ def test_rebuild_builder_must_name_a_builder_that_exists(project, remote, engine
 def test_a_step_that_writes_the_date_is_caught_and_the_file_named(tmp_path, engine):
     """The rebuild and comparison of `--check-reproducible`, on a Dockerfile with a deliberately
     non-deterministic step."""
-    from buildkit.stages.build import BuildPlan, run
+    from buildkit.stages.build import BuildPlan, run_buildx
     from buildkit.stages.reproduce import first_layout, prepare_layouts, rebuild_and_compare
     from tests.engine import STAND_IN_BASE
 
@@ -151,7 +151,7 @@ def test_a_step_that_writes_the_date_is_caught_and_the_file_named(tmp_path, engi
         build_args=(), metadata_file=tmp_path / "metadata.json", source_date_epoch=1770316331, builder=engine,
         provenance=False, export=False, oci_layout=first_layout(repro),
     )  # fmt: skip
-    first = run(plan, tmp_path / "first.log", lambda line, progress: None)
+    first = run_buildx(plan, tmp_path / "first.log", lambda line, progress: None)
     assert first.exit_code == 0, (tmp_path / "first.log").read_text()[-2000:]
     check = rebuild_and_compare(plan, context, repro, tmp_path / "second.log", engine, lambda line, progress: None)
     assert not check.identical

@@ -5,23 +5,23 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
-from enum import StrEnum
+from dataclasses import asdict
 from pathlib import Path
 
-import typer
 from rich.console import Group
 from rich.live import Live
 from rich.text import Text
 
 from buildkit.errors import BuildFailed, CheckFailed, EngineNotReady, Interrupted
+from buildkit.models.choices import Compression, ProgressMode
 from buildkit.models.paths import Paths
 from buildkit.stages import pipeline
 from buildkit.stages.build import (
-    Builder,
+    BuildOptions,
     BuildPlan,
     BuildRecord,
-    execute,
+    Built,
+    Preflighted,
     explain_failure,
     failure_hint,
     plan_for_lock,
@@ -29,93 +29,10 @@ from buildkit.stages.build import (
 )
 from buildkit.stages.context import Context
 from buildkit.stages.preflight import run_preflight, tool_checks
-from buildkit.stages.reproduce import first_layout, prepare_layouts
 from buildkit.text import ui
 from buildkit.text.progress import Progress
-from buildkit.world import buildx
 
-
-class ProgressMode(StrEnum):
-    """How the build's progress is shown, as buildx names the modes ("live" is "tty")."""
-
-    auto = "auto"
-    tty = "tty"
-    live = "live"
-    plain = "plain"
-    quiet = "quiet"
-    rawjson = "rawjson"
-
-
-class Compression(StrEnum):
-    gzip = "gzip"
-    zstd = "zstd"
-
-
-@dataclass(frozen=True)
-class BuildOptions:
-    """`buildkit build`'s options, parsed and validated (`parse`) before any work."""
-
-    builder: str | None
-    push: bool
-    sbom: bool
-    cache_from: tuple[str, ...]
-    cache_to: tuple[str, ...]
-    progress: ProgressMode
-    dry_run: bool
-    smoke: bool
-    smoke_base: str
-    min_free_gb: float | None
-    submodules: bool
-    syntax: bool | None  # None: the default, which is no `# syntax=` line for --smoke (it must work offline)
-    extra: tuple[str, ...]
-    allow_drift: bool = False
-    check_reproducible: bool = False
-    rebuild_builder: str | None = None
-    shared_cache: bool = True  # the lock's build.cache, if it names one
-    compression: Compression | None = None  # None: the lock's build.compression
-    force_compression: bool | None = None
-    json_out: bool = False
-
-    @classmethod
-    def parse(
-        cls, *, progress: str | None, compression: str | None, cache_from: list[str], cache_to: list[str],
-        extra: list[str], **given,
-    ) -> BuildOptions:  # fmt: skip
-        """The options as typed, checked: a wrong value is a usage error (exit 2) naming the option."""
-        progress = progress or "auto"  # BUILDKIT_PROGRESS set but empty, as buildx reads it
-        if progress not in ProgressMode.__members__:
-            raise typer.BadParameter(
-                f"expected auto, tty, plain, quiet or rawjson, found {progress!r}",
-                param_hint="--progress/$BUILDKIT_PROGRESS",
-            )
-        if compression not in (None, *Compression.__members__):
-            raise typer.BadParameter("expected gzip or zstd", param_hint="--compression")
-        opts = cls(
-            progress=ProgressMode(progress), compression=Compression(compression) if compression else None,
-            cache_from=tuple(cache_from), cache_to=tuple(cache_to), extra=tuple(extra), **given,
-        )  # fmt: skip
-        if opts.rebuild_builder and not opts.check_reproducible:
-            raise typer.BadParameter("only with --check-reproducible", param_hint="--rebuild-builder")
-        for name in (opts.builder, opts.rebuild_builder):
-            if name:
-                buildx.validate_builder_name(name)
-        return opts
-
-    @property
-    def with_syntax(self) -> bool:
-        return self.syntax if self.syntax is not None else not self.smoke
-
-    @property
-    def view_mode(self) -> str:
-        """tty, plain, quiet or rawjson: `auto` is tty on a terminal."""
-        mode = {"live": "tty"}.get(self.progress.value, self.progress.value)
-        if mode == "auto":
-            mode = "tty" if sys.stderr.isatty() else "plain"
-        return mode
-
-    @property
-    def min_free(self) -> float:
-        return self.min_free_gb if self.min_free_gb is not None else (1.0 if self.smoke else 100.0)
+__all__ = ["BuildOptions", "Compression", "ProgressMode", "build_command", "doctor_command"]
 
 
 def doctor_command(
@@ -137,14 +54,15 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
         return
     ctx = Context(
         paths, smoke=opts.smoke, submodules=opts.submodules, syntax=opts.with_syntax, refuse_drift=not opts.allow_drift,
-        on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"),
+        options=opts, on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"),
+        on_say=lambda text: ui.err.print(ui.safe(text)), watch=lambda plan: _view(plan, opts.view_mode),
     )  # fmt: skip
     run = _Run(paths, opts, ctx)
     for stage in pipeline.before_build():  # resolve when needed; prepare and render leave work already done as it is
         run.stage(stage)
-    record, plan, stamp = run.buildx()
+    built = run.build()
     if opts.check_reproducible:
-        _check_reproducible(ctx.inputs, plan, record, paths, opts, opts.view_mode, stamp)
+        _check_reproducible(ctx.inputs, built.plan, built.record, paths, opts, opts.view_mode, built.stamp)
 
 
 def _dry_run(paths: Paths, opts: BuildOptions) -> None:
@@ -156,7 +74,7 @@ def _dry_run(paths: Paths, opts: BuildOptions) -> None:
     if inputs is None:
         ui.err.print("  - build: the buildx command needs the locked values: run `buildkit resolve` first")
         return
-    plan = plan_for_lock(inputs.lock, paths, smoke=opts.smoke, **_plan_options(opts, provenance=True))
+    plan = plan_for_lock(inputs.lock, paths, smoke=opts.smoke, **opts.plan_options(provenance=True))
     ui.err.print("  - build: the command below")
     sys.stdout.write(shell_command(plan) + "\n")
 
@@ -166,8 +84,6 @@ class _Run:
 
     def __init__(self, paths: Paths, opts: BuildOptions, ctx: Context) -> None:
         self.paths, self.opts, self.ctx = paths, opts, ctx
-        self.builder: Builder | None = None
-        self.provenance, self.provenance_note = False, ""
 
     def stage(self, stage: pipeline.Stage) -> None:
         shown = {"resolve": self._resolve, "prepare": self._prepare, "render": self._render}
@@ -199,7 +115,6 @@ class _Run:
             ui.print_checks(checks.checks)
             first = checks.failed[0]
             raise EngineNotReady(f"preflight: {first.name}: {first.detail}", hint=first.fix or None)
-        self.builder = checks.builder_facts()
         if opts.check_reproducible and opts.rebuild_builder:
             # The rebuild's builder is checked now, not after the first build has run.
             rebuild_checks = run_preflight(opts.rebuild_builder, lock.build.platform, opts.min_free, False, tag)
@@ -210,9 +125,10 @@ class _Run:
                     f"preflight of the rebuild builder {opts.rebuild_builder}: {first.name}: {first.detail}",
                     hint=first.fix or None,
                 )
-        self.provenance, self.provenance_note = checks.provenance(opts.push)
-        if not self.provenance:
-            ui.err.print(f"[yellow]note[/]: provenance attestation {ui.safe(self.provenance_note)}")
+        provenance, note = checks.provenance(opts.push)
+        self.ctx.made["preflight"] = Preflighted(checks.builder_facts(), provenance, note)
+        if not provenance:
+            ui.err.print(f"[yellow]note[/]: provenance attestation {ui.safe(note)}")
 
     def _prepare(self) -> None:
         with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
@@ -224,40 +140,22 @@ class _Run:
         ui.print_drift(self.ctx.made["render"][1].drift)
         ui.err.print(f"[green]rendered[/] {ui.safe(str(self.paths.dockerfile(self.opts.smoke)))}")
 
-    def buildx(self) -> tuple[BuildRecord, BuildPlan, str]:
-        """buildx on the rendered Dockerfile, shown as opts.progress says; the record, the plan and the start stamp."""
-        paths, opts, inputs = self.paths, self.opts, self.ctx.inputs
-        assert inputs is not None and self.builder is not None, "after resolve and preflight"
-        plan = plan_for_lock(inputs.lock, paths, smoke=opts.smoke, **_plan_options(opts, provenance=self.provenance))
-        if opts.check_reproducible:
-            prepare_layouts(paths.repro_dir(opts.smoke))
-            plan = replace(plan, oci_layout=first_layout(paths.repro_dir(opts.smoke)).resolve())
-        for note in filter(None, [_compression_note(plan)]):
-            ui.err.print(f"[yellow]note[/]: {ui.safe(note)}")
-        if inputs.lock.build.cache and opts.shared_cache:
-            ui.err.print(f"shared build cache: {ui.safe(inputs.lock.build.cache.ref)}:{ui.safe(plan.target)}")
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        log_path = paths.build_log(stamp, opts.smoke).resolve()
-        view = _view(plan, opts.view_mode)
-        shown = f"building {ui.safe(plan.tag)} (target {ui.safe(plan.target)}); full log: {ui.safe(str(log_path))}"
-        ui.err.print(shown)
-        with view:
-            record = execute(
-                plan, lock_sha256=inputs.lock_sha256, smoke=opts.smoke, builder=self.builder,
-                provenance_note=self.provenance_note, log_path=log_path, record_path=paths.build_record(opts.smoke),
-                on_line=view.update,
-            )  # fmt: skip
-        ui.err.print(f"record: {ui.safe(str(paths.build_record(opts.smoke)))}")
-        if opts.json_out:
+    def build(self) -> Built:
+        """The build stage (buildx, shown as opts.progress says), then what came of it."""
+        pipeline.run_stage("build", self.ctx)
+        built: Built = self.ctx.made["build"]
+        record, plan = built.record, built.plan
+        ui.err.print(f"record: {ui.safe(str(self.paths.build_record(self.opts.smoke)))}")
+        if self.opts.json_out:
             sys.stdout.write(record.to_json())
         _cache_notes(record)
-        _stop_unless_built(record, inputs.lock, log_path)
+        _stop_unless_built(record, self.ctx.lock, built.log_path)
         ui.err.print(
             f"[green]built[/] {ui.safe(plan.tag)} in {record.seconds:.1f}s: "
             f"{record.instructions_cached}/{record.instructions_total} Dockerfile steps cached; "
             f"digest {ui.safe(record.image.digest or '?')}"
         )
-        return record, plan, stamp
+        return built
 
 
 def _cache_notes(record: BuildRecord) -> None:
@@ -334,41 +232,6 @@ def _check_reproducible(inputs, plan: BuildPlan, record, paths: Paths, opts: Bui
         )
     ui.err.print(
         f"[green]reproducible[/]: rebuilt from a clean cache, identical digest {ui.safe(check.manifest_digest or '?')}"
-    )
-
-
-def _plan_options(opts: BuildOptions, provenance: bool) -> dict:
-    return {
-        "builder": opts.builder,
-        "provenance": provenance,
-        "sbom": opts.sbom,
-        "cache_from": tuple(opts.cache_from),
-        "cache_to": tuple(opts.cache_to),
-        "shared_cache_use": opts.shared_cache,
-        "compression": str(opts.compression) if opts.compression else None,
-        "force_compression": opts.force_compression,
-        "push": opts.push,
-        "extra": tuple(opts.extra),
-    }
-
-
-def _compression_note(plan: BuildPlan) -> str | None:
-    """What the layer compression means for this build, said before it starts."""
-    if plan.compression == "gzip" and not plan.force_compression:
-        return None
-    if not plan.push:
-        return (
-            f"layer compression {plan.compression} applies to pushed images (--push); the image loaded into Docker "
-            "keeps gzip layers"
-        )
-    if plan.force_compression:
-        return (
-            f"--force-compression: the base image's layers are re-compressed ({plan.compression}) too; nodes that "
-            "already pulled the base image pull them again"
-        )
-    return (
-        f"{plan.compression} layers for what this build adds; the base image's layers stay as its registry has them, "
-        "so nodes that pulled the base keep sharing them (--force-compression re-compresses them as well)"
     )
 
 

@@ -1,6 +1,8 @@
 """The header every record carries, so that a record is never taken for another build's: which kind of record,
 which image (its manifest digest or the engine's image ID), which lock (sha256), smoke or release, and which buildkit
-wrote it. `buildkit report` takes a record only when its header matches the build it describes."""
+wrote it. `buildkit report` takes a record only when its header matches the build it describes. The verify record
+lives here too: `buildkit verify` writes it from the image checks (stages/verify.py) or from the provenance
+(stages/provenance.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
+from buildkit.models.gpufacts import GpuCheck
 
 Kind = Literal["render", "build", "verify", "provenance-verify", "squashfs", "attest"]
 
@@ -27,6 +30,32 @@ class RecordHeader(BaseModel):
         if self.lock_sha256 != lock_sha256 or self.smoke != smoke:
             return False
         return self.image is None or self.image in images
+
+
+class CheckResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    status: Literal["pass", "fail", "skip"]
+    reason: str
+
+
+class VerifyRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    record_version: Literal[1] = 1
+    buildkit_version: str
+    image: str
+    image_id: str
+    lock_sha256: str
+    smoke: bool
+    gpus: bool
+    checked_at: str
+    results: list[CheckResult]
+    header: RecordHeader | None = None  # None in a record written before headers
+    seconds: float | None = None  # how long the checks took (None: a record from before it was kept)
+    gpu: GpuCheck | None = None  # kernels per target GPU, ABI, drivers (buildkit.gpu); None for smoke images
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
 
 
 def header(kind: Kind, image: str | None, lock_sha256: str, smoke: bool) -> RecordHeader:

@@ -15,6 +15,7 @@ from buildkit.models.lock import lock_sha256
 from buildkit.models.paths import Paths
 from buildkit.models.records import RecordHeader, header
 from buildkit.stages import slsa
+from buildkit.stages.context import Context
 from buildkit.stages.provenance import served_lock_sha256
 from buildkit.world import cosign
 
@@ -56,11 +57,40 @@ class Attested:
     cosign_version: str | None = None
 
 
+@dataclass(frozen=True)
+class AttestOptions:
+    """`buildkit attest`'s options, checked (`parse`) before anything is read: the builder ID a URI, the key one
+    cosign can use, the repository a name without tag or digest."""
+
+    record: Path | None
+    key: str | None
+    builder_id: str  # runDetails.builder.id
+    json_out: bool
+    repository: str | None
+
+    @classmethod
+    def parse(
+        cls, *, record: Path | None, key: str | None, builder_id: str | None, json_out: bool, repository: str | None
+    ) -> AttestOptions:
+        builder = slsa.builder_id(builder_id)
+        if key is not None:
+            cosign.check_key(key)  # a missing key is bad input before anything else is read
+        named = slsa.checked_repository(repository) if repository is not None else None
+        return cls(record, key, builder, json_out, named)
+
+
+def run(ctx: Context) -> None:
+    """The statement of the build the options name (AttestOptions), signed and attached with their key; `Attested`
+    in ctx.made["attest"]."""
+    opts = ctx.given(AttestOptions)
+    ctx.made["attest"] = attest(ctx.paths, opts.record, opts.key, opts.builder_id, opts.repository)
+
+
 def attest(
     paths: Paths, record_path: Path | None, key: str | None, builder: str, repository: str | None = None
 ) -> Attested:
     """The statement of the build, signed and attached with `key`. `builder` (runDetails.builder.id), `key` and
-    `repository` come checked (commands/attest.py's AttestOptions)."""
+    `repository` come checked (AttestOptions)."""
     sources = slsa.gather(paths, record_path, repository)
     statement = slsa.statement(sources, builder)
     payload = slsa.canonical(statement)

@@ -10,27 +10,116 @@ import json
 import os
 import re
 import shlex
+import shutil
 import socket
+import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
+import typer
 from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
 from buildkit.errors import EngineNotReady, InputError
 from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, utc_now, write_atomic
 from buildkit.image.diff import ImageComparison
+from buildkit.models.choices import Compression, ProgressMode
 from buildkit.models.lock import Lock
 from buildkit.models.paths import Paths
-from buildkit.models.records import RecordHeader, header
+from buildkit.models.records import Build, RecordHeader, header
+from buildkit.stages.context import Context
 from buildkit.stages.render import source_date_epoch, wheel_path
 from buildkit.text.progress import Progress, Step
 from buildkit.text.sanitize import strip_controls
-from buildkit.world import proc
+from buildkit.world import buildx, proc
 from buildkit.world.engine import Engine
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """`buildkit build`'s options, parsed and validated (`parse`) before any work."""
+
+    builder: str | None
+    push: bool
+    sbom: bool
+    cache_from: tuple[str, ...]
+    cache_to: tuple[str, ...]
+    progress: ProgressMode
+    dry_run: bool
+    smoke: bool
+    smoke_base: str
+    min_free_gb: float | None
+    submodules: bool
+    syntax: bool | None  # None: the default, which is no `# syntax=` line for --smoke (it must work offline)
+    extra: tuple[str, ...]
+    allow_drift: bool = False
+    check_reproducible: bool = False
+    rebuild_builder: str | None = None
+    shared_cache: bool = True  # the lock's build.cache, if it names one
+    compression: Compression | None = None  # None: the lock's build.compression
+    force_compression: bool | None = None
+    json_out: bool = False
+
+    @classmethod
+    def parse(
+        cls, *, progress: ProgressMode | str | None, compression: Compression | str | None, cache_from: list[str],
+        cache_to: list[str], extra: list[str], **given,
+    ) -> BuildOptions:  # fmt: skip
+        """The options as typed, checked: a wrong value is a usage error (exit 2) naming the option. (The CLI's
+        typer checks the choices first; a caller that gives strings has them checked here.)"""
+        progress = progress or "auto"  # BUILDKIT_PROGRESS set but empty, as buildx reads it
+        if progress not in ProgressMode.__members__:
+            raise typer.BadParameter(
+                f"expected auto, tty, plain, quiet or rawjson, found {progress!r}",
+                param_hint="--progress/$BUILDKIT_PROGRESS",
+            )
+        if compression not in (None, *Compression.__members__):
+            raise typer.BadParameter("expected gzip or zstd", param_hint="--compression")
+        opts = cls(
+            progress=ProgressMode(progress), compression=Compression(compression) if compression else None,
+            cache_from=tuple(cache_from), cache_to=tuple(cache_to), extra=tuple(extra), **given,
+        )  # fmt: skip
+        if opts.rebuild_builder and not opts.check_reproducible:
+            raise typer.BadParameter("only with --check-reproducible", param_hint="--rebuild-builder")
+        for name in (opts.builder, opts.rebuild_builder):
+            if name:
+                buildx.validate_builder_name(name)
+        return opts
+
+    @property
+    def with_syntax(self) -> bool:
+        return self.syntax if self.syntax is not None else not self.smoke
+
+    @property
+    def view_mode(self) -> str:
+        """tty, plain, quiet or rawjson: `auto` is tty on a terminal."""
+        mode = {"live": "tty"}.get(self.progress.value, self.progress.value)
+        if mode == "auto":
+            mode = "tty" if sys.stderr.isatty() else "plain"
+        return mode
+
+    @property
+    def min_free(self) -> float:
+        return self.min_free_gb if self.min_free_gb is not None else (1.0 if self.smoke else 100.0)
+
+    def plan_options(self, provenance: bool) -> dict:
+        """What plan_for_lock takes from the options."""
+        return {
+            "builder": self.builder,
+            "provenance": provenance,
+            "sbom": self.sbom,
+            "cache_from": tuple(self.cache_from),
+            "cache_to": tuple(self.cache_to),
+            "shared_cache_use": self.shared_cache,
+            "compression": str(self.compression) if self.compression else None,
+            "force_compression": self.force_compression,
+            "push": self.push,
+            "extra": tuple(self.extra),
+        }
 
 
 class Rebuild(BaseModel):
@@ -382,6 +471,12 @@ class BuildRecord(BaseModel):
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
 
+    def build(self) -> Build:
+        """The build this record describes, as records.belongs matches records to it: its lock, smoke or release,
+        and its image's identities (manifest digest, image ID, config digest)."""
+        images = (self.image.digest, self.image.id, self.image.config_digest)
+        return Build(self.lock_sha256, self.smoke, frozenset(x for x in images if x))
+
 
 @dataclass
 class RunResult:
@@ -396,7 +491,7 @@ class RunResult:
         return "interrupted" if self.interrupted else ("succeeded" if self.exit_code == 0 else "failed")
 
 
-def run(plan: BuildPlan, log_path: Path, on_line: Callable[[str, Progress], None]) -> RunResult:
+def run_buildx(plan: BuildPlan, log_path: Path, on_line: Callable[[str, Progress], None]) -> RunResult:
     """Run buildx, feeding every output line to the progress model, the log file and `on_line`.
 
     buildx gets its own process group, so Ctrl-C reaches us first: the runner passes SIGINT on, lets buildx cancel
@@ -479,7 +574,7 @@ def execute(
     """Run the build and write its record, whatever the outcome (succeeded, failed, interrupted)."""
     plan.metadata_file.unlink(missing_ok=True)  # never report a previous build's digests
     started = utc_now()
-    result = run(plan, log_path, on_line)
+    result = run_buildx(plan, log_path, on_line)
     metadata = read_metadata(plan.metadata_file)
     image = image_facts(plan, metadata, loaded=result.exit_code == 0 and not plan.push)
     record = build_record(
@@ -580,6 +675,103 @@ def build_record(
         metadata_file=str(plan.metadata_file),
         header=header("build", image.digest or image.id, lock_sha256, smoke),
     )
+
+
+class Preflighted(NamedTuple):
+    """What the engine checks found that the build needs (the command runs them before the long stages, and leaves
+    this in ctx.made["preflight"]): the builder's facts, and whether a provenance attestation is attached."""
+
+    builder: Builder
+    provenance: bool
+    provenance_note: str  # attached, or why not: the record keeps it
+
+
+class Built(NamedTuple):
+    """What the build stage leaves in ctx.made["build"]: the record (written, whatever the outcome), the plan, the
+    full log and the start stamp that names it."""
+
+    record: BuildRecord
+    plan: BuildPlan
+    log_path: Path
+    stamp: str
+
+
+def run(ctx: Context) -> None:
+    """buildx on the rendered Dockerfile as the options say (BuildOptions), on the builder the preflight checked
+    (ctx.made["preflight"]): the record written and `Built` in ctx.made["build"]. What the build will do goes to
+    ctx.note and ctx.say before it starts, buildx's output to ctx.watch's view. With check_reproducible, the image
+    is also written as an OCI layout, for the rebuild to compare with."""
+    opts, paths, inputs = ctx.given(BuildOptions), ctx.paths, ctx.inputs
+    engine: Preflighted = ctx.made["preflight"]
+    assert inputs is not None, "after resolve"
+    plan = plan_for_lock(inputs.lock, paths, smoke=opts.smoke, **opts.plan_options(engine.provenance))
+    if opts.check_reproducible:
+        prepare_layouts(paths.repro_dir(opts.smoke))
+        plan = replace(plan, oci_layout=first_layout(paths.repro_dir(opts.smoke)).resolve())
+    note = compression_note(plan)
+    if note:
+        ctx.note(note)
+    if inputs.lock.build.cache and opts.shared_cache:
+        ctx.say(f"shared build cache: {inputs.lock.build.cache.ref}:{plan.target}")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    log_path = paths.build_log(stamp, opts.smoke).resolve()
+    ctx.say(f"building {plan.tag} (target {plan.target}); full log: {log_path}")
+    with ctx.watch(plan) if ctx.watch else nullcontext() as view:
+        record = execute(
+            plan, lock_sha256=inputs.lock_sha256, smoke=opts.smoke, builder=engine.builder,
+            provenance_note=engine.provenance_note, log_path=log_path, record_path=paths.build_record(opts.smoke),
+            on_line=view.update if view else lambda line, progress: None,
+        )  # fmt: skip
+    ctx.made["build"] = Built(record, plan, log_path, stamp)
+
+
+def compression_note(plan: BuildPlan) -> str | None:
+    """What the layer compression means for this build, said before it starts."""
+    if plan.compression == "gzip" and not plan.force_compression:
+        return None
+    if not plan.push:
+        return (
+            f"layer compression {plan.compression} applies to pushed images (--push); the image loaded into Docker "
+            "keeps gzip layers"
+        )
+    if plan.force_compression:
+        return (
+            f"--force-compression: the base image's layers are re-compressed ({plan.compression}) too; nodes that "
+            "already pulled the base image pull them again"
+        )
+    return (
+        f"{plan.compression} layers for what this build adds; the base image's layers stay as its registry has them, "
+        "so nodes that pulled the base keep sharing them (--force-compression re-compresses them as well)"
+    )
+
+
+def first_layout(repro_dir: Path) -> Path:
+    return repro_dir / "first"
+
+
+def prepare_layouts(repro_dir: Path) -> None:
+    """An empty build/repro/: layouts of an earlier check must not be compared with this one's. Only what a check
+    leaves there is deleted; anything else is the user's, and stops the check."""
+    ours = {"first", "second", "second.metadata.json"}
+    try:
+        if repro_dir.is_symlink() or (repro_dir.exists() and not repro_dir.is_dir()):
+            raise InputError(f"{repro_dir} is not a directory buildkit made", hint="move it away, then run again")
+        if repro_dir.exists():
+            others = sorted(p.name for p in repro_dir.iterdir() if p.name not in ours)
+            if others:
+                raise InputError(
+                    f"{repro_dir} holds files buildkit did not put there ({', '.join(others[:3])})",
+                    hint="move them away (or pick another --build-dir), then run again",
+                )
+            for name in ours:
+                path = repro_dir / name
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                elif path.exists() or path.is_symlink():
+                    path.unlink()
+        repro_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot empty {repro_dir}: {exc.strerror or exc}") from None
 
 
 def latest_build(paths: Paths) -> tuple[Path, BuildRecord] | None:

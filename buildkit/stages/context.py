@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from buildkit.dockerfile.patches import patch_facts
 from buildkit.errors import CheckFailed
@@ -16,8 +16,10 @@ from buildkit.files import write_atomic
 from buildkit.models.lock import STALE, Lock, PatchFact, consistency_problems, content_warning, lock_sha256, read_lock
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins, load_pins
+from buildkit.text.progress import Progress
 
 OnNote = Callable[[str], None]
+Options = TypeVar("Options")
 
 
 class Inputs(NamedTuple):
@@ -73,6 +75,16 @@ def warn_content(lock: Lock, on_note: OnNote | None) -> None:
         on_note(warning)
 
 
+class Watch(Protocol):
+    """How the CLI shows a long stage's output while it runs (the build: buildx's lines and BuildKit's progress)."""
+
+    def __enter__(self) -> Watch: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def update(self, line: str, progress: Progress) -> None: ...
+
+
 class StageStatus(NamedTuple):
     """Whether a stage's outputs are current for the inputs, and why (or what it would do)."""
 
@@ -85,7 +97,12 @@ class StageStatus(NamedTuple):
 class Context:
     """What a stage runs from: the paths and inputs, the options that shape the stages, what earlier stages made
     (`made`, by stage name), and the files they wrote. A stage writes through `write`: at once (each file atomically),
-    or, with `hold` (bump, the reproducibility check), into `held`, which the caller writes all together or drops."""
+    or, with `hold` (bump, the reproducibility check), into `held`, which the caller writes all together or drops.
+
+    `options` are the command's, parsed and frozen (a stage's own class, such as stages/build.py's BuildOptions; the
+    stage takes them with `given`). The stage tells the CLI what it does through `note` (a warning), `say` (a line of
+    what it found or does), `step` (what a long stage does now, for a spinner) and `watch` (a view of its output as
+    it comes); the CLI decides how to show it."""
 
     paths: Paths
     inputs: Inputs | None = None
@@ -96,6 +113,10 @@ class Context:
     refuse_drift: bool = False
     output: Path | None = None  # where render writes the Dockerfile [default: paths.dockerfile(smoke)]
     on_note: OnNote | None = None
+    options: object = None
+    on_say: OnNote | None = None
+    on_step: OnNote | None = None
+    watch: Callable[[Any], Watch] | None = None  # the view of a long stage's output, given what it runs (a plan)
     hold: bool = False
     made: dict[str, Any] = field(default_factory=dict)
     held: list[tuple[Path, str]] = field(default_factory=list)
@@ -105,9 +126,22 @@ class Context:
         assert self.inputs is not None, "a stage after resolve runs with the inputs loaded"
         return self.inputs.lock
 
+    def given(self, kind: type[Options]) -> Options:
+        """The command's options, as the stage that reads them declares them."""
+        assert isinstance(self.options, kind), f"this stage runs with {kind.__name__}, not {type(self.options)}"
+        return self.options
+
     def note(self, text: str) -> None:
         if self.on_note:
             self.on_note(text)
+
+    def say(self, text: str) -> None:
+        if self.on_say:
+            self.on_say(text)
+
+    def step(self, text: str) -> None:
+        if self.on_step:
+            self.on_step(text)
 
     def write(self, path: Path, text: str) -> None:
         if self.hold:

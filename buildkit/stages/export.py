@@ -49,6 +49,7 @@ import shlex
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -58,6 +59,7 @@ from pydantic import BaseModel, ConfigDict
 from buildkit import __version__
 from buildkit.errors import BuildFailed, EngineNotReady, InputError, excerpt
 from buildkit.files import (
+    is_stdout,
     read_record,
     replaced_atomically,
     sha256_file,
@@ -71,8 +73,9 @@ from buildkit.image.unpack import Rootfs, Unpacked, unpack_image
 from buildkit.models.grammar import DIGEST_RE, image_ref
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.paths import Paths
-from buildkit.models.records import RecordHeader, header
+from buildkit.models.records import RecordHeader, belongs, header
 from buildkit.stages.build import BuildRecord, latest_successful_build
+from buildkit.stages.context import Context, load_inputs
 from buildkit.stages.render import source_date_epoch
 from buildkit.world import proc
 from buildkit.world.engine import Engine, ImageEngine
@@ -155,6 +158,36 @@ class Source(NamedTuple):
     record: BuildRecord | None
 
 
+@dataclass(frozen=True)
+class ExportOptions:
+    """`buildkit export`'s options, checked (`parse`) before any work."""
+
+    image: str | None
+    output: Path | None  # None: build/<image>.sqsh (also with `-o -`, which then streams it)
+    streamed: bool  # `-o -`: made where it goes by default, then streamed to stdout
+    json_out: bool
+
+    @classmethod
+    def parse(cls, *, image: str | None, output: Path | None, json_out: bool) -> ExportOptions:
+        streamed = is_stdout(output)
+        if streamed and json_out:
+            raise InputError("-o - writes the squashfs to standard output: it cannot go with --json")
+        return cls(image, None if streamed else output, streamed, json_out)
+
+
+def run(ctx: Context) -> None:
+    """The image the options name (ExportOptions; the newest build's when none) as a .sqsh, and its record: the
+    record and where it was written in ctx.made["export"]. Which image and build it is goes to ctx.say, each step
+    to ctx.step."""
+    opts = ctx.given(ExportOptions)
+    tool = find_mksquashfs()  # before anything else: without it nothing can be made
+    lock = load_inputs(ctx.paths, on_note=ctx.on_note).lock
+    source = choose_source(ctx.paths, opts.image)
+    if source.record_path:
+        ctx.say(f"image {source.ref}, from {source.record_path}")
+    ctx.made["export"] = export_squashfs(ctx.paths, lock, source, tool, opts.output, on_step=ctx.on_step)
+
+
 def find_mksquashfs() -> Mksquashfs:
     """mksquashfs from PATH, 4.5 or later; EngineNotReady (exit 5) with what to install otherwise."""
     install = (
@@ -178,9 +211,9 @@ def find_mksquashfs() -> Mksquashfs:
     return Mksquashfs(path, match.group("version"))
 
 
-def choose_source(paths: Paths, image: str | None) -> Source:
+def choose_source(paths: Paths, image: str | None, engine: ImageEngine | None = None) -> Source:
     """The newest build's image (as `verify` and `report` pick the build), or `image` as given: with the record of
-    the build that tagged it, when one did."""
+    the build that made it, when one did (`built_by`)."""
     if image is None:
         record_path_, record = latest_successful_build(
             paths,
@@ -194,12 +227,32 @@ def choose_source(paths: Paths, image: str | None) -> Source:
             image_ref(image)
         except ValueError as exc:
             raise InputError(f"IMAGE: {exc}") from None
+    named = Source(image, None, None)
+    attrs = _engine_image(engine or Engine(), named)
     for smoke in (False, True):
         path = paths.build_record(smoke)
-        tagged = read_record(path, BuildRecord)
-        if tagged is not None and tagged.outcome == "succeeded" and tagged.image.tag == image:
-            return Source(image, path, tagged)
-    return Source(image, None, None)
+        built = read_record(path, BuildRecord)
+        if built is not None and built.outcome == "succeeded" and built_by(attrs, built):
+            return Source(image, path, built)
+    return named
+
+
+class _EngineImage(NamedTuple):
+    """An image of the local engine as a record (a headerless one, for records.belongs): the lock and target its
+    labels name (a buildkit build sets them), and its image ID."""
+
+    lock_sha256: str | None
+    smoke: bool
+    image_id: str
+
+
+def built_by(attrs: dict[str, Any], record: BuildRecord) -> bool:
+    """Whether the engine's image (`attrs`, as the engine inspects it) is the one `record`'s build made, by the one
+    rule (records.belongs): the lock and target its labels name are the record's, and its ID is one of the record's
+    image identities. A tag that now names another image has no record."""
+    labels = (attrs.get("Config") or {}).get("Labels") or {}
+    image = _EngineImage(labels.get("buildkit.lock.sha256"), labels.get("buildkit.smoke") == "true", str(attrs["Id"]))
+    return belongs(image, record.build())
 
 
 def export_squashfs(

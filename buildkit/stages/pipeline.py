@@ -2,12 +2,13 @@
 
 Each entry names the module (buildkit/stages/<module>) that runs the stage from one `Context`
 (stages/context.py): `run(ctx)` does the stage's work and leaves its result in `ctx.made[name]`; `current(ctx)`, where
-the files on disk can tell that the work is already done, says so (a `StageStatus`). `build` runs the stages marked
-`before_build` in order (resolve, then prepare, the GPU check and render) and then buildx; `build --dry-run` asks
-each of them `current`; `bump` runs resolve, prepare and render with their writes held until every step succeeded;
-`build --check-reproducible` runs prepare again in a fresh cache; `buildkit --help` lists the registry. The later
-stages (verify, attest, export, report) run from their own commands, on a build's records. Adding a stage is one
-module with `run` (and `current`) and one entry here (README "Adding a stage").
+the files on disk can tell that the work is already done, says so (a `StageStatus`). Every stage runs from here
+(`run_stage`): `build` runs the stages marked `before_build` in order (resolve, then prepare, the GPU check and
+render) and then the build stage (buildx); `build --dry-run` asks each of them `current`; `bump` runs resolve, prepare
+and render with their writes held until every step succeeded; `build --check-reproducible` runs prepare again in a
+fresh cache; the commands of the later stages (verify, attest, export, report) each run theirs, with the command's
+options on the context (`ctx.options`, which the stage takes as the class it declares); `buildkit --help` lists the
+registry. Adding a stage is one module with `run` (and `current`) and one entry here (README "Adding a stage").
 
 The CLI imports this module for its --help (STAGES): the stage modules are imported when a stage runs, and the
 context only inside the functions that need it (importing them costs several times typer's start-up,

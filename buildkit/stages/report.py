@@ -9,16 +9,26 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import shlex
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from buildkit import __version__
 from buildkit.errors import InputError, excerpt
-from buildkit.files import MAX_PATCH_BYTES, MAX_RESULTS_BYTES, read_local, read_record, sha256_bytes
+from buildkit.files import (
+    MAX_PATCH_BYTES,
+    MAX_RESULTS_BYTES,
+    check_replaceable,
+    is_stdout,
+    read_local,
+    read_record,
+    sha256_bytes,
+)
+from buildkit.models.choices import ReportFormat
 from buildkit.models.grammar import one_line_text
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.paths import Paths
@@ -26,7 +36,7 @@ from buildkit.models.records import Build, belongs
 from buildkit.models.yamlload import load_yaml
 from buildkit.stages.attest import AttestRecord
 from buildkit.stages.build import BuildRecord, latest_build, plan_for_lock, shell_command
-from buildkit.stages.context import load_inputs
+from buildkit.stages.context import Context, load_inputs
 from buildkit.stages.export import SquashfsRecord, srun_line
 from buildkit.stages.prepare import PrepareRecord
 from buildkit.stages.render import RenderRecord, commit_time, source_date_epoch, template_environment
@@ -102,6 +112,42 @@ def read_results(path: Path) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class ReportOptions:
+    """`buildkit report`'s options, checked (`parse`) before any work."""
+
+    record: Path | None
+    output: Path | None  # None or `-`: standard output
+    format: ReportFormat
+    results: Path | None
+
+    @classmethod
+    def parse(
+        cls, *, record: Path | None, output: Path | None, fmt: ReportFormat | str, results: Path | None
+    ) -> ReportOptions:
+        if fmt not in ReportFormat.__members__:
+            raise InputError(f"--format: expected markdown or json, found {fmt!r}")
+        if output is not None and not is_stdout(output):
+            check_replaceable(output)  # a device or FIFO is never replaced
+        return cls(record, None if output is None or is_stdout(output) else output, ReportFormat(fmt), results)
+
+
+class Reported(NamedTuple):
+    text: str  # the report, markdown or JSON
+    record: str | None  # the build record it used, as the report shows it (None: nothing built yet)
+
+
+def run(ctx: Context) -> None:
+    """The report the options ask for (ReportOptions), written to their output when they name one (else the CLI
+    prints it); `Reported` in ctx.made["report"]. Notes on the records left out go to ctx.note."""
+    opts = ctx.given(ReportOptions)
+    data, used = gather(ctx.paths, opts.record, opts.results, on_note=ctx.on_note)
+    text = json.dumps(data, indent=2) + "\n" if opts.format == "json" else render_markdown(data)
+    if opts.output is not None:
+        ctx.write(opts.output, text)
+    ctx.made["report"] = Reported(text, used)
+
+
 def gather(
     paths: Paths, record_path: Path | None, results_path: Path | None, on_note=None
 ) -> tuple[dict[str, Any], str | None]:
@@ -135,8 +181,7 @@ def gather(
             note(f"{record_path}: a build of another lock; left out (build again to report one)")
             record_path, record = None, None
     smoke = bool(record and record.smoke)
-    images = {x for x in (record.image.digest, record.image.id, record.image.config_digest) if x} if record else set()
-    build = Build(lock_sha, smoke, frozenset(images))
+    build = record.build() if record else Build(lock_sha, smoke)  # the record's lock is this one
 
     def take(path: Path, model):
         found = read_record(path, model)

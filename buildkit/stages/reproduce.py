@@ -14,39 +14,12 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from buildkit.errors import BuildFailed, InputError, Interrupted
+from buildkit.errors import BuildFailed, Interrupted
 from buildkit.files import utc_now
 from buildkit.image.diff import compare, summary
-from buildkit.stages.build import BuildPlan, Rebuild, ReproCheck, run
+from buildkit.stages.build import BuildPlan, Rebuild, ReproCheck, first_layout, prepare_layouts, run_buildx
 
-
-def first_layout(repro_dir: Path) -> Path:
-    return repro_dir / "first"
-
-
-def prepare_layouts(repro_dir: Path) -> None:
-    """An empty build/repro/: layouts of an earlier check must not be compared with this one's. Only what a check
-    leaves there is deleted; anything else is the user's, and stops the check."""
-    ours = {"first", "second", "second.metadata.json"}
-    try:
-        if repro_dir.is_symlink() or (repro_dir.exists() and not repro_dir.is_dir()):
-            raise InputError(f"{repro_dir} is not a directory buildkit made", hint="move it away, then run again")
-        if repro_dir.exists():
-            others = sorted(p.name for p in repro_dir.iterdir() if p.name not in ours)
-            if others:
-                raise InputError(
-                    f"{repro_dir} holds files buildkit did not put there ({', '.join(others[:3])})",
-                    hint="move them away (or pick another --build-dir), then run again",
-                )
-            for name in ours:
-                path = repro_dir / name
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path)
-                elif path.exists() or path.is_symlink():
-                    path.unlink()
-        repro_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot empty {repro_dir}: {exc.strerror or exc}") from None
+__all__ = ["first_layout", "prepare_layouts", "rebuild_and_compare", "second_cache_dir"]
 
 
 def rebuild_and_compare(
@@ -97,7 +70,7 @@ def rebuild_and_compare(
 def _rebuild(rebuild_plan: BuildPlan, log_path: Path, builder_name: str, on_line, first: Path) -> Rebuild:
     """The rebuild run, and what the record says of it; Interrupted or BuildFailed when it made no image."""
     started = utc_now()
-    result = run(rebuild_plan, log_path, on_line)
+    result = run_buildx(rebuild_plan, log_path, on_line)
     outcome = result.outcome
     facts = Rebuild(
         builder=builder_name,

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+import typer
 
 from buildkit import __version__
 from buildkit.errors import CredentialsError, EngineNotReady, InputError, UpstreamMismatch, excerpt
-from buildkit.files import utc_now
+from buildkit.files import read_record, utc_now
 from buildkit.gpu import driver
 from buildkit.gpu.abi import stop_if_unresolved
 from buildkit.gpu.image import image_check
@@ -27,9 +27,16 @@ from buildkit.gpu.scan import check_required
 from buildkit.models.gpufacts import GpuCheck
 from buildkit.models.labels import verified_labels
 from buildkit.models.lock import Lock, lock_sha256
-from buildkit.models.records import RecordHeader, header
+from buildkit.models.paths import Paths
+from buildkit.models.records import CheckResult, VerifyRecord, header
+from buildkit.stages import context
+from buildkit.stages.build import latest_build, latest_successful_build
 from buildkit.stages.prepare import PrepareRecord
+from buildkit.stages.provenance import verify_provenance
+from buildkit.stages.render import RenderRecord
+from buildkit.stages.slsa import pushed
 from buildkit.text.sanitize import strip_controls
+from buildkit.world.cosign import check_public_key
 from buildkit.world.credentials import lookup
 from buildkit.world.engine import ContainerRefused, Engine, ImageEngine
 from buildkit.world.registry import parse_image_ref
@@ -100,32 +107,6 @@ def pull(engine: ImageEngine, image: str) -> dict:
         f"no image {image!r} in the engine, and it could not be pulled: {reason}",
         hint=f"build it first (`buildkit build`), or `docker login {registry}` if it is in a private registry",
     )
-
-
-class CheckResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str
-    status: Literal["pass", "fail", "skip"]
-    reason: str
-
-
-class VerifyRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    record_version: Literal[1] = 1
-    buildkit_version: str
-    image: str
-    image_id: str
-    lock_sha256: str
-    smoke: bool
-    gpus: bool
-    checked_at: str
-    results: list[CheckResult]
-    header: RecordHeader | None = None  # None in a record written before headers
-    seconds: float | None = None  # how long the checks took (None: a record from before it was kept)
-    gpu: GpuCheck | None = None  # kernels per target GPU, ABI, drivers (buildkit.gpu); None for smoke images
-
-    def to_json(self) -> str:
-        return self.model_dump_json(indent=2) + "\n"
 
 
 @dataclass
@@ -302,8 +283,12 @@ def gpu_checks(engine: ImageEngine, image: str, lock: Lock, cuda_version: str | 
     try:
         check_required(gpu.libraries, image)
         required = [r.library for r in gpu.libraries if r.required]
-        add(f"required libraries have kernels for {', '.join(gpu.gpus)}", True, f"{len(required)} checked: "
-            + "; ".join(f"{r.library.rsplit('/', 1)[-1]} {r.loads}" for r in gpu.libraries if r.required)[:400])
+        add(
+            f"required libraries have kernels for {', '.join(gpu.gpus)}",
+            True,
+            f"{len(required)} checked: "
+            + "; ".join(f"{r.library.rsplit('/', 1)[-1]} {r.loads}" for r in gpu.libraries if r.required)[:400],
+        )
     except UpstreamMismatch as exc:
         add(f"required libraries have kernels for {', '.join(gpu.gpus)}", False, exc.message)
     if gpu.abi is None:
@@ -339,3 +324,85 @@ def version_reason(out: str, commit: str) -> str:
     """The vLLM version check's reason: the last line the image printed (from inside it: bounded, no controls)."""
     last = out.splitlines()[-1] if out.splitlines() else "?"
     return f"vllm.__version__ = {excerpt(strip_controls(last), 200)[1:-1]}; expected +g{commit[:9]}"
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """`buildkit verify`'s options, checked (`parse`) before any work."""
+
+    image: str | None
+    gpus: bool
+    json_out: bool
+    provenance: bool
+    key: str | None
+    drivers: tuple[str, ...]
+
+    @classmethod
+    def parse(
+        cls, *, image: str | None, gpus: bool, json_out: bool, provenance: bool, key: str | None, drivers: list[str]
+    ) -> VerifyOptions:
+        if provenance and gpus:
+            raise typer.BadParameter("not with --provenance", param_hint="--gpus")
+        for value in drivers:
+            try:
+                driver.parse_driver(value)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--driver") from None
+        if provenance:
+            if not key:
+                raise InputError("--provenance needs --key: the public key buildkit's statement was signed with")
+            check_public_key(key)  # bad input before any check: a missing or private key is not a failed check
+        return cls(image, gpus, json_out, provenance, key, tuple(drivers))
+
+
+def run(ctx: context.Context) -> None:
+    """The checks the options ask for (VerifyOptions): the image's (the newest successful build's when none is
+    named), or with `provenance` its two statements from its registry; the record written (build/verify.json, or
+    the provenance one) and (record, where) in ctx.made["verify"]. Which image goes to ctx.say, what runs to
+    ctx.step."""
+    opts, paths = ctx.given(VerifyOptions), ctx.paths
+    lock = context.load_inputs(paths, on_note=ctx.on_note).lock
+    prepare = read_record(paths.prepare_record, PrepareRecord)
+    if opts.provenance:
+        assert opts.key is not None
+        image, smoke = _pushed_image(opts.image, paths, lock, ctx)
+        ctx.step(f"reading the provenance of {image}...")
+        rendered = read_record(paths.render_record(smoke), RenderRecord)
+        result, where = verify_provenance(image, lock, smoke, rendered, opts.key), paths.provenance_verify_record
+    else:
+        image = opts.image if opts.image is not None else _newest_image(paths, ctx)
+        ctx.step(f"verifying {image}...")
+        result = verify_image(image, lock, prepare, gpus=opts.gpus, drivers=list(opts.drivers))
+        where = paths.verify_record
+    ctx.write(where, result.to_json())
+    ctx.made["verify"] = (result, where)
+
+
+def _newest_image(paths: Paths, ctx: context.Context) -> str:
+    """The newest build's image, when that build made one."""
+    record_path, record = latest_successful_build(
+        paths,
+        "to verify",
+        no_build_hint="`buildkit verify IMAGE`, or build first",
+        failed_hint="`buildkit verify IMAGE`, or build again",
+    )
+    ctx.say(f"image {record.image.tag}, from {record_path}")
+    return record.image.tag
+
+
+def _pushed_image(image: str | None, paths: Paths, lock: Lock, ctx: context.Context) -> tuple[str, bool]:
+    """The image to read from its registry and whether it is a smoke build: the one named (a smoke build when its
+    tag is the lock's smoke tag), else the newest build's, which must have been pushed."""
+    if image is not None:
+        return image, image.rsplit("/", 1)[-1].partition("@")[0] == lock.build.tag.rsplit("/", 1)[-1] + "-smoke"
+    latest = latest_build(paths)
+    if latest is None or latest[1].outcome != "succeeded" or not latest[1].image.digest:
+        raise InputError("no image given and no successful build recorded", hint="`buildkit verify --provenance IMAGE`")
+    record_path, record = latest
+    if not pushed(record):
+        raise InputError(
+            f"the latest build ({record_path}) was loaded into Docker, not pushed: its provenance is in no registry",
+            hint="`buildkit build --push`, then `buildkit attest --key ...`",
+        )
+    ctx.say(f"image {record.image.tag}, from {record_path}")
+    return record.image.tag, record.smoke
