@@ -30,8 +30,8 @@ from smoke_project import ROOT
 
 sys.path.insert(0, str(ROOT))
 
-from buildkit.stages.build import BuildPlan, run_buildx  # noqa: E402
-from tests.engine import BUILDER_B, STAND_IN_BASE, empty_builder, engine_problem  # noqa: E402
+from buildkit.stages.build import BuildPlan, run_buildx
+from tests.engine import BUILDER_B, STAND_IN_BASE, empty_builder, engine_problem
 
 REGISTRY = "127.0.0.1:5000"
 ACCEPT = (

@@ -16,7 +16,7 @@ from tests.nemo_repo import use_remote
 from tests.projects import interrupt_a_slow_smoke_build, smoke_project
 
 
-def test_dry_run_prints_the_command_with_the_locked_values_and_changes_nothing(project, remote, tmp_path):  # noqa: F811
+def test_dry_run_prints_the_command_with_the_locked_values_and_changes_nothing(project, remote, tmp_path):
     root, cli = use_remote(project, remote)
     lock = json.loads((root / "pins.lock").read_text())
     result = cli("build", "--dry-run", "--builder", "mybuilder", "--", "--no-cache")
@@ -53,7 +53,7 @@ def test_dry_run_without_a_lock_says_what_would_happen(project):
     assert not (root / "pins.lock").exists()
 
 
-def test_bad_builder_name_is_refused(project, remote, engine):  # noqa: F811
+def test_bad_builder_name_is_refused(project, remote, engine):
     root, cli = use_remote(project, remote)
     result = cli("build", "--smoke", "--builder", "x; rm -rf /")
     assert result.code == 2 and "--builder: expected a builder name" in result.stderr, result.output
@@ -64,7 +64,7 @@ def docker_inspect(ref: str) -> dict:
     return json.loads(done.stdout)[0]
 
 
-def test_smoke_build_on_the_real_engine(project, remote, engine):  # noqa: F811
+def test_smoke_build_on_the_real_engine(project, remote, engine):
     root, cli = smoke_project(project, remote)
     lock = json.loads((root / "pins.lock").read_text())
     # As a new user runs it after scripts/engine-up.sh: no --builder (the engine's builder is selected) and no
@@ -123,7 +123,7 @@ def test_smoke_build_on_the_real_engine(project, remote, engine):  # noqa: F811
     assert second["steps_cached"] >= 2 and second["image"]["config_digest"] == image["config_digest"]
 
 
-def test_failing_smoke_build_records_the_failure(project, remote, engine):  # noqa: F811
+def test_failing_smoke_build_records_the_failure(project, remote, engine):
     root, cli = smoke_project(project, remote)
     # An empty BUILD_CUSTOM_VLLM (a later --build-arg wins) fails the smoke step's check inside the build.
     result = cli("build", "--smoke", "--builder", engine, "--progress", "plain", "--no-syntax", "--",
@@ -157,7 +157,7 @@ def test_ctrl_c_cancels_buildx_cleanly(tmp_path, engine):
     assert "interrupted (Ctrl-C)" in (tmp_path / "build.log").read_text()
 
 
-def test_smoke_push_attaches_provenance_and_the_registry_confirms_the_digest(project, remote, engine):  # noqa: F811
+def test_smoke_push_attaches_provenance_and_the_registry_confirms_the_digest(project, remote, engine):
     root, cli = smoke_project(project, remote)
     text = (root / "pins.yaml").read_text().replace("tag: nemo-rl:", "tag: 127.0.0.1:5000/test/nemo-rl:")
     (root / "pins.yaml").write_text(text)
@@ -195,7 +195,7 @@ def test_smoke_push_attaches_provenance_and_the_registry_confirms_the_digest(pro
     assert "attestation-manifest" in kinds
 
 
-def test_ctrl_c_on_the_cli_records_the_build_as_interrupted(project, remote, engine):  # noqa: F811
+def test_ctrl_c_on_the_cli_records_the_build_as_interrupted(project, remote, engine):
     root, cli = smoke_project(project, remote)
     code, rest = interrupt_a_slow_smoke_build(root, cli.env, engine, signal.SIGINT)
     assert code == 130, rest
@@ -204,7 +204,7 @@ def test_ctrl_c_on_the_cli_records_the_build_as_interrupted(project, remote, eng
     assert "interrupted (Ctrl-C)" in Path(record["log"]).read_text()
 
 
-def test_live_view_on_a_terminal(project, remote, engine):  # noqa: F811
+def test_live_view_on_a_terminal(project, remote, engine):
     """On a terminal (a real pty here) `auto` picks the live view: counts, elapsed time, running steps."""
     import pty
     import sys
@@ -234,7 +234,7 @@ def test_live_view_on_a_terminal(project, remote, engine):  # noqa: F811
     assert json.loads((root / "build" / "smoke-record.json").read_text())["outcome"] == "succeeded"
 
 
-def test_verify_the_smoke_image(project, remote, engine):  # noqa: F811
+def test_verify_the_smoke_image(project, remote, engine):
     root, cli = smoke_project(project, remote)
     assert cli("build", "--smoke", "--builder", engine, "--progress", "plain", "--no-syntax", timeout=600).code == 0
     result = cli("verify", "--json")
@@ -275,7 +275,7 @@ def test_verify_the_smoke_image(project, remote, engine):  # noqa: F811
     assert bad.code == 1 and "FAIL  labels match the lock: buildkit.vllm.commit=0000000" in bad.stderr, bad.output
 
 
-def test_verify_vllm_and_sglang_checks_run_in_the_image(project, remote, engine):  # noqa: F811
+def test_verify_vllm_and_sglang_checks_run_in_the_image(project, remote, engine):
     """The Python checks, on images built from the smoke image with a stand-in `python` (the smoke base has none):
     one that reports the locked vLLM build and lacks sglang, one that reports another commit and has sglang."""
     root, cli = smoke_project(project, remote)
@@ -318,7 +318,7 @@ def test_verify_vllm_and_sglang_checks_run_in_the_image(project, remote, engine)
     assert "FAIL  sglang is not importable: import sglang succeeded" in bad.stderr
 
 
-def test_verify_gpus_on_an_engine_without_gpus_fails_and_says_why(project, remote, engine):  # noqa: F811
+def test_verify_gpus_on_an_engine_without_gpus_fails_and_says_why(project, remote, engine):
     root, cli = smoke_project(project, remote)
     assert cli("build", "--smoke", "--builder", engine, "--progress", "plain", "--no-syntax", timeout=600).code == 0
     result = cli("verify", "--gpus")
@@ -326,7 +326,7 @@ def test_verify_gpus_on_an_engine_without_gpus_fails_and_says_why(project, remot
     assert "FAIL  a GPU of compute capability 9.0, and its kernels" in result.stderr
 
 
-def test_verify_follows_the_lock_not_one_build(project, remote, engine):  # noqa: F811
+def test_verify_follows_the_lock_not_one_build(project, remote, engine):
     """Another lock than the reference one: two patches (every patched file is checked, by the smoke stage inside
     the build and by verify) and cuda_arch_list "9.0 10.0" (the GPU check asks for one of those)."""
     root, cli = project

@@ -78,7 +78,7 @@ def test_hints_name_the_way_on():
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
-def test_sigterm_and_sighup_record_the_build_as_interrupted(project, remote, engine, sig):  # noqa: F811
+def test_sigterm_and_sighup_record_the_build_as_interrupted(project, remote, engine, sig):
     root, cli = smoke_project(project, remote)
     (root / "build").mkdir(exist_ok=True)
     (root / "build" / "smoke-record.json").write_text("{}")  # a previous build's record must not survive

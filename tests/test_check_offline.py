@@ -118,7 +118,7 @@ def _cut_off(upstreams, served) -> dict[str, str]:
     return no_network_env()
 
 
-def test_smoke_before_buildx_needs_no_network_once_resolved_and_prepared(project, upstreams, remote):  # noqa: F811
+def test_smoke_before_buildx_needs_no_network_once_resolved_and_prepared(project, upstreams, remote):
     """README "No internet": with a current lock and the prepared tree, what `build --smoke` does before buildx
     (the lock check, prepare, render, the plan) asks no upstream. The build itself: the engine test below."""
     root, cli = use_remote(project, remote)  # resolve against the loopback stand-ins
@@ -136,7 +136,7 @@ def test_smoke_before_buildx_needs_no_network_once_resolved_and_prepared(project
     assert cli("resolve", "--offline", env=env).code == 0
 
 
-def test_smoke_build_needs_no_network_once_resolved_and_prepared(project, upstreams, remote, engine):  # noqa: F811
+def test_smoke_build_needs_no_network_once_resolved_and_prepared(project, upstreams, remote, engine):
     """The whole `build --smoke` with GitHub, the wheel index, the registry stand-in and the git server gone: only
     the engine and its loopback registry (the stand-in base, pinned before the build and pulled by it) are used."""
     from tests.projects import smoke_project

@@ -158,7 +158,7 @@ def leftovers(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if p.name.endswith((".tmp", ".sqsh")))
 
 
-def test_export_the_smoke_image_for_slurm(project, remote, engine, tmp_path):  # noqa: F811
+def test_export_the_smoke_image_for_slurm(project, remote, engine, tmp_path):
     root, cli = smoke_built(project, remote)
     result = cli("export", "--json", timeout=300)
     assert result.code == 0, result.output
@@ -241,7 +241,7 @@ CMD ["echo it's here"]
 """
 
 
-def test_an_image_with_whiteouts_is_what_docker_shows_of_it(project, remote, engine, tmp_path):  # noqa: F811
+def test_an_image_with_whiteouts_is_what_docker_shows_of_it(project, remote, engine, tmp_path):
     """Files removed and a directory replaced in later layers (whiteouts and an opaque directory, as Docker's
     overlay2 writes them), hardlinks, symlinks, a read-only directory, a set-uid file and a FIFO: the squashfs holds
     exactly the files `docker export` shows of a container of the image (enroot's `dockerd://` import), but for
@@ -320,7 +320,7 @@ def small_disk(tmp_path):
         subprocess.run(["umount", str(where)], capture_output=True)
 
 
-def test_not_enough_space_is_said_before_anything_is_written(project, remote, engine, small_disk):  # noqa: F811
+def test_not_enough_space_is_said_before_anything_is_written(project, remote, engine, small_disk):
     root, cli = smoke_built(project, remote)
     disk = small_disk("16m")
     result = cli("export", "-o", str(disk / "nemo-rl.sqsh"), timeout=300)
@@ -331,7 +331,7 @@ def test_not_enough_space_is_said_before_anything_is_written(project, remote, en
 
 
 @pytest.mark.parametrize("stage", ["saving", "unpacking", "mksquashfs"])
-def test_a_disk_that_fills_up_midway_leaves_nothing_half_written(project, remote, engine, small_disk, stage):  # noqa: F811
+def test_a_disk_that_fills_up_midway_leaves_nothing_half_written(project, remote, engine, small_disk, stage):
     """The space check passes, then something else fills the disk while the export runs: whether the archive, the
     unpacked tree or the .sqsh hits the full disk, the same message, exit 2, and nothing of the export is left."""
     from buildkit.models.lock import read_lock

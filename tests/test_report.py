@@ -183,7 +183,7 @@ def test_the_markdown_parses_cleanly():
     assert len(widths) == 10 and all(len(set(table)) == 1 and len(table) > 1 for table in widths), widths
 
 
-def test_report_is_a_pure_function_of_the_records(project, remote):  # noqa: F811
+def test_report_is_a_pure_function_of_the_records(project, remote):
     """What the report shows of upstream's Dockerfile comes from build/render.json, written by render: with the
     source cache gone (another machine, a cleaned cache) the report is the same, byte for byte."""
     import hashlib

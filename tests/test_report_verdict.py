@@ -103,7 +103,7 @@ def test_the_verdict_comes_first(cli, tmp_path):
     assert diff.index("<details>") < diff.index("```diff") < diff.index("</details>")
 
 
-def test_a_smoke_build_reported_top_down_and_reproduced_by_hand(project, remote, engine, tmp_path):  # noqa: F811
+def test_a_smoke_build_reported_top_down_and_reproduced_by_hand(project, remote, engine, tmp_path):
     root, cli = smoke_project(project, remote)
     built = cli("build", "--smoke", "--builder", engine, "--progress", "plain", "--json", timeout=600)
     assert built.code == 0, built.output
@@ -177,7 +177,7 @@ def test_a_failed_build_reports_the_failing_step_and_its_output(cli, tmp_path):
     assert "\n## not a heading" not in result.stdout.replace("\n```\n## not a heading", "")
 
 
-def test_every_stage_gets_its_figure_and_resolve_reads_its_record(project, remote):  # noqa: F811
+def test_every_stage_gets_its_figure_and_resolve_reads_its_record(project, remote):
     """resolve's time comes from build/resolve.json (what a real resolve wrote); a missing, broken or foreign
     record leaves it "not recorded" with a note, and the report still succeeds."""
     from tests.nemo_repo import use_remote

@@ -12,7 +12,7 @@ from tests.projects import smoke_project
 from tests.trees import listing
 
 
-def test_prepared_tree_is_the_same_bytes_from_any_cache_dir_umask_and_history(project, remote, tmp_path):  # noqa: F811
+def test_prepared_tree_is_the_same_bytes_from_any_cache_dir_umask_and_history(project, remote, tmp_path):
     root, cli = use_remote(project, remote)
     first = cli("prepare", "--json")
     assert first.code == 0, first.output
@@ -50,14 +50,14 @@ def test_prepared_tree_is_the_same_bytes_from_any_cache_dir_umask_and_history(pr
     git("fsck", "--no-dangling", cwd=tree_b)
 
 
-def _smoke_project(project, remote):  # noqa: F811
+def _smoke_project(project, remote):
 
     return smoke_project(project, remote)
 
 
 def test_two_smoke_builds_from_two_clones_at_two_times_with_the_cache_pruned_give_one_digest(
     project,
-    remote,  # noqa: F811
+    remote,
     engine,
     tmp_path,
 ):
@@ -87,7 +87,7 @@ def test_two_smoke_builds_from_two_clones_at_two_times_with_the_cache_pruned_giv
     assert "rewrite-timestamp=true" in " ".join(first["argv"])
 
 
-def test_check_reproducible_on_the_smoke_build(project, remote, engine):  # noqa: F811
+def test_check_reproducible_on_the_smoke_build(project, remote, engine):
     root, cli = _smoke_project(project, remote)
     result = cli("build", "--smoke", "--check-reproducible", "--progress", "plain", timeout=900)
     assert result.code == 0, result.output
@@ -104,7 +104,7 @@ def test_check_reproducible_on_the_smoke_build(project, remote, engine):  # noqa
     assert "Still unpinned: nothing. Every input of the" in report.stdout  # the verdict block says it (issue 21)
 
 
-def test_check_reproducible_rebuilds_on_a_second_builder(project, remote, engine, engine_b):  # noqa: F811
+def test_check_reproducible_rebuilds_on_a_second_builder(project, remote, engine, engine_b):
     """The rebuild on another buildkitd that has nothing cached (a second machine): still one digest."""
     from tests.engine import empty_builder
 
@@ -122,7 +122,7 @@ def test_check_reproducible_rebuilds_on_a_second_builder(project, remote, engine
     assert f"on builder {engine_b}" in result.stderr and f"identical digest {check['manifest_digest']}" in result.stderr
 
 
-def test_rebuild_builder_must_name_a_builder_that_exists(project, remote, engine):  # noqa: F811
+def test_rebuild_builder_must_name_a_builder_that_exists(project, remote, engine):
     root, cli = _smoke_project(project, remote)
     result = cli("build", "--smoke", "--check-reproducible", "--rebuild-builder", "no-such-builder", timeout=600)
     assert result.code == 5, result.output  # the engine is not ready: checked before the first build runs
@@ -164,7 +164,7 @@ def test_a_step_that_writes_the_date_is_caught_and_the_file_named(tmp_path, engi
 
 def test_a_wheel_whose_bytes_changed_upstream_fails_the_build_with_both_digests(
     project,
-    remote,  # noqa: F811
+    remote,
     upstreams,
     engine,
 ):
@@ -190,7 +190,7 @@ def test_a_wheel_whose_bytes_changed_upstream_fails_the_build_with_both_digests(
     assert json.loads((root / "build" / "smoke-record.json").read_text())["outcome"] == "failed"
 
 
-def test_drift_stops_the_build_unless_allowed(project, remote, engine):  # noqa: F811
+def test_drift_stops_the_build_unless_allowed(project, remote, engine):
     from tests.nemo_repo import SHAPE
 
     later = SHAPE.read_text().replace("25.05-cuda12.9-devel", "26.05-cuda13.2-devel")
@@ -219,7 +219,7 @@ def test_drift_stops_the_build_unless_allowed(project, remote, engine):  # noqa:
     assert "upstream builds on CUDA 13.2" in report.stdout
 
 
-def test_both_of_buildkits_digest_mismatch_messages_are_named(project, remote):  # noqa: F811
+def test_both_of_buildkits_digest_mismatch_messages_are_named(project, remote):
     """BuildKit words a checksum failure two ways (source/http/source.go); another checksum is left alone."""
     from buildkit.models.lock import read_lock
     from buildkit.stages.build import explain_failure

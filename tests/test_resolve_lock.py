@@ -118,7 +118,7 @@ def test_the_report_shows_the_record_times(project):
     assert data["overview"]["resolved_at"] is None
 
 
-def test_two_locks_resolved_a_second_apart_build_one_image(project, remote, engine):  # noqa: F811
+def test_two_locks_resolved_a_second_apart_build_one_image(project, remote, engine):
     """The issue's measurement on the engine: delete the lock, resolve, smoke-build; again a second later. The
     locks are the same bytes, so the images (whose labels carry the lock's hash) are one digest."""
 

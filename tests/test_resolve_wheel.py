@@ -378,7 +378,7 @@ def test_build_resolves_a_stale_lock_and_tells_of_the_download(project, upstream
                      "without --no-wheel-download to hash it"]  # fmt: skip
 
 
-def test_render_warns_of_a_lock_that_is_not_content_addressed(project, remote):  # noqa: F811
+def test_render_warns_of_a_lock_that_is_not_content_addressed(project, remote):
     """The later stages read such a lock (the user chose it, or it is a version-1 lock describing past builds)
     and say so in one line."""
 

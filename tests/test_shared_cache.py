@@ -26,7 +26,7 @@ MANIFEST_TYPES = ", ".join(
 )
 
 
-def _project(project, remote, *, build_lines: str = "", tag: str | None = None):  # noqa: F811
+def _project(project, remote, *, build_lines: str = "", tag: str | None = None):
     """The smoke project, with lines added to pins.yaml's `build:` section (and another image tag)."""
     root, cli = project
     text = (root / "pins.yaml").read_text()
@@ -43,7 +43,7 @@ def _record(root) -> dict:
     return json.loads((root / "build" / "smoke-record.json").read_text())
 
 
-def test_a_second_empty_builder_takes_every_step_from_the_shared_cache(project, remote, engine, engine_b, tmp_path):  # noqa: F811
+def test_a_second_empty_builder_takes_every_step_from_the_shared_cache(project, remote, engine, engine_b, tmp_path):
     ref = f"{REGISTRY}/test-{uuid.uuid4().hex[:12]}/cache"
     root, cli = _project(project, remote, build_lines=f"  cache:\n    ref: {ref}\n")
 
@@ -81,7 +81,7 @@ def test_a_second_empty_builder_takes_every_step_from_the_shared_cache(project, 
     assert f"imported from `type=registry,ref={ref}:smoke`" in report.stdout, report.stdout.split("## Build")[1][:1500]
 
 
-def test_a_missing_or_unreachable_cache_is_a_warning_not_a_failure(project, remote, engine, engine_b):  # noqa: F811
+def test_a_missing_or_unreachable_cache_is_a_warning_not_a_failure(project, remote, engine, engine_b):
     root, cli = _project(project, remote, build_lines=f"  cache:\n    ref: {REGISTRY}/never-written/cache\n")
     empty_builder(engine_b)
     missing = cli("build", "--smoke", "--builder", engine_b, "--progress", "plain", "--no-shared-cache", timeout=600)
@@ -129,7 +129,7 @@ def _pushed(tag: str) -> tuple[list[dict], str]:
     return manifest["layers"], manifest["mediaType"]
 
 
-def test_zstd_layers_for_what_the_build_adds_and_force_compression_for_all(project, remote, engine):  # noqa: F811
+def test_zstd_layers_for_what_the_build_adds_and_force_compression_for_all(project, remote, engine):
     repo = f"{REGISTRY}/test-{uuid.uuid4().hex[:12]}/nemo-rl"
     root, cli = _project(project, remote, build_lines="  compression: zstd\n", tag=f"{repo}:zstd")
     base_layers, _ = _pushed(STAND_IN_BASE)

@@ -310,7 +310,7 @@ def test_signing_failures_are_one_message(cli, tmp_path, cosign):
 OTHER_VLLM = "0123456789abcdef0123456789abcdef01234567"
 
 
-def pushed_smoke_project(project, remote, tmp_path: Path, *build_extra: str) -> tuple[Path, object, str]:  # noqa: F811
+def pushed_smoke_project(project, remote, tmp_path: Path, *build_extra: str) -> tuple[Path, object, str]:
     """A smoke build pushed to the engine's registry, under a repository of its own (the registry is shared)."""
 
     root, cli = smoke_project(project, remote)
@@ -328,7 +328,7 @@ def checks(result) -> dict[str, tuple[str, str]]:
     return {c["name"]: (c["status"], c["reason"]) for c in json.loads(result.stdout)["results"]}
 
 
-def test_build_push_attest_verify_on_the_engine(project, remote, upstreams, tmp_path, engine, cosign):  # noqa: F811
+def test_build_push_attest_verify_on_the_engine(project, remote, upstreams, tmp_path, engine, cosign):
     root, cli, image = pushed_smoke_project(project, remote, tmp_path)
     key, public = key_pair(cosign, tmp_path / "keys")
     _, other_public = key_pair(cosign, tmp_path / "other")
@@ -402,7 +402,7 @@ def test_build_push_attest_verify_on_the_engine(project, remote, upstreams, tmp_
 
 def test_an_image_without_provenance_or_with_a_tampered_statement_fails(
     project,
-    remote,  # noqa: F811
+    remote,
     tmp_path,
     engine,
     cosign,

@@ -175,7 +175,7 @@ def test_report_and_render_outputs_are_readable_by_others(cli, tmp_path):
     assert stat.S_IMODE(out.stat().st_mode) == 0o644  # the test runner's umask is 022
 
 
-def test_a_submodule_that_cannot_be_fetched_is_named_with_its_url_and_the_ways_on(project, remote):  # noqa: F811
+def test_a_submodule_that_cannot_be_fetched_is_named_with_its_url_and_the_ways_on(project, remote):
     root, cli = use_remote(project, remote)
     # The mirror the pins name for the submodule is down (nothing listens on port 1).
     text = (root / "pins.yaml").read_text()

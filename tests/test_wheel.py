@@ -52,7 +52,7 @@ def installed(tmp_path_factory) -> Path:
     return venv / "bin"
 
 
-def test_the_installed_wheel_runs_the_pipeline(installed, project, remote, tmp_path):  # noqa: F811
+def test_the_installed_wheel_runs_the_pipeline(installed, project, remote, tmp_path):
     root, cli = project
     env = {**cli.env}
     env.pop("PYTHONPATH", None)

@@ -105,7 +105,7 @@ def _labelled_image(registry, repo: str, labels: dict[str, str]) -> str:
     return image["digest"]
 
 
-def test_signing_needs_the_registry_to_serve_this_locks_build(cli, tmp_path, upstreams, cosign):  # noqa: F811
+def test_signing_needs_the_registry_to_serve_this_locks_build(cli, tmp_path, upstreams, cosign):
     project = golden_project(tmp_path)
     key, _ = key_pair(cosign, tmp_path / "keys")
     env = {"COSIGN_PASSWORD": PASSWORD, "BUILDKIT_COSIGN": cosign, "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}

@@ -13,7 +13,7 @@ from tests.nemo_repo import use_remote
 from tests.security.conftest import measured
 
 
-def test_four_concurrent_prepares_of_one_commit_all_succeed(project, remote):  # noqa: F811
+def test_four_concurrent_prepares_of_one_commit_all_succeed(project, remote):
     root, cli = use_remote(project, remote)
     children = [
         subprocess.Popen(
@@ -38,7 +38,7 @@ def test_four_concurrent_prepares_of_one_commit_all_succeed(project, remote):  #
     assert again.code == 0 and '"reused": true' in again.stdout, again.output
 
 
-def test_a_full_disk_under_the_cache_is_exit_2_with_the_hint(project, remote, tiny_mount: Path):  # noqa: F811
+def test_a_full_disk_under_the_cache_is_exit_2_with_the_hint(project, remote, tiny_mount: Path):
     root, cli = use_remote(project, remote)
     cache = tiny_mount / "cache"
     run = measured(cli, "prepare", "--cache-dir", str(cache), timeout=120)

@@ -65,7 +65,7 @@ def test_report_never_replaces_a_special_file(cli, tmp_path):
         assert not list(path.parent.glob(f".{path.name}.*.tmp")), "no temp file is left"
 
 
-def test_render_refuses_before_any_work_and_streams_to_stdout(project, remote):  # noqa: F811
+def test_render_refuses_before_any_work_and_streams_to_stdout(project, remote):
     root, cli = use_remote(project, remote)
     null = private_null(root / "null")
     before = os.lstat(null)
@@ -118,7 +118,7 @@ def test_every_atomic_writer_refuses(tmp_path, writer):
         assert not list(path.parent.glob(f".{path.name}.*.tmp"))
 
 
-def test_export_refuses_a_device_and_streams_to_stdout(project, remote, engine, tmp_path):  # noqa: F811
+def test_export_refuses_a_device_and_streams_to_stdout(project, remote, engine, tmp_path):
     import hashlib
     import subprocess
     import sys

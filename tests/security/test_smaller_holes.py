@@ -58,7 +58,7 @@ def test_a_forged_attestation_index_makes_a_few_requests(upstreams, monkeypatch,
     assert len(manifest_reads) <= 2 + min(distinct, MAX_ATTESTATIONS), manifest_reads
 
 
-def test_verify_provenance_refuses_a_missing_or_private_key_first(cli, tmp_path, cosign):  # noqa: F811
+def test_verify_provenance_refuses_a_missing_or_private_key_first(cli, tmp_path, cosign):
     private, public = key_pair(cosign, tmp_path / "keys")
     # No pins and no lock here: the key is looked at before anything else, so it is what the message is about.
     missing = measured(cli, "verify", "--provenance", "img:1", "--key", str(tmp_path / "nope.pub"))
@@ -81,7 +81,7 @@ def _force_push(upstream) -> str:
     return git("rev-parse", "HEAD", cwd=upstream.work).strip()
 
 
-def test_bump_refuses_unrelated_history_unless_told(project, remote):  # noqa: F811
+def test_bump_refuses_unrelated_history_unless_told(project, remote):
     root, cli = use_remote(project, remote)
     before = {p: p.read_bytes() for p in (root / "pins.yaml", root / "pins.lock")}
     rewritten = _force_push(remote)
@@ -95,7 +95,7 @@ def test_bump_refuses_unrelated_history_unless_told(project, remote):  # noqa: F
     assert json.loads((root / "pins.lock").read_text())["nemo_rl"]["commit"] == rewritten
 
 
-def test_bump_refuses_an_older_commit_and_says_it_is_older(project, remote):  # noqa: F811
+def test_bump_refuses_an_older_commit_and_says_it_is_older(project, remote):
     root, cli = use_remote(project, remote)
     git("tag", "v0.5.0", remote.commit, cwd=remote.work)
     newer = remote.new_commit("README.md", "more docs\n", "docs: more", date="2026-03-01T10:00:00+00:00")

@@ -45,7 +45,7 @@ def side(request) -> Side:
     return SIDES[request.param]
 
 
-def prepared(project, remote):  # noqa: F811
+def prepared(project, remote):
     root, cli = use_remote(project, remote)
     first = cli("prepare", "--json")
     assert first.code == 0, first.output
@@ -89,7 +89,7 @@ def flags(tree: Path, side: Side) -> set[str]:
     return {line[0] for line in git("ls-files", "-v", cwd=tree / side.work).splitlines()}
 
 
-def pristine(remote, side: Side) -> bytes:  # noqa: F811
+def pristine(remote, side: Side) -> bytes:
     work = remote.work if side.work == "." else remote.work.parent / "megatron"
     return (work / side.tracked).read_bytes()
 
@@ -98,7 +98,7 @@ def resets(record: dict) -> list[str]:
     return [line for line in record["fetched"] if line.startswith("cache entry reset: ")]
 
 
-def test_fsmonitor_command_never_runs(project, remote, tmp_path, side):  # noqa: F811
+def test_fsmonitor_command_never_runs(project, remote, tmp_path, side):
     cli, tree = prepared(project, remote)
     script, ran = tripwire(tmp_path, "fsmonitor")
     plant_config(tree, side, "core.fsmonitor", str(script))
@@ -120,7 +120,7 @@ def test_fsmonitor_command_never_runs(project, remote, tmp_path, side):  # noqa:
         ("submodule.x.update", "!{script}"),
     ],
 )
-def test_any_config_buildkit_does_not_write_resets_the_entry(project, remote, tmp_path, key, value):  # noqa: F811
+def test_any_config_buildkit_does_not_write_resets_the_entry(project, remote, tmp_path, key, value):
     cli, tree = prepared(project, remote)
     script, ran = tripwire(tmp_path, "config")
     (tmp_path / "included").write_text(f"[core]\n\tfsmonitor = {script}\n")
@@ -134,7 +134,7 @@ def test_any_config_buildkit_does_not_write_resets_the_entry(project, remote, tm
 
 
 @pytest.mark.parametrize("how", ["hooks dir", "core.hooksPath"])
-def test_post_checkout_hook_never_runs(project, remote, tmp_path, side, how):  # noqa: F811
+def test_post_checkout_hook_never_runs(project, remote, tmp_path, side, how):
     cli, tree = prepared(project, remote)
     script, ran = tripwire(tmp_path, "hook")
     if how == "hooks dir":
@@ -152,7 +152,7 @@ def test_post_checkout_hook_never_runs(project, remote, tmp_path, side, how):  #
     assert not (tree / side.git_dir / "hooks" / "post-checkout").exists()
 
 
-def test_filter_driver_from_info_attributes_never_runs(project, remote, tmp_path, side):  # noqa: F811
+def test_filter_driver_from_info_attributes_never_runs(project, remote, tmp_path, side):
     cli, tree = prepared(project, remote)
     script, ran = tripwire(tmp_path, "filter")
     plant(tree / side.git_dir / "info" / "attributes", text="* filter=evil\n")
@@ -167,7 +167,7 @@ def test_filter_driver_from_info_attributes_never_runs(project, remote, tmp_path
 
 
 @pytest.mark.parametrize("flag", ["--skip-worktree", "--assume-unchanged"])
-def test_index_flags_do_not_keep_tampered_content(project, remote, side, flag):  # noqa: F811
+def test_index_flags_do_not_keep_tampered_content(project, remote, side, flag):
     cli, tree = prepared(project, remote)
     git("update-index", flag, side.tracked, cwd=tree / side.work)
     tamper(tree / side.work / side.tracked)
@@ -177,7 +177,7 @@ def test_index_flags_do_not_keep_tampered_content(project, remote, side, flag): 
     assert not resets(record), "content is repaired from the cached objects; nothing planted in .git"
 
 
-def test_forged_marker_is_not_believed(project, remote):  # noqa: F811
+def test_forged_marker_is_not_believed(project, remote):
     cli, tree = prepared(project, remote)
     script = tree / PATCHED
     good = script.read_bytes()
@@ -218,7 +218,7 @@ def forge_index_stat(git_dir: Path, path: str, st: os.stat_result) -> None:
     os.utime(index, ns=(later, later))
 
 
-def test_tampered_file_with_preserved_mtime_and_size(project, remote, side):  # noqa: F811
+def test_tampered_file_with_preserved_mtime_and_size(project, remote, side):
     cli, tree = prepared(project, remote)
     target = tree / side.work / side.tracked
     before = target.stat()
@@ -233,14 +233,14 @@ def test_tampered_file_with_preserved_mtime_and_size(project, remote, side):  # 
     assert target.read_bytes() == pristine(remote, side)
 
 
-def test_untracked_file_in_the_submodule_is_removed(project, remote):  # noqa: F811
+def test_untracked_file_in_the_submodule_is_removed(project, remote):
     cli, tree = prepared(project, remote)
     (tree / SUB / "extra.py").write_text("import os\n")
     prepare(cli)
     assert not (tree / SUB / "extra.py").exists()
 
 
-def test_nested_submodule_is_checked_like_the_others(project, remote, tmp_path):  # noqa: F811
+def test_nested_submodule_is_checked_like_the_others(project, remote, tmp_path):
     """A submodule of the submodule (named unlike its path, as upstream's are): checked against its own commit, and
     config planted in its git dir resets the entry."""
     from tests.gitserver import commit_all
@@ -297,7 +297,7 @@ def forge_blob(git_dir: Path, oid: str, content: bytes) -> None:
     path.write_bytes(loose("blob", content)[1])
 
 
-def test_forged_object_in_the_cache_does_not_reach_the_tree(project, remote, side):  # noqa: F811
+def test_forged_object_in_the_cache_does_not_reach_the_tree(project, remote, side):
     cli, tree = prepared(project, remote)
     oid = git("rev-parse", f"HEAD:{side.tracked}", cwd=tree / side.work)
     forge_blob(tree / side.git_dir, oid, b"print('forged')\n")
@@ -320,7 +320,7 @@ def test_forged_object_in_the_cache_does_not_reach_the_tree(project, remote, sid
         "tree is a file",
     ],  # fmt: skip
 )
-def test_corrupted_cache_entry_is_prepared_afresh(project, remote, damage):  # noqa: F811
+def test_corrupted_cache_entry_is_prepared_afresh(project, remote, damage):
     cli, tree = prepared(project, remote)
     objects = tree / ".git" / "objects"
     if damage == "no .git/HEAD":
@@ -359,7 +359,7 @@ def test_corrupted_cache_entry_is_prepared_afresh(project, remote, damage):  # n
     assert prepare(cli)["reused"], "and the next run takes the fast path"
 
 
-def test_cache_directory_that_cannot_hold_a_tree_is_a_clear_error(project, remote, tmp_path):  # noqa: F811
+def test_cache_directory_that_cannot_hold_a_tree_is_a_clear_error(project, remote, tmp_path):
     root, cli = use_remote(project, remote)
     src = tmp_path / "cache" / "src"
     src.parent.mkdir(parents=True, exist_ok=True)
@@ -369,7 +369,7 @@ def test_cache_directory_that_cannot_hold_a_tree_is_a_clear_error(project, remot
     assert str(src) in result.stderr and "internal error" not in result.output
 
 
-def test_tampered_entry_that_cannot_be_deleted_names_the_directory(project, remote, tmp_path):  # noqa: F811
+def test_tampered_entry_that_cannot_be_deleted_names_the_directory(project, remote, tmp_path):
     cli, tree = prepared(project, remote)
     hook = tree / ".git" / "hooks" / "post-checkout"
     plant(hook, text="#!/bin/sh\n")
@@ -383,7 +383,7 @@ def test_tampered_entry_that_cannot_be_deleted_names_the_directory(project, remo
     assert f"delete {tree}" in result.stderr and "internal error" not in result.output
 
 
-def test_hooks_from_the_users_own_git_template_neither_run_nor_reset_the_cache(project, remote, tmp_path):  # noqa: F811
+def test_hooks_from_the_users_own_git_template_neither_run_nor_reset_the_cache(project, remote, tmp_path):
     """A user whose git template holds hooks (pre-commit, git-secrets) still gets a cache that is reused."""
     script, ran = tripwire(tmp_path, "template-hook")
     (tmp_path / "template" / "hooks").mkdir(parents=True)
@@ -400,7 +400,7 @@ def test_hooks_from_the_users_own_git_template_neither_run_nor_reset_the_cache(p
     assert not ran.exists()
 
 
-def test_git_config_from_the_command_line_reaches_submodule_gits(remote, tmp_path):  # noqa: F811
+def test_git_config_from_the_command_line_reaches_submodule_gits(remote, tmp_path):
     """Hooks and fsmonitor are off in the gits `git submodule` starts too (GIT_CONFIG_PARAMETERS), as a control
     run with plain git shows they would run otherwise."""
     work = remote.work
@@ -484,7 +484,7 @@ def test_resolve_cache_with_garbage_objects_is_fetched_afresh(project, plain_rem
     assert any(" reset: " in note for note in resolve_notes(project)), resolve_notes(project)
 
 
-def test_a_link_inside_a_cached_git_dir_resets_the_entry_and_spares_its_target(project, remote, tmp_path):  # noqa: F811
+def test_a_link_inside_a_cached_git_dir_resets_the_entry_and_spares_its_target(project, remote, tmp_path):
     """make_reproducible repacks and prunes: through a planted link it would delete another repository's objects."""
     from tests.gitserver import commit_all
 
@@ -509,7 +509,7 @@ def test_a_link_inside_a_cached_git_dir_resets_the_entry_and_spares_its_target(p
     assert not (tree / ".git" / "objects" / "pack").is_symlink()
 
 
-def test_a_reused_tree_is_still_as_make_reproducible_left_it(project, remote):  # noqa: F811
+def test_a_reused_tree_is_still_as_make_reproducible_left_it(project, remote):
     cli, tree = prepared(project, remote)
     (tree / ".git" / "FETCH_HEAD").write_text("planted\n")  # e.g. someone ran `git fetch` in the cache
     prepare(cli)
@@ -517,7 +517,7 @@ def test_a_reused_tree_is_still_as_make_reproducible_left_it(project, remote):  
 
 
 @pytest.mark.parametrize("path", ["nemo_rl/package_info.py", "nemo_rl", f"{SUB}/megatron.py", ".git/config"])
-def test_a_mode_changed_in_the_cache_is_not_reused(project, remote, path):  # noqa: F811
+def test_a_mode_changed_in_the_cache_is_not_reused(project, remote, path):
     """The named context keeps modes: a `chmod g+w` in a reused tree would reach the image, so it is not reused."""
     cli, tree = prepared(project, remote)
     before = (tree / path).stat().st_mode & 0o777
