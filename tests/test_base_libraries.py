@@ -367,6 +367,7 @@ def test_resolve_reads_the_base_layers_once_and_not_at_all_with_no_wheel_downloa
         "glibc/libstdc++/libgcc_s of the base image (newest: CXXABI_1.3.15, GCC_14.0.0, GLIBC_2.39, GLIBCXX_3.4.33)"
     ) and abi["unresolved"] == []
     assert "base image: libc.so.6 from layer 1 (usr/lib/x86_64-linux-gnu/libc.so.6)" in first.stderr
+    assert "base image: reading its layers from the top for its glibc and libstdc++ (" in first.stderr
     blobs = [p for m, p, _h in upstreams.registry.log if "/blobs/" in p]
     assert len(blobs) == 1 + 3  # the config, then the layers from the top
     upstreams.registry.log.clear()
@@ -374,6 +375,7 @@ def test_resolve_reads_the_base_layers_once_and_not_at_all_with_no_wheel_downloa
     again = cli("resolve", "--json")
     assert again.code == 0 and json.loads(again.stdout)["gpu"]["abi"] == abi
     assert [p for m, p, _h in upstreams.registry.log if "/blobs/" in p] == [blobs[0]]  # the config only: cached
+    assert "base image: reading its layers" not in again.stderr
     for cached in (root / "cache" / "gpu-abi").glob("base-*"):
         cached.unlink()
     (root / "pins.lock").unlink()
@@ -382,3 +384,21 @@ def test_resolve_reads_the_base_layers_once_and_not_at_all_with_no_wheel_downloa
     assert offline.code == 0, offline.output[-3000:]
     assert "not checked: the base image's libraries are not in the cache (--no-wheel-download)" in offline.stderr
     assert [p for m, p, _h in upstreams.registry.log if "/blobs/" in p] == [blobs[0]]
+
+
+def test_the_base_read_shows_on_resolves_progress_row(monkeypatch):
+    """On a terminal the lookups' row says which layer is being read and how many bytes of all; once, a line."""
+    from rich.console import Console
+
+    from buildkit.commands import resolve as command
+    from buildkit.stages.resolve.download import DownloadEvent
+
+    screen = io.StringIO()
+    monkeypatch.setattr(command.ui, "err", Console(file=screen, force_terminal=True, width=200))
+    with command.WheelProgress("resolving pins") as progress:
+        progress(DownloadEvent("base", "layer 1 of 31", 0, 8_000_000_000))
+        progress(DownloadEvent("base", "layer 2 of 31", 1_500_000_000, 8_000_000_000))
+        assert progress.bar is not None and progress.lookups_task is not None
+        row = progress.bar.tasks[progress.lookups_task].description
+    assert row == "resolving pins; base image layer 2 of 31 from the top, 1.50 of 8.00 GB"
+    assert screen.getvalue().count("base image: reading its layers from the top for its glibc and libstdc++") == 1

@@ -185,10 +185,12 @@ class WheelProgress:
         self.received = 0  # bytes that came over the network in this run (a resumed part not counted)
         self.next_percent = 10
         self.next_time = 0.0
+        self.lookups_task: TaskID | None = None
+        self.base_said = False
 
     def __enter__(self) -> WheelProgress:
         if ui.err.is_terminal and self.lookups:
-            self._display().add_task(self.lookups, total=None)
+            self.lookups_task = self._display().add_task(self.lookups, total=None)
         return self
 
     def _display(self) -> Progress:
@@ -236,6 +238,20 @@ class WheelProgress:
             self._advanced(event)
         elif event.kind == "finished":
             self._finished(event)
+        elif event.kind == "base":
+            self._base(event)
+
+    def _base(self, event: DownloadEvent) -> None:
+        """The base image's layers read for its glibc and libstdc++ (once per base): on the lookups' row on a
+        terminal, else one line when it starts."""
+        if not self.base_said:  # said at once (not held back): it may take minutes
+            self.base_said = True
+            ui.err.print(f"base image: reading its layers from the top for its glibc and libstdc++ "
+                         f"({_size(event.total)} at most; once per base, then cached)")  # fmt: skip
+        if self.bar is not None and self.lookups_task is not None:
+            shown = f"{self.lookups}; base image {ui.safe(event.filename)} from the top, " \
+                f"{event.done / 1e9:.2f} of {(event.total or 0) / 1e9:.2f} GB"  # fmt: skip
+            self.bar.update(self.lookups_task, description=shown)
 
     def _started(self, event: DownloadEvent) -> None:
         """An attempt starts: the first one, or one that resumes (or restarts) after a broken transfer."""

@@ -89,15 +89,19 @@ def find(
     read: Callable[[str, bytes], T],
     what: str,
     max_file: int,
+    on_layer: Callable[[int, int], None] | None = None,
 ) -> Scan[T]:
     """For each of `paths`, the file it leads to in the image, reading `layers` (bottom first, as a manifest lists
-    them) from the top until every path is decided."""
+    them) from the top until every path is decided. `on_layer` hears, before each layer is read, how many were read
+    and their bytes."""
     seen: list[_Layer] = []
     scan: Scan[T] = Scan({}, 0, len(layers), 0)
     budget = [MAX_KEPT_BYTES]
     for index in reversed(range(len(layers))):
         blob = layers[index]
         where = f"{what}: layer {index + 1} of {len(layers)}"
+        if on_layer is not None:
+            on_layer(scan.layers_read, scan.bytes_read)
         seen.append(_read_layer(blob, index, capture, read, where, max_file, budget))
         scan.layers_read, scan.bytes_read = scan.layers_read + 1, scan.bytes_read + blob.size
         decided = _decide(seen, paths, last=index == 0)

@@ -324,8 +324,12 @@ class Resolver:
         not."""
         if self.wheel_bytes != "download" and baselibs.cached(self.cache_dir, base) is None:
             return "not checked: the base image's libraries are not in the cache (--no-wheel-download)"
+        def on_layer(read: int, layers: int, done: int, total: int) -> None:
+            if self.on_progress is not None:
+                self.on_progress(download.DownloadEvent("base", f"layer {read + 1} of {layers}", done, total))
+
         try:
-            found = baselibs.read(self.registry, base, self.cache_dir)
+            found = baselibs.read(self.registry, base, self.cache_dir, on_layer)
         except UpstreamMalformed:
             raise  # bytes that are not what the manifest says: the build would meet them too
         except UpstreamUnreachable as exc:  # a dropped connection in gigabytes of layers: the lock is still good

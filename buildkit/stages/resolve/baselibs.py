@@ -16,6 +16,7 @@ import io
 import os
 import re
 import stat
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Literal, NamedTuple
@@ -109,15 +110,19 @@ def cached(cache_dir: Path, fact: ImageFact) -> BaseLibraries | None:
     return found if found.manifest_digest == fact.manifest_digest else None
 
 
-def read(registry: Registry, fact: ImageFact, cache_dir: Path) -> BaseLibraries:
-    """The libraries of the base image `fact` names, from the cache or its layers (then cached)."""
+def read(registry: Registry, fact: ImageFact, cache_dir: Path,
+         on_layer: Callable[[int, int, int, int], None] | None = None) -> BaseLibraries:  # fmt: skip
+    """The libraries of the base image `fact` names, from the cache or its layers (then cached). `on_layer` hears,
+    before each layer is read: layers read, of how many, their bytes, of how many."""
     hit = cached(cache_dir, fact)
     if hit is not None:
         return hit
     refs = registry.layers(fact)
     blobs = [LayerBlob(r.digest, r.size, r.media_type, partial(registry.layer, fact, r)) for r in refs]
     wanted: dict[str, Name] = {f"{d}/{name}": name for name in NAMES for d in directories(fact.platform)}
-    scan = find(blobs, list(wanted), CAPTURE, _version_nodes, f"base image {fact.pinned}", MAX_FILE)
+    total = sum(r.size for r in refs)
+    said = None if on_layer is None else lambda n, done: on_layer(n, len(refs), done, total)
+    scan = find(blobs, list(wanted), CAPTURE, _version_nodes, f"base image {fact.pinned}", MAX_FILE, said)
     copies: dict[tuple[str, int], BaseLibrary] = {}  # merged /usr: lib/<triple>/x and usr/lib/<triple>/x are one
     for wanted_path, found in scan.found.items():
         if found is not None:

@@ -60,8 +60,10 @@ class DownloadEvent:
     """What the download is doing, for the command to show. `done` counts the bytes of the file so far (a resumed
     part included); `total` is HEAD's size (None: unknown)."""
 
-    # "resolved": not the download's: every other lookup of resolve succeeded (a display may say what it held back)
-    kind: Literal["cached", "waiting", "started", "advanced", "finished", "resolved"]
+    # "resolved": not the download's: every other lookup of resolve succeeded (a display may say what it held back);
+    # "base": not the download's either: the base image's layers being read for its glibc (`filename`: which layer,
+    # done/total: bytes of all its layers)
+    kind: Literal["cached", "waiting", "started", "advanced", "finished", "resolved", "base"]
     filename: str
     done: int
     total: int | None
