@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from buildkit import __version__
-from buildkit.errors import EXIT_CODES
+from buildkit.errors import EXIT_CODES, OptionError
 from buildkit.models.choices import Compression, ProgressMode, ReportFormat
 from buildkit.models.paths import Paths
 from buildkit.stages.pipeline import STAGES
@@ -70,6 +70,14 @@ def _main(
     ] = False,
 ) -> None:
     pass
+
+
+def _options(parse, **given):
+    """A stage's options parsed; a value it refuses (OptionError) is typer's usage error for that option (exit 2)."""
+    try:
+        return parse(**given)
+    except OptionError as exc:
+        raise typer.BadParameter(exc.message, param_hint=exc.param_hint) from None
 
 
 def _paths(pins: Path, lock: Path | None = None, build_dir: Path | None = None, cache_dir: Path | None = None):
@@ -498,12 +506,12 @@ def build(
     """
     from buildkit.commands.build import BuildOptions, build_command
 
-    opts = BuildOptions.parse(
-        builder=builder, push=push, sbom=sbom, smoke=smoke, smoke_base=smoke_base, dry_run=dry_run, progress=progress,
-        cache_from=cache_from, cache_to=cache_to, shared_cache=shared_cache, compression=compression, syntax=syntax,
-        check_reproducible=check_reproducible, rebuild_builder=rebuild_builder, force_compression=force_compression,
-        min_free_gb=min_free_gb, allow_drift=allow_drift, submodules=submodules, extra=ctx.args, json_out=json_out,
-    )  # fmt: skip
+    opts = _options(
+        BuildOptions.parse, builder=builder, push=push, sbom=sbom, smoke=smoke, smoke_base=smoke_base, dry_run=dry_run,
+        progress=progress, cache_from=cache_from, cache_to=cache_to, shared_cache=shared_cache, compression=compression,
+        syntax=syntax, check_reproducible=check_reproducible, rebuild_builder=rebuild_builder, submodules=submodules,
+        force_compression=force_compression, min_free_gb=min_free_gb, allow_drift=allow_drift, extra=ctx.args,
+        json_out=json_out)  # fmt: skip
     build_command(_paths(pins, lock, build_dir, cache_dir), opts)
 
 
@@ -581,8 +589,8 @@ def verify(
     """
     from buildkit.commands.verify import VerifyOptions, verify_command
 
-    opts = VerifyOptions.parse(
-        image=image, gpus=gpus, json_out=json_out, provenance=provenance, key=key, drivers=driver
+    opts = _options(
+        VerifyOptions.parse, image=image, gpus=gpus, json_out=json_out, provenance=provenance, key=key, drivers=driver
     )
     verify_command(_paths(pins, lock, build_dir), opts)
 

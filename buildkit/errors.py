@@ -55,6 +55,15 @@ class InputError(BuildkitError):
     exit_code = 2
 
 
+class OptionError(InputError):
+    """A command-line option's value refused by its options object (stages/*.py); the CLI shows it as typer's
+    usage error for `param_hint` (exit 2)."""
+
+    def __init__(self, message: str, param_hint: str):
+        super().__init__(message)
+        self.param_hint = param_hint
+
+
 class UpstreamUnreachable(BuildkitError):
     """No usable answer: connection refused, DNS, timeout, 5xx after retries, rate limit, malformed data."""
 

@@ -11,7 +11,7 @@ import typer
 from buildkit.commands.build import BuildOptions, Compression, ProgressMode
 from buildkit.commands.report import ReportFormat, ReportOptions
 from buildkit.commands.resolve import ResolveOptions
-from buildkit.errors import InputError
+from buildkit.errors import InputError, OptionError
 
 
 def build_options(**changes) -> BuildOptions:
@@ -42,7 +42,7 @@ def test_build_options_are_typed_frozen_and_derive_their_defaults():
     ],
 )
 def test_build_options_refuse_a_wrong_value_naming_the_option(changes, option):
-    with pytest.raises(typer.BadParameter) as refused:
+    with pytest.raises(OptionError) as refused:
         build_options(**changes)
     assert refused.value.param_hint == option
 

@@ -20,11 +20,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-import typer
 from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
-from buildkit.errors import EngineNotReady, InputError
+from buildkit.errors import EngineNotReady, InputError, OptionError
 from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, utc_now, write_atomic
 from buildkit.image.diff import ImageComparison
 from buildkit.models.choices import Compression, ProgressMode
@@ -73,18 +72,18 @@ class BuildOptions:
         typer checks the choices first; a caller that gives strings has them checked here.)"""
         progress = progress or "auto"  # BUILDKIT_PROGRESS set but empty, as buildx reads it
         if progress not in ProgressMode.__members__:
-            raise typer.BadParameter(
+            raise OptionError(
                 f"expected auto, tty, plain, quiet or rawjson, found {progress!r}",
                 param_hint="--progress/$BUILDKIT_PROGRESS",
             )
         if compression not in (None, *Compression.__members__):
-            raise typer.BadParameter("expected gzip or zstd", param_hint="--compression")
+            raise OptionError("expected gzip or zstd", param_hint="--compression")
         opts = cls(
             progress=ProgressMode(progress), compression=Compression(compression) if compression else None,
             cache_from=tuple(cache_from), cache_to=tuple(cache_to), extra=tuple(extra), **given,
         )  # fmt: skip
         if opts.rebuild_builder and not opts.check_reproducible:
-            raise typer.BadParameter("only with --check-reproducible", param_hint="--rebuild-builder")
+            raise OptionError("only with --check-reproducible", param_hint="--rebuild-builder")
         for name in (opts.builder, opts.rebuild_builder):
             if name:
                 buildx.validate_builder_name(name)

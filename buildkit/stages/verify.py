@@ -15,10 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import typer
-
 from buildkit import __version__
-from buildkit.errors import CredentialsError, EngineNotReady, InputError, UpstreamMismatch, excerpt
+from buildkit.errors import CredentialsError, EngineNotReady, InputError, OptionError, UpstreamMismatch, excerpt
 from buildkit.files import read_record, utc_now
 from buildkit.gpu import driver
 from buildkit.gpu.abi import stop_if_unresolved
@@ -342,12 +340,12 @@ class VerifyOptions:
         cls, *, image: str | None, gpus: bool, json_out: bool, provenance: bool, key: str | None, drivers: list[str]
     ) -> VerifyOptions:
         if provenance and gpus:
-            raise typer.BadParameter("not with --provenance", param_hint="--gpus")
+            raise OptionError("not with --provenance", param_hint="--gpus")
         for value in drivers:
             try:
                 driver.parse_driver(value)
             except ValueError as exc:
-                raise typer.BadParameter(str(exc), param_hint="--driver") from None
+                raise OptionError(str(exc), param_hint="--driver") from None
         if provenance:
             if not key:
                 raise InputError("--provenance needs --key: the public key buildkit's statement was signed with")
