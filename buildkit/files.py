@@ -1,4 +1,5 @@
-"""Small helpers every stage uses: UTC timestamps, sha256, atomic writes, and reading the records stages write.
+"""Small helpers every stage uses: UTC timestamps, sha256, atomic writes, reading the records stages write, and a
+file object over streamed chunks.
 
 Writes are atomic (a temp file in the same directory, fsync, rename), so a failed or killed run leaves the old
 file or the new one, never a mix. A temp file (or working directory) orphaned by a kill in the write window names its
@@ -9,15 +10,16 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import os
 import re
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -358,3 +360,26 @@ def write_all_atomic(files: list[tuple[Path, str]]) -> None:
                 tmp.write_text(text, encoding="utf-8")
             except OSError as exc:
                 raise write_error(path, exc) from None
+
+
+class ChunkReader(io.RawIOBase):
+    """A readable file over an iterable of byte chunks (an HTTP body, the engine's archive stream), for tarfile's
+    stream mode and the decompressors."""
+
+    def __init__(self, chunks: Iterable[bytes]):
+        super().__init__()
+        self._chunks, self._held = iter(chunks), memoryview(b"")  # a view: taking from it copies nothing
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._held:
+            try:
+                self._held = memoryview(next(self._chunks))
+            except StopIteration:
+                return 0
+        view = memoryview(buffer).cast("B")
+        n = min(len(view), len(self._held))
+        view[:n], self._held = self._held[:n], self._held[n:]
+        return n

@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 
 from buildkit.errors import UpstreamMalformed
+from buildkit.files import ChunkReader
 from buildkit.gpu import abi, driver
 from buildkit.gpu.coverage import gpu_name, gpus
 from buildkit.gpu.dynsym import DynamicSymbols
@@ -31,30 +32,9 @@ COMPAT_DIR = "/usr/local/cuda/compat"
 Library = tuple[str, list[Kernel] | None, DynamicSymbols]
 
 
-class _ChunkReader(io.RawIOBase):
-    """A file over an iterator of byte chunks (the engine's archive stream), for tarfile's stream mode."""
-
-    def __init__(self, chunks: Iterable[bytes]):
-        self._chunks, self._held = iter(chunks), b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        while not self._held:
-            try:
-                self._held = next(self._chunks)
-            except StopIteration:
-                return 0
-        n = min(len(buffer), len(self._held))
-        buffer[:n] = self._held[:n]
-        self._held = self._held[n:]
-        return n
-
-
 def tar_libraries(chunks: Iterable[bytes], where: str) -> Iterator[Library]:
     """(path in the tar, kernels, dynamic symbols) for each regular shared object in a tar stream."""
-    stream = io.BufferedReader(_ChunkReader(chunks), 1 << 20)
+    stream = io.BufferedReader(ChunkReader(chunks), 1 << 20)
     try:
         with tarfile.open(fileobj=stream, mode="r|") as tar:
             for member in tar:

@@ -19,15 +19,15 @@ most MAX_HOPS of them, and `..` goes to the parent of where the walk is (never a
 
 from __future__ import annotations
 
-import io
 import re
 import tarfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from buildkit.errors import UpstreamMalformed, excerpt
+from buildkit.files import ChunkReader
 from buildkit.image.ocilayout import LAYER_COMPRESSION, CheckedStream, display, walk_layer
 
 T = TypeVar("T")
@@ -155,7 +155,7 @@ def _resolve(seen: list[_Layer], path: str, last: bool) -> Found | None:
         if parts:  # a file where a directory should be
             return None
         if kind == "hardlink":  # a link to a file of the same layer, by its name in the tar
-            target = "/".join(p for p in _split(layer.links[here]) if p != "..")
+            target = _clean(layer.links[here])
             return Found(here, layer.index, layer.values[target]) if target in layer.values else None
         if kind == "file" and here in layer.values:
             return Found(here, layer.index, layer.values[here])
@@ -245,7 +245,7 @@ def _read_layer(blob: LayerBlob, index: int, capture: re.Pattern[str], read: Cal
         # Another regular file is not kept: no wanted path ends there (capture names them all).
 
     with blob.open() as chunks:
-        raw = CheckedStream(_ChunkReader(iter(chunks)), f"{what} {blob.digest}", blob.digest, blob.size,
+        raw = CheckedStream(ChunkReader(chunks), f"{what} {blob.digest}", blob.digest, blob.size,
                             error=UpstreamMalformed)  # fmt: skip
         walk_layer(raw, blob.media_type, f"{what} {blob.digest}", None, visit, error=UpstreamMalformed)
     return layer
@@ -258,25 +258,3 @@ def _value(tar: tarfile.TarFile, member: tarfile.TarInfo, name: str, read: Calla
     source = tar.extractfile(member)
     assert source is not None
     return read(name, source.read(member.size))
-
-
-class _ChunkReader(io.RawIOBase):
-    """Chunks (an HTTP body) as the file object CheckedStream reads from."""
-
-    def __init__(self, chunks: Iterator[bytes]):
-        super().__init__()
-        self._chunks, self._held = chunks, memoryview(b"")  # a view: taking from it copies nothing
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while not self._held:
-            try:
-                self._held = memoryview(next(self._chunks))
-            except StopIteration:
-                return 0
-        view = memoryview(buffer).cast("B")
-        n = min(len(view), len(self._held))
-        view[:n], self._held = self._held[:n], self._held[n:]
-        return n
