@@ -402,3 +402,29 @@ def test_the_base_read_shows_on_resolves_progress_row(monkeypatch):
         row = progress.bar.tasks[progress.lookups_task].description
     assert row == "resolving pins; base image layer 2 of 31 from the top, 1.50 of 8.00 GB"
     assert screen.getvalue().count("base image: reading its layers from the top for its glibc and libstdc++") == 1
+
+
+def test_a_cache_entry_that_is_not_a_plain_valid_file_is_read_again_from_the_layers(tmp_path):
+    """The cache is hostile until checked: a fifo never blocks, a symlink or a file of another base is not used."""
+    import os
+
+    digest = "sha256:" + "2" * 64
+    fact = SimpleNamespace(manifest_digest=digest)
+    path = baselibs.cache_path(tmp_path, digest)
+    path.parent.mkdir(parents=True)
+    assert baselibs.cached(tmp_path, fact) is None  # none yet
+    good = baselibs.BaseLibraries(manifest_digest=digest, libraries=[], layers=0, layers_read=0, bytes_read=0)
+    elsewhere = tmp_path / "planted.json"
+    elsewhere.write_text(good.model_dump_json())
+    path.symlink_to(elsewhere)
+    assert baselibs.cached(tmp_path, fact) is None
+    path.unlink()
+    os.mkfifo(path)
+    assert baselibs.cached(tmp_path, fact) is None
+    path.unlink()
+    path.write_text(good.model_copy(update={"manifest_digest": "sha256:" + "3" * 64}).model_dump_json())
+    assert baselibs.cached(tmp_path, fact) is None
+    path.write_text("{" * 100)
+    assert baselibs.cached(tmp_path, fact) is None
+    path.write_text(good.model_dump_json())
+    assert baselibs.cached(tmp_path, fact) == good

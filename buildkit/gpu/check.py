@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from buildkit.gpu import abi
 from buildkit.gpu.coverage import gpu_name, gpus
@@ -14,13 +15,18 @@ from buildkit.models.gpufacts import GpuCheck
 from buildkit.models.pins import Build
 
 TorchSymbols = Callable[[LockedTorch], "set[str] | str"]
-# The newest GLIBC/GLIBCXX/CXXABI/GCC versions a base image provides, and what provides them.
-SystemVersions = tuple[dict[str, tuple[int, ...]], str]
+
+
+class System(NamedTuple):
+    """The symbol versions a base image's glibc, libstdc++ and libgcc_s provide, and what the check calls them."""
+
+    versions: dict[str, tuple[int, ...]]  # the newest of each family: {"GLIBC": (2, 39), "GLIBCXX": (3, 4, 33)...}
+    against: str  # "glibc/libstdc++/libgcc_s of the base image (newest: GLIBC_2.39, ...)"
 
 
 def wheel_check(wheel: Path, filename: str, build: Build, torch: LockedTorch | str | None = None,
                 torch_symbols: TorchSymbols | None = None,
-                system: SystemVersions | str | None = None) -> tuple[GpuCheck, list[str]]:  # fmt: skip
+                system: System | str | None = None) -> tuple[GpuCheck, list[str]]:  # fmt: skip
     """The lock's gpu section for the wheel, and notes on what the ABI check could not check. UpstreamMismatch when
     a required library has no kernel for a target GPU, or vLLM's modules need symbols that the torch of NeMo-RL's
     uv.lock or the base image's glibc/libstdc++ do not define. torch: that torch (a string: why there is none);
@@ -48,8 +54,8 @@ def wheel_check(wheel: Path, filename: str, build: Build, torch: LockedTorch | s
     if isinstance(system, str):
         notes.append(f"ABI glibc/libstdc++ {system}")
     elif system is not None:
-        versions = system[0]
-        against.append(system[1])
+        versions = system.versions
+        against.append(system.against)
     found = None
     if against:
         found = abi.check(modules, defined, versions, against)

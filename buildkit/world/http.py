@@ -285,7 +285,7 @@ class Http:
         credentials go: here they never leave the origin they were given for. So the request is prepared by the
         session and sent by its adapter."""
         session = self._session()
-        origin = _origin(url)
+        asked_origin = origin(url)
         for _ in range(MAX_REDIRECTS + 1):
             # auth=_as_given: without an auth, prepare_request reads ~/.netrc and lets it replace our Authorization
             # header (or add one buildkit never chose); credentials here are only the ones the caller gave.
@@ -314,9 +314,9 @@ class Http:
                 scheme = ""
             if scheme not in ("http", "https"):
                 raise UpstreamMalformed(f"{method} {redact(url)}: redirected to an unusable URL {excerpt(target, 80)}")
-            if headers and _origin(next_url) != origin:
+            if headers and origin(next_url) != asked_origin:
                 headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
-            if data and _origin(next_url) != origin:
+            if data and origin(next_url) != asked_origin:
                 data = None
             # As browsers and Go do: 303 turns anything but HEAD into a GET, 301 and 302 a POST; without its body.
             if (response.status_code == 303 and method != "HEAD") or (
@@ -573,7 +573,8 @@ def _as_given(request: requests.PreparedRequest) -> requests.PreparedRequest:
     return request
 
 
-def _origin(url: str) -> tuple[str, str]:
+def origin(url: str) -> tuple[str, str]:
+    """Scheme and host:port, what credentials are bound to."""
     parts = urlsplit(url)
     return parts.scheme.lower(), parts.netloc.rpartition("@")[2].lower()
 

@@ -47,7 +47,7 @@ from buildkit.models.grammar import (
 )
 from buildkit.models.lock import ImageFact
 from buildkit.world.credentials import Credential, lookup
-from buildkit.world.http import LAYER, REGISTRY, REGISTRY_TOKEN, Http, Reply
+from buildkit.world.http import LAYER, REGISTRY, REGISTRY_TOKEN, Http, Reply, origin
 from buildkit.world.shapes import Answer, Line, parse
 
 INDEX_TYPES = (
@@ -176,7 +176,7 @@ class Registry:
             if login.header:
                 headers["Authorization"] = login.header
             reply = self.http.get(url, limit=REGISTRY, headers=headers)
-            if reply.status != 401 or login.header or not _same_origin(reply.url, url):
+            if reply.status != 401 or login.header or origin(reply.url) != origin(url):
                 return reply  # (a challenge from where a redirect led is never answered: credentials stay home)
             login.header = self._login(image, reply.headers.get("WWW-Authenticate", ""), login)
         return reply
@@ -373,7 +373,7 @@ class Registry:
         for attempt in range(2):
             headers = {"Authorization": login.header} if login.header else {}
             with self.http.stream(url, limit=LAYER, headers=headers) as answer:
-                if answer.status == 401 and attempt == 0 and _same_origin(answer.url, url):
+                if answer.status == 401 and attempt == 0 and origin(answer.url) == origin(url):
                     login.header = self._login(image, answer.headers.get("WWW-Authenticate", ""), login)
                     continue
                 if answer.status in (401, 403):
@@ -406,13 +406,6 @@ class Registry:
             what = "a single" if single else f"an index whose {platform} entry is a"
             raise UpstreamMismatch(f"{image.name} is {what} {found} image; the build needs {platform}")
         return config
-
-
-def _same_origin(a: str, b: str) -> bool:
-    """Whether two URLs share scheme, host and port: only the registry's own challenges are answered with its
-    credentials, never one from a host a redirect led to (a blob's CDN)."""
-    x, y = urlsplit(a), urlsplit(b)
-    return (x.scheme, x.netloc.lower()) == (y.scheme, y.netloc.lower())
 
 
 def _cuda_version(config: _Config, what: str) -> str | None:

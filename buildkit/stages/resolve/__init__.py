@@ -36,7 +36,7 @@ from buildkit import __version__
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
 from buildkit.files import utc_now, write_atomic
 from buildkit.gpu import abi
-from buildkit.gpu.check import wheel_check
+from buildkit.gpu.check import System, wheel_check
 from buildkit.gpu.torchlock import MAX_UV_LOCK_BYTES, LockedTorch, torch_of_uv_lock
 from buildkit.models.grammar import FULL_SHA_RE
 from buildkit.models.lock import (
@@ -318,7 +318,7 @@ class Resolver:
         torch = torch_of_uv_lock(raw, f"NeMo-RL's uv.lock at {commit[:12]}", self.pins.wheel.arch)
         return torch or f"not checked: NeMo-RL's uv.lock at {commit[:12]} lists no torch"
 
-    def base_system(self, base: ImageFact) -> tuple[dict[str, tuple[int, ...]], str] | str:
+    def base_system(self, base: ImageFact) -> System | str:
         """The newest glibc/libstdc++ symbol versions the base image provides, read from its layers (once per base:
         cached by its manifest digest) unless resolve may not download (--no-wheel-download); a string says why
         not."""

@@ -13,18 +13,18 @@ update; `verify` checks the built image's own libraries all the same.
 from __future__ import annotations
 
 import io
-import os
 import re
-import stat
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Literal, NamedTuple
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from buildkit.files import write_atomic
+from buildkit.errors import InputError
+from buildkit.files import read_local, write_atomic
 from buildkit.gpu import abi
+from buildkit.gpu.check import System
 from buildkit.gpu.dynsym import read_symbols
 from buildkit.gpu.elfsections import GpuFileError
 from buildkit.image.layerfiles import LayerBlob, find
@@ -70,11 +70,6 @@ class BaseLibraries(BaseModel):
     bytes_read: Annotated[int, Field(ge=0)]
 
 
-class System(NamedTuple):
-    versions: dict[str, tuple[int, ...]]  # the newest of each family: {"GLIBC": (2, 39), "GLIBCXX": (3, 4, 33)...}
-    against: str  # what the check names: "glibc/libstdc++/libgcc_s of the base image (GLIBC_2.39, ...)"
-
-
 def directories(platform: str) -> list[str]:
     """The directories the loader finds these libraries in without help: its defaults and what Debian's, Ubuntu's
     and RHEL's ld.so.conf add (/usr/local/lib first). Which copy it takes when there are several depends on
@@ -95,18 +90,12 @@ def cache_path(cache_dir: Path, manifest_digest: str) -> Path:
 def cached(cache_dir: Path, fact: ImageFact) -> BaseLibraries | None:
     """The cached answer, read strictly: a regular file (never a symlink or a fifo) of at most MAX_CACHE bytes."""
     path = cache_path(cache_dir, fact.manifest_digest)
+    if path.is_symlink():
+        return None  # planted: read from the layers again
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None  # none yet
-    try:
-        with os.fdopen(fd, "rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_CACHE:
-                return None
-            found = BaseLibraries.model_validate_json(f.read(MAX_CACHE + 1))
-    except (OSError, ValidationError):
-        return None  # broken: read from the layers again
+        found = BaseLibraries.model_validate_json(read_local(path, "the cached base libraries", MAX_CACHE))
+    except (FileNotFoundError, InputError, ValidationError):
+        return None  # none yet, or broken: read from the layers again
     return found if found.manifest_digest == fact.manifest_digest else None
 
 
