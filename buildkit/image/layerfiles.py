@@ -108,8 +108,8 @@ def find(
         if decided is not None:
             scan.found = decided
             break
-    else:
-        scan.found = _decide(seen, paths, last=True) or {}
+    else:  # an image with no layers holds nothing
+        scan.found = dict.fromkeys(paths)
     for hit in scan.found.values():
         if hit is not None and isinstance(hit.value, TooLarge):
             raise UpstreamMalformed(f"{what}: {excerpt(display(hit.path), 120)} is {hit.value.size:,} bytes, more "
