@@ -42,6 +42,9 @@ def _gib(n: float) -> int:
 WHEEL = Limits(inflated=_gib(16), ratio=100, entries=100_000, kept=_gib(1), seconds=1800)
 # The base image's layers read at resolve: cuda-dl-base 25.05 is about 8 GB compressed, 20 GB inflated.
 LAYERS = Limits(inflated=_gib(64), ratio=100, entries=4_000_000, kept=256 << 20, seconds=3600)
+# The shared objects of a built image's Python environments, read by verify (uncompressed: the ratio never binds).
+# NeMo-RL's image holds about 10 GB of them (torch's libraries 4 GB, vLLM's 1.2 GB).
+IMAGE_FILES = Limits(inflated=_gib(64), ratio=1 << 30, entries=4_000_000, kept=_gib(1), seconds=3600)
 # NeMo-RL's uv.lock (about 1 MB at 946862e7); only torch's tables are parsed.
 UV_LOCK = Limits(inflated=64 << 20, ratio=1, entries=20_000, kept=1 << 20, seconds=30)
 # A cache entry buildkit wrote itself (torch's symbols: about 12 MB inflated, 2 MB gzip).

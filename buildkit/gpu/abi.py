@@ -19,11 +19,13 @@ import zipfile
 import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import IO
 
+from buildkit.budget import WHEEL, Budget
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch, excerpt
 from buildkit.gpu.dynsym import DynamicSymbols, read_symbols
-from buildkit.gpu.elfsections import GpuFileError
-from buildkit.gpu.scan import MAX_LIBRARY_BYTES, is_shared_object
+from buildkit.gpu.elfsections import MACHINES, GpuFileError, machine_name
+from buildkit.gpu.scan import is_shared_object, members
 from buildkit.models.gpufacts import AbiCheck, UnresolvedSymbol
 from buildkit.world import proc
 
@@ -80,26 +82,44 @@ def torch_defined(torch_wheel: Path | Callable[[], Path], sha256: str, cache_dir
     return names
 
 
-def wheel_symbols(wheel: Path, prefix: str = "") -> Iterable[tuple[str, DynamicSymbols]]:
+def wheel_symbols(wheel: Path, prefix: str = "", arch: str | None = None) -> Iterable[tuple[str, DynamicSymbols]]:
     """(member, its dynamic symbols) for each shared object in the wheel under prefix; read from the zip stream
-    (the tables lie at the start of each library)."""
+    (the tables lie at the start of each library), under the wheel's budget (budget.WHEEL). With `arch`, each must
+    be an ELF file for that machine (UpstreamMismatch)."""
     what = f"wheel {wheel.name}"
+    budget = Budget(what, WHEEL)
     try:
         with zipfile.ZipFile(wheel) as archive:
-            for info in sorted(archive.infolist(), key=lambda i: i.filename):
-                if not info.filename.startswith(prefix) or not is_shared_object(info.filename):
-                    continue
-                if info.file_size > MAX_LIBRARY_BYTES:
-                    raise UpstreamMalformed(f"{what}: {info.filename} says it is {info.file_size:,} bytes")
+            for info in members(archive, what, lambda n: n.startswith(prefix) and is_shared_object(n), budget):
                 with archive.open(info) as member:
                     try:
-                        yield info.filename, read_symbols(member, info.file_size)
+                        symbols = read_symbols(_Counted(member, budget), info.file_size)
                     except GpuFileError as exc:
                         raise UpstreamMalformed(f"{what}: {info.filename} is not a shared object buildkit can "
                                                 f"read: {exc}") from None  # fmt: skip
+                if arch is not None and symbols.machine != MACHINES[arch]:
+                    raise UpstreamMismatch(f"{what}: {info.filename} is an ELF file for "
+                                           f"{machine_name(symbols.machine)}, not {arch}",
+                                           hint="pin the wheel built for the platform's arch")  # fmt: skip
+                yield info.filename, symbols
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, zlib.error,
             OSError) as exc:  # fmt: skip
         raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {excerpt(str(exc), 120)}") from None
+
+
+class _Counted:
+    """A zip member whose reads count against the budget: a seek backwards decompresses again, and that counts."""
+
+    def __init__(self, member: IO[bytes], budget: Budget):
+        self._member, self._budget = member, budget
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._member.seek(offset, whence)
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._member.read(n)
+        self._budget.inflate(len(data))
+        return data
 
 
 def _number(text: str) -> tuple[int, ...]:

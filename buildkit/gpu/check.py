@@ -1,5 +1,5 @@
-"""The GPU checks resolve runs on the downloaded vLLM wheel (kernels, and its symbols against the torch NeMo-RL's
-uv.lock installs at the locked commit), and verify on the built image's files."""
+"""The GPU checks resolve runs on the downloaded vLLM wheel: kernels, and its symbols against the torch NeMo-RL's
+uv.lock installs at the locked commit (verify's, on the built image's files, are in image.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import NamedTuple
 
 from buildkit.gpu import abi
 from buildkit.gpu.coverage import gpu_name, gpus
-from buildkit.gpu.scan import check_required, kernel_table, tree_kernels, wheel_libraries
+from buildkit.gpu.scan import check_required, kernel_table, wheel_libraries
 from buildkit.gpu.torchlock import LockedTorch
 from buildkit.models.gpufacts import GpuCheck
-from buildkit.models.pins import Build
+from buildkit.models.pins import ARCH_OF_PLATFORM, Build
 
 TorchSymbols = Callable[[LockedTorch], "set[str] | str"]
 
@@ -33,7 +33,7 @@ def wheel_check(wheel: Path, filename: str, build: Build, torch: LockedTorch | s
     torch_symbols gives the names its libraries define (a string: why not), asked only when vLLM's modules need some
     (a wheel without C++ from torch's namespaces, like the test index's, needs no torch download). system: the
     newest symbol versions the base image provides and what provides them (a string: why they are unknown)."""
-    libraries = list(wheel_libraries(wheel))
+    libraries = list(wheel_libraries(wheel, arch=ARCH_OF_PLATFORM[build.platform]))
     rows = kernel_table(iter((name, ks) for name, ks, _s in libraries), build.cuda_arch_list, build.gpu_required)
     check_required(rows, f"wheel {filename}")
     modules = [(name, s) for name, _ks, s in libraries if name.startswith("vllm/") and s is not None]
@@ -63,11 +63,3 @@ def wheel_check(wheel: Path, filename: str, build: Build, torch: LockedTorch | s
     gpu = GpuCheck(source=filename, gpus=[gpu_name(cc) for cc in gpus(build.cuda_arch_list)], libraries=rows,
                    abi=found)  # fmt: skip
     return gpu, notes
-
-
-def tree_check(root: Path, build: Build, source: str) -> GpuCheck:
-    """The same over every shared object under root (the image's Python environments); required libraries are
-    matched anywhere below root (…/site-packages/vllm/_C.abi3.so)."""
-    rows = kernel_table(tree_kernels(root), build.cuda_arch_list, build.gpu_required)
-    check_required(rows, source)
-    return GpuCheck(source=source, gpus=[gpu_name(cc) for cc in gpus(build.cuda_arch_list)], libraries=rows)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import IO
+from typing import Protocol
 
 from buildkit.gpu.elfsections import GpuFileError
 
@@ -29,7 +29,10 @@ PT_LOAD, PT_DYNAMIC = 1, 2
 DT_NULL, DT_NEEDED, DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SYMENT = 0, 1, 4, 5, 6, 10, 11
 DT_GNU_HASH, DT_VERSYM, DT_VERDEF, DT_VERDEFNUM, DT_VERNEED, DT_VERNEEDNUM = (
     0x6FFFFEF5, 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF)  # fmt: skip
-STB_WEAK, SHN_UNDEF = 2, 0
+STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE, SHN_UNDEF = 1, 2, 10, 0
+# GNU_UNIQUE: a global the loader keeps one copy of (C++ inline statics, template members); torch 2.9's
+# libtorch_cuda.so defines about 2,000 symbols that way (`nm` lists them as `u`). They are definitions like any.
+_BINDS = (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE)
 VER_FLG_BASE = 1  # the version definition that names the file itself (libc.so.6), not a version
 
 
@@ -47,10 +50,18 @@ class DynamicSymbols:
     defined: list[Symbol]
     undefined: list[Symbol]
     version_defs: list[str]  # the versions it defines (libc.so.6: GLIBC_2.2.5 ... GLIBC_2.39)
+    machine: int = 0  # e_machine: 62 x86-64, 183 AArch64 (elfsections.MACHINES)
+
+
+class Seekable(Protocol):
+    """What the reader needs of a file: a zip member's stream, a spooled file, or one counting its reads."""
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+    def read(self, n: int = -1, /) -> bytes: ...
 
 
 class _Reader:
-    def __init__(self, file: IO[bytes], size: int):
+    def __init__(self, file: Seekable, size: int):
         self.file, self.size = file, size
 
     def read(self, offset: int, length: int, what: str) -> bytes:
@@ -64,11 +75,11 @@ class _Reader:
         return data
 
 
-def read_symbols(file: IO[bytes], size: int) -> DynamicSymbols:
+def read_symbols(file: Seekable, size: int) -> DynamicSymbols:
     r = _Reader(file, size)
     header = r.read(0, _HEADER.size, "the ELF header")
     fields = _HEADER.unpack(header)  # e_ident, e_type, e_machine, e_version, e_entry, e_phoff, ...
-    ident, phoff, phentsize, phnum = fields[0], fields[5], fields[9], fields[10]
+    ident, machine, phoff, phentsize, phnum = fields[0], fields[2], fields[5], fields[9], fields[10]
     if ident[:4] != b"\x7fELF":
         raise GpuFileError("not an ELF file")
     if ident[4] != 2 or ident[5] != 1:
@@ -85,7 +96,7 @@ def read_symbols(file: IO[bytes], size: int) -> DynamicSymbols:
         elif p_type == PT_DYNAMIC:
             dynamic.append((offset, filesz))
     if not dynamic:
-        return DynamicSymbols([], [], [], [])
+        return DynamicSymbols([], [], [], [], machine)
     if len(dynamic) > 1:
         raise GpuFileError(f"{len(dynamic)} PT_DYNAMIC segments")
     offset, filesz = dynamic[0]
@@ -153,7 +164,7 @@ def read_symbols(file: IO[bytes], size: int) -> DynamicSymbols:
     for i in range(1, count):
         st_name, st_info, _other, shndx, _value, _size = _SYM.unpack_from(symtab, i * _SYM.size)
         bind = st_info >> 4
-        if bind not in (1, STB_WEAK) or not st_name:  # globals and weak ones; locals are no one's business
+        if bind not in _BINDS or not st_name:  # globals and weak ones; locals are no one's business
             continue
         version = library = None
         if versym is not None:
@@ -165,7 +176,7 @@ def read_symbols(file: IO[bytes], size: int) -> DynamicSymbols:
         symbol = Symbol(string(st_name, "a symbol name"), version, library, bind == STB_WEAK)
         (undefined if shndx == SHN_UNDEF else defined).append(symbol)
     needed = [string(n, "a needed library") for n in needed_at]
-    return DynamicSymbols(needed, defined, undefined, version_defs)
+    return DynamicSymbols(needed, defined, undefined, version_defs, machine)
 
 
 def _symbol_count(r: _Reader, tags: dict[int, int], where) -> int:

@@ -18,12 +18,19 @@ MAX_NAMES_BYTES = 1 << 20
 TAIL_WINDOW = 4 << 20  # read with the section headers: .shstrtab, .symtab/.strtab lie there
 
 _HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
+# e_machine of the platforms buildkit builds for (the ELF gABI's registry), by the wheel arch that names them.
+MACHINES = {"x86_64": 62, "aarch64": 183}
 _SECTION = struct.Struct("<IIQQQQIIQQ")
 SHT_NOBITS = 8
 
 
 class GpuFileError(ValueError):
     """The bytes are not a file buildkit can read (says why, in one line)."""
+
+
+def machine_name(machine: int) -> str:
+    """`x86_64` for 62; `machine 40` for one buildkit does not build for (40 is 32-bit ARM)."""
+    return next((arch for arch, number in MACHINES.items() if number == machine), f"machine {machine}")
 
 
 @dataclass(frozen=True)
@@ -43,7 +50,7 @@ class ElfFile:
         self.file, self.size = file, size
         self._window: tuple[int, bytes] = (0, b"")
         header = self.read(0, _HEADER.size, "the ELF header")
-        (ident, _type, _machine, _version, _entry, _phoff, shoff, _flags, ehsize, _phentsize, _phnum, shentsize,
+        (ident, _type, self.machine, _version, _entry, _phoff, shoff, _flags, ehsize, _phentsize, _phnum, shentsize,
          shnum, shstrndx) = _HEADER.unpack(header)  # fmt: skip
         if ident[:4] != b"\x7fELF":
             raise GpuFileError("not an ELF file")

@@ -122,4 +122,7 @@ def _skip_zeros(elf: ElfFile, pos: int, end: int) -> int:
         if pos + len(chunk) == end:
             return end
         raise GpuFileError(f"more than {MAX_PADDING:,} zero bytes between two fatbins")
-    return pos + (len(chunk) - len(stripped)) // 8 * 8
+    skipped = (len(chunk) - len(stripped)) // 8 * 8
+    if not skipped:  # a header of magic 0 with bytes after it: neither padding nor a fatbin (and no progress)
+        raise GpuFileError("a fatbin header of magic 0 that is not padding")
+    return pos + skipped

@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import io
 import re
-import shutil
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 
+from buildkit.budget import IMAGE_FILES, Budget
 from buildkit.errors import UpstreamMalformed
 from buildkit.files import ChunkReader
 from buildkit.gpu import abi, driver
 from buildkit.gpu.coverage import gpu_name, gpus
 from buildkit.gpu.dynsym import DynamicSymbols
 from buildkit.gpu.fatbin import Kernel
-from buildkit.gpu.scan import MAX_LIBRARY_BYTES, _read, _symbols, is_shared_object, kernel_table
+from buildkit.gpu.scan import MAX_LIBRARY_BYTES, _read, _spool, _symbols, is_shared_object, kernel_table
 from buildkit.models.gpufacts import AbiCheck, DriverCheck, GpuCheck
-from buildkit.models.pins import Build
+from buildkit.models.pins import ARCH_OF_PLATFORM, Build
 
 _DIR_RE = re.compile(r"/[A-Za-z0-9._+/-]{1,400}/(?:site|dist)-packages")  # fullmatch
 MAX_ENVIRONMENTS = 64
@@ -32,12 +32,16 @@ COMPAT_DIR = "/usr/local/cuda/compat"
 Library = tuple[str, list[Kernel] | None, DynamicSymbols]
 
 
-def tar_libraries(chunks: Iterable[bytes], where: str) -> Iterator[Library]:
-    """(path in the tar, kernels, dynamic symbols) for each regular shared object in a tar stream."""
+def tar_libraries(chunks: Iterable[bytes], where: str, arch: str | None = None) -> Iterator[Library]:
+    """(path in the tar, kernels, dynamic symbols) for each regular shared object in a tar stream, under the
+    image's budget (budget.IMAGE_FILES); with `arch`, each must be an ELF file for that machine."""
     stream = io.BufferedReader(ChunkReader(chunks), 1 << 20)
+    budget = Budget(where, IMAGE_FILES)
     try:
         with tarfile.open(fileobj=stream, mode="r|") as tar:
             for member in tar:
+                budget.entry()
+                budget.tick()
                 if not member.isreg() or not is_shared_object(member.name):
                     continue
                 if member.size > MAX_LIBRARY_BYTES:
@@ -46,13 +50,13 @@ def tar_libraries(chunks: Iterable[bytes], where: str) -> Iterator[Library]:
                 source = tar.extractfile(member)
                 assert source is not None  # a regular file always has contents
                 with tempfile.TemporaryFile() as spool:
-                    shutil.copyfileobj(source, spool, 4 << 20)
+                    _spool(source, spool, budget, f"{where}: {member.name}")
                     size = spool.tell()
                     spool.seek(0)
                     if spool.read(4) != b"\x7fELF":
                         continue  # a linker script (libc.so) or data named *.so: not a shared object
                     what = f"{where}: {member.name}"
-                    yield member.name, _read(spool, size, what), _symbols(spool, size, what)
+                    yield member.name, _read(spool, size, what, arch), _symbols(spool, size, what)
     except tarfile.TarError as exc:
         raise UpstreamMalformed(f"{where}: not a readable tar stream: {exc}") from None
 
@@ -66,7 +70,7 @@ def image_check(run: Callable[[list[str]], tuple[int, str]], archive: Callable[[
     found: list[tuple[str, list[Kernel] | None]] = []
     abi_results: list[AbiCheck] = []
     for env in environments:
-        libraries = list(tar_libraries(archive(env), f"{source}:{env}"))
+        libraries = list(tar_libraries(archive(env), f"{source}:{env}", ARCH_OF_PLATFORM[build.platform]))
         found += [(f"{env}/{name.split('/', 1)[-1]}", k) for name, k, _s in libraries]
         vllm = [(name.split("/", 1)[-1], s) for name, _k, s in libraries if "/vllm/" in f"/{name}"]
         torch = [s for name, _k, s in libraries if "/torch/lib/" in f"/{name}"]

@@ -1,23 +1,24 @@
-"""The GPU code of every shared object in a wheel (read member by member from the zip, never extracted) or in a
-directory tree (the built image's Python environments), and the kernel check on it: a required library with no
-kernel for a target GPU is UpstreamMismatch."""
+"""The GPU code of every shared object in a wheel (read member by member from the zip, never extracted), and the
+kernel check on it: a required library with no kernel for a target GPU is UpstreamMismatch. verify reads an
+image's files with the same readers (image.py)."""
 
 from __future__ import annotations
 
 import fnmatch
-import os
-import shutil
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
+from zipfile import ZipInfo
 
-from buildkit.errors import UpstreamMalformed, UpstreamMismatch, excerpt
+from buildkit.budget import WHEEL, Budget, LimitExceeded
+from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, excerpt
+from buildkit.files import write_hint
 from buildkit.gpu.coverage import NONE, archs, gpu_name, gpus, verdict
 from buildkit.gpu.dynsym import DynamicSymbols, read_symbols
-from buildkit.gpu.elfsections import ElfFile, GpuFileError
+from buildkit.gpu.elfsections import MACHINES, ElfFile, GpuFileError, machine_name
 from buildkit.gpu.fatbin import Kernel, kernels
 from buildkit.models.gpufacts import LibraryKernels
 
@@ -33,53 +34,82 @@ def is_shared_object(name: str) -> bool:
     return base.endswith(".so") or ".so." in base
 
 
-def wheel_kernels(wheel: Path) -> Iterator[tuple[str, list[Kernel] | None]]:
+def wheel_kernels(wheel: Path, arch: str | None = None) -> Iterator[tuple[str, list[Kernel] | None]]:
     """(member name, its kernels) for every shared object in the wheel, in name order."""
-    for name, found, _symbols in wheel_libraries(wheel, symbols=False):
+    for name, found, _symbols in wheel_libraries(wheel, symbols=False, arch=arch):
         yield name, found
 
 
-def wheel_libraries(wheel: Path, symbols: bool = True) -> Iterator[tuple[str, list[Kernel] | None,
-                                                                         DynamicSymbols | None]]:  # fmt: skip
+def wheel_libraries(wheel: Path, symbols: bool = True, arch: str | None = None) -> Iterator[
+        tuple[str, list[Kernel] | None, DynamicSymbols | None]]:  # fmt: skip
     """(member name, its kernels, its dynamic symbols when asked) for every shared object in the wheel, each
-    member decompressed once."""
+    member decompressed once, under the wheel's budget (budget.WHEEL). With `arch` (x86_64, aarch64) every one
+    must be an ELF file for that machine, or UpstreamMismatch names it."""
     what = f"wheel {wheel.name}"
+    budget = Budget(what, WHEEL)
     try:
         with zipfile.ZipFile(wheel) as archive:
-            members = sorted((i for i in archive.infolist() if is_shared_object(i.filename)), key=lambda i: i.filename)
-            if len(members) > MAX_LIBRARIES:
-                raise UpstreamMalformed(f"{what}: more than {MAX_LIBRARIES:,} shared objects")
-            for info in members:
-                if info.file_size > MAX_LIBRARY_BYTES:
-                    raise UpstreamMalformed(f"{what}: {info.filename} says it is {info.file_size:,} bytes, more "
-                                            f"than buildkit reads ({MAX_LIBRARY_BYTES:,})")  # fmt: skip
+            for info in members(archive, what, is_shared_object, budget):
                 # Spooled to a temporary file, 4 MiB at a time: the section headers lie at the end and the fatbin
                 # before them, and a zip stream seeks backwards by decompressing again from the start (measured
                 # on vLLM 0.14.0's wheel, 1.2 GB of libraries: 20 s through the stream, 14 s spooled).
+                budget.compressed += info.compress_size
                 with archive.open(info) as member, tempfile.TemporaryFile() as spool:
-                    shutil.copyfileobj(member, spool, 4 << 20)
+                    _spool(member, spool, budget, f"{what}: {info.filename}")
                     where = f"{what}: {info.filename}"
                     size = spool.tell()
-                    yield info.filename, _read(spool, size, where), _symbols(spool, size, where) if symbols else None
+                    found = _read(spool, size, where, arch)
+                    yield info.filename, found, _symbols(spool, size, where) if symbols else None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, zlib.error,
             OSError) as exc:  # fmt: skip
         raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {excerpt(str(exc), 120)}") from None
 
 
-def tree_kernels(root: Path) -> Iterator[tuple[str, list[Kernel] | None]]:
-    """(path relative to root, its kernels) for every regular shared object file under root (symlinks not
-    followed), in path order."""
-    found = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in filenames:
-            path = Path(dirpath) / name
-            if is_shared_object(name) and path.is_file() and not path.is_symlink():
-                found.append(path)
-    for path in sorted(found):
-        rel = path.relative_to(root).as_posix()
-        with path.open("rb") as f:
-            yield rel, _read(f, path.stat().st_size, rel)
+def members(archive: zipfile.ZipFile, what: str, select: Callable[[str], bool], budget: Budget) -> list[ZipInfo]:
+    """The members `select` names, in name order, once the whole archive was held to the budget: no two entries of
+    one name, no two whose bytes overlap (a zip bomb names one compressed entry many times over, each inflated
+    again), entries and declared sizes within the budget."""
+    infos = archive.infolist()
+    budget.entry(len(infos))
+    names: set[str] = set()
+    for info in infos:
+        if info.filename in names:
+            raise LimitExceeded(f"{what}: two entries named {excerpt(info.filename, 120)}: not a wheel pip writes")
+        names.add(info.filename)
+    # Each local entry: a 30-byte header, its name (at least a byte a character), then its compressed bytes.
+    spans = sorted((i.header_offset, i.header_offset + 30 + len(i.orig_filename) + i.compress_size, i.filename)
+                   for i in infos)  # fmt: skip
+    for (_s, end, first), (start, _e, second) in zip(spans, spans[1:], strict=False):
+        if start < end:
+            raise LimitExceeded(f"{what}: the entries {excerpt(first, 80)} and {excerpt(second, 80)} overlap: "
+                                "not a wheel pip writes")  # fmt: skip
+    if spans and spans[-1][1] > archive.start_dir:
+        raise LimitExceeded(f"{what}: {excerpt(spans[-1][2], 80)} runs into the zip's central directory")
+    chosen = sorted((i for i in infos if select(i.filename)), key=lambda i: i.filename)
+    if len(chosen) > MAX_LIBRARIES:
+        raise UpstreamMalformed(f"{what}: more than {MAX_LIBRARIES:,} shared objects")
+    declared = 0
+    for info in chosen:
+        if info.file_size > MAX_LIBRARY_BYTES:
+            raise UpstreamMalformed(f"{what}: {info.filename} says it is {info.file_size:,} bytes, more "
+                                    f"than buildkit reads ({MAX_LIBRARY_BYTES:,})")  # fmt: skip
+        budget.declare(info.file_size, info.compress_size)
+        declared += info.file_size
+    budget.declare(declared, sum(i.compress_size for i in chosen))
+    return chosen
+
+
+def _spool(member: IO[bytes], spool: IO[bytes], budget: Budget, what: str) -> None:
+    """The member's bytes into `spool`, counted against the budget as they inflate. A full or unwritable $TMPDIR
+    is this machine's problem (exit 2, with the disk hint), not the wheel's."""
+    while chunk := member.read(4 << 20):
+        budget.inflate(len(chunk))
+        try:
+            spool.write(chunk)
+            spool.flush()
+        except OSError as exc:
+            raise InputError(f"cannot spool {what} to {tempfile.gettempdir()}: {exc.strerror or exc}",
+                             hint=write_hint(exc) + " (or point $TMPDIR at a larger disk)") from None  # fmt: skip
 
 
 def _symbols(file: BinaryIO, size: int, what: str) -> DynamicSymbols:
@@ -89,11 +119,17 @@ def _symbols(file: BinaryIO, size: int, what: str) -> DynamicSymbols:
         raise UpstreamMalformed(f"{what} is not a shared object buildkit can read: {exc}") from None
 
 
-def _read(file: BinaryIO, size: int, what: str) -> list[Kernel] | None:
+def _read(file: BinaryIO, size: int, what: str, arch: str | None = None) -> list[Kernel] | None:
     """Its kernels; None when it has no section headers (legal, `sstrip` removes them; nothing says where its
-    GPU code is, so it is not checked)."""
+    GPU code is, so it is not checked). With `arch`, an ELF file for another machine is UpstreamMismatch."""
     try:
         elf = ElfFile(file, size)
+        if arch is not None and elf.machine != MACHINES[arch]:
+            raise UpstreamMismatch(
+                f"{what} is an ELF file for {machine_name(elf.machine)}, not {arch}: it would not load on the "
+                f"pinned platform",
+                hint="pin the wheel built for the platform's arch (wheel.arch follows build.platform)",
+            )
         return kernels(elf) if elf.sections else None
     except GpuFileError as exc:
         raise UpstreamMalformed(f"{what} is not a shared object buildkit can read: {exc}") from None
