@@ -71,13 +71,13 @@ class Budget:
                        f"{self.limits.ratio}:1 (a decompression bomb)")  # fmt: skip
         self.tick()
 
-    def declare(self, inflated: int, compressed: int) -> None:
+    def declare(self, inflated: int, compressed: int, name: str = "a member") -> None:
         """A member's declared sizes, held to the limits before a byte of it is decompressed."""
         if inflated > RATIO_FLOOR and inflated > self.limits.ratio * max(compressed, 1):
-            self._over(f"a member of {_size(inflated)} stored in {_size(compressed)}, a ratio over "
+            self._over(f"{name}: {_size(inflated)} stored in {_size(compressed)}, a ratio over "
                        f"{self.limits.ratio}:1 (a decompression bomb)")  # fmt: skip
         if self.inflated + inflated > self.limits.inflated:
-            self._over(f"more than {_size(self.limits.inflated)} to decompress")
+            self._over(f"{name}: more than {_size(self.limits.inflated)} to decompress in all")
 
     def entry(self, n: int = 1) -> None:
         self.entries += n

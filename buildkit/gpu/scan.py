@@ -93,9 +93,9 @@ def members(archive: zipfile.ZipFile, what: str, select: Callable[[str], bool], 
         if info.file_size > MAX_LIBRARY_BYTES:
             raise UpstreamMalformed(f"{what}: {info.filename} says it is {info.file_size:,} bytes, more "
                                     f"than buildkit reads ({MAX_LIBRARY_BYTES:,})")  # fmt: skip
-        budget.declare(info.file_size, info.compress_size)
+        budget.declare(info.file_size, info.compress_size, excerpt(info.filename, 120))
         declared += info.file_size
-    budget.declare(declared, sum(i.compress_size for i in chosen))
+    budget.declare(declared, sum(i.compress_size for i in chosen), "its shared objects")
     return chosen
 
 

@@ -19,6 +19,7 @@ from urllib.parse import unquote
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+from buildkit.budget import UV_LOCK, Budget
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, excerpt
 from buildkit.models.grammar import https_url
 
@@ -27,6 +28,13 @@ MAX_UV_LOCK_BYTES = 64 << 20
 PYTHON_TAG = "cp312"  # NeMo-RL's image runs Python 3.12
 _VERSION_RE = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,63}")  # fullmatch: 2.9.0, 2.9.0+cu129
 _HASH_RE = re.compile(r"sha256:[0-9a-f]{64}")  # fullmatch
+_PACKAGE_RE = re.compile(r"^\[\[package\]\][ \t]*\r?\n", re.MULTILINE)
+_TORCH_NAME_RE = re.compile(r"\Aname = \"torch\"\r?$", re.MULTILINE)  # uv writes `name` first
+_STRING_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'')
+_COMMENT_RE = re.compile(r"#.*")
+_BRACKET_RE = re.compile(r"[\[\]{}]")
+MAX_DOTS = 8
+MAX_DEPTH = 16
 
 
 @dataclass(frozen=True)
@@ -54,13 +62,19 @@ def torch_of_uv_lock(raw: bytes, what: str, arch: str, python_tag: str = PYTHON_
     if len(raw) > MAX_UV_LOCK_BYTES:
         raise UpstreamMalformed(f"{what}: more than {MAX_UV_LOCK_BYTES:,} bytes: not a uv.lock buildkit reads")
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UpstreamMalformed(f"{what}: not a readable uv.lock: {exc}") from None
-    listed = data.get("package", [])
-    if not isinstance(listed, list):
-        raise UpstreamMalformed(f"{what}: `package` is not a list of tables: not a uv.lock")
-    packages = [p for p in listed if isinstance(p, dict) and p.get("name") == "torch"]
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UpstreamMalformed(f"{what}: not a readable uv.lock: not UTF-8 (byte {exc.start})") from None
+    packages = []
+    for block in torch_blocks(text, Budget(what, UV_LOCK)):
+        try:
+            listed = tomllib.loads(block).get("package")
+        except tomllib.TOMLDecodeError as exc:
+            raise UpstreamMalformed(f"{what}: not a readable uv.lock: {exc}") from None
+        if listed is not None and not isinstance(listed, list):
+            raise UpstreamMalformed(f"{what}: `package` is not a list of tables: not a uv.lock")
+        packages += [p for p in listed or [] if isinstance(p, dict)]
+    packages = [p for p in packages if p.get("name") == "torch"]
     if not packages:
         return None
     packages.sort(key=lambda p: "+cu" not in str(p.get("version", "")))  # the CUDA build first
@@ -93,6 +107,43 @@ def torch_of_uv_lock(raw: bytes, what: str, arch: str, python_tag: str = PYTHON_
                                    size if isinstance(size, int) and 0 < size < 1 << 40 else None)  # fmt: skip
     raise UpstreamMismatch(f"{what}: torch has no wheel for {python_tag} linux {arch}",
                            hint="check NeMo-RL's uv.lock at the locked commit")  # fmt: skip
+
+
+def torch_blocks(text: str, budget: Budget) -> list[str]:
+    """The `[[package]]` tables of uv.lock that name torch, each as its own TOML text, held to uv's own shape
+    first. Python's TOML parser is quadratic in a key's dots and recursive in nesting (a 30 KB file of `a.a.a...`
+    took 915 MB), so the rest of the file is never parsed, and a torch table is parsed only when no line has more
+    than MAX_DOTS dots outside strings, nesting stays within MAX_DEPTH, and no multi-line string hides lines (uv
+    writes none of these: at NeMo-RL 946862e7 a line has at most 1 such dot and nesting is 2 deep)."""
+    preamble, *tables = _PACKAGE_RE.split(text)
+    budget.keep(len(preamble))
+    _check_shape(preamble, budget.what)
+    blocks: list[str] = [preamble]  # `version = 1`, `requires-python`: parsed, so a broken head is refused too
+    for block in tables:
+        budget.entry()
+        budget.tick()
+        if not _TORCH_NAME_RE.search(block):
+            continue
+        budget.keep(len(block))
+        _check_shape(block, budget.what)
+        blocks.append("[[package]]\n" + block)
+    return blocks
+
+
+def _check_shape(block: str, what: str) -> None:
+    if '"""' in block or "'''" in block:
+        raise UpstreamMalformed(f"{what}: a multi-line string in torch's table: not a uv.lock uv writes")
+    depth = 0
+    for number, line in enumerate(block.splitlines(), 1):
+        bare = _COMMENT_RE.sub("", _STRING_RE.sub('""', line))
+        if bare.count(".") > MAX_DOTS:
+            raise UpstreamMalformed(f"{what}: a key of more than {MAX_DOTS} dots in torch's table (its line "
+                                    f"{number}): not a uv.lock uv writes")  # fmt: skip
+        for char in _BRACKET_RE.findall(bare):
+            depth += 1 if char in "[{" else -1
+            if depth > MAX_DEPTH:
+                raise UpstreamMalformed(f"{what}: arrays or tables nested more than {MAX_DEPTH} deep in torch's "
+                                        f"table (its line {number}): not a uv.lock uv writes")  # fmt: skip
 
 
 def _moved(url: str, registry: str) -> str:
