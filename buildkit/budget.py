@@ -6,7 +6,7 @@ a "not checked" with exit 0, never an internal error.
 
 The limits sit far above what real upstreams publish (README "Security" lists them beside the real sizes):
 vLLM 0.14.0's x86_64 wheel is 495 MB and inflates to 1.2 GB of shared objects (its `_C.abi3.so` 468 MB, the
-largest member; ratio under 3); cuda-dl-base's layers are gzip at ratios of 2 to 4; a real uv.lock is about 1 MB.
+largest member; ratio under 3); NeMo-RL's uv.lock is 1.7 MB at 946862e7.
 """
 
 from __future__ import annotations
@@ -38,16 +38,16 @@ def _gib(n: float) -> int:
     return int(n * (1 << 30))
 
 
-# A wheel: vLLM 0.14.0 (x86_64) inflates to 1.2 GB of shared objects; torch 2.9.0's cu129 wheel to about 3 GB.
+# A wheel: vLLM 0.14.0 (x86_64) inflates to 1.2 GB of shared objects; torch 2.9.0's wheel is 900 MB compressed.
 WHEEL = Limits(inflated=_gib(16), ratio=100, entries=100_000, kept=_gib(1), seconds=1800)
-# The base image's layers read at resolve: cuda-dl-base 25.05 is about 8 GB compressed, 20 GB inflated.
+# The base image's layers read at resolve: cuda-dl-base is about 8 GB compressed (README "GPU compatibility").
 LAYERS = Limits(inflated=_gib(64), ratio=100, entries=4_000_000, kept=256 << 20, seconds=3600)
 # The shared objects of a built image's Python environments, read by verify (uncompressed: the ratio never binds).
-# NeMo-RL's image holds about 10 GB of them (torch's libraries 4 GB, vLLM's 1.2 GB).
+# vLLM's are 1.2 GB; torch's come from a 900 MB wheel.
 IMAGE_FILES = Limits(inflated=_gib(64), ratio=1 << 30, entries=4_000_000, kept=_gib(1), seconds=3600)
-# NeMo-RL's uv.lock (about 1 MB at 946862e7); only torch's tables are parsed.
+# NeMo-RL's uv.lock (1.7 MB at 946862e7); only torch's tables are parsed.
 UV_LOCK = Limits(inflated=64 << 20, ratio=1, entries=20_000, kept=1 << 20, seconds=30)
-# A cache entry buildkit wrote itself (torch's symbols: about 12 MB inflated, 2 MB gzip).
+# A cache entry buildkit wrote itself (torch's symbol names: a few MB gzipped).
 CACHE = Limits(inflated=256 << 20, ratio=100, entries=4_000_000, kept=256 << 20, seconds=120)
 
 
