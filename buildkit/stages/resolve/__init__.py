@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from buildkit import __version__
+from buildkit.budget import TORCH_DOWNLOAD, Budget
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
 from buildkit.files import utc_now, write_atomic
 from buildkit.gpu import abi
@@ -349,8 +350,10 @@ class Resolver:
                            version=torch.version, url=torch.url, size=torch.size, etag=None, last_modified=None,
                            index_sha256=torch.sha256, listed_in="uv.lock", verified_by="GET")  # fmt: skip
         try:
-            return abi.torch_defined(lambda: download.fetch(self.http, self.cache_dir, found).path, torch.sha256,
-                                     self.cache_dir)  # fmt: skip
+            # A total deadline besides the stall timer (budget.TORCH_DOWNLOAD: BUILDKIT_TORCH_DEADLINE).
+            deadline = Budget(f"torch {torch.version}'s wheel {torch.filename}", TORCH_DOWNLOAD)
+            return abi.torch_defined(lambda: download.fetch(self.http, self.cache_dir, found, budget=deadline).path,
+                                     torch.sha256, self.cache_dir)  # fmt: skip
         finally:
             # Its symbols are cached by its sha256, and without an ETag its bytes are never reused: 900 MB freed.
             download.discard(self.cache_dir, found)
