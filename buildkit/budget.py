@@ -11,11 +11,13 @@ largest member; ratio under 3); NeMo-RL's uv.lock is 1.7 MB at 946862e7.
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from buildkit.errors import UpstreamMalformed
+from buildkit.errors import InputError, Interrupted, UpstreamMalformed
 
 # Below this many inflated bytes the ratio is not held: a small member of zeros (an empty table) is legal.
 RATIO_FLOOR = 64 << 20
@@ -32,6 +34,7 @@ class Limits:
     entries: int  # members, tar entries, tables
     kept: int  # bytes of what the reader holds on to
     seconds: float  # wall time for the whole read
+    env: str | None = None  # the variable that moves `seconds` (a slow link needs more; README "Security")
 
 
 def _gib(n: float) -> int:
@@ -41,7 +44,11 @@ def _gib(n: float) -> int:
 # A wheel: vLLM 0.14.0 (x86_64) inflates to 1.2 GB of shared objects; torch 2.9.0's wheel is 900 MB compressed.
 WHEEL = Limits(inflated=_gib(16), ratio=100, entries=100_000, kept=_gib(1), seconds=1800)
 # The base image's layers read at resolve: cuda-dl-base is about 8 GB compressed (README "GPU compatibility").
-LAYERS = Limits(inflated=_gib(64), ratio=100, entries=4_000_000, kept=256 << 20, seconds=3600)
+# Its time: 8 GB within an hour is 2.2 MB/s; a slower link raises BUILDKIT_BASE_DEADLINE.
+LAYERS = Limits(inflated=_gib(64), ratio=100, entries=4_000_000, kept=256 << 20, seconds=3600,
+                env="BUILDKIT_BASE_DEADLINE")  # fmt: skip
+# The download of torch's wheel (NeMo-RL's uv.lock: 900 MB for x86_64) before its symbols are read.
+TORCH_DOWNLOAD = Limits(inflated=0, ratio=1, entries=0, kept=0, seconds=1800, env="BUILDKIT_TORCH_DEADLINE")
 # The shared objects of a built image's Python environments, read by verify (uncompressed: the ratio never binds).
 # vLLM's are 1.2 GB; torch's come from a 900 MB wheel.
 IMAGE_FILES = Limits(inflated=_gib(64), ratio=1 << 30, entries=4_000_000, kept=_gib(1), seconds=3600)
@@ -54,9 +61,12 @@ CACHE = Limits(inflated=256 << 20, ratio=100, entries=4_000_000, kept=256 << 20,
 class Budget:
     """What one read of `what` may still spend. Call the counters as the read goes; each raises LimitExceeded."""
 
-    def __init__(self, what: str, limits: Limits, clock: Callable[[], float] = time.monotonic):
-        self.what, self.limits, self._clock = what, limits, clock
-        self._deadline = clock() + limits.seconds
+    def __init__(self, what: str, limits: Limits, clock: Callable[[], float] = time.monotonic,
+                 cancel: threading.Event | None = None):  # fmt: skip
+        """`cancel`: set by the caller on Ctrl-C or SIGTERM; the next count raises Interrupted (exit 130)."""
+        self.what, self.limits, self._clock, self._cancel = what, limits, clock, cancel
+        self.seconds = seconds(limits)
+        self._deadline = clock() + self.seconds
         self.inflated = self.compressed = self.entries = self.kept = 0
 
     def inflate(self, n: int, compressed: int | None = None) -> None:
@@ -91,15 +101,35 @@ class Budget:
             self._over(f"more than {_size(self.limits.kept)} to keep in memory")
 
     def tick(self) -> None:
+        """Between chunks: stops at once when the caller cancelled, or when the read's time is up."""
+        if self._cancel is not None and self._cancel.is_set():
+            raise Interrupted(f"{self.what}: interrupted")
         if self._clock() > self._deadline:
-            self._over(f"more than {self.limits.seconds:,.0f} s to read")
+            env = self.limits.env
+            self._over(f"more than {self.seconds:,.0f} s to read",
+                       f"on a slow link, raise {env}=<seconds>" if env else None)  # fmt: skip
 
-    def _over(self, why: str) -> None:
+    def _over(self, why: str, hint: str | None = None) -> None:
         raise LimitExceeded(
             f"{self.what}: {why}: refused",
-            hint="no real upstream comes near this limit (README \"Security\" lists them): the input is hostile or "
-            "damaged; check where it came from",
+            hint=hint or "no real upstream comes near this limit (README \"Security\" lists them): the input is "
+            "hostile or damaged; check where it came from",
         )
+
+
+def seconds(limits: Limits) -> float:
+    """The limits' time, or what their variable says (a positive number of seconds; anything else is refused)."""
+    text = os.environ.get(limits.env) if limits.env else None
+    if text is None or not text.strip():
+        return limits.seconds
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1e9:  # (also NaN)
+        raise InputError(f"{limits.env}={text[:40]!r}: expected a positive number of seconds",
+                         hint=f"unset {limits.env} for the default of {limits.seconds:,.0f} s")  # fmt: skip
+    return value
 
 
 def _size(n: int) -> str:

@@ -7,14 +7,21 @@ never what its own layer writes. So the layers are read from the top, and readin
 is decided: the base image's libc, say, by the first layer from the top that writes it (or a directory or symlink
 on its way), whatever lies below. A layer is streamed and checked against its descriptor (size and digest) like
 every blob (ocilayout.walk_layer); of its entries only what can decide a wanted path is kept: symlinks, hardlinks,
-whiteouts, opaque markers, directories, and the files whose names `capture` matches, each handed to `read` as bytes
-(at most `max_file` of them) and kept only as what `read` made of them. A directory a layer names only as the parent
-of an entry does not replace a lower layer's symlink there (BuildKit and Docker write an entry below a symlink at
-the symlink's target, so such a layer is not theirs; its entries are taken at the paths they name).
+whiteouts, opaque markers, directories, and the files whose names `capture` matches. Of those, only the ones in a
+directory of a wanted path (the loader's directories, for the base libraries) are handed to `read` as bytes (at most
+`max_file` of them, at most MAX_PARSED files in all) and kept only as what `read` made of them; one elsewhere is
+recorded as there, and read (its layer streamed again, for that file alone) only when a wanted path turns out to
+lead to it through a symlink: a layer of thousands of libc.so.6 copies in other directories costs no parsing.
+
+A directory a layer names only as the parent of an entry does not replace a lower layer's symlink there (BuildKit
+and Docker write an entry below a symlink at the symlink's target, so such a layer is not theirs; its entries are
+taken at the paths they name).
 
 Paths are followed as the kernel follows them inside the container: symlinks resolve against the image's root, at
 most MAX_HOPS of them, and `..` goes to the parent of where the walk is (never above the root). Names are bounded
-(MAX_NAME bytes, MAX_DEPTH components) and so is what is kept of all layers together (MAX_KEPT_BYTES).
+(MAX_NAME bytes, MAX_DEPTH components), and the whole read runs under one Budget (buildkit/budget.py, LAYERS):
+bytes inflated (in all, and as a ratio to the compressed bytes), entries, what is kept of all layers together
+(names, links, and what `read` made of captured files) and time, each refused with LimitExceeded (exit 3).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from buildkit.budget import LAYERS, Budget, LimitExceeded
 from buildkit.errors import UpstreamMalformed, excerpt
 from buildkit.files import ChunkReader
 from buildkit.image.ocilayout import LAYER_COMPRESSION, CheckedStream, display, walk_layer
@@ -34,7 +42,7 @@ T = TypeVar("T")
 MAX_HOPS = 40  # symlinks followed for one path, as Linux's MAXSYMLINKS
 MAX_NAME = 4096  # bytes in one entry's name or link target: Linux's PATH_MAX
 MAX_DEPTH = 256  # components in one name
-MAX_KEPT_BYTES = 256 << 20  # names kept of all layers read (cuda-dl-base's dirs and symlinks: tens of MB)
+MAX_PARSED = 256  # files handed to `read` in one find: a base has a few copies of each library in the loader's dirs
 _OPAQUE = ".wh..wh..opq"
 _WHITEOUT = ".wh."
 
@@ -66,6 +74,12 @@ class TooLarge(NamedTuple):
     size: int
 
 
+class _Unread(NamedTuple):
+    """A captured file outside the wanted paths' directories: not read unless a wanted path leads to it."""
+
+    name: str  # its name in its layer's tar (a hardlink's target, for a hardlink)
+
+
 @dataclass
 class _Layer:
     index: int
@@ -90,19 +104,23 @@ def find(
     what: str,
     max_file: int,
     on_layer: Callable[[int, int], None] | None = None,
+    budget: Budget | None = None,
 ) -> Scan[T]:
     """For each of `paths`, the file it leads to in the image, reading `layers` (bottom first, as a manifest lists
     them) from the top until every path is decided. `on_layer` hears, before each layer is read, how many were read
-    and their bytes."""
+    and their bytes. `budget`: what the whole read may spend (LAYERS when None)."""
     seen: list[_Layer] = []
     scan: Scan[T] = Scan({}, 0, len(layers), 0)
-    budget = [MAX_KEPT_BYTES]
+    budget = budget or Budget(what, LAYERS)
+    dirs = {path.rpartition("/")[0] for path in paths}
+    parsed = [0]
     for index in reversed(range(len(layers))):
         blob = layers[index]
         where = f"{what}: layer {index + 1} of {len(layers)}"
         if on_layer is not None:
             on_layer(scan.layers_read, scan.bytes_read)
-        seen.append(_read_layer(blob, index, capture, read, where, max_file, budget))
+        wanted = _Wanted(capture, lambda name: name.rpartition("/")[0] in dirs, read, max_file, parsed)
+        seen.append(_read_layer(blob, index, wanted, where, budget))
         scan.layers_read, scan.bytes_read = scan.layers_read + 1, scan.bytes_read + blob.size
         decided = _decide(seen, paths, last=index == 0)
         if decided is not None:
@@ -110,11 +128,30 @@ def find(
             break
     else:  # an image with no layers holds nothing
         scan.found = dict.fromkeys(paths)
+    _read_unread(layers, scan, capture, read, what, max_file, parsed, budget)
     for hit in scan.found.values():
         if hit is not None and isinstance(hit.value, TooLarge):
             raise UpstreamMalformed(f"{what}: {excerpt(display(hit.path), 120)} is {hit.value.size:,} bytes, more "
                                     f"than the {max_file:,} buildkit reads of it")  # fmt: skip
     return scan
+
+
+def _read_unread(layers: Sequence[LayerBlob], scan: Scan[Any], capture: re.Pattern[str],
+                 read: Callable[[str, bytes], Any], what: str, max_file: int, parsed: list[int],
+                 budget: Budget) -> None:  # fmt: skip
+    """Read the files a wanted path led to that the first pass did not (outside the wanted paths' directories):
+    each layer holding some is streamed again, for those names alone."""
+    names: dict[int, set[str]] = {}
+    for hit in scan.found.values():
+        if hit is not None and isinstance(hit.value, _Unread):
+            names.setdefault(hit.layer, set()).add(hit.value.name)
+    for index, wanted_names in sorted(names.items(), reverse=True):
+        where = f"{what}: layer {index + 1} of {len(layers)}"
+        wanted = _Wanted(capture, wanted_names.__contains__, read, max_file, parsed)
+        values = _read_layer(layers[index], index, wanted, where, budget).values
+        for path, hit in scan.found.items():
+            if hit is not None and hit.layer == index and isinstance(hit.value, _Unread):
+                scan.found[path] = hit._replace(value=values.get(hit.value.name))
 
 
 def _decide(seen: list[_Layer], paths: list[str], last: bool) -> dict[str, Found | None] | None:
@@ -199,18 +236,24 @@ def _clean(name: str) -> str:
     return "/".join(p for p in _split(name) if p != "..")
 
 
-def _read_layer(blob: LayerBlob, index: int, capture: re.Pattern[str], read: Callable[[str, bytes], Any],
-                what: str, max_file: int, budget: list[int]) -> _Layer:  # fmt: skip
+class _Wanted(NamedTuple):
+    """Which captured files one read of a layer hands to `read`."""
+
+    capture: re.Pattern[str]  # the file names that can decide a wanted path
+    parse: Callable[[str], bool]  # of those, the ones read now (the rest are recorded as _Unread)
+    read: Callable[[str, bytes], Any]
+    max_file: int
+    parsed: list[int]  # files read so far in this find (a list: shared by every layer's read)
+
+
+def _read_layer(blob: LayerBlob, index: int, wanted: _Wanted, what: str, budget: Budget) -> _Layer:
     if blob.media_type not in LAYER_COMPRESSION:
         raise UpstreamMalformed(f"{what} {blob.digest} has media type {excerpt(blob.media_type)}, which is not a "
                                 "layer type buildkit can read (tar, tar+gzip, tar+zstd)")  # fmt: skip
     layer = _Layer(index)
 
     def keep(name: str) -> str:
-        budget[0] -= len(name) + 64
-        if budget[0] < 0:
-            raise UpstreamMalformed(f"{what} {blob.digest}: more than {MAX_KEPT_BYTES >> 20} MiB of links, "
-                                    "whiteouts and directories in the layers read")  # fmt: skip
+        budget.keep(len(name) + 64)  # (64: about what a set or dict slot and the str object cost besides)
         return name
 
     def visit(tar: tarfile.TarFile, member: tarfile.TarInfo) -> None:
@@ -237,9 +280,9 @@ def _read_layer(blob: LayerBlob, index: int, capture: re.Pattern[str], read: Cal
         elif member.issym() or member.islnk():
             layer.kinds[keep(name)] = "symlink" if member.issym() else "hardlink"
             layer.links[name] = keep(member.linkname)
-        elif member.isreg() and capture.fullmatch(base):
+        elif member.isreg() and wanted.capture.fullmatch(base):
             layer.kinds[keep(name)] = "file"
-            layer.values[name] = _value(tar, member, name, read, max_file)
+            layer.values[name] = _value(tar, member, name, wanted, budget) if wanted.parse(name) else _Unread(name)
         elif not member.isreg():
             layer.kinds[keep(name)] = "other"  # a device or fifo: it hides a lower file of the same name
         # Another regular file is not kept: no wanted path ends there (capture names them all).
@@ -247,14 +290,30 @@ def _read_layer(blob: LayerBlob, index: int, capture: re.Pattern[str], read: Cal
     with blob.open() as chunks:
         raw = CheckedStream(ChunkReader(chunks), f"{what} {blob.digest}", blob.digest, blob.size,
                             error=UpstreamMalformed)  # fmt: skip
-        walk_layer(raw, blob.media_type, f"{what} {blob.digest}", None, visit, error=UpstreamMalformed)
+        walk_layer(raw, blob.media_type, f"{what} {blob.digest}", None, visit, error=UpstreamMalformed,
+                   budget=budget)  # fmt: skip
     return layer
 
 
-def _value(tar: tarfile.TarFile, member: tarfile.TarInfo, name: str, read: Callable[[str, bytes], Any],
-           max_file: int) -> Any:  # fmt: skip
-    if member.size > max_file:
+def _value(tar: tarfile.TarFile, member: tarfile.TarInfo, name: str, wanted: _Wanted, budget: Budget) -> Any:
+    if member.size > wanted.max_file:
         return TooLarge(member.size)
+    wanted.parsed[0] += 1
+    if wanted.parsed[0] > MAX_PARSED:  # the same path written again and again: each copy would be parsed
+        raise LimitExceeded(f"{budget.what}: more than {MAX_PARSED} files to read for {excerpt(display(name), 120)}"
+                            " and its kind: refused", hint="no real image holds that many copies of its libraries "
+                            "in the loader's directories: the image is hostile or damaged")  # fmt: skip
     source = tar.extractfile(member)
     assert source is not None
-    return read(name, source.read(member.size))
+    value = wanted.read(name, source.read(member.size))
+    budget.keep(_weight(value))  # what read() made of it is held until the end of the read
+    return value
+
+
+def _weight(value: Any) -> int:
+    """About the bytes a value from `read` holds: its strings and bytes, and a slot for each item."""
+    if isinstance(value, (str, bytes)):
+        return 64 + len(value)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return 64 + sum(_weight(item) for item in value)
+    return 64

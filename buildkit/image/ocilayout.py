@@ -27,6 +27,7 @@ from typing import IO, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from buildkit.budget import Budget
 from buildkit.errors import BuildkitError, InputError, excerpt
 from buildkit.text.sanitize import strip_controls
 
@@ -479,14 +480,19 @@ def walk_layer(
     diff_id: str | None,
     visit: Callable[[tarfile.TarFile, tarfile.TarInfo], None],
     error: type[BuildkitError] = InputError,
+    budget: Budget | None = None,
 ) -> str:
     """Hand every entry of the layer blob `raw` (its media type one of LAYER_COMPRESSION's) to `visit`, then check
     the blob against its descriptor and the uncompressed stream against `diff_id` (None: not checked). A layer that
-    is not a readable tar raises `error`. Returns the uncompressed stream's digest."""
+    is not a readable tar raises `error`. Returns the uncompressed stream's digest. `budget` hears every
+    decompressed read (with the compressed bytes behind it) and every entry, as they come: a bomb is refused
+    within the read that crosses its limit, never after it inflated."""
     try:
         decompressed = _decompress(raw, LAYER_COMPRESSION[media_type], media_type)
+        if budget is not None:
+            decompressed = _Metered(decompressed, raw, budget)
         tar_stream = CheckedStream(decompressed, f"{what} (uncompressed)", diff_id, None, watch_zeros=True)
-        _walk_entries(tar_stream, what, visit)
+        _walk_entries(tar_stream, what, visit, budget)
         tar_stream.drain()
     except BuildkitError:
         raise
@@ -508,6 +514,28 @@ def _zstd_errors() -> tuple[type[Exception], ...]:
     except ImportError:
         return ()
     return (zstandard.ZstdError,)
+
+
+class _Metered(io.RawIOBase):
+    """A decompressed stream that reports each read to its Budget, with the compressed bytes read so far."""
+
+    def __init__(self, inner: _ByteStream, compressed: CheckedStream, budget: Budget):
+        self._inner, self._compressed, self._budget = inner, compressed, budget
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self._inner.read(len(view))
+        self._budget.inflate(len(data), self._compressed.count)
+        view[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._inner.close()
+        super().close()
 
 
 def _decompress(raw: CheckedStream, compression: str, media_type: str) -> _ByteStream:
@@ -541,7 +569,8 @@ _EXTENDED_TYPES = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, ta
 MAX_EXTENDED_HEADER = 1 << 20
 
 
-def _walk_entries(stream: CheckedStream, what: str, visit: Callable[[tarfile.TarFile, tarfile.TarInfo], None]) -> None:
+def _walk_entries(stream: CheckedStream, what: str, visit: Callable[[tarfile.TarFile, tarfile.TarInfo], None],
+                  budget: Budget | None = None) -> None:  # fmt: skip
     try:
         tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="surrogateescape",
                            tarinfo=_BoundedInfo)  # fmt: skip
@@ -556,6 +585,8 @@ def _walk_entries(stream: CheckedStream, what: str, visit: Callable[[tarfile.Tar
             # TarFile keeps every header it read; `visit` takes what it needs. (typeshed omits .members, see above)
             tar.members = []  # type: ignore[attr-defined]
             count += 1
+            if budget is not None:
+                budget.entry()
             if count > MAX_LAYER_ENTRIES:
                 raise InputError(f"{what}: more than {MAX_LAYER_ENTRIES} entries in one layer")
             visit(tar, member)

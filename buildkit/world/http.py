@@ -35,7 +35,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from buildkit import __version__
-from buildkit.errors import InputError, UpstreamMalformed, UpstreamUnreachable, excerpt
+from buildkit.errors import InputError, Interrupted, UpstreamMalformed, UpstreamUnreachable, excerpt
 
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
 OFFLINE_HINT = (
@@ -114,7 +114,8 @@ class Stream:
         """The body, `size` bytes at a time (the last chunk shorter). Held to the stall timeout: it fails when less
         than STALL_BYTES arrive within BUILDKIT_HTTP_STALL seconds (a trickle, a hung server), and to the limit for
         its kind, counting the `held` bytes the caller already has (the start of a resumed download). The per-read
-        timeout still applies."""
+        timeout still applies. The stall timer waits while the caller holds a chunk: the time it takes to use one
+        (a layer decompressed, a bomb refused by its Budget) is never mistaken for a stalled network."""
         client, deadline, url = self._http, self._deadline, self._asked
         cap = client.max_bytes[self._limit]
         try:
@@ -134,12 +135,18 @@ class Stream:
                 if received - unstalled >= STALL_BYTES:
                     unstalled = received
                     deadline.postpone(client.stall)
+                deadline.pause()
                 yield chunk
+                deadline.resume()
         except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+            if deadline.cancelled:
+                raise Interrupted(f"GET {redact(url)}: interrupted after {received:,} bytes") from None
             if deadline.expired:
                 raise self._stalled(received) from None
             problem = f"no data within {client.timeout:g}s" if "timed out" in str(exc) else _connection_problem(exc)
             raise UpstreamUnreachable(f"GET {redact(url)}: {problem} after {received:,} bytes") from None
+        if deadline.cancelled:
+            raise Interrupted(f"GET {redact(url)}: interrupted after {received:,} bytes")
         if deadline.expired:  # the stall shut the socket: the end of the body is not the end of the answer
             raise self._stalled(received)
 
@@ -231,19 +238,23 @@ class Http:
         )
 
     @contextmanager
-    def stream(self, url: str, *, limit: Limit, headers: dict[str, str] | None = None) -> Iterator[Stream]:
+    def stream(self, url: str, *, limit: Limit, headers: dict[str, str] | None = None,
+               cancel: threading.Event | None = None) -> Iterator[Stream]:  # fmt: skip
         """One GET whose body the caller reads in chunks (`Stream.chunks`), for answers too big to hold: a wheel
         of hundreds of MiB that takes minutes on a slow link. Connect, redirects and headers are held to the
         deadline like any request; the body to the stall timeout instead. Redirects as in `request`.
 
         Not retried: the caller knows how many bytes it has and resumes from there. UpstreamUnreachable means
         the transfer broke (refused, dropped, timed out, stalled: worth resuming); UpstreamMalformed, an answer
-        that would be just as bad again (larger than the limit, broken HTTP)."""
-        deadline = _Deadline(self.deadline)
+        that would be just as bad again (larger than the limit, broken HTTP). `cancel` (Ctrl-C, SIGTERM in another
+        thread) shuts the sockets at once, wherever the read is blocked: Interrupted."""
+        deadline = _Deadline(self.deadline, cancel)
         with deadline:
             try:
                 response = self._open("GET", url, headers, None, True)
             except Exception as exc:  # noqa: BLE001 -- sorted by _failure
+                if deadline.cancelled:
+                    raise Interrupted(f"GET {redact(url)}: interrupted") from None
                 problem = self._failure(exc, deadline, "GET", url)
                 raise UpstreamUnreachable(f"GET {redact(url)}: {problem}", hint=OFFLINE_HINT) from None
             try:
@@ -375,8 +386,10 @@ class _Deadline:
     """Shuts the request's sockets when its time is up. `postpone` moves the time (a streamed body is held to
     the stall timeout: each chunk that arrives buys more time), so one thread waits per request, as a Timer did."""
 
-    def __init__(self, seconds: float):
-        self.expired = False
+    def __init__(self, seconds: float, cancel: threading.Event | None = None):
+        self.expired = self.cancelled = False
+        self._cancel = cancel
+        self._left: float | None = None  # while paused: the time that was left
         self._watched: list[HTTPConnection | socket.socket] = []
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -410,22 +423,45 @@ class _Deadline:
             self._due = now + seconds
             self._wake.notify()
 
+    def pause(self) -> None:
+        """Stop the clock (the caller holds a chunk; the socket is not being read) until `resume`."""
+        with self._lock:
+            if self._due is not None and self._left is None:
+                self._left = max(self._due - time.monotonic(), 0.0)
+                self._wake.notify()
+
+    def resume(self) -> None:
+        with self._lock:
+            if self._due is not None and self._left is not None:
+                self._due, self._left = time.monotonic() + self._left, None
+                self._wake.notify()
+
     def watch(self, target: HTTPConnection | socket.socket) -> None:
         with self._lock:
             self._watched.append(target)
-            if self.expired:
+            if self.expired or self.cancelled:
                 _shut(target)
 
     def _run(self) -> None:
         with self._lock:
             while self._due is not None:
+                if self._cancel is not None and self._cancel.is_set():
+                    self.cancelled = True
+                    for target in self._watched:
+                        _shut(target)
+                    return
+                # A cancel event cannot wake this thread: it looks every 0.1 s.
+                poll = 0.1 if self._cancel is not None else None
+                if self._left is not None:  # paused
+                    self._wake.wait(poll)
+                    continue
                 left = self._due - time.monotonic()
                 if left <= 0:
                     self.expired = True
                     for target in self._watched:
                         _shut(target)
                     return
-                self._wake.wait(left)
+                self._wake.wait(left if poll is None else min(left, poll))
 
 
 def _shut(target: HTTPConnection | socket.socket) -> None:

@@ -363,16 +363,18 @@ class Registry:
         return [LayerRef(d.digest, d.size, d.mediaType) for d in parse(_Manifest, manifest, what).layers]
 
     @contextmanager
-    def layer(self, fact: ImageFact, layer: LayerRef) -> Iterator[Iterable[bytes]]:
+    def layer(self, fact: ImageFact, layer: LayerRef,
+              cancel: threading.Event | None = None) -> Iterator[Iterable[bytes]]:  # fmt: skip
         """A layer's bytes as they arrive (the caller checks them against the layer's size and digest), held to
         the registry's declared size and BUILDKIT_HTTP_MAX_LAYER. A registry may redirect a blob to another host (a
-        CDN): the login is never sent there. A token that expired during a long read is renewed once."""
+        CDN): the login is never sent there. A token that expired during a long read is renewed once. `cancel`
+        stops the read wherever it waits (Interrupted)."""
         image = parse_image_ref(fact.pinned)
         login = self._login_for(image)
         url = f"{image.api_base}/v2/{image.repository}/blobs/{layer.digest}"
         for attempt in range(2):
             headers = {"Authorization": login.header} if login.header else {}
-            with self.http.stream(url, limit=LAYER, headers=headers) as answer:
+            with self.http.stream(url, limit=LAYER, headers=headers, cancel=cancel) as answer:
                 if answer.status == 401 and attempt == 0 and origin(answer.url) == origin(url):
                     login.header = self._login(image, answer.headers.get("WWW-Authenticate", ""), login)
                     continue

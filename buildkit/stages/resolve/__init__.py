@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from buildkit import __version__
+from buildkit.budget import TORCH_DOWNLOAD, Budget
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
 from buildkit.files import utc_now, write_atomic
 from buildkit.gpu import abi
@@ -243,7 +244,7 @@ class Resolver:
                 nemo.result().commit)))  # fmt: skip
             # The glibc and libstdc++ the base image provides, from its layers (cached by its digest): beside the rest.
             system = None if self.wheel_bytes == "none" else after(base, timed("base_libraries", lambda: (
-                self.base_system(base.result()))))  # fmt: skip
+                self.base_system(base.result(), cancel))))  # fmt: skip
             # Report the first failure in pin order, once every lookup has settled; the download is stopped then.
             futures: list[Future] = [f for f in (nemo, vllm, pr, wheel, base, torch, system) if f is not None]
             try:
@@ -318,10 +319,10 @@ class Resolver:
         torch = torch_of_uv_lock(raw, f"NeMo-RL's uv.lock at {commit[:12]}", self.pins.wheel.arch)
         return torch or f"not checked: NeMo-RL's uv.lock at {commit[:12]} lists no torch"
 
-    def base_system(self, base: ImageFact) -> System | str:
+    def base_system(self, base: ImageFact, cancel: threading.Event | None = None) -> System | str:
         """The newest glibc/libstdc++ symbol versions the base image provides, read from its layers (once per base:
         cached by its manifest digest) unless resolve may not download (--no-wheel-download); a string says why
-        not."""
+        not. `cancel` (set on Ctrl-C, SIGTERM, or another lookup's failure) stops the read promptly."""
         if self.wheel_bytes != "download" and baselibs.cached(self.cache_dir, base) is None:
             return "not checked: the base image's libraries are not in the cache (--no-wheel-download)"
         def on_layer(read: int, layers: int, done: int, total: int) -> None:
@@ -329,9 +330,9 @@ class Resolver:
                 self.on_progress(download.DownloadEvent("base", f"layer {read + 1} of {layers}", done, total))
 
         try:
-            found = baselibs.read(self.registry, base, self.cache_dir, on_layer)
-        except UpstreamMalformed:
-            raise  # bytes that are not what the manifest says: the build would meet them too
+            found = baselibs.read(self.registry, base, self.cache_dir, on_layer, cancel)
+        except UpstreamMalformed:  # (first: LimitExceeded is one, and a bomb is never "not checked")
+            raise  # bytes that are not what the manifest says, or past a limit: the build would meet them too
         except UpstreamUnreachable as exc:  # a dropped connection in gigabytes of layers: the lock is still good
             return f"not checked: the base image's layers could not be read ({exc.message}); rerun resolve to check"
         system = baselibs.system(found)
@@ -349,8 +350,10 @@ class Resolver:
                            version=torch.version, url=torch.url, size=torch.size, etag=None, last_modified=None,
                            index_sha256=torch.sha256, listed_in="uv.lock", verified_by="GET")  # fmt: skip
         try:
-            return abi.torch_defined(lambda: download.fetch(self.http, self.cache_dir, found).path, torch.sha256,
-                                     self.cache_dir)  # fmt: skip
+            # A total deadline besides the stall timer (budget.TORCH_DOWNLOAD: BUILDKIT_TORCH_DEADLINE).
+            deadline = Budget(f"torch {torch.version}'s wheel {torch.filename}", TORCH_DOWNLOAD)
+            return abi.torch_defined(lambda: download.fetch(self.http, self.cache_dir, found, budget=deadline).path,
+                                     torch.sha256, self.cache_dir)  # fmt: skip
         finally:
             # Its symbols are cached by its sha256, and without an ETag its bytes are never reused: 900 MB freed.
             download.discard(self.cache_dir, found)

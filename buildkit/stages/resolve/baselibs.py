@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import re
+import threading
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -21,7 +22,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from buildkit.errors import InputError
+from buildkit import budget as budgets
+from buildkit.errors import InputError, Interrupted
 from buildkit.files import read_local, write_atomic
 from buildkit.gpu import abi
 from buildkit.gpu.check import System
@@ -100,18 +102,24 @@ def cached(cache_dir: Path, fact: ImageFact) -> BaseLibraries | None:
 
 
 def read(registry: Registry, fact: ImageFact, cache_dir: Path,
-         on_layer: Callable[[int, int, int, int], None] | None = None) -> BaseLibraries:  # fmt: skip
+         on_layer: Callable[[int, int, int, int], None] | None = None,
+         cancel: threading.Event | None = None) -> BaseLibraries:  # fmt: skip
     """The libraries of the base image `fact` names, from the cache or its layers (then cached). `on_layer` hears,
-    before each layer is read: layers read, of how many, their bytes, of how many."""
+    before each layer is read: layers read, of how many, their bytes, of how many. The layers are read under one
+    Budget (budget.LAYERS: inflated bytes, ratio, entries, memory, time): crossing it is LimitExceeded. `cancel`
+    (Ctrl-C, SIGTERM) stops the read between chunks, or wherever the network read waits: Interrupted, and nothing
+    is cached."""
     hit = cached(cache_dir, fact)
     if hit is not None:
         return hit
+    what = f"base image {fact.pinned}"
+    budget = budgets.Budget(what, budgets.LAYERS, cancel=cancel)  # looked up now: tests lower the limits
     refs = registry.layers(fact)
-    blobs = [LayerBlob(r.digest, r.size, r.media_type, partial(registry.layer, fact, r)) for r in refs]
+    blobs = [LayerBlob(r.digest, r.size, r.media_type, partial(registry.layer, fact, r, cancel)) for r in refs]
     wanted: dict[str, Name] = {f"{d}/{name}": name for name in NAMES for d in directories(fact.platform)}
     total = sum(r.size for r in refs)
     said = None if on_layer is None else lambda n, done: on_layer(n, len(refs), done, total)
-    scan = find(blobs, list(wanted), CAPTURE, _version_nodes, f"base image {fact.pinned}", MAX_FILE, said)
+    scan = find(blobs, list(wanted), CAPTURE, _version_nodes, what, MAX_FILE, said, budget)
     copies: dict[tuple[str, int], BaseLibrary] = {}  # merged /usr: lib/<triple>/x and usr/lib/<triple>/x are one
     for wanted_path, found in scan.found.items():
         if found is not None:
@@ -120,6 +128,8 @@ def read(registry: Registry, fact: ImageFact, cache_dir: Path,
                 name=wanted[wanted_path], path=_shown(found.path), layer=found.layer, versions=versions))  # fmt: skip
     out = BaseLibraries(manifest_digest=fact.manifest_digest, libraries=list(copies.values()), layers=scan.layers,
                         layers_read=scan.layers_read, bytes_read=scan.bytes_read)  # fmt: skip
+    if cancel is not None and cancel.is_set():
+        raise Interrupted(f"{what}: interrupted")  # never a cache entry written after Ctrl-C
     path = cache_path(cache_dir, fact.manifest_digest)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, out.model_dump_json(indent=1))

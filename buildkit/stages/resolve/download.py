@@ -41,6 +41,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from buildkit.budget import Budget
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable, excerpt
 from buildkit.files import utc_now, write_atomic, write_hint
 from buildkit.models.lock import Sha256Hex
@@ -53,6 +54,12 @@ MAX_RECORD_BYTES = 4096
 MAX_ETAG_BYTES = 256
 ETAG_RE = re.compile(r"[\x20-\x7e]{1,256}")  # as wheels.header_text lets it into the lock
 RESUME_HINT = "rerun `buildkit resolve`: the download continues where it stopped"
+# torch's wheel is named by NeMo-RL's uv.lock (its URL on the pytorch-cu129 index), not found in vLLM's index.
+TORCH_MISSING_HINT = (
+    "NeMo-RL's uv.lock at the locked commit names this torch wheel; if $BUILDKIT_TORCH_INDEX names a mirror, check "
+    "that it holds the file (the path below the index is kept); otherwise the torch index no longer serves it: "
+    "pin a NeMo-RL commit whose uv.lock names one it does"
+)
 
 
 @dataclass(frozen=True)
@@ -116,9 +123,11 @@ def cached(cache_dir: Path, wheel: FoundWheel, on_progress: OnProgress | None = 
 
 
 def fetch(http: Http, cache_dir: Path, wheel: FoundWheel, on_progress: OnProgress | None = None,
-          cancel: threading.Event | None = None, opened: Stream | None = None) -> Hashed:  # fmt: skip
+          cancel: threading.Event | None = None, opened: Stream | None = None,
+          budget: Budget | None = None) -> Hashed:  # fmt: skip
     """The wheel's sha256: from the cache, or downloaded (resuming a part) and hashed in one pass, then cached.
-    `opened`: a GET of the whole file already answered (fetch_by_get), whose body is the download."""
+    `opened`: a GET of the whole file already answered (fetch_by_get), whose body is the download. `budget`: a
+    total deadline for the download, all its attempts together (its `tick` between chunks)."""
     entry = entry_dir(cache_dir, wheel.url, wheel.etag)
     _make_dir(entry)
     with _locked(entry, wheel.filename, on_progress):
@@ -129,8 +138,10 @@ def fetch(http: Http, cache_dir: Path, wheel: FoundWheel, on_progress: OnProgres
         part = entry / f"{wheel.filename}.part"
         _remember_etag(cache_dir, wheel.url, wheel.etag)  # the next run asks for the rest of the part, or a 304
         try:
+            missing = TORCH_MISSING_HINT if wheel.listed_in == "uv.lock" else MISSING_HINT
             sha256, size = download(
-                http, wheel.url, wheel.filename, wheel.size, wheel.etag, part, on_progress, cancel, opened
+                http, wheel.url, wheel.filename, wheel.size, wheel.etag, part, on_progress, cancel, opened, budget,
+                missing,
             )
             if wheel.index_sha256 is not None and sha256 != wheel.index_sha256:
                 said = "NeMo-RL's uv.lock" if wheel.listed_in == "uv.lock" else "the wheel index"  # torch's, or vLLM's
@@ -290,7 +301,8 @@ def measure_afresh(http: Http, cache_dir: Path, url: str, filename: str, size: i
 
 def download(http: Http, url: str, filename: str, size: int | None, etag: str | None, part: Path,
              on_progress: OnProgress | None = None, cancel: threading.Event | None = None,
-             opened: Stream | None = None) -> tuple[str, int]:  # fmt: skip
+             opened: Stream | None = None, budget: Budget | None = None,
+             missing: str = MISSING_HINT) -> tuple[str, int]:  # fmt: skip
     """Download url into `part` (continuing what it holds), hashing as the bytes are written; (sha256, size).
     A broken transfer is resumed up to the Http's attempts; after the last, the part is kept for the next run.
     A size other than HEAD's is UpstreamMismatch; a part known to be bad is removed."""
@@ -302,9 +314,11 @@ def download(http: Http, url: str, filename: str, size: int | None, etag: str | 
             time.sleep(http.backoff * 2 ** (attempt - 2))
         if cancel is not None and cancel.is_set():
             raise Cancelled()
+        if budget is not None:
+            budget.tick()  # the deadline holds across attempts: a link that keeps breaking does not reset it
         first, opened = opened, None  # an answer already open serves the first attempt only
         try:
-            return _attempt(http, url, filename, size, etag, part, on_progress, cancel, first)
+            return _attempt(http, url, filename, size, etag, part, on_progress, cancel, first, budget, missing)
         except UpstreamMalformed:
             raise
         except UpstreamUnreachable as exc:
@@ -322,23 +336,27 @@ def download(http: Http, url: str, filename: str, size: int | None, etag: str | 
 
 def _attempt(http: Http, url: str, filename: str, size: int | None, etag: str | None, part: Path,
              on_progress: OnProgress | None, cancel: threading.Event | None,
-             opened: Stream | None) -> tuple[str, int]:  # fmt: skip
+             opened: Stream | None, budget: Budget | None = None,
+             missing: str = MISSING_HINT) -> tuple[str, int]:  # fmt: skip
     have = _part_size(part)
     if have and (etag is None or (size is not None and have >= size)):
         _remove(part)  # nothing to continue: without an ETag If-Range cannot guard it; or it is already too long
         have = 0
     if opened is not None:  # the answer to fetch_by_get's GET: the whole file (200) or the part's rest (206)
-        return _take(opened, url, filename, size, part, have, on_progress, cancel)
+        return _take(opened, url, filename, size, part, have, on_progress, cancel, budget, missing)
     headers = {"Range": f"bytes={have}-", "If-Range": etag} if have and etag else None
     with http.stream(url, limit=WHEEL, headers=headers) as answer:
-        return _take(answer, url, filename, size, part, have, on_progress, cancel)
+        return _take(answer, url, filename, size, part, have, on_progress, cancel, budget, missing)
 
 
 def _take(answer: Stream, url: str, filename: str, size: int | None, part: Path, have: int,
-          on_progress: OnProgress | None, cancel: threading.Event | None) -> tuple[str, int]:  # fmt: skip
+          on_progress: OnProgress | None, cancel: threading.Event | None, budget: Budget | None = None,
+          missing: str = MISSING_HINT) -> tuple[str, int]:  # fmt: skip
     """The answer's body into the part (after the `have` bytes it holds, for a 206), hashed on the way."""
+    if answer.status == 404 and missing == TORCH_MISSING_HINT:
+        raise UpstreamMismatch(f"torch's wheel {redact(url)}, which NeMo-RL's uv.lock names, answered 404", missing)
     if answer.status == 404:
-        raise UpstreamMismatch(f"the wheel {redact(url)} answered 404 to GET after HEAD found it", MISSING_HINT)
+        raise UpstreamMismatch(f"the wheel {redact(url)} answered 404 to GET after HEAD found it", missing)
     if answer.status == 416 and have:
         _remove(part)  # the part does not fit the file: start over on the next attempt
         raise UpstreamUnreachable(f"GET {redact(url)}: the server refused to continue at byte {have:,}")
@@ -353,7 +371,7 @@ def _take(answer: Stream, url: str, filename: str, size: int | None, part: Path,
     else:
         raise UpstreamMalformed(f"GET {redact(url)}: unexpected HTTP {answer.status} for the wheel")
     _emit(on_progress, DownloadEvent("started", filename, have, size, resumed_at=have))
-    done = _receive(answer, part, have, digest, url, filename, size, on_progress, cancel)
+    done = _receive(answer, part, have, digest, url, filename, size, on_progress, cancel, budget)
     if size is not None and done != size:
         raise UpstreamMismatch(f"GET {redact(url)}: the wheel is {done:,} bytes, {size:,} were announced")
     sha256 = digest.hexdigest()
@@ -362,7 +380,8 @@ def _take(answer: Stream, url: str, filename: str, size: int | None, part: Path,
 
 
 def _receive(answer: Stream, part: Path, have: int, digest, url: str, filename: str, size: int | None,
-             on_progress: OnProgress | None, cancel: threading.Event | None = None) -> int:  # fmt: skip
+             on_progress: OnProgress | None, cancel: threading.Event | None = None,
+             budget: Budget | None = None) -> int:  # fmt: skip
     """The body appended to the part (truncated to `have` first) and fed to the hash in the same pass; fsync'd."""
     try:
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -384,6 +403,8 @@ def _receive(answer: Stream, part: Path, have: int, digest, url: str, filename: 
                     sink.put(chunk)
                     if cancel is not None and cancel.is_set():
                         raise Cancelled()  # what arrived so far is written: the next run continues it
+                    if budget is not None:
+                        budget.tick()  # (what arrived stays in the part, as for a broken transfer)
                     _emit(on_progress, DownloadEvent("advanced", filename, done, size))
             finally:
                 sink.close()  # what arrived is in the part, also when the transfer broke: the next one continues it
