@@ -81,12 +81,20 @@ def _options(parse, **given):
 
 
 def _paths(pins: Path, lock: Path | None = None, build_dir: Path | None = None, cache_dir: Path | None = None):
-    if pins == Path("pins.yaml") and not pins.exists():
-        # Not given (or given as the default name) and not here: the nearest pins.yaml above, as uv and bake do.
-        from buildkit.models.pins import find_pins
+    from buildkit.models.discovery import check_build_dir, find_pins
 
-        pins = find_pins(Path.cwd()) or pins
-    return Paths.of(pins, lock, build_dir, cache_dir)
+    if pins == Path("pins.yaml") and not pins.exists():
+        # Not given (or given as the default name) and not here: the nearest trusted pins.yaml above (as git finds
+        # a repository), said on stderr.
+        found = find_pins(Path.cwd())
+        if found is not None:
+            from buildkit.text.ui import note
+
+            note(f"using {found}")
+        pins = found or pins
+    paths = Paths.of(pins, lock, build_dir, cache_dir)
+    check_build_dir(paths.build_dir)
+    return paths
 
 
 def _choices(choices: type[Enum]) -> str:
