@@ -102,6 +102,24 @@ def _choices(choices: type[Enum]) -> str:
     return "[" + "|".join(choice.value for choice in choices) + "]"
 
 
+def _one_of(choices: type[Enum]):
+    """The parser of an option with fixed values. typer's own echoes a wrong value whole, at any length and with
+    any control character (from the command line or the environment); this one quotes it short and escaped."""
+
+    def parse(value):
+        if isinstance(value, choices):
+            return value
+        try:
+            return choices(value)
+        except ValueError:
+            from buildkit.errors import excerpt
+
+            expected = ", ".join(choice.value for choice in choices)
+            raise typer.BadParameter(f"expected one of {expected}, found {excerpt(value, 60)}") from None
+
+    return parse
+
+
 PinsOption = Annotated[
     Path, typer.Option("--pins", "-p", metavar="PATH", help="The pins file.", envvar="BUILDKIT_PINS", show_default=True)
 ]
@@ -387,6 +405,7 @@ CompressionOption = Annotated[
     typer.Option(
         "--compression",
         metavar=_choices(Compression),
+        parser=_one_of(Compression),
         help="The layers of a pushed image [default: build.compression in pins.yaml, else gzip].",
         show_default=False,
     ),
@@ -405,6 +424,7 @@ ProgressOption = Annotated[
     typer.Option(
         "--progress",
         metavar=_choices(ProgressMode),
+        parser=_one_of(ProgressMode),
         envvar="BUILDKIT_PROGRESS",
         help="As buildx: auto is tty on a terminal, plain otherwise; live is tty.",
     ),
@@ -615,7 +635,10 @@ def report(
         Path | None, typer.Option("--output", "-o", metavar="PATH", help="Write here instead of stdout.")
     ] = None,
     fmt: Annotated[
-        ReportFormat, typer.Option("--format", "-f", metavar=_choices(ReportFormat), help="The report's format.")
+        ReportFormat,
+        typer.Option(
+            "--format", "-f", metavar=_choices(ReportFormat), parser=_one_of(ReportFormat), help="The report's format."
+        ),
     ] = ReportFormat.markdown,
     results: Annotated[
         Path | None,
