@@ -81,17 +81,43 @@ def _options(parse, **given):
 
 
 def _paths(pins: Path, lock: Path | None = None, build_dir: Path | None = None, cache_dir: Path | None = None):
-    if pins == Path("pins.yaml") and not pins.exists():
-        # Not given (or given as the default name) and not here: the nearest pins.yaml above, as uv and bake do.
-        from buildkit.models.pins import find_pins
+    from buildkit.models.discovery import check_build_dir, find_pins
 
-        pins = find_pins(Path.cwd()) or pins
-    return Paths.of(pins, lock, build_dir, cache_dir)
+    if pins == Path("pins.yaml") and not pins.exists():
+        # Not given (or given as the default name) and not here: the nearest trusted pins.yaml above (as git finds
+        # a repository), said on stderr.
+        found = find_pins(Path.cwd())
+        if found is not None:
+            from buildkit.text.ui import note
+
+            note(f"using {found}")
+        pins = found or pins
+    paths = Paths.of(pins, lock, build_dir, cache_dir)
+    check_build_dir(paths.build_dir)
+    return paths
 
 
 def _choices(choices: type[Enum]) -> str:
     """The metavar of an option with fixed values: [a|b], as click shows them (typer's own is `<a|b>`)."""
     return "[" + "|".join(choice.value for choice in choices) + "]"
+
+
+def _one_of(choices: type[Enum]):
+    """The parser of an option with fixed values. typer's own echoes a wrong value whole, at any length and with
+    any control character (from the command line or the environment); this one quotes it short and escaped."""
+
+    def parse(value):
+        if isinstance(value, choices):
+            return value
+        try:
+            return choices(value)
+        except ValueError:
+            from buildkit.errors import excerpt
+
+            expected = ", ".join(choice.value for choice in choices)
+            raise typer.BadParameter(f"expected one of {expected}, found {excerpt(value, 60)}") from None
+
+    return parse
 
 
 PinsOption = Annotated[
@@ -379,6 +405,7 @@ CompressionOption = Annotated[
     typer.Option(
         "--compression",
         metavar=_choices(Compression),
+        parser=_one_of(Compression),
         help="The layers of a pushed image [default: build.compression in pins.yaml, else gzip].",
         show_default=False,
     ),
@@ -397,6 +424,7 @@ ProgressOption = Annotated[
     typer.Option(
         "--progress",
         metavar=_choices(ProgressMode),
+        parser=_one_of(ProgressMode),
         envvar="BUILDKIT_PROGRESS",
         help="As buildx: auto is tty on a terminal, plain otherwise; live is tty.",
     ),
@@ -607,7 +635,10 @@ def report(
         Path | None, typer.Option("--output", "-o", metavar="PATH", help="Write here instead of stdout.")
     ] = None,
     fmt: Annotated[
-        ReportFormat, typer.Option("--format", "-f", metavar=_choices(ReportFormat), help="The report's format.")
+        ReportFormat,
+        typer.Option(
+            "--format", "-f", metavar=_choices(ReportFormat), parser=_one_of(ReportFormat), help="The report's format."
+        ),
     ] = ReportFormat.markdown,
     results: Annotated[
         Path | None,

@@ -42,7 +42,17 @@ def _installed() -> Path:
 
 def mermaid_parse(text: str) -> dict:
     """{"ok": true, "type": "gantt"} or {"ok": false, "error": ...}: what mermaid.parse says of the chart."""
+    return _check(text)
+
+
+def mermaid_gantt(text: str) -> dict:
+    """mermaid_parse's answer, and for a gantt chart what mermaid made of it: its title, excluded days, and each
+    task as [section, name, id]."""
+    return _check(text, "--tasks")
+
+
+def _check(text: str, *args: str) -> dict:
     done = subprocess.run(
-        ["node", str(_installed() / "check.mjs")], input=text, capture_output=True, text=True, timeout=120
+        ["node", str(_installed() / "check.mjs"), *args], input=text, capture_output=True, text=True, timeout=120
     )
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -9,12 +9,20 @@ and c10::SymInt::sym_ne_slow_path(c10::SymInt const&) const, which libc10.so of 
 
 from __future__ import annotations
 
+import gzip
 import io
+import os
+import re
+import shutil
 import struct
+import tracemalloc
+import zipfile
+import zlib
+from pathlib import Path
 
 import pytest
 
-from buildkit.errors import UpstreamMismatch
+from buildkit.errors import InputError, UpstreamMismatch
 from buildkit.gpu import abi, dynsym
 from buildkit.gpu.dynsym import read_symbols
 from buildkit.gpu.elfsections import GpuFileError
@@ -137,3 +145,87 @@ def test_version_definitions_of_this_machines_libc():
     assert "GLIBC_2.2.5" in symbols.version_defs and "libc.so.6" not in symbols.version_defs
     assert all(name.startswith("GLIBC_") for name in symbols.version_defs), symbols.version_defs
     assert abi.provided_versions(symbols.version_defs)["GLIBC"] >= (2, 17)
+
+
+# Issue 29: what reaches c++filt, and the torch symbol cache read as hostile.
+EVIL = "_ZN2at4evilEv\n_ZN2at4_ops3add4callEv"  # one name holding a newline: two lines to c++filt
+
+
+@pytest.mark.skipif(shutil.which("c++filt") is None, reason="binutils' c++filt is not installed")
+def test_a_newline_in_a_symbol_name_never_shifts_the_demangled_names():
+    names = ["_ZNK3c106SymInt22maybe_as_int_slow_pathEv", EVIL, "_ZN2at4_ops5empty4callEv", "f\x1b]0;x\x07"]
+    assert abi.demangle(names) == [
+        "c10::SymInt::maybe_as_int_slow_path() const", repr(EVIL), "at::_ops::empty::call()", repr(names[3]),
+    ]  # fmt: skip
+    undefined = [dynsym.Symbol(name=n, version=None, library=None, weak=False) for n in names[:3]]
+    modules = [("vllm/_C.abi3.so", dynsym.DynamicSymbols(needed=[], defined=[], undefined=undefined, version_defs=[]))]
+    found = abi.check(modules, torch={"_ZN2at4_ops3add4callEv"}, system={}, against=["torch 2.9.0"])
+    with pytest.raises(UpstreamMismatch) as stopped:
+        abi.stop_if_unresolved(found, "vllm")
+    message = stopped.value.message
+    assert "3 undefined symbol(s)" in message and "\n" not in message, message
+    assert "c10::SymInt::maybe_as_int_slow_path() const (should be in libc10.so" in message
+    assert f"{EVIL!r} (should be in libtorch_cpu.so" in message  # escaped, and named as itself
+    assert "at::_ops::add::call()" not in message  # torch defines that one: never blamed
+
+
+def _torch_like_wheel(tmp_path: Path) -> Path:
+    """A wheel whose torch/lib holds this machine's real libc (a real dynamic symbol table, a few MB)."""
+    maps = Path("/proc/self/maps").read_text()
+    libc = Path(re.search(r"(/\S*/libc\.so\.6)$", maps, re.MULTILINE).group(1))
+    wheel = tmp_path / "torch-0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.write(libc, "torch/lib/libc10.so")
+    return wheel
+
+
+def _gzip_bomb(path: Path, inflated: int) -> None:
+    """A gzip of `inflated` zero bytes, compressed a MiB at a time (a GiB of zeros is about 1 MB of gzip)."""
+    deflate = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with path.open("wb") as out:
+        for _ in range(inflated >> 20):
+            out.write(deflate.compress(bytes(1 << 20)))
+        out.write(deflate.flush())
+
+
+def test_a_bad_torch_cache_entry_is_read_again_from_the_wheel(tmp_path):
+    wheel, sha, cache = _torch_like_wheel(tmp_path), "ab" * 32, tmp_path / "cache"
+    names = abi.torch_defined(wheel, sha, cache)
+    assert "memcpy" in names and abi.cached_torch(cache, sha) == names
+    path = abi.torch_cache(cache, sha)
+    good = path.read_bytes()
+    planted = tmp_path / "planted.gz"
+    planted.write_bytes(gzip.compress(b"_ZN3c10planted", mtime=0))
+
+    def plant(kind: str) -> None:
+        path.unlink()
+        if kind == "bomb":
+            _gzip_bomb(path, 1 << 30)
+        elif kind == "fifo":
+            os.mkfifo(path)  # never waited on
+        elif kind == "symlink":
+            path.symlink_to(planted)  # never followed
+        else:
+            path.write_bytes({"garbage": b"\x00" * 100, "truncated": good[: len(good) // 2],
+                              "not utf-8": gzip.compress(b"\xff\xfe"), "two members": good + good}[kind])  # fmt: skip
+
+    for kind in ("bomb", "fifo", "symlink", "garbage", "truncated", "not utf-8", "two members"):
+        plant(kind)
+        assert abi.cached_torch(cache, sha) is None, kind
+        tracemalloc.start()
+        try:
+            assert abi.torch_defined(wheel, sha, cache) == names, kind  # read again from the wheel
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 300 << 20, (kind, peak)  # the bomb inflates to 1 GiB: stopped at budget.CACHE's 256 MiB
+        assert not path.is_symlink() and abi.cached_torch(cache, sha) == names, kind  # and cached again
+    assert planted.read_bytes() == gzip.compress(b"_ZN3c10planted", mtime=0)  # replaced the link, not written through
+
+
+def test_a_torch_cache_entry_that_is_a_directory_is_a_clear_error(tmp_path):
+    wheel, sha, cache = _torch_like_wheel(tmp_path), "cd" * 32, tmp_path / "cache"
+    abi.torch_cache(cache, sha).mkdir(parents=True)
+    with pytest.raises(InputError) as refused:
+        abi.torch_defined(wheel, sha, cache)
+    assert str(abi.torch_cache(cache, sha)) in refused.value.message and refused.value.hint, refused.value.message

@@ -61,3 +61,25 @@ def test_resolve_and_report_options():
     assert ReportOptions.parse(record=None, output=None, fmt="json", results=None).format is ReportFormat.json
     with pytest.raises(InputError, match="--format: expected markdown or json"):
         ReportOptions.parse(record=None, output=None, fmt="html", results=None)
+
+
+HUGE = "x" * 5000 + "\x1b]0;owned\x07\n"  # a value of any length, with a terminal escape and a newline
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "option"),
+    [
+        (["build", "--dry-run", "--progress", HUGE], {}, "'--progress'"),
+        (["build", "--dry-run"], {"BUILDKIT_PROGRESS": HUGE}, "BUILDKIT_PROGRESS"),
+        (["build", "--dry-run", "--compression", HUGE], {}, "'--compression'"),
+        (["report", "--format", HUGE], {}, "'--format'"),
+        (["verify", "--driver", HUGE], {}, "--driver"),
+    ],
+)
+def test_a_wrong_option_value_is_quoted_short_and_escaped(cli, args, env, option):
+    """typer echoes a wrong choice whole; buildkit quotes it in about 60 characters, escaped (issue 29)."""
+    refused = cli(*args, env=env)
+    assert refused.code == 2 and option in refused.stderr, refused.stderr[-2000:]
+    assert "\x1b" not in refused.stderr and "\x07" not in refused.stderr
+    assert len(refused.stderr) < 600, refused.stderr
+    assert "'xxxxxxxxxx" in refused.stderr and "\\x07" in refused.stderr  # the ends shown, escaped

@@ -191,7 +191,7 @@ def test_every_stage_gets_its_figure_and_resolve_reads_its_record(project, remot
     assert stages["resolve"] == record["seconds"] and stages["prepare"] is not None and stages["render"] is not None
     chart = data["stages_chart"]
     assert mermaid_parse(chart) == {"ok": True, "type": "gantt"}, chart
-    assert re.search(r"^    resolve [0-9.]+ s :t1, 0, [0-9]+$", chart, re.MULTILINE), chart
+    assert re.search(r"^    - resolve [0-9.]+ s :t1, 0, [0-9]+$", chart, re.MULTILINE), chart
     markdown = cli("report").stdout
     assert re.search(r"^\| resolve \| [0-9.]+ s \|$", markdown, re.MULTILINE), markdown
     assert "```mermaid\ngantt\n    title buildkit's stages" in markdown

@@ -10,19 +10,19 @@ those are not looked up. The library that should define a missing symbol is name
 
 from __future__ import annotations
 
+import contextlib
 import gzip
-import os
 import re
 import shutil
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
-from buildkit.budget import WHEEL, Budget
-from buildkit.errors import UpstreamMalformed, UpstreamMismatch, excerpt
+from buildkit.budget import CACHE, WHEEL, Budget, LimitExceeded
+from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, excerpt
+from buildkit.files import read_local, replaced_atomically
 from buildkit.gpu.dynsym import DynamicSymbols, read_symbols
 from buildkit.gpu.elfsections import MACHINES, GpuFileError, machine_name
 from buildkit.gpu.scan import is_shared_object, members
@@ -38,7 +38,12 @@ _NAMESPACE_LIBRARY = (  # the first match names the library (torch 2.x's layout)
     ("5torch6python", "libtorch_python.so"), ("", "libtorch_cpu.so"),
 )  # fmt: skip
 _VERSION_RE = re.compile(r"(?P<family>GLIBC|GLIBCXX|CXXABI|GCC)_(?P<number>[0-9]+(?:\.[0-9]+){0,3})")  # fullmatch
+# An Itanium-mangled name (its grammar's characters; `.` for GCC's clones: .cold, .isra.0), and any name fit to be
+# one line of a message or of the cache (printable ASCII, no space).
+_MANGLED_RE = re.compile(r"_Z[A-Za-z0-9_.$]+")  # fullmatch
+_LISTED_RE = re.compile(r"[!-~]+")  # fullmatch
 MAX_REPORTED = 50
+MAX_CACHE_BYTES = 64 << 20  # the cache entry on disk (torch 2.9.0's: about 2 MB of gzip)
 DEMANGLED_MAX = 1 << 20  # bytes c++filt may answer for MAX_REPORTED names
 CACHE_FORMAT = 1
 
@@ -62,24 +67,52 @@ def torch_cache(cache_dir: Path, sha256: str) -> Path:
 def torch_defined(torch_wheel: Path | Callable[[], Path], sha256: str, cache_dir: Path) -> set[str]:
     """The names torch/lib/*.so in the wheel define, cached by the wheel's sha256 (the symbol tables of a 900 MB
     wheel take seconds to read; their names, gzipped, a few MB). torch_wheel may be a function that downloads it:
-    called only when the cache has no entry."""
-    cached = torch_cache(cache_dir, sha256)
-    if cached.is_file():
-        try:
-            with gzip.open(cached, "rt", encoding="utf-8") as f:
-                return set(f.read().split("\n"))
-        except (OSError, EOFError, zlib.error, UnicodeDecodeError):
-            cached.unlink(missing_ok=True)  # a broken cache entry is read again from the wheel
-    names: set[str] = set()
+    called only when the cache has no usable entry."""
+    names = cached_torch(cache_dir, sha256)
+    if names is not None:
+        return names
+    names = set()
     wheel = torch_wheel if isinstance(torch_wheel, Path) else torch_wheel()
     for _member, symbols in wheel_symbols(wheel, prefix="torch/lib/"):
-        names.update(s.name for s in symbols.defined)
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("wb", dir=cached.parent, delete=False) as tmp:
-        with gzip.open(tmp, "wt", encoding="utf-8") as f:
-            f.write("\n".join(sorted(names)))
-    os.replace(tmp.name, cached)
+        # one name a line in the cache: a name with a newline (or another control character) would become two
+        names.update(s.name for s in symbols.defined if _LISTED_RE.fullmatch(s.name))
+    path = torch_cache(cache_dir, sha256)
+    with contextlib.suppress(OSError):  # the unusable entry (a fifo, a link): removed, never written through
+        path.unlink(missing_ok=True)
+    with replaced_atomically(path) as tmp, gzip.open(tmp, "wt", encoding="utf-8") as f:
+        f.write("\n".join(sorted(names)))
     return names
+
+
+def cached_torch(cache_dir: Path, sha256: str) -> set[str] | None:
+    """The cached names of torch_defined, read as hostile (a planted or damaged entry: a symlink, a fifo, a gzip
+    bomb, not UTF-8) within budget.CACHE; None when there is none or it is not usable (the wheel is read again)."""
+    path = torch_cache(cache_dir, sha256)
+    if path.is_symlink():
+        return None
+    try:
+        raw = read_local(path, "the cached torch symbols", MAX_CACHE_BYTES)
+        text = _gunzip(raw, Budget(f"cache entry {path.name}", CACHE))
+    except (FileNotFoundError, InputError, LimitExceeded, zlib.error, UnicodeDecodeError):
+        return None
+    return set(text.split("\n"))
+
+
+def _gunzip(raw: bytes, budget: Budget) -> str:
+    """One gzip member, inflated a MiB at a time under `budget`."""
+    inflater = zlib.decompressobj(wbits=31)
+    parts, pending = [], raw
+    while not inflater.eof:
+        chunk = inflater.decompress(pending, 1 << 20)
+        pending = inflater.unconsumed_tail
+        if not chunk and not pending:
+            break  # truncated
+        budget.inflate(len(chunk), len(raw))
+        budget.keep(len(chunk))
+        parts.append(chunk)
+    if not inflater.eof or inflater.unused_data:
+        raise zlib.error("not one whole gzip member")
+    return b"".join(parts).decode("utf-8")
 
 
 def wheel_symbols(wheel: Path, prefix: str = "", arch: str | None = None) -> Iterable[tuple[str, DynamicSymbols]]:
@@ -165,20 +198,24 @@ def check(modules: Iterable[tuple[str, DynamicSymbols]], torch: set[str] | None,
 
 def demangle(names: list[str]) -> list[str]:
     """C++ names demangled by binutils' c++filt, one per line on stdin (argv, no shell); as they are when it is
-    not installed."""
-    if not names:
-        return []
+    not installed. Only mangled names go to c++filt: one with a newline would be two lines and shift every answer
+    after it onto the wrong symbol. A name with a control character or a space is shown escaped."""
+    shown = [name if _LISTED_RE.fullmatch(name) else excerpt(name, 300) for name in names]
+    mangled = [i for i, name in enumerate(names) if _MANGLED_RE.fullmatch(name)]
     tool = shutil.which("c++filt")
-    if tool:
-        stdin = ("\n".join(names) + "\n").encode()
-        try:
-            done = proc.run([tool], stdin=stdin, timeout=60, stdout_limit=DEMANGLED_MAX)
-            out = done.stdout.decode("utf-8", "replace").split("\n")[: len(names)]
-            if done.returncode == 0 and not done.over and len(out) == len(names):
-                return out
-        except proc.ProcError:
-            pass
-    return list(names)
+    if not mangled or not tool:
+        return shown
+    stdin = ("\n".join(names[i] for i in mangled) + "\n").encode()
+    try:
+        done = proc.run([tool], stdin=stdin, timeout=60, stdout_limit=DEMANGLED_MAX)
+    except proc.ProcError:
+        return shown
+    out = done.stdout.decode("utf-8", "replace").split("\n")
+    if done.returncode != 0 or done.over or len(out) != len(mangled) + 1 or out[-1]:
+        return shown  # not one answer a name: keep them as they are
+    for i, demangled in zip(mangled, out, strict=False):
+        shown[i] = demangled
+    return shown
 
 
 def stop_if_unresolved(abi: AbiCheck, where: str, shown: int = 3) -> None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import re
 
+from buildkit.errors import excerpt
+
 # (CUDA major, minor) -> the Linux x86_64 "Toolkit Driver Version" of that toolkit's GA release: RN Table 3, the
 # "CUDA <major.minor> GA" rows (an Update row of the same minor asks for more; the GA row is the least that minor
 # needs). There was no 12.7 release (the table has no row for it).
@@ -58,14 +60,14 @@ NATIVE, MINOR, FORWARD, NO = "native", "minor-version compatibility", "forward c
 
 def parse_driver(text: str) -> tuple[int, ...]:
     if not _DRIVER_RE.fullmatch(text):
-        raise ValueError(f"not an NVIDIA driver version: {text!r} (like 580.65.06)")
+        raise ValueError(f"not an NVIDIA driver version: {excerpt(text, 40)} (like 580.65.06)")
     return tuple(int(p) for p in text.split("."))
 
 
 def cuda_of(text: str) -> tuple[int, int]:
     m = _CUDA_RE.fullmatch(text)
     if m is None:
-        raise ValueError(f"not a CUDA version: {text!r}")
+        raise ValueError(f"not a CUDA version: {excerpt(text, 40)}")
     return int(m["major"]), int(m["minor"])
 
 

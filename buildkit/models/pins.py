@@ -294,23 +294,6 @@ def format_validation_error(path: Path, exc: ValidationError, root: yaml.Node | 
     return "\n".join(lines)
 
 
-PINS_NAME = "pins.yaml"
-
-
-def find_pins(start: Path) -> Path | None:
-    """pins.yaml in `start` or the nearest directory above it, as uv finds pyproject.toml and bake its files; the
-    search stops at the top of a git repository (a directory holding `.git`), so another project's pins above it
-    are never taken."""
-    here = start.absolute()
-    for directory in (here, *here.parents):
-        candidate = directory / PINS_NAME
-        if candidate.is_file():
-            return candidate
-        if (directory / ".git").exists():
-            return None
-    return None
-
-
 def load_pins(path: Path) -> Pins:
     return pins_from_text(read_pins_text(path), path)
 

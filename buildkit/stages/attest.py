@@ -16,7 +16,7 @@ from buildkit.models.paths import Paths
 from buildkit.models.records import RecordHeader, header
 from buildkit.stages import slsa
 from buildkit.stages.context import Context
-from buildkit.stages.provenance import served_lock_sha256
+from buildkit.stages.provenance import served_image
 from buildkit.world import cosign
 
 
@@ -125,19 +125,28 @@ def attest(
 
 
 def built_from_this_lock(image: str, sources: slsa.Sources) -> None:
-    """The image the registry serves as name@digest must be this lock's build: its config (the build platform's,
-    for an index) carries the label buildkit.lock.sha256 with this lock's hash, which only a build of this lock
-    sets. Otherwise a record edited to name another image would get that image a valid signed statement."""
+    """The image the registry serves as name@digest must be this build's: its config digest the one the build
+    recorded (buildx's `containerimage.config.digest`), and that config labelled with this lock's sha256. The label
+    alone proves nothing: anyone who can push to the repository can copy it onto another image, and a record edited
+    to name that image would get it a valid signed statement. The config digest covers the label, the layers' diff
+    IDs and everything else the build made."""
     name, digest = image.split("@", 1)
-    found = served_lock_sha256(name, digest, sources.lock.build.platform)
+    served = served_image(name, digest, sources.lock.build.platform)
+    recorded = sources.record.image.config_digest
     want = lock_sha256(sources.lock)
-    if found != want:
-        said = (
-            f"its buildkit.lock.sha256 label is {excerpt(found, 80)}"
-            if found
+    if served.lock_sha256 != want:
+        why = (
+            f"its buildkit.lock.sha256 label is {excerpt(served.lock_sha256, 80)}"
+            if served.lock_sha256
             else "it has no buildkit.lock.sha256 label"
         )
-        raise InputError(
-            f"{image} is not a build of this lock ({said}, the lock's is {want[:12]}…): not signed",
-            hint="attest the record of the build that pushed this image, or build and push again",
-        )
+    elif recorded is None:
+        why = "the record names no image config digest to hold it to"
+    elif served.config_digest != recorded:
+        why = f"its config is {excerpt(served.config_digest, 80)}, the build recorded {excerpt(recorded, 80)}"
+    else:
+        return
+    raise InputError(
+        f"{image} is not a build of this lock ({why}; the lock's sha256 is {want[:12]}…): not signed",
+        hint="attest the record of the build that pushed this image, or build and push again",
+    )

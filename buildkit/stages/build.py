@@ -23,7 +23,7 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
-from buildkit.errors import EngineNotReady, InputError, OptionError
+from buildkit.errors import EngineNotReady, InputError, OptionError, excerpt
 from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, utc_now, write_atomic
 from buildkit.image.diff import ImageComparison
 from buildkit.models.choices import Compression, ProgressMode
@@ -73,7 +73,7 @@ class BuildOptions:
         progress = progress or "auto"  # BUILDKIT_PROGRESS set but empty, as buildx reads it
         if progress not in ProgressMode.__members__:
             raise OptionError(
-                f"expected auto, tty, plain, quiet or rawjson, found {progress!r}",
+                f"expected auto, tty, plain, quiet or rawjson, found {excerpt(progress, 60)}",
                 param_hint="--progress/$BUILDKIT_PROGRESS",
             )
         if compression not in (None, *Compression.__members__):

@@ -206,10 +206,15 @@ def _provenance_statement(reader: _Reader, image: ImageName, attestations: list[
     return None
 
 
-def served_lock_sha256(name: str, digest: str, platform: str, http: Http | None = None) -> str | None:
-    """The `buildkit.lock.sha256` label of the image the registry serves as name@digest (for an index, its
-    `platform` manifest's config), read through buildkit's registry client (bounded, every digest checked); None
-    when the config carries no such label. `attest` signs only an image whose config names its lock."""
+class ServedImage(NamedTuple):
+    config_digest: str  # of the config the registry serves for name@digest (its `platform` manifest's, for an index)
+    lock_sha256: str | None  # that config's `buildkit.lock.sha256` label; None: no such label
+
+
+def served_image(name: str, digest: str, platform: str, http: Http | None = None) -> ServedImage:
+    """The config digest and `buildkit.lock.sha256` label of the image the registry serves as name@digest (for an
+    index, its `platform` manifest's config), read through buildkit's registry client (bounded, every digest
+    checked). `attest` signs only the image whose config is the one the build recorded."""
     image = parse_image_ref(f"{name}@{digest}")
     reader = _Reader(http or Http())
     login = Login()
@@ -239,7 +244,7 @@ def served_lock_sha256(name: str, digest: str, platform: str, http: Http | None 
     what = f"{name}@{digest}: the image config"
     config = parse(_ImageConfig, _json_object(reader.blob(image, config_digest, login), what), what)
     labels = (config.config.Labels if config.config else None) or {}
-    return labels.get("buildkit.lock.sha256")
+    return ServedImage(config_digest, labels.get("buildkit.lock.sha256"))
 
 
 # The fields read from the registry's answers, typed (buildkit.world.shapes): a wrong shape is UpstreamMalformed.

@@ -1,5 +1,6 @@
 """The build as a picture: a Mermaid gantt chart of BuildKit's own step times, which GitHub and GitLab draw where
-they show markdown. Every step name is reduced to characters the gantt grammar reads as plain text."""
+they show markdown. Every step name is reduced to characters the gantt grammar reads as plain text, and every task
+begins with a character no gantt keyword does."""
 
 from __future__ import annotations
 
@@ -30,6 +31,13 @@ def _text(name: str, limit: int) -> str:
     """Step text as the gantt grammar takes it: no `:` (it ends a task's name), `#`, `;`, `%` or backticks."""
     text = " ".join(_UNSAFE_RE.sub(" ", name).split())
     return (text[: limit - 3].rstrip() + "...") if len(text) > limit else (text or "step")
+
+
+def _label(name: str, limit: int) -> str:
+    """A task's name, led by "- ". Gantt has no quoted labels, and its lexer tries keywords (case-insensitive, as
+    prefixes) where a line's text starts: a step named `section x`, `title x`, `click s1 ...`, `excludes ...` or
+    `2024-01-01` would be a directive, not a bar. No keyword starts with "-"."""
+    return "- " + _text(name, limit)
 
 
 def _section(name: str) -> str:
@@ -65,7 +73,7 @@ def gantt(steps: list) -> str | None:
         begin = int((start - origin).total_seconds() * 1000)
         finish = max(begin + 1, int((end - origin).total_seconds() * 1000))  # a zero-length bar is not drawn
         tags = "crit, " if step.error else ("done, " if step.cached else "")
-        label = _text(_STAGE_RE.sub("", _PLAIN_RE.sub("", step.name), count=1), 70)
+        label = _label(_STAGE_RE.sub("", _PLAIN_RE.sub("", step.name), count=1), 70)
         sections.setdefault(_section(step.name), []).append(f"    {label} :{tags}s{number}, {begin}, {finish}")
     lines = [
         "gantt",
@@ -97,6 +105,6 @@ def stage_gantt(stages: list[dict]) -> str | None:
     at = 0
     for number, (stage, seconds) in enumerate(timed, 1):
         finish = max(at + 1, at + int(seconds * 1000))
-        lines.append(f"    {_text(stage, 40)} {seconds:.1f} s :t{number}, {at}, {finish}")
+        lines.append(f"    {_label(stage, 40)} {seconds:.1f} s :t{number}, {at}, {finish}")
         at = finish
     return "\n".join(lines)

@@ -49,6 +49,11 @@ def warn(text: str) -> None:
     err.print(f"[yellow]warning[/]: {safe(text)}")
 
 
+def note(text: str) -> None:
+    """A one-line note on stderr (which pins file a command found above the working directory)."""
+    err.print(f"buildkit: {safe(text)}")
+
+
 def print_checks(checks) -> None:
     table = Table(show_header=True, title="preflight", title_justify="left")
     for column in ("check", "result", "detail", "what to do"):

@@ -105,6 +105,44 @@ def _labelled_image(registry, repo: str, labels: dict[str, str]) -> str:
     return image["digest"]
 
 
+def _config_of(registry, digest: str) -> str:
+    return json.loads(registry.blobs[digest][1])["config"]["digest"]
+
+
+def test_a_copied_lock_label_is_not_this_build(tmp_path, upstreams):
+    """Issue 29: the label is text anyone who can push to the repository can copy onto another image. The image
+    signed must be the one the build recorded: the config the registry serves for the digest is the record's
+    config digest (buildx's `containerimage.config.digest`), which covers the label, the layers and all the rest.
+    In this process, without cosign: the check runs before anything is signed."""
+    from buildkit.errors import InputError
+    from buildkit.models.paths import Paths
+    from buildkit.stages import slsa
+    from buildkit.stages.attest import built_from_this_lock
+
+    project = golden_project(tmp_path)
+    registry = upstreams.registry
+    lock_sha = json.loads((project / RECORD).read_text())["lock_sha256"]
+    ours = _labelled_image(registry, "buildkit/ours", {"buildkit.lock.sha256": lock_sha, "build": "ours"})
+    copied = _labelled_image(registry, "buildkit/ours", {"buildkit.lock.sha256": lock_sha, "build": "theirs"})
+
+    def check(digest: str) -> None:
+        sources = slsa.gather(Paths.of(project / "pins.yaml"), project / RECORD)
+        built_from_this_lock(f"{registry.netloc}/buildkit/ours@{digest}", sources)
+
+    _pushed(project, ours)
+    _edit(project, config_digest=_config_of(registry, ours))
+    check(ours)  # the build's own image: passes
+    _edit(project, digest=copied)  # the record pointed at another image that carries the same label
+    with pytest.raises(InputError) as refused:
+        check(copied)
+    message = refused.value.message
+    assert "is not a build of this lock (its config is " in message, message
+    assert f"the build recorded {_config_of(registry, ours)!r}" in message and "not signed" in message
+    _edit(project, config_digest=None)  # a record that names no config: nothing to hold the image to
+    with pytest.raises(InputError, match="the record names no image config digest"):
+        check(copied)
+
+
 def test_signing_needs_the_registry_to_serve_this_locks_build(cli, tmp_path, upstreams, cosign):
     project = golden_project(tmp_path)
     key, _ = key_pair(cosign, tmp_path / "keys")
@@ -130,7 +168,7 @@ def test_signing_needs_the_registry_to_serve_this_locks_build(cli, tmp_path, ups
     # This lock's build: the check passes and cosign signs (attaching then needs a registry that takes pushes,
     # which this stand-in is not: that failure is cosign's, after signing).
     ours = _labelled_image(registry, "buildkit/ours", {"buildkit.lock.sha256": lock_sha})
-    _edit(project, digest=ours)
+    _edit(project, digest=ours, config_digest=_config_of(registry, ours))
     run = _attest(cli, project, "--key", str(key), "--repository", f"{registry.netloc}/buildkit/ours", env=env)
     assert "not a build of this lock" not in run.stderr, run.output
     assert envelope.exists(), run.output

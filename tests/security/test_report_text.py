@@ -110,3 +110,40 @@ def test_every_error_message_is_printed_without_control_characters(tmp_path):
                           env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"})  # fmt: skip
     assert done.returncode == 4, done.stderr
     assert "title" in done.stderr and "\x1b" not in done.stderr and "\x07" not in done.stderr
+
+
+# Gantt has no quoted labels, and its lexer reads these (case-insensitively, as prefixes) where a line's text starts.
+DIRECTIVES = [
+    "section forged", "title forged", "click s1 href javascript alert(1)", "call alert(1)", "href x",
+    "excludes weekends", "includes 2024-01-01", "dateFormat YYYY", "axisFormat %Y", "tickInterval 1day",
+    "todayMarker off", "weekday monday", "weekend friday", "inclusiveEndDates", "topAxis", "accTitle x",
+    "accDescr x", "accDescription x", "2024-01-01 dated", "gantt", "GANTT again", "%%{init: {}}%%", "# comment",
+    "classDef x", "class x", "style x", "linkStyle x", "subgraph x", "end", "vert x",
+]  # fmt: skip
+
+
+def test_a_step_name_never_becomes_a_chart_directive():
+    """Every step name is one task of the chart, as Mermaid's own parser reads it (tests/mermaid_check.py): not a
+    section, a title, a click handler or excluded days (issue 29)."""
+    from buildkit.stages.build import StepTime
+    from buildkit.text.timeline import gantt, stage_gantt
+    from tests.mermaid_check import mermaid_gantt
+
+    steps = [
+        StepTime(name=f"[smoke {n}/{len(DIRECTIVES)}] {name}", started=f"2025-01-01T00:00:{n:02d}Z",
+                 completed=f"2025-01-01T00:00:{n:02d}.5Z")
+        for n, name in enumerate(DIRECTIVES)
+    ]  # fmt: skip
+    chart = gantt(steps)
+    assert chart is not None
+    read = mermaid_gantt(chart)
+    assert read["ok"] and read["title"].startswith("Build steps") and read["excludes"] == [], (read, chart)
+    assert [section for section, _, _ in read["tasks"]] == ["stage smoke"] * len(DIRECTIVES), chart
+    assert len(read["tasks"]) == len(DIRECTIVES)
+
+    stages = [{"stage": name, "seconds": 1.0} for name in DIRECTIVES]
+    chart = stage_gantt(stages)
+    assert chart is not None
+    read = mermaid_gantt(chart)
+    assert read["ok"] and read["title"].startswith("buildkit's stages") and read["excludes"] == [], (read, chart)
+    assert [task[2] for task in read["tasks"]] == [f"t{n}" for n in range(1, len(DIRECTIVES) + 1)], chart

@@ -343,8 +343,10 @@ class Resolver:
     def torch_symbols(self, torch: LockedTorch) -> set[str] | str:
         """The names torch's libraries define: from the cache, else from its wheel, downloaded now (checked against
         uv.lock's sha256) unless resolve may not download (--no-wheel-download); a string says why not."""
-        if self.wheel_bytes != "download" and not abi.torch_cache(self.cache_dir, torch.sha256).is_file():
-            return f"not checked: torch {torch.version}'s symbols are not in the cache (--no-wheel-download)"
+        if self.wheel_bytes != "download":  # a missing or unusable cache entry is not a reason to download
+            names = abi.cached_torch(self.cache_dir, torch.sha256)
+            return names if names is not None else (
+                f"not checked: torch {torch.version}'s symbols are not in the cache (--no-wheel-download)")  # fmt: skip
 
         found = FoundWheel(index=torch.index, variant="torch", arch=self.pins.wheel.arch, filename=torch.filename,
                            version=torch.version, url=torch.url, size=torch.size, etag=None, last_modified=None,
