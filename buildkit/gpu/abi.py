@@ -64,7 +64,8 @@ def torch_cache(cache_dir: Path, sha256: str) -> Path:
     return cache_dir / "gpu-abi" / f"torch-{sha256}.v{CACHE_FORMAT}.txt.gz"
 
 
-def torch_defined(torch_wheel: Path | Callable[[], Path], sha256: str, cache_dir: Path) -> set[str]:
+def torch_defined(torch_wheel: Path | Callable[[], Path], sha256: str, cache_dir: Path,
+                  arch: str | None = None) -> set[str]:  # fmt: skip
     """The names torch/lib/*.so in the wheel define, cached by the wheel's sha256 (the symbol tables of a 900 MB
     wheel take seconds to read; their names, gzipped, a few MB). torch_wheel may be a function that downloads it:
     called only when the cache has no usable entry."""
@@ -73,7 +74,7 @@ def torch_defined(torch_wheel: Path | Callable[[], Path], sha256: str, cache_dir
         return names
     names = set()
     wheel = torch_wheel if isinstance(torch_wheel, Path) else torch_wheel()
-    for _member, symbols in wheel_symbols(wheel, prefix="torch/lib/"):
+    for _member, symbols in wheel_symbols(wheel, prefix="torch/lib/", arch=arch):
         # one name a line in the cache: a name with a newline (or another control character) would become two
         names.update(s.name for s in symbols.defined if _LISTED_RE.fullmatch(s.name))
     path = torch_cache(cache_dir, sha256)

@@ -355,7 +355,7 @@ class Resolver:
             # A total deadline besides the stall timer (budget.TORCH_DOWNLOAD: BUILDKIT_TORCH_DEADLINE).
             deadline = Budget(f"torch {torch.version}'s wheel {torch.filename}", TORCH_DOWNLOAD)
             return abi.torch_defined(lambda: download.fetch(self.http, self.cache_dir, found, budget=deadline).path,
-                                     torch.sha256, self.cache_dir)  # fmt: skip
+                                     torch.sha256, self.cache_dir, self.pins.wheel.arch)  # fmt: skip
         finally:
             # Its symbols are cached by its sha256, and without an ETag its bytes are never reused: 900 MB freed.
             download.discard(self.cache_dir, found)
