@@ -16,6 +16,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (5, "engine not ready: Docker, buildx, builder, disk, credentials, mksquashfs"),
     (6, "the build failed"),
     (7, "bump: the pins moved, but `buildkit build` would stop on them (drift)"),
+    (8, "the vLLM source changes files its wheel's compiled code is built from"),
     (70, "internal error: a bug in buildkit, please report it"),
     (130, "interrupted (Ctrl-C, SIGTERM, SIGHUP)"),
 )
@@ -111,6 +112,13 @@ class BuildWouldStop(BuildkitError):
     """`bump` moved the pins, but the build they describe would stop (drift): said with its own code."""
 
     exit_code = 7
+
+
+class CompiledSourceChanged(BuildkitError):
+    """The vLLM source differs from the commit whose precompiled wheel is used in files vLLM's compiled code is
+    built from: the image would run the wheel's old kernels (or miss a new op) on the GPU node."""
+
+    exit_code = 8
 
 
 class Interrupted(BuildkitError):

@@ -227,10 +227,16 @@ def _json(status: int, data: Any, headers: dict[str, str] | None = None) -> Answ
 
 
 class FakeGitHub(Upstream):
-    """GET /repos/{owner}/{repo}/commits/{ref}, /pulls/{n}, /commits?sha=BRANCH (newest first),
+    """GET /repos/{owner}/{repo}/commits/{ref}, /pulls/{n}, /commits?sha=BRANCH (newest first, first parents),
     /compare/{base}...{head} and /contents/{path}?ref={sha} (a file's bytes with the raw media type, as GitHub
-    answers `Accept: application/vnd.github.raw+json`), with GitHub's status codes and rate-limit headers. Each
-    repository's commits form one line of history in the order they were added."""
+    answers `Accept: application/vnd.github.raw+json`), with GitHub's status codes and rate-limit headers.
+
+    Commits form a graph: each has parents (by default the commit added before it to the same repository) and the
+    paths it changes. A fork (`fork_of`) shares its parent's network, as GitHub's forks do: a fork's commit is
+    visible through the parent's API by its SHA. Compare answers as GitHub's "Compare two commits" does
+    (docs.github.com/en/rest/commits/commits#compare-two-commits): `status` (ahead, behind, identical, diverged),
+    `ahead_by`, `behind_by`, `merge_base_commit`, and `files` (each `filename`, `status`, `previous_filename` for a
+    rename) between the merge base and head, at most 300 of them (GitHub cuts the list there)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -240,15 +246,26 @@ class FakeGitHub(Upstream):
         self.rate_limited_until: int | None = None
         self.history: dict[str, list[str]] = {}  # "owner/repo" -> shas, oldest first
         self.files: dict[tuple[str, str, str], bytes] = {}  # ("owner/repo", sha, path) -> bytes
+        self.parents: dict[str, list[str]] = {}  # sha -> parents (first parent first)
+        self.changed: dict[str, list[str]] = {}  # sha -> paths it changes
+        self.renamed: dict[str, dict[str, str]] = {}  # sha -> {new path: old path}
+        self.fork_of: dict[str, str] = {}  # "user/vllm" -> "vllm-project/vllm"
 
-    def add_commit(self, repo: str, sha: str, message: str, date: str, branch: str | None = None) -> None:
+    def add_commit(self, repo: str, sha: str, message: str, date: str, branch: str | None = None,
+                   parents: list[str] | None = None, files: list[str] | None = None) -> None:  # fmt: skip
+        previous = self.history.get(repo, [])
+        self.parents[sha] = parents if parents is not None else previous[-1:]
+        self.changed[sha] = list(files or [])
         self.commits.setdefault(repo, {})[sha] = {"message": message, "date": date}
         self.history.setdefault(repo, []).append(sha)
         if branch:
             self.branches.setdefault(repo, {})[branch] = sha
 
-    def add_pull(self, repo: str, number: int, title: str, merge_commit: str | None, merged_at: str | None) -> None:
+    def add_pull(self, repo: str, number: int, title: str, merge_commit: str | None, merged_at: str | None,
+                 head: tuple[str, str, str | None] | None = None) -> None:  # fmt: skip
+        """head: (sha, branch, repository "user/vllm" or None when the fork was deleted), as GitHub's `head`."""
         merged = merge_commit is not None and merged_at is not None
+        sha, ref, head_repo = head or (merge_commit or "0" * 40, "feature", repo)
         self.pulls[(repo, number)] = {
             "number": number,
             "title": title,
@@ -257,6 +274,57 @@ class FakeGitHub(Upstream):
             "merged_at": merged_at,
             "merge_commit_sha": merge_commit,
             "html_url": f"https://github.com/{repo}/pull/{number}",
+            "head": {"label": f"{(head_repo or 'ghost').split('/')[0]}:{ref}", "ref": ref, "sha": sha,
+                     "repo": None if head_repo is None else {
+                         "full_name": head_repo, "clone_url": f"https://github.com/{head_repo}.git",
+                         "html_url": f"https://github.com/{head_repo}", "fork": head_repo != repo}},
+            "base": {"ref": "main", "repo": {"full_name": repo, "clone_url": f"https://github.com/{repo}.git"}},
+        }  # fmt: skip
+
+    def _network(self, repo: str) -> list[str]:
+        root = repo
+        while root in self.fork_of:
+            root = self.fork_of[root]
+        members = [r for r in self.commits if r == root or self._root(r) == root]
+        return [repo, *[r for r in members if r != repo]]
+
+    def _root(self, repo: str) -> str:
+        while repo in self.fork_of:
+            repo = self.fork_of[repo]
+        return repo
+
+    def _ancestors(self, sha: str) -> list[str]:
+        """sha and every commit it contains, breadth first (the newest first along each line)."""
+        seen, queue = [sha], [sha]
+        while queue:
+            for parent in self.parents.get(queue.pop(0), []):
+                if parent not in seen:
+                    seen.append(parent)
+                    queue.append(parent)
+        return seen
+
+    def _compare(self, repo: str, base: str, head: str) -> dict[str, Any]:
+        below_base, below_head = self._ancestors(base), self._ancestors(head)
+        merge_base = next((c for c in below_head if c in below_base), None)
+        status = ("identical" if base == head else "ahead" if base in below_head else "behind" if head in below_base
+                  else "diverged")  # fmt: skip
+        new = [c for c in below_head if c not in (self._ancestors(merge_base) if merge_base else [])]
+        files: dict[str, dict[str, str]] = {}
+        for commit in reversed(new):
+            for path in self.changed.get(commit, []):
+                files[path] = {"filename": path, "status": "modified"}
+                if path in self.renamed.get(commit, {}):
+                    files[path] = {"filename": path, "status": "renamed",
+                                   "previous_filename": self.renamed[commit][path]}  # fmt: skip
+        owner = next(r for r in self._network(repo) if merge_base in self.commits.get(r, {})) if merge_base else repo
+        return {
+            "url": f"https://api.github.com/repos/{repo}/compare/{base}...{head}",
+            "status": status,
+            "ahead_by": len([c for c in below_head if c not in below_base]),
+            "behind_by": len([c for c in below_base if c not in below_head]),
+            "total_commits": len(new),
+            "merge_base_commit": self._commit_json(owner, merge_base) if merge_base else None,
+            "files": list(files.values())[:300],
         }
 
     def handle(self, method: str, path: str, headers: dict[str, str]) -> Answer:
@@ -273,7 +341,8 @@ class FakeGitHub(Upstream):
             sha = self._find(repo, ref)
             if sha is None:
                 return _json(422, {"message": f"No commit found for SHA: {ref}", "status": "422"}, limit_headers)
-            return _json(200, self._commit_json(repo, sha), limit_headers)
+            owner = next(r for r in self._network(repo) if sha in self.commits.get(r, {}))
+            return _json(200, self._commit_json(owner, sha), limit_headers)
         if len(parts) == 4 and parts[0] == "repos" and parts[3] == "commits":
             repo = f"{parts[1]}/{parts[2]}"
             query = parse_qs(urlsplit(path).query)
@@ -281,21 +350,21 @@ class FakeGitHub(Upstream):
             if tip is None:
                 return _json(404, {"message": "Not Found", "status": "404"}, limit_headers)
             per_page = min(int(query.get("per_page", ["30"])[0]), 100)
-            line = self.history[repo][: self.history[repo].index(tip) + 1]
-            return _json(200, [self._commit_json(repo, sha) for sha in reversed(line)][:per_page], limit_headers)
+            line, at = [], tip
+            while at and len(line) < per_page:  # first parents (GitHub lists by date; main's history is a line)
+                line.append(at)
+                at = (self.parents.get(at) or [None])[0]
+            owner = {sha: r for r in self._network(repo)[::-1] for sha in self.commits.get(r, {})}
+            return _json(200, [self._commit_json(owner[sha], sha) for sha in line], limit_headers)
         if len(parts) == 5 and parts[0] == "repos" and parts[3] == "compare" and "..." in parts[4]:
             repo = f"{parts[1]}/{parts[2]}"
             base, head = (self._find(repo, unquote(p)) for p in parts[4].split("...", 1))
             if base is None or head is None:
                 return _json(404, {"message": "Not Found", "status": "404"}, limit_headers)
-            order = self.history[repo]
-            behind = order.index(base) - order.index(head)
-            status = "identical" if behind == 0 else "ahead" if behind < 0 else "behind"
-            return _json(
-                200,
-                {"status": status, "ahead_by": max(0, -behind), "behind_by": max(0, behind), "files": []},
-                limit_headers,
-            )
+            answer = self._compare(repo, base, head)
+            if answer["merge_base_commit"] is None:  # no common history: GitHub answers 404
+                return _json(404, {"message": "Not Found", "status": "404"}, limit_headers)
+            return _json(200, answer, limit_headers)
         if len(parts) >= 5 and parts[0] == "repos" and parts[3] == "contents":
             repo, name = f"{parts[1]}/{parts[2]}", unquote("/".join(parts[4:]))
             sha = self._find(repo, parse_qs(urlsplit(path).query).get("ref", ["main"])[0])
@@ -316,12 +385,15 @@ class FakeGitHub(Upstream):
         return _json(404, {"message": "Not Found"})
 
     def _find(self, repo: str, ref: str) -> str | None:
-        """The commit a branch name, full SHA or unique prefix (4+ hex) names, as GitHub finds it."""
+        """The commit a branch name, full SHA or unique prefix (4+ hex) names, as GitHub finds it; a full SHA
+        anywhere in the repository's network (a fork's commit through its parent)."""
         known = self.commits.get(repo, {})
         sha = self.branches.get(repo, {}).get(ref)
         if sha is None:
             matches = [s for s in known if s.startswith(ref)] if len(ref) >= 4 else []
             sha = matches[0] if len(matches) == 1 else None
+        if sha is None and len(ref) == 40:
+            sha = next((ref for r in self._network(repo) if ref in self.commits.get(r, {})), None)
         return sha
 
     def _commit_json(self, repo: str, sha: str) -> dict[str, Any]:

@@ -41,7 +41,12 @@ def test_resolve_json_carries_every_fact(project, upstreams):
     assert lock["wheel"]["sha256"] == hashlib.sha256(served.data()).hexdigest()
     assert lock["wheel"]["content_addressed"] is True and lock["wheel"]["not_content_addressed"] is None
     assert lock["wheel"]["index_sha256"] is None  # metadata.json gives no hash
-    assert lock["lock_version"] == 4 and "resolved_at" not in json.dumps(lock)  # facts only
+    assert lock["lock_version"] == 5 and "resolved_at" not in json.dumps(lock)  # facts only
+    # A merged PR: its merge commit is on main, and its own wheel is used (nothing differs).
+    assert lock["vllm_wheel"]["commit"] == VLLM_SHA and lock["vllm_wheel"]["chosen_by"] == "the source commit"
+    assert lock["vllm_wheel"]["merge_base"] == VLLM_SHA
+    assert lock["vllm_compare"] == {"method": "same commit", "source": lock["vllm_compare"]["source"], "paths": 0,
+                                    "compiled": [], "accepted": None}  # fmt: skip
     # The CUDA facts: the base image's config, the wheel's name and bytes, and the check.
     assert lock["base_image"]["cuda_version"] == "12.9.0.043"  # as NGC writes it, kept exactly
     assert lock["base_image"]["config_digest"].startswith("sha256:")

@@ -114,13 +114,26 @@ def _check_against_upstream(paths: Paths, old: Lock, fresh: Lock, opts: ResolveO
     diffs = differences(old, fresh)
     _emit(old, opts.json_out, title=f"{paths.lock} (checked against upstream)")
     if diffs:
-        lines = [f"{field}: lock has {a!r}, upstream now says {b!r}" for field, a, b in diffs]
+        lines = _pr_moves(old, fresh) + [f"{field}: lock has {a!r}, upstream now says {b!r}" for field, a, b in diffs]
         raise CheckFailed(_bullets("upstream no longer agrees with the lock:", lines), hint="run `buildkit resolve`")
     if opts.deep:
         _check_bytes(paths, old, fresh)
     agrees = "upstream agrees (the wheel's bytes too)" if opts.deep else "upstream agrees"
     ui.err.print(f"[green]ok[/]: {ui.safe(str(paths.lock))} is current and {agrees}")
     _warn(old)
+
+
+def _pr_moves(old: Lock, fresh: Lock) -> list[str]:
+    """What happened to a tracked pull request, in words, before the fields that say it."""
+    was, now = old.vllm_pr, fresh.vllm_pr
+    if was is None or now is None or was.number != now.number:
+        return []
+    if not was.merged and now.merged:
+        return [f"PR #{now.number} was merged as {now.merge_commit}: `buildkit bump --vllm` builds its merge commit"]
+    if not now.merged and was.head_commit != now.head_commit:
+        return [f"PR #{now.number}'s head moved from {was.head_commit} to {now.head_commit} (new commits, or a "
+                "force-push): `buildkit bump --vllm` follows it"]  # fmt: skip
+    return []
 
 
 def _write(paths: Paths, old: Lock | None, fresh: Lock, record, json_out: bool) -> None:
@@ -346,10 +359,15 @@ def lock_table(lock: Lock, title: str) -> Table:
     table.add_column("from", overflow="ellipsis", no_wrap=True, max_width=16)
     n, v, pr, w, b = lock.nemo_rl, lock.vllm, lock.vllm_pr, lock.wheel, lock.base_image
     rows = [("nemo_rl", f"{_short_ref(n.ref)} -> {n.commit[:12]} ({n.date[:10]})", _commit_source(n))]
-    if pr:
+    if pr and pr.merged_at and pr.merge_commit:
         rows.append(("vllm.pr", f"#{pr.number} merged {pr.merged_at[:10]} as {pr.merge_commit[:12]}", "GitHub API"))
+    elif pr:
+        rows.append(("vllm.pr", f"#{pr.number} open, head {(pr.head_commit or '')[:12]}", "GitHub API"))
+    vw = lock.vllm_wheel
     rows += [
         ("vllm", f"{_short_ref(v.ref)} -> {v.commit[:12]} ({v.date[:10]})", _commit_source(v)),
+        ("wheel.commit", f"{vw.commit[:12]}: {vw.chosen_by}; compiled paths changed: "
+                         f"{len(lock.vllm_compare.compiled) or 'none'}", lock.vllm_compare.method),
         ("wheel", f"{w.version} ({w.arch}, {_size(w.size)})", _host(w.index)),
         ("base_image", f"{b.tag or b.repository} @ {b.manifest_digest.removeprefix('sha256:')[:12]}", b.registry),
     ]

@@ -22,6 +22,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from buildkit.budget import UV_LOCK, Budget
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, excerpt
 from buildkit.models.grammar import https_url
+from buildkit.models.tomlshape import check_shape
 
 ENV_TORCH_INDEX = "BUILDKIT_TORCH_INDEX"
 MAX_UV_LOCK_BYTES = 64 << 20
@@ -30,11 +31,6 @@ _VERSION_RE = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,63}")  # fullmatch: 2.9.0, 2.
 _HASH_RE = re.compile(r"sha256:[0-9a-f]{64}")  # fullmatch
 _PACKAGE_RE = re.compile(r"^\[\[package\]\][ \t]*\r?\n", re.MULTILINE)
 _TORCH_NAME_RE = re.compile(r"\Aname = \"torch\"\r?$", re.MULTILINE)  # uv writes `name` first
-_STRING_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'')
-_COMMENT_RE = re.compile(r"#.*")
-_BRACKET_RE = re.compile(r"[\[\]{}]")
-MAX_DOTS = 8
-MAX_DEPTH = 16
 
 
 @dataclass(frozen=True)
@@ -112,12 +108,11 @@ def torch_of_uv_lock(raw: bytes, what: str, arch: str, python_tag: str = PYTHON_
 def torch_blocks(text: str, budget: Budget) -> list[str]:
     """The `[[package]]` tables of uv.lock that name torch, each as its own TOML text, held to uv's own shape
     first. Python's TOML parser is quadratic in a key's dots and recursive in nesting (a 30 KB file of `a.a.a...`
-    took 915 MB), so the rest of the file is never parsed, and a torch table is parsed only when no line has more
-    than MAX_DOTS dots outside strings, nesting stays within MAX_DEPTH, and no multi-line string hides lines (uv
-    writes none of these: at NeMo-RL 946862e7 a line has at most 1 such dot and nesting is 2 deep)."""
+    took 915 MB), so the rest of the file is never parsed, and a torch table only once it has uv's shape
+    (models/tomlshape.py)."""
     preamble, *tables = _PACKAGE_RE.split(text)
     budget.keep(len(preamble))
-    _check_shape(preamble, budget.what)
+    check_shape(preamble, budget.what)
     blocks: list[str] = [preamble]  # `version = 1`, `requires-python`: parsed, so a broken head is refused too
     for block in tables:
         budget.entry()
@@ -125,25 +120,9 @@ def torch_blocks(text: str, budget: Budget) -> list[str]:
         if not _TORCH_NAME_RE.search(block):
             continue
         budget.keep(len(block))
-        _check_shape(block, budget.what)
+        check_shape(block, f"{budget.what}: torch's table")
         blocks.append("[[package]]\n" + block)
     return blocks
-
-
-def _check_shape(block: str, what: str) -> None:
-    if '"""' in block or "'''" in block:
-        raise UpstreamMalformed(f"{what}: a multi-line string in torch's table: not a uv.lock uv writes")
-    depth = 0
-    for number, line in enumerate(block.splitlines(), 1):
-        bare = _COMMENT_RE.sub("", _STRING_RE.sub('""', line))
-        if bare.count(".") > MAX_DOTS:
-            raise UpstreamMalformed(f"{what}: a key of more than {MAX_DOTS} dots in torch's table (its line "
-                                    f"{number}): not a uv.lock uv writes")  # fmt: skip
-        for char in _BRACKET_RE.findall(bare):
-            depth += 1 if char in "[{" else -1
-            if depth > MAX_DEPTH:
-                raise UpstreamMalformed(f"{what}: arrays or tables nested more than {MAX_DEPTH} deep in torch's "
-                                        f"table (its line {number}): not a uv.lock uv writes")  # fmt: skip
 
 
 def _moved(url: str, registry: str) -> str:

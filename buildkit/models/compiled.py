@@ -61,6 +61,8 @@ from dataclasses import dataclass
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from buildkit.models.tomlshape import check_shape
+
 MAX_TEXT_BYTES = 1 << 20  # a requirements file or pyproject.toml is a few KiB; refuse anything near a MiB
 
 KINDS = ("compiled-source", "kernel-pin", "build-definition", "from-wheel", "torch-pin")
@@ -172,6 +174,7 @@ def torch_requirement(text: str) -> tuple[str, ...]:
 
 def _build_system_requires(text: str) -> list[str] | None:
     """pyproject.toml's `[build-system] requires` ([] without one), or None when `text` is not TOML."""
+    check_shape(text, "pyproject.toml or a requirements file")  # before tomllib: see tomlshape.py
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:

@@ -22,6 +22,7 @@ from buildkit.models.grammar import (
     CacheRepository,
     CudaArchList,
     ExtraName,
+    FullSha,
     GitRef,
     GitUrl,
     HttpsUrl,
@@ -76,14 +77,26 @@ class GitUrlRewrite(_Strict):
     instead_of: GitUrl = Field(description="The prefix it replaces, e.g. https://github.com/.")
 
 
+DEFAULT_VLLM_REPO = "https://github.com/vllm-project/vllm.git"
+
+
 class Vllm(Source):
+    """The vLLM source: `repo` (vLLM or any fork of it) at `ref`, or pull request `pr` of `repo`."""
+
+    repo: GitUrl = Field(description="vLLM's repository or a fork of it (https://github.com/<user>/vllm.git).")
     pr: int | None = Field(
         default=None,
         ge=1,
         le=10_000_000,
-        description="GitHub pull request number. Must be merged; its merge commit must equal `ref` when both are "
-        "given, and becomes the commit when only the PR is given.",
+        description="GitHub pull request number of `repo`, open or merged. Merged: the source is its merge commit "
+        "(`ref`, when given, must equal it). Open: the source is its head commit on its head repository (a fork; "
+        "`ref`, when given, must equal the head).",
     )
+    upstream: GitUrl = Field(
+        default=DEFAULT_VLLM_REPO,
+        description="vLLM's own repository, whose branch holds the commits that have precompiled wheels.",
+    )
+    upstream_branch: GitRef = Field(default="main", description="The branch of `upstream` with per-commit wheels.")
 
     @model_validator(mode="after")
     def _ref_or_pr(self) -> Vllm:
@@ -93,6 +106,18 @@ class Vllm(Source):
 
 
 class Wheel(_Strict):
+    commit: Literal["auto"] | FullSha = Field(
+        default="auto",
+        description="Whose precompiled wheel carries vLLM's compiled files. 'auto': the source commit when it is on "
+        "vllm.upstream_branch and has a wheel; else the source's merge base with that branch, or the newest "
+        "first-parent ancestor of it that has one (bounded tries). A full SHA pins it by hand; it must be an "
+        "ancestor of the source. Never a moving nightly.",
+    )
+    accept_compiled_changes: OneLine | None = Field(
+        default=None,
+        description="Why the build may go on although the source changes files vLLM's compiled code is built from "
+        "(a reviewer's reason; the report shows it). Unset: such a change stops resolve (exit 8).",
+    )
     arch: Literal["x86_64", "aarch64"] = Field(default="x86_64", description="Wheel CPU architecture.")
     variant: Variant = Field(
         default="default",
@@ -149,6 +174,13 @@ _WRITTEN_WHEN_SET = {
     "compression": "gzip",
     "force_compression": False,
     "gpu_required": ["vllm/_C.abi3.so", "vllm/_moe_C.abi3.so"],
+}
+
+
+# Source and wheel keys added with lock version 5, hashed only when set: pins that do not use them keep their hash.
+_SOURCE_WRITTEN_WHEN_SET: dict[str, dict[str, Any]] = {
+    "vllm": {"upstream": DEFAULT_VLLM_REPO, "upstream_branch": "main"},
+    "wheel": {"commit": "auto", "accept_compiled_changes": None},
 }
 
 
@@ -209,6 +241,8 @@ class Pins(_Strict):
     def sha256(self) -> str:
         """Hash of the validated content: comments and formatting do not make a lock stale."""
         data = {**self.model_dump(mode="json"), "build": dump_build(self.build)}
+        for section, defaults in _SOURCE_WRITTEN_WHEN_SET.items():  # keys added later: hashed only when set
+            data[section] = {k: v for k, v in data[section].items() if defaults.get(k, ...) != v}
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 

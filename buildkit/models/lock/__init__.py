@@ -1,5 +1,5 @@
 """pins.lock: the current model and its facts (facts.py), one model per older version with its explicit upgrade
-(v1.py, v2.py, v3.py, as conda-lock keeps one model per lock version), reading any version strictly (read.py),
+(v1.py to v4.py, as conda-lock keeps one model per lock version), reading any version strictly (read.py),
 and the checks against the pins (checks.py). Everything a caller needs is named here."""
 
 from buildkit.models.lock.checks import (
@@ -20,6 +20,7 @@ from buildkit.models.lock.facts import (
     V1_STALE,
     V2_STALE,
     V3_STALE,
+    V4_STALE,
     CommitFact,
     CudaCheck,
     ImageFact,
@@ -27,6 +28,8 @@ from buildkit.models.lock.facts import (
     PatchFact,
     PullRequestFact,
     Sha256Hex,
+    SourceComparison,
+    WheelCommitFact,
     WheelFact,
     cuda_major,
 )
@@ -34,7 +37,7 @@ from buildkit.models.lock.read import REWRITE_HINT, read_lock, strict_json
 
 __all__ = [
     "COMPARED_FIELDS", "LOCK_VERSION", "READABLE_VERSIONS", "REWRITE_HINT", "SHA256_HEX_RE", "SKIPPED_REASON",
-    "STALE", "V1_REASON", "V1_STALE", "V2_STALE", "V3_STALE", "CommitFact", "CudaCheck", "ImageFact", "Lock",
-    "PatchFact", "PullRequestFact", "Sha256Hex", "WheelFact", "consistency_problems", "content_warning",
-    "cuda_major", "cuda_warning", "differences", "lock_sha256", "read_lock", "strict_json",
+    "STALE", "V1_REASON", "V1_STALE", "V2_STALE", "V3_STALE", "V4_STALE", "CommitFact", "CudaCheck", "ImageFact",
+    "Lock", "PatchFact", "PullRequestFact", "Sha256Hex", "SourceComparison", "WheelCommitFact", "WheelFact",
+    "consistency_problems", "content_warning", "cuda_major", "cuda_warning", "differences", "lock_sha256", "read_lock", "strict_json",
 ]  # fmt: skip

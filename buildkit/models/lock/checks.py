@@ -44,9 +44,13 @@ def consistency_problems(pins: Pins, lock: Lock, patches: list[PatchFact]) -> li
         problems.append(f"declared patches changed since the lock was written: {', '.join(changed)}")
     if lock.pins_sha256 != pins.sha256():
         problems.append("the pins changed since the lock was written (pins hash differs)")
+    pr = lock.vllm_pr
+    open_pr = pr is not None and not pr.merged
     for name, pinned, fact in (("nemo_rl", pins.nemo_rl, lock.nemo_rl), ("vllm", pins.vllm, lock.vllm)):
-        if fact.repo != pinned.repo:
-            problems.append(f"{name}.repo: lock has {fact.repo}, pins say {pinned.repo}")
+        # An open PR is built from its head repository (a fork): the lock says which, as GitHub answered.
+        repo = pr.head_repo if name == "vllm" and pr is not None and open_pr else pinned.repo
+        if fact.repo != repo:
+            problems.append(f"{name}.repo: lock has {fact.repo}, expected {repo}")
         if pinned.ref and fact.ref != pinned.ref:
             problems.append(f"{name}.ref: lock resolved {fact.ref!r}, pins say {pinned.ref!r}")
         if pinned.ref and _is_hex(pinned.ref) and not fact.commit.startswith(pinned.ref):
@@ -54,10 +58,13 @@ def consistency_problems(pins: Pins, lock: Lock, patches: list[PatchFact]) -> li
     if pins.vllm.pr is not None:
         if lock.vllm_pr is None or lock.vllm_pr.number != pins.vllm.pr:
             problems.append(f"vllm.pr: pins say #{pins.vllm.pr}, the lock has no such PR")
-        elif lock.vllm_pr.merge_commit != lock.vllm.commit:
+        elif lock.vllm_pr.merged and lock.vllm_pr.merge_commit != lock.vllm.commit:
             problems.append("vllm: locked commit is not the locked PR's merge commit")
+        elif not lock.vllm_pr.merged and lock.vllm_pr.head_commit != lock.vllm.commit:
+            problems.append("vllm: locked commit is not the locked open PR's head")
     elif lock.vllm_pr is not None:
         problems.append(f"vllm.pr: the lock has PR #{lock.vllm_pr.number}, the pins name none")
+    problems += _source_problems(pins, lock)
     problems += _wheel_problems(pins, lock)
     problems += _base_image_problems(pins, lock)
     problems += _cuda_problems(lock)
@@ -69,10 +76,31 @@ def consistency_problems(pins: Pins, lock: Lock, patches: list[PatchFact]) -> li
     return problems
 
 
+def _source_problems(pins: Pins, lock: Lock) -> list[str]:
+    """The wheel's commit and the comparison as the pins ask for them (an older lock has no pins of its own)."""
+    if lock.lock_version < 5:
+        return []
+    vw, compared, problems = lock.vllm_wheel, lock.vllm_compare, []
+    if (vw.upstream, vw.branch) != (pins.vllm.upstream, pins.vllm.upstream_branch):
+        problems.append(f"vllm_wheel: lock has {vw.upstream} {vw.branch}, pins say {pins.vllm.upstream} "
+                        f"{pins.vllm.upstream_branch}")  # fmt: skip
+    if pins.wheel.commit != "auto" and vw.commit != pins.wheel.commit:
+        problems.append(f"wheel.commit: lock has {vw.commit}, pins say {pins.wheel.commit}")
+    if (vw.chosen_by == "pinned") != (pins.wheel.commit != "auto"):
+        problems.append(f"vllm_wheel: chosen as {vw.chosen_by!r}, but the pins say wheel.commit {pins.wheel.commit}")
+    if compared.method == "same commit" and (vw.commit != lock.vllm.commit or compared.paths):
+        problems.append("vllm_compare: 'same commit', but the wheel's commit is not the source commit")
+    if compared.compiled and compared.accepted is None:
+        problems.append("vllm_compare: compiled inputs changed, and no wheel.accept_compiled_changes accepts it")
+    if compared.accepted != (pins.wheel.accept_compiled_changes if compared.compiled else None):
+        problems.append("vllm_compare.accepted differs from the pins' wheel.accept_compiled_changes")
+    return problems
+
+
 def _wheel_problems(pins: Pins, lock: Lock) -> list[str]:
     """The wheel is the one the pins' index lists for the locked commit: its URL is the index's per-commit
     directory plus the file, and the file name says vllm, the pinned arch and the locked commit."""
-    wheel, commit, problems = lock.wheel, lock.vllm.commit, []
+    wheel, commit, problems = lock.wheel, lock.vllm_wheel.commit, []
     if wheel.index != pins.wheel_index():
         problems.append(f"wheel.index: lock has {wheel.index}, the pins (and environment) say {pins.wheel_index()}")
     if wheel.arch != pins.wheel.arch or wheel.variant != pins.wheel.variant:
@@ -152,6 +180,8 @@ COMPARED_FIELDS: tuple[tuple[str, str], ...] = (
     ("nemo_rl", "commit"),
     ("vllm", "commit"),
     ("vllm_pr", "merge_commit"),
+    ("vllm_pr", "head_commit"),
+    ("vllm_wheel", "commit"),
     ("wheel", "url"),
     ("wheel", "size"),
     ("wheel", "etag"),

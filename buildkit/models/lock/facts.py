@@ -1,4 +1,4 @@
-"""The current lock (version 4) and its facts: every pin turned into a verified fact and where it came from, plus
+"""The current lock (version 5) and its facts: every pin turned into a verified fact and where it came from, plus
 the hash of the pins.
 
 Facts only: no time read from the clock, so resolving unchanged upstreams writes the same bytes on any machine, any
@@ -42,10 +42,10 @@ from buildkit.models.grammar import (
 )
 from buildkit.models.pins import Build, KnownIssue, dump_build
 
-# The versions and what each changed: v1.py, v2.py and v3.py (each the model of what that version wrote and its
-# upgrade to the next). Older locks are read, upgraded in memory, and reported stale; they are never written.
-LOCK_VERSION: Final = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+# The versions and what each changed: v1.py to v4.py (each the model of what that version wrote and its upgrade to
+# the next). Older locks are read, upgraded in memory, and reported stale; they are never written.
+LOCK_VERSION: Final = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 
 SHA256_HEX_RE = re.compile(r"[0-9a-f]{64}")
 SKIPPED_REASON = "resolve --no-wheel-download was given: the wheel's bytes were not hashed; the build trusts its URL"
@@ -53,7 +53,8 @@ V1_REASON = "written by lock version 1, before wheels were hashed"
 V1_STALE = "lock version 1: the wheel is not content-addressed; run `buildkit resolve`"
 V2_STALE = "lock version 2: CUDA versions were not checked; run `buildkit resolve`"
 V3_STALE = "lock version 3: it holds the times its facts were read (its hash changes with them); run `buildkit resolve`"
-STALE = {1: V1_STALE, 2: V2_STALE, 3: V3_STALE}
+V4_STALE = "lock version 4: the vLLM source and the commit whose wheel is used were one pin; run `buildkit resolve`"
+STALE = {1: V1_STALE, 2: V2_STALE, 3: V3_STALE, 4: V4_STALE}
 
 # CUDA_VERSION as the CUDA images' config sets it ("12.9.1"); a wheel's CUDA is major.minor or just the major.
 
@@ -123,11 +124,21 @@ class CommitFact(Fact):
 class PullRequestFact(Fact):
     number: PrNumber
     title: str
-    state: str
-    merged_at: IsoTime
-    merge_commit: FullSha
+    state: str = Field(description="GitHub's state: open or closed (a merged PR is closed, with merged_at).")
+    merged_at: IsoTime | None = Field(description="When it was merged; null while it is open.")
+    merge_commit: FullSha | None = Field(description="Its merge commit on the base branch; null while it is open.")
     url: str
     source: str
+    # Written from lock version 5: the head an open PR is built from (its merge commit's, once merged).
+    head_commit: FullSha | None = Field(default=None, description="The PR's head commit when it was read.")
+    head_repo: GitUrl | None = Field(
+        default=None, description="The repository the head lives in (a fork); null when that fork was deleted."
+    )
+    head_ref: str | None = Field(default=None, description="The head's branch name in head_repo.")
+
+    @property
+    def merged(self) -> bool:
+        return self.merged_at is not None
 
 
 class WheelFact(Fact):
@@ -188,14 +199,44 @@ class CudaCheck(Fact):
     detail: OneLine = Field(description="What was compared, or why it could not be.")
 
 
+WheelChoice = Literal["the source commit", "the merge base", "an ancestor of the merge base", "pinned"]
+
+
+class WheelCommitFact(Fact):
+    """Whose precompiled wheel carries vLLM's compiled files, and how that commit was chosen."""
+
+    commit: FullSha = Field(description="The commit whose wheel is used (wheel.url lies in its index directory).")
+    upstream: GitUrl = Field(description="vLLM's repository, whose branch holds it.")
+    branch: GitRef = Field(description="The branch of upstream with per-commit wheels (main).")
+    merge_base: FullSha | None = Field(description="The source's merge base with the branch (null: not asked).")
+    chosen_by: WheelChoice
+    detail: OneLine = Field(description="How it was chosen, in words: what was tried and why each was passed over.")
+
+
+class SourceComparison(Fact):
+    """The paths that differ between the wheel's commit and the source, held to vLLM's compiled inputs
+    (buildkit/models/compiled.py): the proof that the wheel carries the source's compiled code."""
+
+    method: Literal["same commit", "GitHub compare", "git diff"]
+    source: str = Field(description="The API URL or git command that listed the paths.")
+    paths: Annotated[int, Field(strict=True, ge=0, le=10_000_000)] = Field(description="Paths that differ.")
+    compiled: list[OneLine] = Field(max_length=1000, description="Those that are compiled inputs: [] proves it.")
+    accepted: OneLine | None = Field(
+        default=None, description="wheel.accept_compiled_changes: a reviewer's reason to build although `compiled` "
+        "is not empty."
+    )  # fmt: skip
+
+
 class Lock(Fact):
-    # 1 to 3 only in memory, for an older lock read and migrated by read_lock: it is stale (consistency_problems).
-    lock_version: Literal[1, 2, 3, 4] = LOCK_VERSION
+    # 1 to 4 only in memory, for an older lock read and migrated by read_lock: it is stale (consistency_problems).
+    lock_version: Literal[1, 2, 3, 4, 5] = LOCK_VERSION
     buildkit_version: str
     pins_sha256: str
     nemo_rl: CommitFact
-    vllm: CommitFact
+    vllm: CommitFact = Field(description="The vLLM source: its repository (a fork, for an open PR) and commit.")
     vllm_pr: PullRequestFact | None
+    vllm_wheel: WheelCommitFact
+    vllm_compare: SourceComparison
     wheel: WheelFact
     base_image: ImageFact
     cuda: CudaCheck
@@ -219,7 +260,7 @@ class Lock(Fact):
         return json.dumps(data, indent=2, sort_keys=False) + "\n"
 
     def times_as_read(self) -> dict[str, str]:
-        """The `resolved_at` values an older lock held ("lock" for its top level), for the report; {} for v4."""
+        """The `resolved_at` values an older lock held ("lock" for its top level), for the report; {} from v4."""
         data = self._as_read or {}
         times = {"lock": data.get("resolved_at")}
         times.update({k: v.get("resolved_at") for k, v in data.items() if isinstance(v, dict)})

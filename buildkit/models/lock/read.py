@@ -19,6 +19,7 @@ from buildkit.models.lock.facts import LOCK_VERSION, READABLE_VERSIONS, Lock
 from buildkit.models.lock.v1 import LockV1
 from buildkit.models.lock.v2 import LockV2
 from buildkit.models.lock.v3 import LockV3
+from buildkit.models.lock.v4 import LockV4
 
 # Strict reading (issue 20): no duplicate keys, no integer longer than 19 digits, no NaN; the models bound strings,
 # sizes and dates.
@@ -71,7 +72,7 @@ def read_lock(path: Path) -> Lock:
         raise InputError(f"{path}: not a readable lock: {reason}", hint=REWRITE_HINT) from None
     version = _version(path, data)
     try:
-        model: LockV1 | LockV2 | LockV3 | Lock = MODELS[version].model_validate(data)
+        model: LockV1 | LockV2 | LockV3 | LockV4 | Lock = MODELS[version].model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()
@@ -100,4 +101,6 @@ def _version(path: Path, data: Any) -> int:
 
 
 # The model of each readable version's file.
-MODELS: dict[int, type[LockV1] | type[LockV2] | type[LockV3] | type[Lock]] = {1: LockV1, 2: LockV2, 3: LockV3, 4: Lock}
+MODELS: dict[int, type[LockV1] | type[LockV2] | type[LockV3] | type[LockV4] | type[Lock]] = {
+    1: LockV1, 2: LockV2, 3: LockV3, 4: LockV4, 5: Lock,
+}  # fmt: skip

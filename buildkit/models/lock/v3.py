@@ -13,11 +13,11 @@ from buildkit.models.lock.facts import (
     Fact,
     ImageFact,
     IsoTime,
-    Lock,
     PatchFact,
     PullRequestFact,
     WheelFact,
 )
+from buildkit.models.lock.v4 import LockV4
 from buildkit.models.pins import Build, KnownIssue
 
 TIMES = ("nemo_rl", "vllm", "vllm_pr", "wheel", "base_image")  # the facts that carried resolved_at
@@ -60,11 +60,11 @@ class LockV3(OlderLock):
     base_image: ImageV3
     cuda: CudaCheck
 
-    def upgrade(self) -> Lock:
+    def upgrade(self) -> LockV4:
         """Version 4: the same facts without their times."""
         untimed = {name: getattr(self, name).model_dump(exclude={"resolved_at"}) for name in TIMES
                    if getattr(self, name) is not None}  # fmt: skip
-        return Lock(
+        return LockV4(
             lock_version=4,
             buildkit_version=self.buildkit_version,
             pins_sha256=self.pins_sha256,

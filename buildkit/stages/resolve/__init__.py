@@ -39,7 +39,6 @@ from buildkit.files import utc_now, write_atomic
 from buildkit.gpu import abi
 from buildkit.gpu.check import System, wheel_check
 from buildkit.gpu.torchlock import MAX_UV_LOCK_BYTES, LockedTorch, torch_of_uv_lock
-from buildkit.models.grammar import FULL_SHA_RE
 from buildkit.models.lock import (
     SKIPPED_REASON,
     CommitFact,
@@ -67,6 +66,7 @@ from buildkit.stages.resolve.download import Hashed, OnProgress, measure_afresh
 from buildkit.stages.resolve.git import GitResolver
 from buildkit.stages.resolve.github import GitHub, token_for
 from buildkit.stages.resolve.record import ResolveRecord, write_record
+from buildkit.stages.resolve.source import Chooser, check_pr, source_ref
 from buildkit.stages.resolve.wheels import FoundWheel, resolve_wheel, wheel_fact
 from buildkit.world.cache import default_cache_dir
 from buildkit.world.http import Http
@@ -204,38 +204,20 @@ class Resolver:
             if pr_number:
                 pr = pool.submit(timed("vllm_pr", lambda: self.github.pull(pins.vllm.repo, pr_number)))
 
-            def merge_commit() -> str:
-                assert pr is not None  # pins.yaml gives vllm.ref or vllm.pr (validated)
-                return pr.result().merge_commit
+            def source_commit() -> CommitFact:
+                repo, ref = source_ref(pins, pr.result() if pr else None)
+                return self.commit(repo, ref)
 
-            vllm_ref = pins.vllm.ref
-            if vllm_ref:
-                vllm = pool.submit(timed("vllm", lambda: self.commit(pins.vllm.repo, vllm_ref)))
-            else:
-                vllm = after(pr, timed("vllm", lambda: self.commit(pins.vllm.repo, merge_commit())))
+            vllm = after(pr, timed("vllm", source_commit))
 
-            wheel_dep: Future | None
-            commit_of: Callable[[], str]
-            if vllm_ref and FULL_SHA_RE.fullmatch(vllm_ref):
-                wheel_dep, commit_of = None, lambda: vllm_ref
-            elif vllm_ref:
-                wheel_dep, commit_of = vllm, lambda: vllm.result().commit
-            else:
-                wheel_dep, commit_of = pr, merge_commit
-            wheel = after(
-                wheel_dep,
-                timed(
-                    "wheel",
-                    lambda: resolve_wheel(
-                        self.http,
-                        pins.wheel_index(),
-                        commit_of(),
-                        pins.wheel.arch,
-                        pins.wheel.variant,
-                        head=self.wheel_bytes != "download",  # downloading: the GET is the existence check
-                    ),
-                ),
-            )
+            def find_wheel(commit: str) -> FoundWheel:
+                # Downloading, the GET is the existence check; otherwise HEAD.
+                return resolve_wheel(self.http, pins.wheel_index(), commit, pins.wheel.arch, pins.wheel.variant,
+                                     head=self.wheel_bytes != "download")  # fmt: skip
+
+            chooser = Chooser(pins, self.github, self.cache_dir, find_wheel, self.git.notes.append)
+            choice = after(vllm, timed("wheel", lambda: chooser.choose(vllm.result(), pr.result() if pr else None)))
+            wheel = after(choice, lambda: choice.result().found)
             # The download starts as soon as the wheel is found, beside the registry chain (the longest): resolve's
             # wall time is that chain, not the chain and then the download (bench/resolve_depth.py).
             hashed = after(wheel, lambda: self._bytes_of(wheel.result(), cancel))
@@ -246,7 +228,7 @@ class Resolver:
             system = None if self.wheel_bytes == "none" else after(base, timed("base_libraries", lambda: (
                 self.base_system(base.result(), cancel))))  # fmt: skip
             # Report the first failure in pin order, once every lookup has settled; the download is stopped then.
-            futures: list[Future] = [f for f in (nemo, vllm, pr, wheel, base, torch, system) if f is not None]
+            futures: list[Future] = [f for f in (nemo, vllm, pr, choice, wheel, base, torch, system) if f is not None]
             try:
                 wait(futures)  # (in the try: Ctrl-C here stops the download too)
                 for future in futures:
@@ -254,12 +236,8 @@ class Resolver:
                         raise error
                 vllm_fact = vllm.result()
                 pr_fact: PullRequestFact | None = pr.result() if pr else None
-                if pr_fact and pr_fact.merge_commit != vllm_fact.commit:
-                    raise UpstreamMismatch(
-                        f"vllm.ref {pins.vllm.ref} resolves to {vllm_fact.commit}, but PR #{pr_fact.number} was "
-                        f"merged as {pr_fact.merge_commit}",
-                        hint="pin the PR's merge commit, or drop one of vllm.ref / vllm.pr",
-                    )
+                if pr_fact:
+                    check_pr(pins, pr_fact, vllm_fact)
                 base_fact, found = base.result(), wheel.result()
                 named, name_source = cuda.cuda_of_name(found)
                 # The name's CUDA is refused as soon as the base image's is known, whatever the download has done
@@ -288,6 +266,8 @@ class Resolver:
             nemo_rl=nemo.result(),
             vllm=vllm_fact,
             vllm_pr=pr_fact,
+            vllm_wheel=choice.result().wheel,
+            vllm_compare=choice.result().compare,
             wheel=wheel_fact_,
             base_image=base_fact,
             cuda=cuda.check(base_fact, wheel_fact_),

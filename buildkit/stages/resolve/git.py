@@ -184,6 +184,97 @@ class GitResolver:
             raise
 
 
+class GitHistory:
+    """vLLM's branch and a source commit (of a fork, or of any remote) in one blobless repository of the cache,
+    for what GitHub's compare API cannot answer: a remote that is not GitHub, or more changed files than its
+    answer lists. Commits and trees are fetched, no file contents: enough for merge-base, first-parent ancestry
+    and the changed paths. `rewrites` are git's url.<mirror>.insteadOf from pins.yaml."""
+
+    def __init__(self, cache_dir: Path, upstream: str, branch: str, rewrites: list[tuple[str, str]]):
+        self.upstream, self.branch = upstream, branch
+        self._config = [arg for url, instead in rewrites for arg in ("-c", f"url.{url}.insteadOf={instead}")]
+        self.repo = cache_dir / "git" / ("history-" + hashlib.sha256(upstream.encode()).hexdigest()[:20] + ".git")
+        if os.path.lexists(self.repo) and inspect_git_dir(self.repo, _history_config)[0]:
+            shutil.rmtree(self.repo, ignore_errors=True)  # damaged or planted: fetched afresh
+        if not (self.repo / "HEAD").exists():
+            self.repo.parent.mkdir(parents=True, exist_ok=True)
+            run_git(["init", "--quiet", "--bare", str(self.repo)])
+        self.tip = self._fetch(upstream, f"+refs/heads/{branch}:refs/buildkit/upstream")
+        self.command = f"git fetch --filter=blob:none {upstream} {branch}"
+
+    def add(self, url: str, commit: str) -> None:
+        """Fetch a source commit (by id: every host that allows it, GitHub included, serves a reachable SHA)."""
+        if not has_commit(self.repo, commit):
+            self._fetch(url, commit)
+
+    def _fetch(self, url: str, refspec: str) -> str:
+        try:
+            run_git(["fetch", "--quiet", "--no-tags", "--filter=blob:none", "--", url, refspec], cwd=self.repo,
+                    timeout=1800, config=self._config)  # fmt: skip
+        except GitFailed as exc:
+            if exc.remote_unreachable() and "not our ref" not in exc.stderr:
+                last = exc.stderr.splitlines()[-1] if exc.stderr else "no answer"
+                raise UpstreamUnreachable(f"cannot fetch from {url}: {last}", hint=OFFLINE_HINT) from None
+            raise UpstreamMismatch(f"{url}: {refspec.split(':')[0].lstrip('+')} does not exist there "
+                                   f"({_last(exc.stderr)})") from None  # fmt: skip
+        return run_git(["rev-parse", "FETCH_HEAD"], cwd=self.repo).strip()
+
+    def merge_base(self, commit: str) -> str | None:
+        """The newest commit of the branch that `commit` contains; None when they share no history."""
+        try:
+            return run_git(["merge-base", self.tip, commit], cwd=self.repo).strip() or None
+        except GitFailed as exc:
+            if exc.stderr.strip():
+                raise
+            return None  # exit 1 with nothing said: no common ancestor
+
+    def first_parents(self, commit: str, count: int) -> list[str]:
+        out = run_git(["rev-list", "--first-parent", f"--max-count={count}", commit], cwd=self.repo)
+        return [line for line in out.split() if FULL_SHA_RE.fullmatch(line)]
+
+    def contains(self, ancestor: str, head: str) -> bool:
+        try:
+            run_git(["merge-base", "--is-ancestor", ancestor, head], cwd=self.repo)
+            return True
+        except GitFailed as exc:
+            if exc.stderr.strip():
+                raise
+            return False
+
+    def file(self, commit: str, path: str, max_bytes: int = 1 << 20) -> bytes | None:
+        """A small file at a commit (a requirements file): its blob fetched on demand from the promisor remote."""
+        spec = f"{commit}:{path}"
+        try:
+            if run_git(["cat-file", "-t", spec], cwd=self.repo, config=self._config).strip() != "blob":
+                return None
+        except GitFailed as exc:
+            if exc.remote_unreachable():
+                raise
+            return None
+        if int(run_git(["cat-file", "-s", spec], cwd=self.repo, config=self._config).strip() or 0) > max_bytes:
+            raise UpstreamMalformed(f"{path} at {commit[:12]} is larger than {max_bytes:,} bytes")
+        return run_git_bytes(["cat-file", "blob", spec], cwd=self.repo, config=self._config)
+
+    def changed(self, base: str, head: str) -> list[str]:
+        """The paths that differ between two commits' trees (a rename: both paths)."""
+        out = run_git_bytes(["diff", "--name-only", "-z", "--no-renames", base, head, "--"], cwd=self.repo,
+                            timeout=600)  # fmt: skip
+        return sorted({p.decode("utf-8", "replace") for p in out.split(b"\0") if p})
+
+
+def _last(stderr: str) -> str:
+    return stderr.strip().splitlines()[-1] if stderr.strip() else "no output"
+
+
+def _history_config(key: str, value: str) -> bool:
+    """What `git init --bare` and blobless fetches write (each URL a promisor remote)."""
+    return (
+        written_by_init(key, value, bare=True)
+        or key in ("core.repositoryformatversion", "extensions.partialclone")
+        or (key.startswith("remote.") and key.endswith((".promisor", ".partialclonefilter")))
+    )
+
+
 def _cache_config(url: str, key: str, value: str) -> bool:
     """What `git init --bare` and a partial fetch by URL write (git records the URL as a promisor remote)."""
     return written_by_init(key, value, bare=True) or (key, value) in {

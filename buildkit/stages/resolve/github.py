@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import quote, urlsplit
@@ -69,6 +70,17 @@ class _Commit(Answer):
     html_url: HttpsUrl | None = None
 
 
+class _Repo(Answer):
+    clone_url: HttpsUrl
+    full_name: Line
+
+
+class _Head(Answer):
+    sha: FullSha
+    ref: Line
+    repo: _Repo | None  # null when the fork was deleted
+
+
 class _Pull(Answer):
     merged: bool
     state: Line = "unknown"
@@ -76,6 +88,37 @@ class _Pull(Answer):
     merged_at: Timestamp | None = None
     merge_commit_sha: FullSha | None = None
     html_url: HttpsUrl | None = None
+    head: _Head | None = None
+
+
+class _ChangedFile(Answer):
+    filename: Line
+    previous_filename: Line | None = None  # a rename: both paths changed
+
+
+class _Sha(Answer):
+    sha: FullSha
+
+
+class _CompareFiles(Answer):
+    status: Literal["ahead", "behind", "identical", "diverged"]
+    merge_base_commit: _Sha
+    files: list[_ChangedFile] = Field(default_factory=list, max_length=10_000)
+
+
+# GitHub's compare answer lists at most 300 changed files; a longer list is cut there, silently.
+COMPARE_FILES_CAP = 300
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """`compare/{base}...{head}`: how head relates to base, their merge base, the paths that differ between the
+    merge base and head (None when the answer was cut at COMPARE_FILES_CAP), and the API URL asked."""
+
+    status: str
+    merge_base: str
+    paths: list[str] | None
+    url: str
 
 
 class _Compare(Answer):
@@ -215,26 +258,51 @@ class GitHub:
         return answer.ahead_by, f"https://{host}/{owner}/{repo}/compare/{base}...{head}"
 
     def pull(self, repo_url: str, number: int) -> PullRequestFact:
+        """A merged PR (built from its merge commit) or an open one (built from its head, on its head repository).
+        A PR closed without merging, or an open one whose head repository was deleted, is UpstreamMismatch."""
         owner, repo = self._require(repo_url)
         path = f"/repos/{owner}/{repo}/pulls/{number}"
         what = f"{owner}/{repo} PR #{number}"
         pull = parse(_Pull, self._get(path, what), f"GitHub API answer for {what}")
-        if not pull.merged:
-            raise UpstreamMismatch(
-                f"{what} is not merged (state: {pull.state}); no merge commit to build",
-                hint="pin vllm.ref to a commit instead, or wait for the merge",
-            )
-        if pull.merged_at is None or pull.merge_commit_sha is None:
+        if pull.merged and (pull.merged_at is None or pull.merge_commit_sha is None):
             raise UpstreamMalformed(f"GitHub API answer for {what}: merged, but without merged_at/merge_commit_sha")
+        if not pull.merged and pull.state != "open":
+            raise UpstreamMismatch(f"{what} was closed without being merged (state: {pull.state})",
+                                   hint="pin the branch or commit you mean to build as vllm.ref instead")  # fmt: skip
+        if not pull.merged and pull.head is None:
+            raise UpstreamMalformed(f"GitHub API answer for {what}: an open PR without its head")
+        if not pull.merged and pull.head is not None and pull.head.repo is None:
+            raise UpstreamMismatch(
+                f"{what} is open, but its head repository was deleted: its head {pull.head.sha[:12]} cannot be "
+                "fetched from a fork",
+                hint="pin vllm.repo to a fork that holds the commit, with vllm.ref set to it",
+            )
+        head = pull.head
         return PullRequestFact(
             number=number,
             title=pull.title,
             state=pull.state,
-            merged_at=pull.merged_at,
-            merge_commit=pull.merge_commit_sha,
+            merged_at=pull.merged_at if pull.merged else None,
+            merge_commit=pull.merge_commit_sha if pull.merged else None,  # an open PR's is a test merge: not built
             url=pull.html_url or f"https://github.com/{owner}/{repo}/pull/{number}",
             source=f"GitHub API {self.api}{path}",
+            head_commit=head.sha if head else None,
+            head_repo=head.repo.clone_url if head and head.repo else None,
+            head_ref=head.ref if head else None,
         )
+
+    def compare_files(self, repo_url: str, base: str, head: str) -> Comparison:
+        """`GET /repos/{owner}/{repo}/compare/{base}...{head}`: head may be a commit of a fork (a fork's commits are
+        visible in its parent's network). The paths are those that differ between the merge base and head; None
+        when GitHub cut the list at its cap (then git must list them)."""
+        owner, repo = self._require(repo_url)
+        path = f"/repos/{owner}/{repo}/compare/{base}...{head}"
+        what = f"{owner}/{repo} compare {base[:12]}...{head[:12]}"
+        answer = parse(_CompareFiles, self._get(path, what), f"GitHub API answer for {what}")
+        paths: list[str] | None = sorted({p for f in answer.files for p in (f.filename, f.previous_filename) if p})
+        if len(answer.files) >= COMPARE_FILES_CAP:
+            paths = None
+        return Comparison(answer.status, answer.merge_base_commit.sha, paths, f"{self.api}{path}")
 
     def _require(self, repo_url: str) -> tuple[str, str]:
         found = self.owner_repo(repo_url)

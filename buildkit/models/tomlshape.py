@@ -1,0 +1,42 @@
+"""TOML from outside, held to the shape real files have before Python's parser reads it: tomllib is quadratic in
+a key's dots (a 30 KB file of `a.a.a...` took 915 MB) and recursive in nesting (a deep one ends in RecursionError).
+uv.lock and vLLM's pyproject.toml have keys of a few dots and shallow nesting, so a line may have at most MAX_DOTS
+dots outside strings and nesting stays within MAX_DEPTH (multi-line strings are values, not lines)."""
+
+from __future__ import annotations
+
+import re
+
+from buildkit.errors import UpstreamMalformed
+
+_STRING_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'')
+_COMMENT_RE = re.compile(r"#.*")
+_BRACKET_RE = re.compile(r"[\[\]{}]")
+MAX_DOTS = 8
+MAX_DEPTH = 16
+
+
+def check_shape(text: str, what: str) -> None:
+    """UpstreamMalformed (exit 3) unless `text` has the shape real TOML files have (see above)."""
+    bare_text = _outside_multiline(text, what)  # a multi-line string is one value, whatever its lines hold
+    depth = 0
+    for number, line in enumerate(bare_text.splitlines(), 1):
+        bare = _COMMENT_RE.sub("", _STRING_RE.sub('""', line))
+        if bare.count(".") > MAX_DOTS:
+            raise UpstreamMalformed(f"{what}: a line of more than {MAX_DOTS} dots outside strings (line {number}): "
+                                    "not a TOML file buildkit parses")  # fmt: skip
+        for char in _BRACKET_RE.findall(bare):
+            depth += 1 if char in "[{" else -1
+            if depth > MAX_DEPTH:
+                raise UpstreamMalformed(f"{what}: arrays or tables nested more than {MAX_DEPTH} deep (line "
+                                        f"{number}): not a TOML file buildkit parses")  # fmt: skip
+
+
+def _outside_multiline(text: str, what: str) -> str:
+    """The text with each multi-line string replaced by "" (split, not a regex: linear on any input)."""
+    for quote in ('"""', "'''"):
+        parts = text.split(quote)
+        if len(parts) % 2 == 0:
+            raise UpstreamMalformed(f"{what}: a multi-line string that does not end: not a TOML file buildkit parses")
+        text = '""'.join(parts[::2])
+    return text

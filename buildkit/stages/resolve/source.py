@@ -1,0 +1,226 @@
+"""The vLLM source, and the commit whose precompiled wheel carries its compiled files: two pins (issue 28).
+
+vLLM's `VLLM_USE_PRECOMPILED=1` takes the Python files from the checkout and the compiled files from the wheel of
+another commit; NeMo-RL's build-custom-vllm.sh does the same. That is only correct when no file vLLM's compiled
+code is built from differs between the two commits, so resolve proves it:
+
+- The source: `vllm.repo` at `vllm.ref`, or pull request `vllm.pr` (merged: its merge commit; open: its head
+  commit, on its head repository, a fork).
+- The wheel's commit (`wheel.commit`): a full SHA pins it by hand (it must be an ancestor of the source); `auto`
+  takes the source itself when it is on `vllm.upstream_branch` and has a wheel, else the source's merge base with
+  that branch, or the newest first-parent ancestor of the merge base with a wheel for the pinned arch and variant
+  (at most MAX_WHEEL_TRIES, each one said). Never the moving nightly.
+- The proof: the paths that differ between the wheel's commit and the source (GitHub's compare API when both
+  repositories are on GitHub; git on a blobless fetch otherwise, or when GitHub's answer stops at 300 files), held
+  to vLLM's compiled inputs (buildkit/models/compiled.py). A hit stops resolve, exit 8, unless
+  `wheel.accept_compiled_changes` gives a reviewer's reason (the lock and the report carry it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from buildkit.errors import CompiledSourceChanged, UpstreamMalformed, UpstreamMismatch, excerpt
+from buildkit.models.compiled import compiled_changes, rule_for, torch_requirement
+from buildkit.models.lock import CommitFact, PullRequestFact, SourceComparison, WheelCommitFact
+from buildkit.models.lock.facts import WheelChoice as ChosenBy
+from buildkit.models.pins import Pins
+from buildkit.stages.resolve.git import GitHistory
+from buildkit.stages.resolve.github import GitHub
+from buildkit.stages.resolve.wheels import FoundWheel
+
+MAX_WHEEL_TRIES = 20  # first-parent ancestors of the merge base tried for a wheel (as bump's newest_with_wheel)
+MAX_SHOWN = 8  # compiled paths named in the one-line message
+Method = Literal["same commit", "GitHub compare", "git diff"]
+FindWheel = Callable[[str], FoundWheel]  # the wheel of a commit for the pinned arch and variant, or UpstreamMismatch
+
+
+@dataclass(frozen=True)
+class Choice:
+    wheel: WheelCommitFact
+    found: FoundWheel
+    compare: SourceComparison
+
+
+def source_ref(pins: Pins, pr: PullRequestFact | None) -> tuple[str, str]:
+    """(repository, ref) the source commit is read from: the pins' ref, a merged PR's merge commit, or an open
+    PR's head on its head repository."""
+    if pr is None:
+        assert pins.vllm.ref is not None  # pins.yaml gives vllm.ref or vllm.pr (validated)
+        return pins.vllm.repo, pins.vllm.ref
+    if pr.merged:
+        assert pr.merge_commit is not None
+        return pins.vllm.repo, pr.merge_commit
+    assert pr.head_commit is not None and pr.head_repo is not None  # github.pull refuses an open PR without them
+    return pr.head_repo, pr.head_commit
+
+
+def check_pr(pins: Pins, pr: PullRequestFact, source: CommitFact) -> None:
+    """vllm.ref beside vllm.pr must name the commit the PR is built from: its merge commit, or an open PR's head."""
+    built = pr.merge_commit if pr.merged else pr.head_commit
+    if pins.vllm.ref is None or built == source.commit:
+        return
+    what = "merged as" if pr.merged else "open; its head is now"
+    raise UpstreamMismatch(
+        f"vllm.ref {pins.vllm.ref} resolves to {source.commit}, but PR #{pr.number} is {what} {built}",
+        hint="drop vllm.ref to build what the PR is now (`buildkit bump --vllm` moves the pins), or drop vllm.pr to "
+        "build that commit as a plain ref",
+    )
+
+
+class Chooser:
+    """Chooses the wheel's commit and proves the composition, through GitHub or git as the repositories allow."""
+
+    def __init__(self, pins: Pins, github: GitHub, cache_dir: Path, find_wheel: FindWheel,
+                 on_note: Callable[[str], None]):  # fmt: skip
+        self.pins, self.github, self.cache_dir = pins, github, cache_dir
+        self.find_wheel, self.note = find_wheel, on_note
+        self._history: GitHistory | None = None
+        v = pins.vllm
+        self.upstream, self.branch = v.upstream, v.upstream_branch
+
+    def choose(self, source: CommitFact, pr: PullRequestFact | None) -> Choice:
+        on_github = bool(self.github.owner_repo(self.upstream) and self.github.owner_repo(source.repo))
+        pinned = self.pins.wheel.commit
+        if pinned != "auto":
+            found = self.find_wheel(pinned)
+            paths, method, how = self._paths(pinned, source, on_github)
+            wheel = WheelCommitFact(commit=pinned, upstream=self.upstream, branch=self.branch, merge_base=None,
+                                    chosen_by="pinned", detail=f"wheel.commit {pinned} as pinned")  # fmt: skip
+            return Choice(wheel, found, self._prove(paths, method, how, pinned, source))
+        merge_base, _on_branch, base_paths, how = self._merge_base(source, on_github)
+        tried: list[str] = []
+        for wheel_commit in self._ancestors(merge_base, on_github):  # the merge base first
+            try:
+                found = self.find_wheel(wheel_commit)
+                break
+            except UpstreamMismatch as exc:
+                tried.append(f"{wheel_commit[:12]}: {excerpt(exc.message, 100)}")
+                self.note(f"vllm {wheel_commit[:12]} has no usable wheel: {exc.message}")
+        else:
+            raise UpstreamMismatch(
+                f"no commit within {MAX_WHEEL_TRIES} first-parent ancestors of the merge base {merge_base[:12]} "
+                f"(of the source with {self.branch}) has a vllm wheel for linux {self.pins.wheel.arch}, variant "
+                f"{self.pins.wheel.variant}",
+                hint="pin wheel.commit to a commit of main that has a wheel (it must be an ancestor of the source), "
+                "or try another wheel.variant",
+            )
+        chosen: ChosenBy
+        if wheel_commit == source.commit:
+            chosen, detail = "the source commit", f"the source commit {wheel_commit[:12]} is on {self.branch}"
+        elif wheel_commit == merge_base:
+            chosen, detail = "the merge base", f"the source's merge base with {self.branch}"
+        else:
+            chosen = "an ancestor of the merge base"
+            detail = f"{len(tried)} newer commit(s) from the merge base on had no wheel ({'; '.join(tried)})"
+        wheel = WheelCommitFact(commit=wheel_commit, upstream=self.upstream, branch=self.branch, merge_base=merge_base,
+                                chosen_by=chosen, detail=detail[:900])  # fmt: skip
+        if wheel_commit == merge_base and base_paths is not None:
+            paths = base_paths
+            method = "same commit" if wheel_commit == source.commit else "GitHub compare" if on_github else "git diff"
+        else:
+            paths, method, how = self._paths(wheel_commit, source, on_github)
+        return Choice(wheel, found, self._prove(paths, method, how, wheel_commit, source))
+
+    # --- the history, through GitHub or git ----------------------------------------------------------------------
+
+    def _merge_base(self, source: CommitFact, on_github: bool) -> tuple[str, bool, list[str] | None, str]:
+        """The source's merge base with the branch, whether the source is on the branch, the paths from the merge
+        base to the source (None: ask again), and how they were listed."""
+        if on_github:
+            answer = self.github.compare_files(self.upstream, self.branch, source.commit)
+            if answer.paths is not None or answer.status in ("behind", "identical"):
+                on_branch = answer.status in ("behind", "identical")
+                return answer.merge_base, on_branch, [] if on_branch else answer.paths, answer.url
+        history = self._git(source)
+        merge_base = history.merge_base(source.commit)
+        if merge_base is None:
+            raise UpstreamMismatch(
+                f"{source.repo} at {source.commit[:12]} shares no history with {self.branch} of {self.upstream}: "
+                "it is not a fork of vLLM",
+                hint="pin vllm.repo to a fork of vLLM, or vllm.upstream to the repository it was forked from",
+            )
+        paths = history.changed(merge_base, source.commit)
+        return merge_base, merge_base == source.commit, paths, history.command
+
+    def _ancestors(self, merge_base: str, on_github: bool) -> list[str]:
+        if on_github:
+            return [c.commit for c in self.github.branch_commits(self.upstream, merge_base, MAX_WHEEL_TRIES)]
+        assert self._history is not None
+        return self._history.first_parents(merge_base, MAX_WHEEL_TRIES)
+
+    def _paths(self, wheel_commit: str, source: CommitFact, on_github: bool) -> tuple[list[str], Method, str]:
+        """The paths that differ between the wheel's commit and the source, which must contain it."""
+        if wheel_commit == source.commit:
+            return [], "same commit", "the same commit"
+        if on_github:
+            answer = self.github.compare_files(self.upstream, wheel_commit, source.commit)
+            if answer.status not in ("ahead", "identical"):
+                raise _not_ancestor(wheel_commit, source, answer.status)
+            if answer.paths is not None:
+                return answer.paths, "GitHub compare", answer.url
+            self.note(f"GitHub's compare answer lists at most 300 files: {wheel_commit[:12]}...{source.commit[:12]} "
+                      "listed with git instead")  # fmt: skip
+        history = self._git(source)
+        if not history.contains(wheel_commit, source.commit):
+            raise _not_ancestor(wheel_commit, source, "not an ancestor")
+        return history.changed(wheel_commit, source.commit), "git diff", history.command
+
+    def _git(self, source: CommitFact) -> GitHistory:
+        if self._history is None:
+            rewrites = [(r.url, r.instead_of) for r in self.pins.git_url_rewrites]
+            self._history = GitHistory(self.cache_dir, self.upstream, self.branch, rewrites)
+        self._history.add(source.repo, source.commit)
+        return self._history
+
+    # --- the proof -------------------------------------------------------------------------------------------------
+
+    def _prove(self, paths: list[str], method: Method, how: str, wheel_commit: str,
+               source: CommitFact) -> SourceComparison:  # fmt: skip
+        hits = [f"{path} ({rule.why})" for path, rule in compiled_changes(paths)]
+        for path in paths:  # a torch pin matters only when the torch it requires changed
+            rule = rule_for(path)
+            if rule is not None and rule.kind == "torch-pin":
+                hits += self._torch_change(path, wheel_commit, source)
+        accepted = self.pins.wheel.accept_compiled_changes if hits else None
+        if hits and accepted is None:
+            more = f" and {len(hits) - MAX_SHOWN} more" if len(hits) > MAX_SHOWN else ""
+            shown = ", ".join(hits[:MAX_SHOWN]) + more
+            raise CompiledSourceChanged(
+                f"the vLLM source {source.commit[:12]} changes {len(hits)} file(s) that vLLM's compiled code is built "
+                f"from, relative to {wheel_commit[:12]} whose wheel would carry it: {shown}",
+                hint="pin wheel.commit to a commit whose compiled code matches the source, build vLLM from source, "
+                "or, reviewed, set wheel.accept_compiled_changes to why the wheel's kernels are right",
+            )
+        return SourceComparison(method=method, source=how, paths=len(paths), compiled=hits, accepted=accepted)
+
+    def _torch_change(self, path: str, wheel_commit: str, source: CommitFact) -> list[str]:
+        try:
+            before, after = (torch_requirement(self._file(repo, commit, path)) for repo, commit in
+                             ((self.upstream, wheel_commit), (source.repo, source.commit)))  # fmt: skip
+        except (ValueError, UpstreamMalformed) as exc:  # unreadable: the change cannot be ruled out
+            return [f"{path} (its torch requirement could not be read: {excerpt(str(exc), 100)})"]
+        if before == after:
+            return []
+        return [f"{path} (the torch the extensions are built against: {' '.join(before) or 'none'} -> "
+                f"{' '.join(after) or 'none'})"]  # fmt: skip
+
+    def _file(self, repo: str, commit: str, path: str) -> str:
+        if self.github.owner_repo(repo):
+            raw = self.github.file(repo, path, commit)
+        else:
+            assert self._history is not None
+            raw = self._history.file(commit, path)
+        return (raw or b"").decode("utf-8", "replace")
+
+
+def _not_ancestor(wheel_commit: str, source: CommitFact, status: str) -> UpstreamMismatch:
+    return UpstreamMismatch(
+        f"wheel.commit {wheel_commit[:12]} is not an ancestor of the vLLM source {source.commit[:12]} ({status}): its "
+        "compiled files are not the source's history",
+        hint="pin wheel.commit to a commit the source contains (its merge base with main), or `auto`",
+    )
+
