@@ -188,9 +188,10 @@ def test_resolve_table_fits_80_columns(project):
     rows = {line.split()[0]: line for line in lines if line.strip() and line.split()[0] in
             ("nemo_rl", "vllm.pr", "vllm", "wheel", "base_image")}  # fmt: skip
     assert set(rows) == {"nemo_rl", "vllm.pr", "vllm", "wheel", "base_image"}, result.stdout
+    assert f"wheel from   {VLLM_SHA[:12]} (source); compiled changes: none" in result.stdout
     assert NEMO_RL_SHA[:12] in rows["nemo_rl"] and "2026-02-05" in rows["nemo_rl"]
     assert "#24322" in rows["vllm.pr"] and "0.14.0rc2.dev156+g4a5299c93" in rows["wheel"]
-    assert len(lines) <= 10, "no cell wraps onto a second line"
+    assert len(lines) <= 11, "no cell wraps onto a second line (a title, a blank, a header, a rule, 6 pins, a blank)"
 
 
 def test_table_title_when_check_passes(project):

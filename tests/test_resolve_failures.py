@@ -133,11 +133,15 @@ def test_two_fitting_wheels_are_ambiguous_not_first_wins(project, upstreams, old
     assert_untouched(old_lock)
 
 
-def test_unmerged_pr_is_an_error(project, upstreams, old_lock):
+def test_an_open_pr_whose_head_is_not_the_pinned_ref_is_an_error(project, upstreams, old_lock):
     root, cli = project
-    upstreams.github.add_pull("vllm-project/vllm", VLLM_PR, "feat: spec decode with draft models", None, None)
+    head = "c" * 40
+    upstreams.github.add_commit("vllm-project/vllm", head, "wip", "2026-01-02T00:00:00Z")
+    upstreams.github.add_pull("vllm-project/vllm", VLLM_PR, "feat: spec decode with draft models", None, None,
+                              head=(head, "draft", "vllm-project/vllm"))  # fmt: skip
     result = cli("resolve")
-    assert_failed(result, 4, f"PR #{VLLM_PR} is not merged", "state: open")
+    assert_failed(result, 4, f"resolves to {VLLM_SHA}, but PR #{VLLM_PR} is open; its head is now {head}",
+                  "drop vllm.ref to build what the PR is now")  # fmt: skip
     assert_untouched(old_lock)
 
 

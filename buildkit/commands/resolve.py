@@ -351,6 +351,10 @@ def _emit(lock: Lock, json_out: bool, title: str) -> None:
         ui.out.print(lock_table(lock, title))
 
 
+_CHOSEN = {"the source commit": "source", "the merge base": "merge base",
+           "an ancestor of the merge base": "older", "pinned": "pinned"}  # fmt: skip
+
+
 def lock_table(lock: Lock, title: str) -> Table:
     """One line per pin that fits an 80-column terminal: short SHAs and hosts; the lock and --json have it all."""
     table = Table(title=ui.safe(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
@@ -366,8 +370,8 @@ def lock_table(lock: Lock, title: str) -> Table:
     vw = lock.vllm_wheel
     rows += [
         ("vllm", f"{_short_ref(v.ref)} -> {v.commit[:12]} ({v.date[:10]})", _commit_source(v)),
-        ("wheel.commit", f"{vw.commit[:12]}: {vw.chosen_by}; compiled paths changed: "
-                         f"{len(lock.vllm_compare.compiled) or 'none'}", lock.vllm_compare.method),
+        ("wheel from", f"{vw.commit[:12]} ({_CHOSEN[vw.chosen_by]}); compiled changes: "
+                       f"{len(lock.vllm_compare.compiled) or 'none'}", lock.vllm_compare.method),
         ("wheel", f"{w.version} ({w.arch}, {_size(w.size)})", _host(w.index)),
         ("base_image", f"{b.tag or b.repository} @ {b.manifest_digest.removeprefix('sha256:')[:12]}", b.registry),
     ]

@@ -78,7 +78,7 @@ class _Repo(Answer):
 class _Head(Answer):
     sha: FullSha
     ref: Line
-    repo: _Repo | None  # null when the fork was deleted
+    repo: _Repo | None = None  # null when the fork was deleted
 
 
 class _Pull(Answer):

@@ -30,7 +30,7 @@ from buildkit.models.lock.facts import WheelChoice as ChosenBy
 from buildkit.models.pins import Pins
 from buildkit.stages.resolve.git import GitHistory
 from buildkit.stages.resolve.github import GitHub
-from buildkit.stages.resolve.wheels import FoundWheel
+from buildkit.stages.resolve.wheels import MISSING_HINT, FoundWheel
 
 MAX_WHEEL_TRIES = 20  # first-parent ancestors of the merge base tried for a wheel (as bump's newest_with_wheel)
 MAX_SHOWN = 8  # compiled paths named in the one-line message
@@ -46,16 +46,17 @@ class Choice:
 
 
 def source_ref(pins: Pins, pr: PullRequestFact | None) -> tuple[str, str]:
-    """(repository, ref) the source commit is read from: the pins' ref, a merged PR's merge commit, or an open
-    PR's head on its head repository."""
-    if pr is None:
-        assert pins.vllm.ref is not None  # pins.yaml gives vllm.ref or vllm.pr (validated)
-        return pins.vllm.repo, pins.vllm.ref
+    """(repository, ref) the source commit is read from: the pinned ref (on an open PR's head repository, when a PR
+    is open), else a merged PR's merge commit, or an open PR's head on its head repository."""
+    head_repo = pr.head_repo if pr is not None and not pr.merged else None
+    if pins.vllm.ref is not None:
+        return head_repo or pins.vllm.repo, pins.vllm.ref  # check_pr then holds it to the PR
+    assert pr is not None  # pins.yaml gives vllm.ref or vllm.pr (validated)
     if pr.merged:
         assert pr.merge_commit is not None
         return pins.vllm.repo, pr.merge_commit
-    assert pr.head_commit is not None and pr.head_repo is not None  # github.pull refuses an open PR without them
-    return pr.head_repo, pr.head_commit
+    assert pr.head_commit is not None and head_repo is not None  # github.pull refuses an open PR without them
+    return head_repo, pr.head_commit
 
 
 def check_pr(pins: Pins, pr: PullRequestFact, source: CommitFact) -> None:
@@ -63,9 +64,12 @@ def check_pr(pins: Pins, pr: PullRequestFact, source: CommitFact) -> None:
     built = pr.merge_commit if pr.merged else pr.head_commit
     if pins.vllm.ref is None or built == source.commit:
         return
-    what = "merged as" if pr.merged else "open; its head is now"
+    if pr.merged:
+        raise UpstreamMismatch(f"vllm.ref {pins.vllm.ref} resolves to {source.commit}, but PR #{pr.number} was "
+                               f"merged as {built}",
+                               hint="pin the PR's merge commit, or drop one of vllm.ref / vllm.pr")  # fmt: skip
     raise UpstreamMismatch(
-        f"vllm.ref {pins.vllm.ref} resolves to {source.commit}, but PR #{pr.number} is {what} {built}",
+        f"vllm.ref {pins.vllm.ref} resolves to {source.commit}, but PR #{pr.number} is open; its head is now {built}",
         hint="drop vllm.ref to build what the PR is now (`buildkit bump --vllm` moves the pins), or drop vllm.pr to "
         "build that commit as a plain ref",
     )
@@ -93,20 +97,22 @@ class Chooser:
             return Choice(wheel, found, self._prove(paths, method, how, pinned, source))
         merge_base, _on_branch, base_paths, how = self._merge_base(source, on_github)
         tried: list[str] = []
+        first = ""
         for wheel_commit in self._ancestors(merge_base, on_github):  # the merge base first
             try:
                 found = self.find_wheel(wheel_commit)
                 break
             except UpstreamMismatch as exc:
+                first = first or exc.message
                 tried.append(f"{wheel_commit[:12]}: {excerpt(exc.message, 100)}")
                 self.note(f"vllm {wheel_commit[:12]} has no usable wheel: {exc.message}")
         else:
             raise UpstreamMismatch(
-                f"no commit within {MAX_WHEEL_TRIES} first-parent ancestors of the merge base {merge_base[:12]} "
-                f"(of the source with {self.branch}) has a vllm wheel for linux {self.pins.wheel.arch}, variant "
-                f"{self.pins.wheel.variant}",
-                hint="pin wheel.commit to a commit of main that has a wheel (it must be an ancestor of the source), "
-                "or try another wheel.variant",
+                f"none of the {len(tried)} commit(s) from the merge base {merge_base[:12]} back along {self.branch} "
+                f"(at most {MAX_WHEEL_TRIES}) has a vllm wheel for linux {self.pins.wheel.arch}, variant "
+                f"{self.pins.wheel.variant}; the merge base's: {first}",
+                hint=f"{MISSING_HINT}; or pin wheel.commit to an older commit of {self.branch} with one (an "
+                "ancestor of the source)",
             )
         chosen: ChosenBy
         if wheel_commit == source.commit:
