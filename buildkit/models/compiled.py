@@ -146,6 +146,7 @@ def compiled_changes(paths: Iterable[str]) -> list[tuple[str, Rule]]:
     return hits
 
 
+_TABLE_RE = re.compile(r"^[ \t]*\[", re.MULTILINE)
 # pip's comment rule: `#` at the start of a line or after whitespace
 _COMMENT_RE = re.compile(r"(^|\s)#.*$")
 
@@ -174,7 +175,9 @@ def torch_requirement(text: str) -> tuple[str, ...]:
 
 def _build_system_requires(text: str) -> list[str] | None:
     """pyproject.toml's `[build-system] requires` ([] without one), or None when `text` is not TOML."""
-    check_shape(text, "pyproject.toml or a requirements file")  # before tomllib: see tomlshape.py
+    if not _TABLE_RE.search(text):
+        return None  # a requirements file: no line of one starts a TOML table
+    check_shape(text, "pyproject.toml")  # before tomllib: see tomlshape.py
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
