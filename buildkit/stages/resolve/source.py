@@ -90,8 +90,8 @@ class Chooser:
         on_github = bool(self.github.owner_repo(self.upstream) and self.github.owner_repo(source.repo))
         pinned = self.pins.wheel.commit
         if pinned != "auto":
+            paths, method, how = self._paths(pinned, source, on_github)  # an ancestor of the source, or refused
             found = self.find_wheel(pinned)
-            paths, method, how = self._paths(pinned, source, on_github)
             wheel = WheelCommitFact(commit=pinned, upstream=self.upstream, branch=self.branch, merge_base=None,
                                     chosen_by="pinned", detail=f"wheel.commit {pinned} as pinned")  # fmt: skip
             return Choice(wheel, found, self._prove(paths, method, how, pinned, source))
