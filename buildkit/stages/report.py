@@ -30,7 +30,7 @@ from buildkit.files import (
 )
 from buildkit.models.choices import ReportFormat
 from buildkit.models.grammar import one_line_text
-from buildkit.models.lock import Lock, lock_sha256
+from buildkit.models.lock import Lock, composition, lock_sha256
 from buildkit.models.paths import Paths
 from buildkit.models.records import Build, belongs
 from buildkit.models.yamlload import load_yaml
@@ -500,7 +500,8 @@ def _overview(lock: Lock, record: BuildRecord | None, times: dict[str, str]) -> 
 
 def _components(lock: Lock) -> list[dict[str, str]]:
     n, v, pr, w, b = lock.nemo_rl, lock.vllm, lock.vllm_pr, lock.wheel, lock.base_image
-    pr_text = f"merge commit of PR #{pr.number} ({pr.title}), merged {pr.merged_at}" if pr else f"pinned ref {v.ref}"
+    pr_text = (f"merge commit of PR #{pr.number} ({pr.title}), merged {pr.merged_at}" if pr and pr.merged else
+               f"head of open PR #{pr.number} ({pr.title})" if pr else f"pinned ref {v.ref}")  # fmt: skip
     return [
         {"component": "NeMo-RL", "source": n.repo, "version": n.commit, "how": f"pinned ref {n.ref}; {n.source}"},
         {"component": "vLLM (custom)", "source": v.repo, "version": v.commit, "how": f"{pr_text}; {v.source}"},
@@ -508,7 +509,8 @@ def _components(lock: Lock) -> list[dict[str, str]]:
             "component": "Precompiled vLLM wheel",
             "source": w.index,
             "version": f"{w.filename}",
-            "how": f"listed in {w.listed_in}; verified by {w.verified_by}",
+            "how": f"the wheel of {lock.vllm_wheel.commit} ({lock.vllm_wheel.chosen_by}); listed in {w.listed_in}; "
+            f"verified by {w.verified_by}",
         },
         {
             "component": "Base image",
@@ -525,6 +527,9 @@ def _commits(lock: Lock, times: dict[str, str]) -> dict[str, Any]:
         "nemo_rl": {**n.model_dump(mode="json"), "resolved_at": times.get("nemo_rl")},
         "vllm": {**v.model_dump(mode="json"), "resolved_at": times.get("vllm")},
         "vllm_pr": {**pr.model_dump(mode="json"), "resolved_at": times.get("vllm_pr")} if pr else None,
+        "vllm_wheel": lock.vllm_wheel.model_dump(mode="json"),
+        "vllm_compare": lock.vllm_compare.model_dump(mode="json"),
+        "vllm_composition": composition(lock),
     }
 
 

@@ -20,7 +20,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from buildkit.errors import InputError, excerpt
 from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, sha256_bytes, sha256_file
 from buildkit.models.grammar import DIGEST_RE, IMAGE_REF_RE, one_line_text
-from buildkit.models.lock import Lock
+from buildkit.models.lock import Lock, composition
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
 from buildkit.models.records import Build, belongs
@@ -267,7 +267,12 @@ def _resolved_dependencies(sources: Sources) -> list[dict[str, Any]]:
     rendered Dockerfile."""
     lock, rendered = sources.lock, sources.rendered
     n, v, w = lock.nemo_rl, lock.vllm, lock.wheel
-    vllm_notes: dict[str, Any] = {"ref": v.ref}
+    vllm_notes: dict[str, Any] = {
+        "ref": v.ref, "composition": composition(lock), "wheelCommit": lock.vllm_wheel.commit,
+        "wheelCommitChosenBy": lock.vllm_wheel.chosen_by, "compiledInputsChanged": list(lock.vllm_compare.compiled),
+    }  # fmt: skip
+    if lock.vllm_compare.accepted:
+        vllm_notes["compiledChangesAccepted"] = lock.vllm_compare.accepted
     if lock.vllm_pr:
         vllm_notes.update(pullRequest=lock.vllm_pr.number, pullRequestUrl=lock.vllm_pr.url)
     wheel: dict[str, Any] = {"name": w.filename, "uri": w.url}

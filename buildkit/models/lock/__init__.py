@@ -4,6 +4,7 @@ and the checks against the pins (checks.py). Everything a caller needs is named 
 
 from buildkit.models.lock.checks import (
     COMPARED_FIELDS,
+    composition,
     consistency_problems,
     content_warning,
     cuda_warning,
@@ -39,6 +40,6 @@ __all__ = [
     "COMPARED_FIELDS", "LOCK_VERSION", "READABLE_VERSIONS", "REWRITE_HINT", "SHA256_HEX_RE", "SKIPPED_REASON",
     "STALE", "V1_REASON", "V1_STALE", "V2_STALE", "V3_STALE", "V4_STALE", "CommitFact", "CudaCheck", "ImageFact",
     "Lock", "PatchFact", "PullRequestFact", "Sha256Hex", "SourceComparison", "WheelCommitFact", "WheelFact",
-    "consistency_problems", "content_warning", "cuda_major", "cuda_warning", "differences", "lock_sha256",
-    "read_lock", "strict_json",
+    "composition", "consistency_problems", "content_warning", "cuda_major", "cuda_warning", "differences",
+    "lock_sha256", "read_lock", "strict_json",
 ]  # fmt: skip

@@ -31,6 +31,28 @@ def cuda_warning(lock: Lock) -> str | None:
     return f"the CUDA match of the base image and the wheel was not checked: {lock.cuda.detail}"
 
 
+def composition(lock: Lock) -> str:
+    """One sentence: where the image's vLLM Python comes from and where its kernels come from, and the proof."""
+    v, w, c = lock.vllm, lock.vllm_wheel, lock.vllm_compare
+    where = _repo_name(v.repo)
+    if w.commit == v.commit:
+        return f"vLLM {v.commit[:12]} from {where}: its Python and its kernels (the wheel of the same commit)"
+    chosen = {"the merge base": f"the merge base with {w.branch}", "pinned": "pinned by hand (wheel.commit)",
+              "an ancestor of the merge base": f"the newest ancestor of the merge base with {w.branch} that has one",
+              "the source commit": "the source commit"}[w.chosen_by]  # fmt: skip
+    proof = (f"no compiled source differs ({c.paths} path(s) compared by {c.method})" if not c.compiled else
+             f"{len(c.compiled)} compiled input(s) differ, accepted: {c.accepted}")  # fmt: skip
+    return (f"vLLM's Python at {v.commit[:12]} from {where}, its kernels from the wheel of {w.commit[:12]}, "
+            f"{chosen}; {proof}")  # fmt: skip
+
+
+def _repo_name(url: str) -> str:
+    """`alice/vllm` for a GitHub URL; the URL itself otherwise."""
+    if url.startswith("https://github.com/"):
+        return url.removeprefix("https://github.com/").removesuffix(".git")
+    return url
+
+
 def lock_sha256(lock: Lock) -> str:
     """The hash later stages stamp into their outputs (labels, records): of the lock's canonical JSON."""
     return hashlib.sha256(lock.to_json().encode()).hexdigest()
