@@ -292,7 +292,9 @@ BumpNemoRlOption = Annotated[
 BumpVllmOption = Annotated[
     bool,
     typer.Option(
-        "--vllm", help="Also move vllm.ref to the newest commit of --vllm-branch that has a wheel (drops vllm.pr)."
+        "--vllm",
+        help="Also move vLLM: an open vllm.pr is followed (its head; its merge commit once merged); otherwise "
+        "vllm.ref moves to the newest commit of --vllm-branch that has a wheel (drops vllm.pr).",
     ),
 ]
 BumpVllmBranchOption = Annotated[

@@ -20,6 +20,7 @@ from buildkit.stages.build import build_args
 from tests.failures import assert_failed
 from tests.fake_upstreams import VLLM_SHA
 from tests.gitserver import GitDaemon, commit_all, git
+from tests.nemo_repo import use_remote
 
 UPSTREAM, FORK = "vllm-project/vllm", "alice/vllm"
 OPEN_PR = 31886  # "draft-model TP", an open PR users apply to their own vLLM images
@@ -259,3 +260,27 @@ def test_a_repository_that_shares_no_history_with_vllm_is_refused(project, upstr
         assert not (root / "pins.lock").exists()
     finally:
         daemon.stop()
+
+
+def test_bump_vllm_follows_an_open_pr_and_says_what_changed(project, remote, upstreams):
+    root, cli = use_remote(project, remote)
+    fork_history(upstreams, head_files=[PYTHON_PATH])
+    pin_open_pr(root)
+    assert cli("resolve").code == 0, "the open PR resolves"
+    moved = "c" * 40
+    upstreams.github.add_commit(FORK, moved, "force-pushed", DATE, parents=[HEAD_1], files=[PYTHON_PATH])
+    upstreams.github.pulls[(UPSTREAM, OPEN_PR)]["head"]["sha"] = moved
+    before = (root / "pins.yaml").read_text()
+    result = cli("bump", "--vllm", "--json")
+    assert result.code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["outcome"] == "bumped"  # the pins name the PR, not a commit: the lock alone moves
+    assert report["moves"][1]["old"]["commit"] == HEAD_2 and report["moves"][1]["new"]["commit"] == moved
+    assert report["pr_followed"] == f"PR #{OPEN_PR} is open; its head is {moved} (was {HEAD_2[:12]}: a force-push)"
+    assert report["vllm_source"].startswith(f"vLLM's Python at {moved[:12]} from {FORK}, its kernels from the wheel "
+                                            f"of {VLLM_SHA[:12]}, the merge base with main; no compiled source differs")
+    assert (root / "pins.yaml").read_text() == before
+    assert json.loads((root / "pins.lock").read_text())["vllm"]["commit"] == moved
+    summary = (root / "build" / "bump.md").read_text()
+    assert f"Followed: PR \\#{OPEN_PR} is open" in summary or f"Followed: PR #{OPEN_PR} is open" in summary
+    assert cli("resolve", "--check").code == 0

@@ -26,6 +26,7 @@ class BumpOptions:
         cls, *, nemo_rl: str | None, vllm: bool, vllm_branch: str | None, dry_run: bool, summary: Path | None,
         submodules: bool, json_out: bool, allow_unrelated: bool, allow_drift: bool,
     ) -> BumpOptions:  # fmt: skip
+        explicit_branch = vllm_branch is not None
         vllm_branch = vllm_branch or ("main" if vllm else None)  # --vllm-branch implies --vllm
         request = BumpRequest(
             nemo_rl=check_ref(nemo_rl, "--nemo-rl") if nemo_rl is not None else None,
@@ -34,6 +35,7 @@ class BumpOptions:
             summary=summary,
             submodules=submodules,
             allow_unrelated=allow_unrelated,
+            follow_pr=vllm and vllm_branch == "main" and not explicit_branch,
         )
         return cls(request, json_out, allow_drift)
 

@@ -26,7 +26,15 @@ from buildkit.dockerfile.stagediff import compare
 from buildkit.errors import BuildkitError, GitFailed, InputError, UpstreamMalformed, UpstreamMismatch
 from buildkit.files import write_all_atomic
 from buildkit.models.grammar import git_ref
-from buildkit.models.lock import CommitFact, Lock, consistency_problems, lock_sha256, read_lock
+from buildkit.models.lock import (
+    CommitFact,
+    Lock,
+    composition,
+    consistency_problems,
+    differences,
+    lock_sha256,
+    read_lock,
+)
 from buildkit.models.paths import Paths
 from buildkit.models.pins import pins_from_text, read_pins_text
 from buildkit.models.pinsedit import PinsEditor
@@ -59,6 +67,7 @@ class BumpRequest(NamedTuple):
     summary: Path | None  # default: build/bump.md
     submodules: bool = True
     allow_unrelated: bool = False  # move a pin even to a commit that does not contain the pinned one
+    follow_pr: bool = False  # --vllm without a branch: a pinned vllm.pr is followed (its head, or its merge commit)
 
 
 class BumpFailed(BuildkitError):
@@ -125,7 +134,9 @@ class _Bump:
         old_lock = _old_lock(paths)
 
         old_nemo, new_nemo, edits = self._move_nemo_rl(resolver, old_pins, old_lock)
-        if request.vllm_branch:
+        if request.vllm_branch and self._pr_moves(resolver, old_pins, old_lock):
+            edits += self._follow_pr(resolver, old_pins, old_lock)
+        elif request.vllm_branch:
             edits += self._move_vllm(resolver, old_pins, old_lock)
         new_text, ctx = self._staged(edits, old_pins)
         lock = ctx.lock
@@ -133,6 +144,8 @@ class _Bump:
             commit=lock.vllm.commit, filename=lock.wheel.filename, url=lock.wheel.url, arch=lock.wheel.arch,
             variant=lock.wheel.variant, size=lock.wheel.size, sha256=lock.wheel.sha256,
         )  # fmt: skip
+        report.vllm_source = composition(lock)
+        report.vllm_compiled = list(lock.vllm_compare.compiled)
         pipeline.run_stage("render", ctx)
         record = ctx.made["render"][1]
         report.drift = record.drift
@@ -142,8 +155,8 @@ class _Bump:
         assert ctx.inputs is not None
         self._dockerfile_changes(old_nemo, new_nemo, upstream, ctx.inputs.pins)
 
-        if new_text == self.old_text:
-            report.outcome = "unchanged"
+        if new_text == self.old_text and old_lock is not None and not differences(old_lock, lock):
+            report.outcome = "unchanged"  # an open PR's head moves the lock alone: then it is written
         elif request.dry_run:
             report.outcome = "dry run"
         else:
@@ -197,6 +210,45 @@ class _Bump:
         return new_text, ctx
 
     # -- steps -------------------------------------------------------------------------------------------------
+
+    def _pr_moves(self, resolver, old_pins, old_lock: Lock | None) -> bool:
+        """Whether --vllm follows the pinned PR: it is open, or was open when the lock was written (now merged)."""
+        vllm = old_pins.vllm
+        if not self.request.follow_pr or vllm.pr is None:
+            return False
+        self._pull = resolver.github.pull(vllm.repo, vllm.pr)
+        was_open = bool(old_lock and old_lock.vllm_pr and old_lock.vllm_pr.number == vllm.pr
+                        and not old_lock.vllm_pr.merged)  # fmt: skip
+        return not self._pull.merged or was_open
+
+    def _follow_pr(self, resolver, old_pins, old_lock: Lock | None) -> list[Callable]:
+        """The pinned PR as it is now: an open PR's head (new commits or a force-push: said which), or, once merged,
+        its merge commit. vllm.ref, when pinned, follows; the PR stays pinned."""
+        vllm, report = old_pins.vllm, self.report
+        assert vllm.pr is not None
+        pull = self._pull
+        old = old_lock.vllm if old_lock and old_lock.vllm_pr and old_lock.vllm_pr.number == vllm.pr else None
+        if pull.merged:
+            assert pull.merge_commit is not None
+            new = resolver.commit(vllm.repo, pull.merge_commit)
+            what = f"PR #{vllm.pr} was merged as {pull.merge_commit}: its merge commit and its own wheel"
+        else:
+            assert pull.head_repo is not None and pull.head_commit is not None
+            new = resolver.commit(pull.head_repo, pull.head_commit)
+            what = f"PR #{vllm.pr} is open; its head is {pull.head_commit}"
+        old = old or new
+        move = Move(pin="vllm", to=f"PR #{vllm.pr}", old=_info(old), new=_info(new))
+        report.moves.append(move)
+        if old.commit != new.commit:
+            # A force-push is how a PR branch moves too: said, never a stop.
+            move.relation = _relation(resolver, vllm.upstream, old.commit, new.commit, old_pins.git_url_rewrites)
+            how = {"descendant": "new commits", "older": "moved back", "unrelated": "a force-push"}.get(
+                move.relation or "", "moved")  # fmt: skip
+            what += f" (was {old.commit[:12]}: {how})"
+        report.pr_followed = what
+        if vllm.ref and new.commit != old.commit:
+            return [lambda e: e.set_commit(("vllm", "ref"), new.commit)]
+        return []
 
     def _move_vllm(self, resolver, old_pins, old_lock: Lock | None) -> list[Callable]:
         report, vllm, branch = self.report, old_pins.vllm, self.request.vllm_branch

@@ -97,6 +97,9 @@ class BumpReport(BaseModel):
     moves: list[Move] = []
     vllm_skipped: list[SkippedCommit] = []
     pull_request: PullRequestNote | None = None
+    pr_followed: str | None = None  # what the pinned PR is now (bump --vllm with vllm.pr pinned)
+    vllm_source: str | None = None  # where the image's vLLM Python and kernels come from (lock.composition)
+    vllm_compiled: list[str] = []  # compiled inputs that differ between the wheel's commit and the source
     patches: list[PatchStatus] = []
     wheel: WheelInfo | None = None
     dockerfile: DockerfileChanges | None = None
@@ -192,6 +195,14 @@ def _commits(report: BumpReport) -> list[str]:
             info = skipped.commit
             what = f"{code(info.commit[:12])} {text(info.date[:10])} {text(info.subject)}"
             out.append(f"- {what}: {text(skipped.reason)}")
+        out.append("")
+    if report.pr_followed:
+        out += [f"Followed: {text(report.pr_followed)}.", ""]
+    if report.vllm_source:
+        out += [f"vLLM: {text(report.vllm_source)}.", ""]
+    for path in report.vllm_compiled:
+        out.append(f"- compiled input changed (accepted in pins.yaml): {text(path)}")
+    if report.vllm_compiled:
         out.append("")
     pr = report.pull_request
     if pr is not None:
