@@ -31,7 +31,7 @@ def test_deleted_lock_resolved_twice_a_second_apart_is_byte_equal(project, upstr
     resolve(cli)
     (root / "first.lock").write_bytes(first)
     assert subprocess.run(["cmp", str(root / "first.lock"), str(lock)]).returncode == 0
-    assert b"resolved_at" not in first and json.loads(first)["lock_version"] == 4
+    assert b"resolved_at" not in first and json.loads(first)["lock_version"] == 5
     # The times moved to the record, which changed; it names the (same) lock it describes.
     again = json.loads((root / "build" / "resolve.json").read_text())
     assert again["lock_sha256"] == record["lock_sha256"] == hashlib.sha256(first).hexdigest()
@@ -58,7 +58,7 @@ def test_a_version_3_lock_is_migrated_stale_keeps_its_bytes_and_is_rewritten(pro
     v3 = {"lock_version": 3, "buildkit_version": v4["buildkit_version"], "pins_sha256": v4["pins_sha256"]}
     v3["resolved_at"] = "2026-11-23T12:52:42Z"
     for key, value in v4.items():
-        if key in v3 or key == "lock_version":
+        if key in v3 or key in ("lock_version", "vllm_wheel", "vllm_compare"):  # those came with version 5
             continue
         if key in ("nemo_rl", "vllm", "vllm_pr"):
             value = {**value, "resolved_at": at}
@@ -137,3 +137,28 @@ def test_two_locks_resolved_a_second_apart_build_one_image(project, remote, engi
     (root / "first.lock").write_bytes(locks[0])
     assert subprocess.run(["cmp", str(root / "first.lock"), str(root / "pins.lock")]).returncode == 0
     assert images[0] == images[1] and images[0][0].startswith("sha256:")
+
+
+def test_a_version_4_lock_is_migrated_stale_the_wheels_commit_its_source_and_is_rewritten(project):
+    """Version 4 held one vLLM pin: the source was the commit whose wheel was used. Read, it says exactly that
+    (chosen as "the source commit", compared with itself), keeps its bytes and hash, is stale, and resolve rewrites
+    it as version 5."""
+    root, cli = project
+    resolve(cli)
+    v5 = json.loads((root / "pins.lock").read_text())
+    v4 = {k: v for k, v in v5.items() if k not in ("vllm_wheel", "vllm_compare")} | {"lock_version": 4}
+    v4["vllm_pr"] = {k: v for k, v in v5["vllm_pr"].items() if not k.startswith("head_")}
+    text = json.dumps(v4, indent=2) + "\n"
+    (root / "pins.lock").write_text(text)
+
+    from buildkit.models.lock import V4_STALE, consistency_problems, lock_sha256, read_lock
+    from buildkit.models.pins import load_pins
+
+    migrated = read_lock(root / "pins.lock")
+    assert migrated.lock_version == 4 and migrated.to_json() == text
+    assert lock_sha256(migrated) == hashlib.sha256(text.encode()).hexdigest()
+    assert migrated.vllm_wheel.commit == migrated.vllm.commit and migrated.vllm_wheel.chosen_by == "the source commit"
+    assert migrated.vllm_compare.method == "same commit" and migrated.vllm_compare.compiled == []
+    assert consistency_problems(load_pins(root / "pins.yaml"), migrated, migrated.patches)[0] == V4_STALE
+    resolve(cli)
+    assert json.loads((root / "pins.lock").read_text())["lock_version"] == 5

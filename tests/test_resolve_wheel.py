@@ -288,7 +288,7 @@ def test_a_version_1_lock_is_migrated_stale_and_rewritten(project, upstreams, mo
     root, cli = project
     resolved(cli)
     v3 = json.loads((root / "pins.lock").read_text())
-    v1 = {**{k: v for k, v in v3.items() if k != "cuda"}, "lock_version": 1}
+    v1 = {**{k: v for k, v in v3.items() if k not in ("cuda", "vllm_wheel", "vllm_compare")}, "lock_version": 1}
     newer = ("index_sha256", "content_addressed", "not_content_addressed", "cuda", "cuda_source")
     v1["wheel"] = {k: v for k, v in v3["wheel"].items() if k not in newer}
     v1["base_image"] = {k: v for k, v in v3["base_image"].items() if k not in ("cuda_version", "config_digest")}
@@ -316,7 +316,7 @@ def test_a_version_1_lock_is_migrated_stale_and_rewritten(project, upstreams, mo
     plan = cli("build", "--dry-run")
     assert "resolve: " in plan.stderr and "lock version 1" in plan.stderr and "would resolve" in plan.stderr
     rewritten = resolved(cli)
-    assert rewritten["lock_version"] == 4 and rewritten["wheel"]["content_addressed"]
+    assert rewritten["lock_version"] == 5 and rewritten["wheel"]["content_addressed"]
     assert json.loads((root / "pins.lock").read_text()) == rewritten
 
 
@@ -324,12 +324,12 @@ def test_a_lock_of_an_unknown_version(project):
     root, cli = project
     resolved(cli)
     lock = json.loads((root / "pins.lock").read_text())
-    for version in (5, "3", True, None):
+    for version in (6, "3", True, None):
         (root / "pins.lock").write_text(json.dumps({**lock, "lock_version": version}))
         result = cli("resolve", "--check")
         assert result.code == 2, result.output
         no_traceback(result)
-        assert "invalid lock" in result.stderr and "this buildkit reads lock versions 1, 2, 3 and 4" in result.stderr
+        assert "invalid lock" in result.stderr and "this buildkit reads lock versions 1, 2, 3, 4 and 5" in result.stderr
 
 
 def test_an_incoherent_wheel_fact_is_refused(project):

@@ -23,7 +23,7 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
-from buildkit.errors import EngineNotReady, InputError, OptionError, excerpt
+from buildkit.errors import BuildkitError, EngineNotReady, InputError, OptionError, excerpt
 from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, utc_now, write_atomic
 from buildkit.image.diff import ImageComparison
 from buildkit.models.choices import Compression, ProgressMode
@@ -36,6 +36,8 @@ from buildkit.text.progress import Progress, Step
 from buildkit.text.sanitize import strip_controls
 from buildkit.world import buildx, proc
 from buildkit.world.engine import Engine
+from buildkit.world.http import Http
+from buildkit.world.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -583,6 +585,16 @@ def execute(
     return record
 
 
+def _pushed_config(plan: BuildPlan, digest: str) -> str | None:
+    """The platform config of what was pushed as an index (a push with attestations: buildx then records no single
+    config digest), read back by the index's own digest, so attest can hold the served image to it; None when the
+    registry cannot be read now (attest then refuses and says why)."""
+    try:
+        return Registry(Http()).resolve(f"{plan.tag}@{digest}", plan.platform).config_digest
+    except BuildkitError:
+        return None
+
+
 def image_facts(plan: BuildPlan, metadata: dict, loaded: bool) -> ImageFacts:
     """The image as buildx's metadata file names it and, when it was loaded, as the engine holds it."""
     image = ImageFacts(
@@ -590,6 +602,8 @@ def image_facts(plan: BuildPlan, metadata: dict, loaded: bool) -> ImageFacts:
         digest=metadata.get("containerimage.digest"),
         config_digest=metadata.get("containerimage.config.digest"),
     )
+    if plan.push and image.digest and image.config_digest is None:
+        image = image.model_copy(update={"config_digest": _pushed_config(plan, image.digest)})
     if not loaded:
         return image
     engine = Engine()
