@@ -3,6 +3,7 @@ image holding the device-built kernels (tests/fixtures/gpu) where vLLM's librari
 
 from __future__ import annotations
 
+import hashlib
 import io
 import subprocess
 import tarfile
@@ -65,6 +66,29 @@ def test_tar_stream_hostile(monkeypatch):
         list(tar_libraries(_chunks(_tar({"a/b.so": b"\x7fELF" + b"\0" * 200})), "image"))
 
 
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_compiled_files_are_held_to_the_wheels_hashes():
+    from buildkit.stages.verify import compiled_files
+
+    locked = {"vllm/_C.abi3.so": "a" * 64, "vllm/_moe_C.abi3.so": "b" * 64}
+    assert compiled_files(locked, dict(locked)) == (True, "2 file(s) match the wheel's sha256")
+    ok, reason = compiled_files(locked, {"vllm/_C.abi3.so": "c" * 64})
+    assert ok is False and reason == ("vllm/_C.abi3.so is cccccccccccc..., the wheel's is aaaaaaaaaaaa...; "
+                                      "vllm/_moe_C.abi3.so is not in the image")  # fmt: skip
+    ok, reason = compiled_files(None, {})
+    assert ok is None and "run `buildkit resolve`" in reason
+
+
+def test_tar_stream_hashes_each_library():
+    data = _tar({"site-packages/vllm/_C.abi3.so": (FIXTURES / "libk_sm90a.so").read_bytes()})
+    hashes: dict[str, str] = {}
+    list(tar_libraries(_chunks(data), "image", hashes=hashes))
+    assert hashes == {"site-packages/vllm/_C.abi3.so": _sha(FIXTURES / "libk_sm90a.so")}
+
+
 def test_driver_check():
     check = driver_check("12.9.0.043", False, ["575.57.08", "470.256.02"])
     assert (check.cuda_runtime, check.minimum_driver) == ("12.9", "575.51.03")
@@ -87,7 +111,9 @@ def test_verify_gpu_checks_on_the_engine(engine, tmp_path):  # noqa: F811
     subprocess.run(["docker", "build", "-q", "-t", tag, str(context)], check=True, capture_output=True, timeout=600)
     try:
         results = []
-        lock = SimpleNamespace(build=Build(cuda_arch_list="9.0", tag="x:1"))
+        c_sha = hashlib.sha256((FIXTURES / "libk_sm90a.so").read_bytes()).hexdigest()
+        lock = SimpleNamespace(build=Build(cuda_arch_list="9.0", tag="x:1"),
+                               vllm_files={"vllm/_C.abi3.so": c_sha, "vllm/_moe_C.abi3.so": "0" * 64})  # fmt: skip
         gpu = gpu_checks(Engine(), tag, lock, "12.9.0.043", ["575.57.08"],
                          lambda name, ok, reason: results.append((name, ok, reason)))  # fmt: skip
     finally:
@@ -100,5 +126,8 @@ def test_verify_gpu_checks_on_the_engine(engine, tmp_path):  # noqa: F811
     assert ok is False and f"/{SITE}/vllm/_moe_C.abi3.so has no kernel for sm_90 (build.cuda_arch_list); it has " \
         "sm_80" in reason
     assert by_name["vLLM's symbols resolve against the image's torch"][0] is True
+    ok, reason = by_name["vLLM's compiled files are the locked wheel's"]  # _C is the wheel's; _moe_C is not
+    assert ok is False and reason == f"vllm/_moe_C.abi3.so is {_sha(FIXTURES / 'libk_sm80.so')[:12]}..., the " \
+        "wheel's is 000000000000..."
     assert by_name["CUDA 12.9 runs on driver 575.57.08"][0] is True
     assert gpu.driver.forward_compat is False

@@ -4,6 +4,8 @@ and a token-auth registry."""
 from __future__ import annotations
 
 import hashlib
+import io
+import zipfile
 import json
 
 from tests.fake_upstreams import (
@@ -47,6 +49,10 @@ def test_resolve_json_carries_every_fact(project, upstreams):
     assert lock["vllm_wheel"]["merge_base"] == VLLM_SHA
     assert lock["vllm_compare"] == {"method": "same commit", "source": lock["vllm_compare"]["source"], "paths": 0,
                                     "compiled": [], "accepted": None}  # fmt: skip
+    # The sha256 of each compiled file as the wheel holds it: verify holds the image's to them.
+    with zipfile.ZipFile(io.BytesIO(served.data())) as wheel:
+        members = {n: hashlib.sha256(wheel.read(n)).hexdigest() for n in wheel.namelist() if n.endswith(".so")}
+    assert lock["vllm_files"] == members and set(members) == {"vllm/_C.abi3.so", "vllm/_moe_C.abi3.so"}
     # The CUDA facts: the base image's config, the wheel's name and bytes, and the check.
     assert lock["base_image"]["cuda_version"] == "12.9.0.043"  # as NGC writes it, kept exactly
     assert lock["base_image"]["config_digest"].startswith("sha256:")

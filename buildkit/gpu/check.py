@@ -25,15 +25,16 @@ class System(NamedTuple):
 
 
 def wheel_check(wheel: Path, filename: str, build: Build, torch: LockedTorch | str | None = None,
-                torch_symbols: TorchSymbols | None = None,
-                system: System | str | None = None) -> tuple[GpuCheck, list[str]]:  # fmt: skip
+                torch_symbols: TorchSymbols | None = None, system: System | str | None = None,
+                hashes: dict[str, str] | None = None) -> tuple[GpuCheck, list[str]]:  # fmt: skip
     """The lock's gpu section for the wheel, and notes on what the ABI check could not check. UpstreamMismatch when
     a required library has no kernel for a target GPU, or vLLM's modules need symbols that the torch of NeMo-RL's
     uv.lock or the base image's glibc/libstdc++ do not define. torch: that torch (a string: why there is none);
     torch_symbols gives the names its libraries define (a string: why not), asked only when vLLM's modules need some
     (a wheel without C++ from torch's namespaces, like the test index's, needs no torch download). system: the
-    newest symbol versions the base image provides and what provides them (a string: why they are unknown)."""
-    libraries = list(wheel_libraries(wheel, arch=ARCH_OF_PLATFORM[build.platform]))
+    newest symbol versions the base image provides and what provides them (a string: why they are unknown).
+    hashes: gets each shared object's sha256 (verify holds the image's vLLM files to them)."""
+    libraries = list(wheel_libraries(wheel, arch=ARCH_OF_PLATFORM[build.platform], hashes=hashes))
     rows = kernel_table(iter((name, ks) for name, ks, _s in libraries), build.cuda_arch_list, build.gpu_required)
     check_required(rows, f"wheel {filename}")
     modules = [(name, s) for name, _ks, s in libraries if name.startswith("vllm/") and s is not None]

@@ -32,9 +32,11 @@ COMPAT_DIR = "/usr/local/cuda/compat"
 Library = tuple[str, list[Kernel] | None, DynamicSymbols]
 
 
-def tar_libraries(chunks: Iterable[bytes], where: str, arch: str | None = None) -> Iterator[Library]:
+def tar_libraries(chunks: Iterable[bytes], where: str, arch: str | None = None,
+                  hashes: dict[str, str] | None = None) -> Iterator[Library]:  # fmt: skip
     """(path in the tar, kernels, dynamic symbols) for each regular shared object in a tar stream, under the
-    image's budget (budget.IMAGE_FILES); with `arch`, each must be an ELF file for that machine."""
+    image's budget (budget.IMAGE_FILES); with `arch`, each must be an ELF file for that machine. `hashes` gets each
+    one's sha256."""
     stream = io.BufferedReader(ChunkReader(chunks), 1 << 20)
     budget = Budget(where, IMAGE_FILES)
     try:
@@ -50,27 +52,35 @@ def tar_libraries(chunks: Iterable[bytes], where: str, arch: str | None = None) 
                 source = tar.extractfile(member)
                 assert source is not None  # a regular file always has contents
                 with tempfile.TemporaryFile() as spool:
-                    _spool(source, spool, budget, f"{where}: {member.name}")
+                    digest = _spool(source, spool, budget, f"{where}: {member.name}")
                     size = spool.tell()
                     spool.seek(0)
                     if spool.read(4) != b"\x7fELF":
                         continue  # a linker script (libc.so) or data named *.so: not a shared object
                     what = f"{where}: {member.name}"
+                    if hashes is not None:
+                        hashes[member.name] = digest
                     yield member.name, _read(spool, size, what, arch), _symbols(spool, size, what)
     except tarfile.TarError as exc:
         raise UpstreamMalformed(f"{where}: not a readable tar stream: {exc}") from None
 
 
 def image_check(run: Callable[[list[str]], tuple[int, str]], archive: Callable[[str], Iterable[bytes]],
-                build: Build, cuda_version: str | None, drivers: list[str], source: str) -> GpuCheck:  # fmt: skip
+                build: Build, cuda_version: str | None, drivers: list[str], source: str,
+                hashes: dict[str, str] | None = None) -> GpuCheck:  # fmt: skip
     """The gpu section of verify's record. run: a command in a throwaway container (exit code, output);
-    archive: the tar stream of a path in the image."""
+    archive: the tar stream of a path in the image; `hashes` gets each shared object's sha256 by its path in the
+    image, relative to its environment ("vllm/_C.abi3.so")."""
     _code, out = run(FIND)
     environments = [line for line in out.splitlines() if _DIR_RE.fullmatch(line)][:MAX_ENVIRONMENTS]
     found: list[tuple[str, list[Kernel] | None]] = []
     abi_results: list[AbiCheck] = []
     for env in environments:
-        libraries = list(tar_libraries(archive(env), f"{source}:{env}", ARCH_OF_PLATFORM[build.platform]))
+        found_hashes: dict[str, str] = {}
+        libraries = list(tar_libraries(archive(env), f"{source}:{env}", ARCH_OF_PLATFORM[build.platform],
+                                       found_hashes))  # fmt: skip
+        if hashes is not None:  # the archive's names start with the environment's own directory
+            hashes.update({name.split("/", 1)[-1]: digest for name, digest in found_hashes.items()})
         found += [(f"{env}/{name.split('/', 1)[-1]}", k) for name, k, _s in libraries]
         vllm = [(name.split("/", 1)[-1], s) for name, _k, s in libraries if "/vllm/" in f"/{name}"]
         torch = [s for name, _k, s in libraries if "/torch/lib/" in f"/{name}"]

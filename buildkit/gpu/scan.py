@@ -5,6 +5,7 @@ image's files with the same readers (image.py)."""
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import tempfile
 import zipfile
 import zlib
@@ -40,11 +41,12 @@ def wheel_kernels(wheel: Path, arch: str | None = None) -> Iterator[tuple[str, l
         yield name, found
 
 
-def wheel_libraries(wheel: Path, symbols: bool = True, arch: str | None = None) -> Iterator[
+def wheel_libraries(wheel: Path, symbols: bool = True, arch: str | None = None,
+                    hashes: dict[str, str] | None = None) -> Iterator[
         tuple[str, list[Kernel] | None, DynamicSymbols | None]]:  # fmt: skip
     """(member name, its kernels, its dynamic symbols when asked) for every shared object in the wheel, each
     member decompressed once, under the wheel's budget (budget.WHEEL). With `arch` (x86_64, aarch64) every one
-    must be an ELF file for that machine, or UpstreamMismatch names it."""
+    must be an ELF file for that machine, or UpstreamMismatch names it. `hashes` gets each one's sha256."""
     what = f"wheel {wheel.name}"
     budget = Budget(what, WHEEL)
     try:
@@ -55,7 +57,9 @@ def wheel_libraries(wheel: Path, symbols: bool = True, arch: str | None = None) 
                 # on vLLM 0.14.0's wheel, 1.2 GB of libraries: 20 s through the stream, 14 s spooled).
                 budget.compressed += info.compress_size
                 with archive.open(info) as member, tempfile.TemporaryFile() as spool:
-                    _spool(member, spool, budget, f"{what}: {info.filename}")
+                    digest = _spool(member, spool, budget, f"{what}: {info.filename}")
+                    if hashes is not None:
+                        hashes[info.filename] = digest
                     where = f"{what}: {info.filename}"
                     size = spool.tell()
                     found = _read(spool, size, where, arch)
@@ -99,17 +103,20 @@ def members(archive: zipfile.ZipFile, what: str, select: Callable[[str], bool], 
     return chosen
 
 
-def _spool(member: IO[bytes], spool: IO[bytes], budget: Budget, what: str) -> None:
-    """The member's bytes into `spool`, counted against the budget as they inflate. A full or unwritable $TMPDIR
-    is this machine's problem (exit 2, with the disk hint), not the wheel's."""
+def _spool(member: IO[bytes], spool: IO[bytes], budget: Budget, what: str) -> str:
+    """The member's bytes into `spool`, counted against the budget as they inflate; returns their sha256. A full
+    or unwritable $TMPDIR is this machine's problem (exit 2, with the disk hint), not the wheel's."""
+    digest = hashlib.sha256()
     while chunk := member.read(4 << 20):
         budget.inflate(len(chunk))
+        digest.update(chunk)
         try:
             spool.write(chunk)
             spool.flush()
         except OSError as exc:
             raise InputError(f"cannot spool {what} to {tempfile.gettempdir()}: {exc.strerror or exc}",
                              hint=write_hint(exc) + " (or point $TMPDIR at a larger disk)") from None  # fmt: skip
+    return digest.hexdigest()
 
 
 def _symbols(file: BinaryIO, size: int, what: str) -> DynamicSymbols:

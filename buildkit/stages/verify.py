@@ -276,8 +276,10 @@ def gpu_checks(engine: ImageEngine, image: str, lock: Lock, cuda_version: str | 
                add: Callable[[str, bool | None, str], None]) -> GpuCheck:  # fmt: skip
     """buildkit.gpu's checks over the image's files: kernels for build.cuda_arch_list in the required libraries,
     vLLM's symbols against the image's torch and glibc/libstdc++, and each --driver."""
+    hashes: dict[str, str] = {}
     gpu = image_check(lambda argv: engine.run_check(image, argv), lambda path: engine.archive(image, path),
-                      lock.build, cuda_version, drivers, image)  # fmt: skip
+                      lock.build, cuda_version, drivers, image, hashes)  # fmt: skip
+    add(COMPILED_CHECK, *compiled_files(getattr(lock, "vllm_files", None), hashes))
     try:
         check_required(gpu.libraries, image)
         required = [r.library for r in gpu.libraries if r.required]
@@ -302,6 +304,27 @@ def gpu_checks(engine: ImageEngine, image: str, lock: Lock, cuda_version: str | 
         add(f"CUDA {runtime} runs on driver {have}", None if judged.startswith("unknown") else
             not judged.startswith("no:"), judged)  # fmt: skip
     return gpu
+
+
+COMPILED_CHECK = "vLLM's compiled files are the locked wheel's"
+
+
+def compiled_files(locked: dict[str, str] | None, found: dict[str, str]) -> tuple[bool | None, str]:
+    """Each of vLLM's compiled files in the image, byte for byte the locked wheel's member (sha256, as resolve
+    read them): the kernels the image runs are the wheel's, whatever the source build did."""
+    if not locked:
+        return None, "the lock holds no hashes of the wheel's files (resolve --no-wheel-download, or a lock before " \
+            "version 5): run `buildkit resolve`"
+    problems = []
+    for path, want in sorted(locked.items()):
+        have = found.get(path)
+        if have is None:
+            problems.append(f"{path} is not in the image")
+        elif have != want:
+            problems.append(f"{path} is {have[:12]}..., the wheel's is {want[:12]}...")
+    if problems:
+        return False, "; ".join(problems)[:600]
+    return True, f"{len(locked)} file(s) match the wheel's sha256"
 
 
 def driver_on_gpu(engine: ImageEngine, image: str, gpu: GpuCheck, torch_sees_gpu: bool) -> tuple[bool, str]:

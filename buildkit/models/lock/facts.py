@@ -245,6 +245,11 @@ class Lock(Fact):
     known_issues: list[KnownIssue]
     # Optional: written only when resolve read the wheel's GPU code, so locks without it keep their bytes and hash.
     gpu: GpuCheck | None = Field(default=None, description="Kernels per target GPU, ABI, driver (buildkit.gpu).")
+    vllm_files: dict[Annotated[str, Field(max_length=400)], Sha256Hex] | None = Field(
+        default=None, max_length=10_000,
+        description="The sha256 of each of vLLM's compiled files in the wheel (vllm/_C.abi3.so ...), as resolve read "
+        "them: verify holds the image's to these. Written only when resolve read the wheel's bytes.",
+    )  # fmt: skip
 
     # An older lock as read_lock decoded it, before migration (None for a current one).
     _as_read: dict[str, Any] | None = PrivateAttr(default=None)
@@ -255,8 +260,9 @@ class Lock(Fact):
         data = self._as_read if self._as_read is not None else {
             **self.model_dump(mode="json"), "build": dump_build(self.build)
         }  # fmt: skip
-        if data.get("gpu", ...) is None:  # written only when resolve read the wheel's GPU code
-            data = {k: v for k, v in data.items() if k != "gpu"}
+        for key in ("gpu", "vllm_files"):  # written only when resolve read the wheel's bytes
+            if data.get(key, ...) is None:
+                data = {k: v for k, v in data.items() if k != key}
         return json.dumps(data, indent=2, sort_keys=False) + "\n"
 
     def times_as_read(self) -> dict[str, str]:

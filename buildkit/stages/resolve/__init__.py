@@ -253,9 +253,10 @@ class Resolver:
                 raise
         wheel_fact_ = self.wheel_fact(found, got)
         gpu = None
+        hashes: dict[str, str] = {}
         if self.wheel_path:
             gpu, notes = wheel_check(self.wheel_path, found.filename, pins.build, torch.result() if torch else None,
-                                     self.torch_symbols, system.result() if system else None)  # fmt: skip
+                                     self.torch_symbols, system.result() if system else None, hashes)  # fmt: skip
             # Said with the git notes, which the command prints after resolve (and the record keeps).
             self.git.notes += notes
         if got is not None:
@@ -275,6 +276,7 @@ class Resolver:
             patches=self.patches,
             known_issues=pins.known_issues,
             gpu=gpu,
+            vllm_files={k: v for k, v in sorted(hashes.items()) if k.startswith("vllm/")} or None,
         )
         self.record = ResolveRecord(
             lock_sha256=lock_sha256(lock),
