@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import io
-import zipfile
 import json
+import zipfile
 
 from tests.fake_upstreams import (
     BASE_REPO,
