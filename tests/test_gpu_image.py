@@ -74,10 +74,15 @@ def test_compiled_files_are_held_to_the_wheels_hashes():
     from buildkit.stages.verify import compiled_files
 
     locked = {"vllm/_C.abi3.so": "a" * 64, "vllm/_moe_C.abi3.so": "b" * 64}
-    assert compiled_files(locked, dict(locked)) == (True, "2 file(s) match the wheel's sha256")
-    ok, reason = compiled_files(locked, {"vllm/_C.abi3.so": "c" * 64})
+    required = ["vllm/_C.abi3.so", "vllm/_moe_C.abi3.so"]
+    assert compiled_files(locked, dict(locked), required) == (True, "2 file(s) match the wheel's sha256")
+    ok, reason = compiled_files(locked, {"vllm/_C.abi3.so": "c" * 64}, required)
     assert ok is False and reason == ("vllm/_C.abi3.so is cccccccccccc..., the wheel's is aaaaaaaaaaaa...; "
                                       "vllm/_moe_C.abi3.so is not in the image")  # fmt: skip
+    # A file the pins do not require may be absent (said); none there at all is "not checked", never a pass.
+    assert compiled_files(locked, {"vllm/_C.abi3.so": "a" * 64}, ["vllm/_C.abi3.so"]) == (
+        True, "1 file(s) match the wheel's sha256; vllm/_moe_C.abi3.so is not in the image")
+    assert compiled_files(locked, {}, [])[0] is None
     ok, reason = compiled_files(None, {})
     assert ok is None and "run `buildkit resolve`" in reason
 

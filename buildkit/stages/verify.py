@@ -22,6 +22,7 @@ from buildkit.gpu import driver
 from buildkit.gpu.abi import stop_if_unresolved
 from buildkit.gpu.image import image_check
 from buildkit.gpu.scan import check_required
+from buildkit.gpu.scan import required as scan_required  # a path matched by build.gpu_required
 from buildkit.models.gpufacts import GpuCheck
 from buildkit.models.labels import verified_labels
 from buildkit.models.lock import Lock, lock_sha256
@@ -279,7 +280,7 @@ def gpu_checks(engine: ImageEngine, image: str, lock: Lock, cuda_version: str | 
     hashes: dict[str, str] = {}
     gpu = image_check(lambda argv: engine.run_check(image, argv), lambda path: engine.archive(image, path),
                       lock.build, cuda_version, drivers, image, hashes)  # fmt: skip
-    add(COMPILED_CHECK, *compiled_files(getattr(lock, "vllm_files", None), hashes))
+    add(COMPILED_CHECK, *compiled_files(getattr(lock, "vllm_files", None), hashes, lock.build.gpu_required))
     try:
         check_required(gpu.libraries, image)
         required = [r.library for r in gpu.libraries if r.required]
@@ -309,22 +310,31 @@ def gpu_checks(engine: ImageEngine, image: str, lock: Lock, cuda_version: str | 
 COMPILED_CHECK = "vLLM's compiled files are the locked wheel's"
 
 
-def compiled_files(locked: dict[str, str] | None, found: dict[str, str]) -> tuple[bool | None, str]:
+def compiled_files(locked: dict[str, str] | None, found: dict[str, str],
+                   required: list[str] | None = None) -> tuple[bool | None, str]:  # fmt: skip
     """Each of vLLM's compiled files in the image, byte for byte the locked wheel's member (sha256, as resolve
-    read them): the kernels the image runs are the wheel's, whatever the source build did."""
+    read them): the kernels the image runs are the wheel's, whatever the source build did. One the image lacks
+    fails when build.gpu_required names it (vLLM does not start without it), and is said otherwise."""
     if not locked:
         return None, "the lock holds no hashes of the wheel's files (resolve --no-wheel-download, or a lock before " \
             "version 5): run `buildkit resolve`"
-    problems = []
+    problems: list[str] = []
+    absent: list[str] = []
+    matched = 0
     for path, want in sorted(locked.items()):
         have = found.get(path)
         if have is None:
-            problems.append(f"{path} is not in the image")
+            (problems if scan_required(path, required or []) else absent).append(f"{path} is not in the image")
         elif have != want:
             problems.append(f"{path} is {have[:12]}..., the wheel's is {want[:12]}...")
+        else:
+            matched += 1
     if problems:
-        return False, "; ".join(problems)[:600]
-    return True, f"{len(locked)} file(s) match the wheel's sha256"
+        return False, "; ".join(problems + absent)[:600]
+    if not matched:
+        return None, f"none of the wheel's {len(locked)} compiled file(s) is in the image's Python environments " \
+            "(build.gpu_required names none of them)"
+    return True, "; ".join([f"{matched} file(s) match the wheel's sha256", *absent])[:600]
 
 
 def driver_on_gpu(engine: ImageEngine, image: str, gpu: GpuCheck, torch_sees_gpu: bool) -> tuple[bool, str]:
