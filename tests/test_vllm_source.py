@@ -23,6 +23,7 @@ from tests.gitserver import GitDaemon, commit_all, git
 from tests.nemo_repo import use_remote
 
 UPSTREAM, FORK = "vllm-project/vllm", "alice/vllm"
+UPSTREAM_URL = f"https://github.com/{UPSTREAM}.git"
 OPEN_PR = 31886  # "draft-model TP", an open PR users apply to their own vLLM images
 MAIN_1, MAIN_2 = "1" * 40, "2" * 40  # main after the reference merge commit
 HEAD_1, HEAD_2 = "a" * 40, "b" * 40  # the fork's branch, forked at VLLM_SHA
@@ -284,3 +285,32 @@ def test_bump_vllm_follows_an_open_pr_and_says_what_changed(project, remote, ups
     summary = (root / "build" / "bump.md").read_text()
     assert f"Followed: PR \\#{OPEN_PR} is open" in summary or f"Followed: PR #{OPEN_PR} is open" in summary
     assert cli("resolve", "--check").code == 0
+
+
+def test_a_compare_cut_at_300_files_is_listed_with_git_instead(project, upstreams, tmp_path):
+    """GitHub's compare answer lists at most 300 files: past that, the paths come from git (the same commits, real
+    repositories behind git_url_rewrites), never from the cut list."""
+    root, cli = project
+    daemon, base, tip, head = make_repos(tmp_path)
+    try:
+        gh = upstreams.github
+        gh.fork_of[FORK] = UPSTREAM
+        gh.add_commit(UPSTREAM, base, "[Core] config", DATE, parents=[VLLM_SHA], files=["vllm/config.py"])
+        gh.add_commit(UPSTREAM, tip, "[Kernel] faster", DATE, branch="main", files=["csrc/ops.cu"])
+        many = [f"vllm/generated/file_{i:03}.py" for i in range(301)]  # as GitHub answers: 300 of them
+        gh.add_commit(FORK, head, "draft model TP", DATE, parents=[base], branch="draft-tp", files=many)
+        upstreams.wheels.add(base, wheel_name(base))
+        rewrites = (f"git_url_rewrites:\n  - url: {daemon.url}vllm.git\n    instead_of: {UPSTREAM_URL}\n"
+                    f"  - url: {daemon.url}alice-vllm.git\n    instead_of: https://github.com/{FORK}.git\n")  # fmt: skip
+        text = (root / "pins.yaml").read_text().replace(
+            f"  repo: {UPSTREAM_URL}\n", "", 1
+        ).replace(f'ref: "{VLLM_SHA}"\n  pr: 24322', f'repo: https://github.com/{FORK}.git\n  ref: "{head}"')
+        (root / "pins.yaml").write_text(text + rewrites)
+        result = cli("resolve", "--json")
+        assert result.code == 0, result.output
+        compare = json.loads(result.stdout)["vllm_compare"]
+        assert (compare["method"], compare["paths"], compare["compiled"]) == ("git diff", 1, [])  # git's true list
+        assert f"GitHub's compare answer lists at most 300 files: main...{head[:12]} listed with git instead" in \
+            result.stderr
+    finally:
+        daemon.stop()

@@ -95,7 +95,7 @@ class Chooser:
             wheel = WheelCommitFact(commit=pinned, upstream=self.upstream, branch=self.branch, merge_base=None,
                                     chosen_by="pinned", detail=f"wheel.commit {pinned} as pinned")  # fmt: skip
             return Choice(wheel, found, self._prove(paths, method, how, pinned, source))
-        merge_base, _on_branch, base_paths, how = self._merge_base(source, on_github)
+        merge_base, base_paths, base_method, how = self._merge_base(source, on_github)
         tried: list[str] = []
         first = ""
         for wheel_commit in self._ancestors(merge_base, on_github):  # the merge base first
@@ -124,23 +124,24 @@ class Chooser:
             detail = f"{len(tried)} newer commit(s) from the merge base on had no wheel ({'; '.join(tried)})"
         wheel = WheelCommitFact(commit=wheel_commit, upstream=self.upstream, branch=self.branch, merge_base=merge_base,
                                 chosen_by=chosen, detail=detail[:900])  # fmt: skip
-        if wheel_commit == merge_base and base_paths is not None:
-            paths = base_paths
-            method = "same commit" if wheel_commit == source.commit else "GitHub compare" if on_github else "git diff"
+        if wheel_commit == merge_base:
+            paths, method = base_paths, base_method
         else:
             paths, method, how = self._paths(wheel_commit, source, on_github)
         return Choice(wheel, found, self._prove(paths, method, how, wheel_commit, source))
 
     # --- the history, through GitHub or git ----------------------------------------------------------------------
 
-    def _merge_base(self, source: CommitFact, on_github: bool) -> tuple[str, bool, list[str] | None, str]:
-        """The source's merge base with the branch, whether the source is on the branch, the paths from the merge
-        base to the source (None: ask again), and how they were listed."""
+    def _merge_base(self, source: CommitFact, on_github: bool) -> tuple[str, list[str], Method, str]:
+        """The source's merge base with the branch, the paths from it to the source, and how they were listed."""
         if on_github:
             answer = self.github.compare_files(self.upstream, self.branch, source.commit)
-            if answer.paths is not None or answer.status in ("behind", "identical"):
-                on_branch = answer.status in ("behind", "identical")
-                return answer.merge_base, on_branch, [] if on_branch else answer.paths, answer.url
+            if answer.status in ("behind", "identical"):  # the source is on the branch: it is its own merge base
+                return answer.merge_base, [], "same commit", answer.url
+            if answer.paths is not None:
+                return answer.merge_base, answer.paths, "GitHub compare", answer.url
+            self.note(f"GitHub's compare answer lists at most 300 files: {self.branch}...{source.commit[:12]} "
+                      "listed with git instead")  # fmt: skip
         history = self._git(source)
         merge_base = history.merge_base(source.commit)
         if merge_base is None:
@@ -149,8 +150,7 @@ class Chooser:
                 "it is not a fork of vLLM",
                 hint="pin vllm.repo to a fork of vLLM, or vllm.upstream to the repository it was forked from",
             )
-        paths = history.changed(merge_base, source.commit)
-        return merge_base, merge_base == source.commit, paths, history.command
+        return merge_base, history.changed(merge_base, source.commit), "git diff", history.command
 
     def _ancestors(self, merge_base: str, on_github: bool) -> list[str]:
         if on_github:
