@@ -301,7 +301,8 @@ def test_a_compare_cut_at_300_files_is_listed_with_git_instead(project, upstream
         gh.add_commit(FORK, head, "draft model TP", DATE, parents=[base], branch="draft-tp", files=many)
         upstreams.wheels.add(base, wheel_name(base))
         rewrites = (f"git_url_rewrites:\n  - url: {daemon.url}vllm.git\n    instead_of: {UPSTREAM_URL}\n"
-                    f"  - url: {daemon.url}alice-vllm.git\n    instead_of: https://github.com/{FORK}.git\n")  # fmt: skip
+                    f"  - url: {daemon.url}alice-vllm.git\n"
+                    f"    instead_of: https://github.com/{FORK}.git\n")  # fmt: skip
         text = (root / "pins.yaml").read_text().replace(
             f"  repo: {UPSTREAM_URL}\n", "", 1
         ).replace(f'ref: "{VLLM_SHA}"\n  pr: 24322', f'repo: https://github.com/{FORK}.git\n  ref: "{head}"')
