@@ -19,7 +19,7 @@ import time
 import urllib.error
 import urllib.request
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -250,6 +250,7 @@ class FakeGitHub(Upstream):
         self.changed: dict[str, list[str]] = {}  # sha -> paths it changes
         self.renamed: dict[str, dict[str, str]] = {}  # sha -> {new path: old path}
         self.fork_of: dict[str, str] = {}  # "user/vllm" -> "vllm-project/vllm"
+        self.compare_edits: list[Callable[[dict[str, Any]], None]] = []  # hostile tests edit compare's answers
 
     def add_commit(self, repo: str, sha: str, message: str, date: str, branch: str | None = None,
                    parents: list[str] | None = None, files: list[str] | None = None) -> None:  # fmt: skip
@@ -362,6 +363,8 @@ class FakeGitHub(Upstream):
             if base is None or head is None:
                 return _json(404, {"message": "Not Found", "status": "404"}, limit_headers)
             answer = self._compare(repo, base, head)
+            for edit in self.compare_edits:
+                edit(answer)
             if answer["merge_base_commit"] is None:  # no common history: GitHub answers 404
                 return _json(404, {"message": "Not Found", "status": "404"}, limit_headers)
             return _json(200, answer, limit_headers)

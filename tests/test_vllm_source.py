@@ -315,3 +315,49 @@ def test_a_compare_cut_at_300_files_is_listed_with_git_instead(project, upstream
             result.stderr
     finally:
         daemon.stop()
+
+
+@pytest.mark.parametrize("case", ["no files", "behind but another merge base", "head repository elsewhere"])
+def test_hostile_github_answers_are_exit_3_never_a_passing_proof(project, upstreams, case):
+    """An answer GitHub cannot give is refused (review of issue 28): compare without its `files` list would read as
+    "nothing changed"; `behind` names the source itself as the merge base; an open PR's head repository is the
+    `full_name` it says, on GitHub."""
+    root, cli = project
+    fork_history(upstreams, head_files=["csrc/spec_decode/draft_kernels.cu"])
+    gh = upstreams.github
+    if case == "no files":
+        gh.compare_edits.append(lambda answer: answer.pop("files"))
+    if case == "behind but another merge base":
+        gh.compare_edits.append(lambda answer: answer.update(status="behind"))
+    if case == "head repository elsewhere":
+        gh.pulls[(UPSTREAM, OPEN_PR)]["head"]["repo"]["clone_url"] = "https://gitlab.example/alice/vllm.git"
+    pin_open_pr(root)
+    result = cli("resolve")
+    needle = {"no files": "is malformed: files: Field required",
+              "behind but another merge base": "behind, but its merge base",
+              "head repository elsewhere": "the head repository's clone URL"}[case]  # fmt: skip
+    assert_failed(result, 3, needle)
+    assert not (root / "pins.lock").exists()
+
+
+def test_a_path_with_a_line_break_stays_one_line_and_the_history_is_not_kept(project, upstreams, tmp_path):
+    root, cli = project
+    daemon, base, _tip, _head = make_repos(tmp_path)
+    work = tmp_path / "work"
+    git("checkout", "-q", "draft-tp", cwd=work)
+    (work / "csrc" / "a\nINJECTED all good.cu").write_text("// kernel\n")
+    commit_all(work, "a kernel with a line break in its name")
+    git("push", "-q", str(tmp_path / "served" / "alice-vllm.git"), "draft-tp", cwd=work)
+    try:
+        upstreams.wheels.add(base, wheel_name(base))
+        text = (root / "pins.yaml").read_text().replace(
+            "  repo: https://github.com/vllm-project/vllm.git\n", "", 1
+        ).replace(f'ref: "{VLLM_SHA}"\n  pr: 24322',
+                  f'repo: {daemon.url}alice-vllm.git\n  ref: draft-tp\n  upstream: {daemon.url}vllm.git')  # fmt: skip
+        (root / "pins.yaml").write_text(text)
+        result = cli("resolve")
+        assert_failed(result, 8, "csrc/a\\x0aINJECTED all good.cu (")
+        assert len(result.stderr.splitlines()) == 2  # the error, its hint
+        assert not list((root / "cache" / "git").glob("history-*"))  # made for this resolve, then removed
+    finally:
+        daemon.stop()

@@ -129,10 +129,12 @@ def _pr_moves(old: Lock, fresh: Lock) -> list[str]:
     if was is None or now is None or was.number != now.number:
         return []
     if not was.merged and now.merged:
-        return [f"PR #{now.number} was merged as {now.merge_commit}: `buildkit bump --vllm` builds its merge commit"]
+        return [f"PR #{now.number} was merged as {now.merge_commit}: `buildkit resolve` builds its merge commit "
+                "(with vllm.ref pinned, `buildkit bump --vllm` moves it)"]
     if not now.merged and was.head_commit != now.head_commit:
         return [f"PR #{now.number}'s head moved from {was.head_commit} to {now.head_commit} (new commits, or a "
-                "force-push): `buildkit bump --vllm` follows it"]  # fmt: skip
+                "force-push): `buildkit resolve` follows it (with vllm.ref pinned, `buildkit bump --vllm` moves "
+                "it)"]  # fmt: skip
     return []
 
 

@@ -108,6 +108,11 @@ def _source_problems(pins: Pins, lock: Lock) -> list[str]:
                         f"{pins.vllm.upstream_branch}")  # fmt: skip
     if pins.wheel.commit != "auto" and vw.commit != pins.wheel.commit:
         problems.append(f"wheel.commit: lock has {vw.commit}, pins say {pins.wheel.commit}")
+    expected_base = {"the source commit": lock.vllm.commit, "the merge base": vw.commit, "pinned": None}
+    if vw.chosen_by in expected_base and vw.merge_base != expected_base[vw.chosen_by]:
+        problems.append(f"vllm_wheel: chosen as {vw.chosen_by!r}, but its merge_base is {vw.merge_base}")
+    if vw.chosen_by == "the source commit" and vw.commit != lock.vllm.commit:
+        problems.append("vllm_wheel: chosen as 'the source commit', but it is not the source commit")
     if (vw.chosen_by == "pinned") != (pins.wheel.commit != "auto"):
         problems.append(f"vllm_wheel: chosen as {vw.chosen_by!r}, but the pins say wheel.commit {pins.wheel.commit}")
     if compared.method == "same commit" and (vw.commit != lock.vllm.commit or compared.paths):

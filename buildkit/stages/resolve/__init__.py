@@ -66,7 +66,7 @@ from buildkit.stages.resolve.download import Hashed, OnProgress, measure_afresh
 from buildkit.stages.resolve.git import GitResolver
 from buildkit.stages.resolve.github import GitHub, token_for
 from buildkit.stages.resolve.record import ResolveRecord, write_record
-from buildkit.stages.resolve.source import Chooser, check_pr, source_ref
+from buildkit.stages.resolve.source import Chooser, source_ref
 from buildkit.stages.resolve.wheels import FoundWheel, resolve_wheel, wheel_fact
 from buildkit.world.cache import default_cache_dir
 from buildkit.world.http import Http
@@ -235,9 +235,7 @@ class Resolver:
                     if (error := future.exception()) is not None:
                         raise error
                 vllm_fact = vllm.result()
-                pr_fact: PullRequestFact | None = pr.result() if pr else None
-                if pr_fact:
-                    check_pr(pins, pr_fact, vllm_fact)
+                pr_fact: PullRequestFact | None = pr.result() if pr else None  # held to the ref by the chooser
                 base_fact, found = base.result(), wheel.result()
                 named, name_source = cuda.cuda_of_name(found)
                 # The name's CUDA is refused as soon as the base image's is known, whatever the download has done

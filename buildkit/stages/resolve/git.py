@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
+import tempfile
 from pathlib import Path
 
 from buildkit.errors import GitFailed, InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
@@ -185,22 +187,25 @@ class GitResolver:
 
 
 class GitHistory:
-    """vLLM's branch and a source commit (of a fork, or of any remote) in one blobless repository of the cache,
-    for what GitHub's compare API cannot answer: a remote that is not GitHub, or more changed files than its
-    answer lists. Commits and trees are fetched, no file contents: enough for merge-base, first-parent ancestry
-    and the changed paths. `rewrites` are git's url.<mirror>.insteadOf from pins.yaml."""
+    """vLLM's branch and a source commit (of a fork, or of any remote) in one blobless repository, for what GitHub's
+    compare API cannot answer: a remote that is not GitHub, or more changed files than its answer lists. Commits and
+    trees are fetched, no file contents: enough for merge-base, first-parent ancestry and the changed paths. The
+    repository is made afresh for each resolve in a private directory and removed by `close`: the proof never rests
+    on objects a cache kept (git does not check a loose object's content against its id when it reads it).
+    `rewrites` are git's url.<mirror>.insteadOf from pins.yaml."""
 
     def __init__(self, cache_dir: Path, upstream: str, branch: str, rewrites: list[tuple[str, str]]):
         self.upstream, self.branch = upstream, branch
         self._config = [arg for url, instead in rewrites for arg in ("-c", f"url.{url}.insteadOf={instead}")]
-        self.repo = cache_dir / "git" / ("history-" + hashlib.sha256(upstream.encode()).hexdigest()[:20] + ".git")
-        if os.path.lexists(self.repo) and inspect_git_dir(self.repo, _history_config)[0]:
-            shutil.rmtree(self.repo, ignore_errors=True)  # damaged or planted: fetched afresh
-        if not (self.repo / "HEAD").exists():
-            self.repo.parent.mkdir(parents=True, exist_ok=True)
-            run_git(["init", "--quiet", "--bare", str(self.repo)])
+        (cache_dir / "git").mkdir(parents=True, exist_ok=True)
+        self._dir = Path(tempfile.mkdtemp(prefix="history-", dir=cache_dir / "git"))  # mode 0700
+        self.repo = self._dir / "repo.git"
+        run_git(["init", "--quiet", "--bare", str(self.repo)])
         self.tip = self._fetch(upstream, f"+refs/heads/{branch}:refs/buildkit/upstream")
         self.command = f"git fetch --filter=blob:none {upstream} {branch}"
+
+    def close(self) -> None:
+        shutil.rmtree(self._dir, ignore_errors=True)
 
     def add(self, url: str, commit: str) -> None:
         """Fetch a source commit (by id: every host that allows it, GitHub included, serves a reachable SHA)."""
@@ -259,20 +264,18 @@ class GitHistory:
         """The paths that differ between two commits' trees (a rename: both paths)."""
         out = run_git_bytes(["diff", "--name-only", "-z", "--no-renames", base, head, "--"], cwd=self.repo,
                             timeout=600)  # fmt: skip
-        return sorted({p.decode("utf-8", "replace") for p in out.split(b"\0") if p})
+        return sorted({_shown(p) for p in out.split(b"\0") if p})
 
 
 def _last(stderr: str) -> str:
     return stderr.strip().splitlines()[-1] if stderr.strip() else "no output"
 
 
-def _history_config(key: str, value: str) -> bool:
-    """What `git init --bare` and blobless fetches write (each URL a promisor remote)."""
-    return (
-        written_by_init(key, value, bare=True)
-        or key in ("core.repositoryformatversion", "extensions.partialclone")
-        or (key.startswith("remote.") and key.endswith((".promisor", ".partialclonefilter")))
-    )
+def _shown(path: bytes) -> str:
+    """A path from a remote's tree, as messages and the lock may hold it: one line, control characters escaped,
+    at most 300 characters (a path with a line break stays one path, and one line)."""
+    text = re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", path.decode("utf-8", "replace"))
+    return text if len(text) <= 300 else text[:150] + "..." + text[-147:]
 
 
 def _cache_config(url: str, key: str, value: str) -> bool:

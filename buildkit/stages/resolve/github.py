@@ -17,7 +17,7 @@ from urllib.parse import quote, urlsplit
 
 from pydantic import Field, field_validator
 
-from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
+from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable, excerpt
 from buildkit.models.grammar import FullSha, HttpsUrl, is_loopback_host
 from buildkit.models.lock import CommitFact, PullRequestFact
 from buildkit.models.pins import DEFAULT_GITHUB_API, ENV_GITHUB_API
@@ -103,7 +103,7 @@ class _Sha(Answer):
 class _CompareFiles(Answer):
     status: Literal["ahead", "behind", "identical", "diverged"]
     merge_base_commit: _Sha
-    files: list[_ChangedFile] = Field(default_factory=list, max_length=10_000)
+    files: list[_ChangedFile] = Field(max_length=10_000)  # always in GitHub's answer ([] for identical commits)
 
 
 # GitHub's compare answer lists at most 300 changed files; a longer list is cut there, silently.
@@ -278,6 +278,12 @@ class GitHub:
                 hint="pin vllm.repo to a fork that holds the commit, with vllm.ref set to it",
             )
         head = pull.head
+        if not pull.merged and head is not None and head.repo is not None:
+            named = self.owner_repo(head.repo.clone_url)
+            if named is None or "/".join(named) != head.repo.full_name:
+                url, name = excerpt(head.repo.clone_url, 120), excerpt(head.repo.full_name, 80)
+                raise UpstreamMalformed(f"GitHub API answer for {what}: the head repository's clone URL {url} is "
+                                        f"not {name} on GitHub")  # fmt: skip
         return PullRequestFact(
             number=number,
             title=pull.title,

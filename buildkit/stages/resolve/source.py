@@ -87,6 +87,15 @@ class Chooser:
         self.upstream, self.branch = v.upstream, v.upstream_branch
 
     def choose(self, source: CommitFact, pr: PullRequestFact | None) -> Choice:
+        try:
+            return self._choose(source, pr)
+        finally:
+            if self._history is not None:
+                self._history.close()
+
+    def _choose(self, source: CommitFact, pr: PullRequestFact | None) -> Choice:
+        if pr is not None:
+            check_pr(self.pins, pr, source)  # a pinned ref that is not what the PR builds: said before any proof
         on_github = bool(self.github.owner_repo(self.upstream) and self.github.owner_repo(source.repo))
         pinned = self.pins.wheel.commit
         if pinned != "auto":
@@ -137,6 +146,9 @@ class Chooser:
         if on_github:
             answer = self.github.compare_files(self.upstream, self.branch, source.commit)
             if answer.status in ("behind", "identical"):  # the source is on the branch: it is its own merge base
+                if answer.merge_base != source.commit:
+                    raise UpstreamMalformed(f"GitHub API answer for {answer.url}: {answer.status}, but its merge base "
+                                            f"{answer.merge_base[:12]} is not the source {source.commit[:12]}")
                 return answer.merge_base, [], "same commit", answer.url
             if answer.paths is not None:
                 return answer.merge_base, answer.paths, "GitHub compare", answer.url
@@ -153,8 +165,13 @@ class Chooser:
         return merge_base, history.changed(merge_base, source.commit), "git diff", history.command
 
     def _ancestors(self, merge_base: str, on_github: bool) -> list[str]:
+        """The merge base, then its ancestors along the branch. GitHub lists a commit's history by date, which on
+        vLLM's main (squash merges: one line) is first-parent order; git walks first parents."""
         if on_github:
-            return [c.commit for c in self.github.branch_commits(self.upstream, merge_base, MAX_WHEEL_TRIES)]
+            listed = [c.commit for c in self.github.branch_commits(self.upstream, merge_base, MAX_WHEEL_TRIES)]
+            if listed[:1] != [merge_base]:
+                raise UpstreamMalformed(f"GitHub API: the history of {merge_base[:12]} does not start with it")
+            return listed
         assert self._history is not None
         return self._history.first_parents(merge_base, MAX_WHEEL_TRIES)
 
