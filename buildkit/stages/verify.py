@@ -25,7 +25,7 @@ from buildkit.gpu.scan import check_required
 from buildkit.gpu.scan import required as scan_required  # a path matched by build.gpu_required
 from buildkit.models.gpufacts import GpuCheck
 from buildkit.models.labels import verified_labels
-from buildkit.models.lock import Lock, lock_sha256
+from buildkit.models.lock import Lock, composition, lock_sha256
 from buildkit.models.paths import Paths
 from buildkit.models.records import CheckResult, VerifyRecord, header
 from buildkit.stages import context
@@ -255,6 +255,7 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
         header=header("verify", _identity(image, attrs), lock_sha256(lock), c.smoke),
         seconds=round(time.monotonic() - begun, 3),
         gpu=c.gpu,
+        vllm=composition(lock),
     )
 
 
