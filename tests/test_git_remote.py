@@ -90,6 +90,8 @@ def test_missing_full_sha_on_git_remote(project, rl_remote):
     url, _, _ = rl_remote
     result = pin_nemo(project, url, "c" * 40)("resolve")
     assert result.code == 4 and "does not exist there" in result.stderr, result.output
+    # git's own reason is shown (issue 32): what the remote said, not a refspec
+    assert f"commit {'c' * 40}: the fetch was refused (" in result.stderr and "refs/remotes" not in result.stderr
 
 
 def test_unreachable_git_remote(project):

@@ -182,7 +182,9 @@ class GitResolver:
                 or "couldn't find remote ref" in exc.stderr
                 or ("upload-pack" in exc.stderr and not exc.remote_unreachable())
             ):
-                raise UpstreamMismatch(f"{url}: commit {refspecs[0]} does not exist there") from None
+                what = f"commit {refspecs[0]}" if FULL_SHA_RE.fullmatch(refspecs[0]) else "its branches and tags"
+                raise UpstreamMismatch(f"{url}: {what}: the fetch was refused ({_last(exc.stderr)}); it does not "
+                                       "exist there, or the remote serves no partial fetch") from None  # fmt: skip
             raise
 
 
