@@ -208,6 +208,14 @@ def github_commit(sha: str, **changes: Any) -> dict[str, Any]:
     return data
 
 
+def github_compare(merge_base: str, **changes: Any) -> dict[str, Any]:
+    """`compare/main...{sha}` for a commit that is main's tip, as GitHub answers it: identical, no files."""
+    data = {"status": "identical", "ahead_by": 0, "behind_by": 0, "total_commits": 0,
+            "merge_base_commit": github_commit(merge_base), "files": []}  # fmt: skip
+    data.update(changes)
+    return data
+
+
 def github_pull(number: int, merge_commit: str, **changes: Any) -> dict[str, Any]:
     data = {
         "merged": True,

@@ -13,11 +13,12 @@ import pytest
 
 from tests.fake_upstreams import BASE_REPO, BASE_TAG, NEMO_RL_SHA, VLLM_PR, VLLM_SHA
 from tests.security.conftest import assert_error, measured, resolve_error
-from tests.security.hostile import answer, endless, github_commit, github_pull, json_answer, raw
+from tests.security.hostile import answer, endless, github_commit, github_compare, github_pull, json_answer, raw
 
 NEMO_COMMITS = "/repos/NVIDIA-NeMo/RL/commits/"
 VLLM_COMMITS = "/repos/vllm-project/vllm/commits/"
 VLLM_PULL = f"/repos/vllm-project/vllm/pulls/{VLLM_PR}"
+VLLM_COMPARE = f"/repos/vllm-project/vllm/compare/main...{VLLM_SHA}"  # is the source on main? (it is its tip)
 
 
 commit = github_commit
@@ -31,6 +32,7 @@ def github(project, hostile):
     cli.env["BUILDKIT_GITHUB_API"] = hostile.url
     hostile.route(VLLM_COMMITS, json_answer(commit(VLLM_SHA)))
     hostile.route(VLLM_PULL, json_answer(PULL))
+    hostile.route(VLLM_COMPARE, json_answer(github_compare(VLLM_SHA)))
     return cli, hostile
 
 

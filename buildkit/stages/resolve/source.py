@@ -18,7 +18,7 @@ code is built from differs between the two commits, so resolve proves it:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -164,16 +164,19 @@ class Chooser:
             )
         return merge_base, history.changed(merge_base, source.commit), "git diff", history.command
 
-    def _ancestors(self, merge_base: str, on_github: bool) -> list[str]:
-        """The merge base, then its ancestors along the branch. GitHub lists a commit's history by date, which on
-        vLLM's main (squash merges: one line) is first-parent order; git walks first parents."""
+    def _ancestors(self, merge_base: str, on_github: bool) -> Iterator[str]:
+        """The merge base, then (only when it has no wheel: listing costs a request) its ancestors along the branch.
+        GitHub lists a commit's history by date, which on vLLM's main (squash merges: one line) is first-parent
+        order; git walks first parents."""
+        yield merge_base
         if on_github:
             listed = [c.commit for c in self.github.branch_commits(self.upstream, merge_base, MAX_WHEEL_TRIES)]
             if listed[:1] != [merge_base]:
                 raise UpstreamMalformed(f"GitHub API: the history of {merge_base[:12]} does not start with it")
-            return listed
-        assert self._history is not None
-        return self._history.first_parents(merge_base, MAX_WHEEL_TRIES)
+        else:
+            assert self._history is not None
+            listed = self._history.first_parents(merge_base, MAX_WHEEL_TRIES)
+        yield from listed[1:]
 
     def _paths(self, wheel_commit: str, source: CommitFact, on_github: bool) -> tuple[list[str], Method, str]:
         """The paths that differ between the wheel's commit and the source, which must contain it."""
