@@ -219,16 +219,20 @@ def make_repos(tmp_path: Path) -> tuple[GitDaemon, str, str, str]:
     return GitDaemon(served), base, tip, head
 
 
+def pin_git_fork(root: Path, daemon: GitDaemon, repo: str, ref: str = "draft-tp") -> None:
+    """vllm: `repo` at `ref` on the git daemon, vLLM's own repository there too (no GitHub at all)."""
+    text = (root / "pins.yaml").read_text().replace(f"  repo: {UPSTREAM_URL}\n", "", 1)
+    text = text.replace(f'ref: "{VLLM_SHA}"\n  pr: 24322',
+                        f"repo: {daemon.url}{repo}\n  ref: {ref}\n  upstream: {daemon.url}vllm.git")  # fmt: skip
+    (root / "pins.yaml").write_text(text)
+
+
 def test_a_fork_on_a_plain_git_remote_is_compared_with_git(project, upstreams, tmp_path):
     root, cli = project
     daemon, base, tip, head = make_repos(tmp_path)
     try:
         upstreams.wheels.add(base, wheel_name(base))
-        text = (root / "pins.yaml").read_text().replace(
-            "  repo: https://github.com/vllm-project/vllm.git\n", "", 1
-        ).replace(f'ref: "{VLLM_SHA}"\n  pr: 24322',
-                  f'repo: {daemon.url}alice-vllm.git\n  ref: draft-tp\n  upstream: {daemon.url}vllm.git')  # fmt: skip
-        (root / "pins.yaml").write_text(text)
+        pin_git_fork(root, daemon, "alice-vllm.git")
         result = cli("resolve", "--json")
         assert result.code == 0, result.output
         lock = json.loads(result.stdout)
@@ -251,11 +255,7 @@ def test_a_repository_that_shares_no_history_with_vllm_is_refused(project, upstr
     commit_all(other, "unrelated")
     git("clone", "-q", "--bare", str(other), str(tmp_path / "served" / "other.git"), cwd=tmp_path)
     try:
-        text = (root / "pins.yaml").read_text().replace(
-            "  repo: https://github.com/vllm-project/vllm.git\n", "", 1
-        ).replace(f'ref: "{VLLM_SHA}"\n  pr: 24322',
-                  f'repo: {daemon.url}other.git\n  ref: main\n  upstream: {daemon.url}vllm.git')  # fmt: skip
-        (root / "pins.yaml").write_text(text)
+        pin_git_fork(root, daemon, "other.git", ref="main")
         result = cli("resolve")
         assert_failed(result, 4, "shares no history with main", "not a fork of vLLM")
         assert not (root / "pins.lock").exists()
@@ -350,11 +350,7 @@ def test_a_path_with_a_line_break_stays_one_line_and_the_history_is_not_kept(pro
     git("push", "-q", str(tmp_path / "served" / "alice-vllm.git"), "draft-tp", cwd=work)
     try:
         upstreams.wheels.add(base, wheel_name(base))
-        text = (root / "pins.yaml").read_text().replace(
-            "  repo: https://github.com/vllm-project/vllm.git\n", "", 1
-        ).replace(f'ref: "{VLLM_SHA}"\n  pr: 24322',
-                  f'repo: {daemon.url}alice-vllm.git\n  ref: draft-tp\n  upstream: {daemon.url}vllm.git')  # fmt: skip
-        (root / "pins.yaml").write_text(text)
+        pin_git_fork(root, daemon, "alice-vllm.git")
         result = cli("resolve")
         assert_failed(result, 8, "csrc/a\\x0aINJECTED all good.cu (")
         assert len(result.stderr.splitlines()) == 2  # the error, its hint

@@ -66,7 +66,7 @@ from buildkit.stages.resolve.download import Hashed, OnProgress, measure_afresh
 from buildkit.stages.resolve.git import GitResolver
 from buildkit.stages.resolve.github import GitHub, token_for
 from buildkit.stages.resolve.record import ResolveRecord, write_record
-from buildkit.stages.resolve.source import Chooser, source_ref
+from buildkit.stages.resolve.source import MAX_WHEEL_TRIES, Chooser, source_ref
 from buildkit.stages.resolve.wheels import FoundWheel, resolve_wheel, wheel_fact
 from buildkit.world.cache import default_cache_dir
 from buildkit.world.http import Http
@@ -76,7 +76,6 @@ T = TypeVar("T")
 # What resolve does with the wheel's bytes: download them (or reuse the cache), take their hash from the cache only
 # (--no-wheel-download), or leave them alone (--check, which compares what HEAD says).
 WheelBytes = Literal["download", "cache", "none"]
-MAX_WHEEL_TRIES = 20  # commits tried, newest first, when looking for the newest one with a wheel
 
 
 @dataclass(frozen=True)

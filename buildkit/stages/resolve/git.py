@@ -126,20 +126,7 @@ class GitResolver:
         repo, _reset = self._repo_for(url)
         if not has_commit(repo, commit):
             self._fetch(repo, url, [commit], depth=1)
-        spec = f"{commit}:{path}"
-        try:
-            kind = run_git(["cat-file", "-t", spec], cwd=repo, timeout=300).strip()
-        except GitFailed as exc:
-            if exc.remote_unreachable():
-                raise
-            return None  # no such path in that commit
-        if kind != "blob":
-            return None
-        size = int(run_git(["cat-file", "-s", spec], cwd=repo).strip() or 0)
-        if size > max_bytes:
-            raise UpstreamMalformed(f"{url}: {path} at {commit[:12]} is {size:,} bytes, more than buildkit reads "
-                                    f"({max_bytes:,})")  # fmt: skip
-        return run_git_bytes(["cat-file", "blob", spec], cwd=repo)
+        return _blob_at(repo, commit, path, max_bytes, url)
 
     def _from_ls_remote(self, url: str, ref: str) -> str | None:
         try:
@@ -250,23 +237,33 @@ class GitHistory:
 
     def file(self, commit: str, path: str, max_bytes: int = 1 << 20) -> bytes | None:
         """A small file at a commit (a requirements file): its blob fetched on demand from the promisor remote."""
-        spec = f"{commit}:{path}"
-        try:
-            if run_git(["cat-file", "-t", spec], cwd=self.repo, config=self._config).strip() != "blob":
-                return None
-        except GitFailed as exc:
-            if exc.remote_unreachable():
-                raise
-            return None
-        if int(run_git(["cat-file", "-s", spec], cwd=self.repo, config=self._config).strip() or 0) > max_bytes:
-            raise UpstreamMalformed(f"{path} at {commit[:12]} is larger than {max_bytes:,} bytes")
-        return run_git_bytes(["cat-file", "blob", spec], cwd=self.repo, config=self._config)
+        return _blob_at(self.repo, commit, path, max_bytes, self.upstream, self._config)
 
     def changed(self, base: str, head: str) -> list[str]:
         """The paths that differ between two commits' trees (a rename: both paths)."""
         out = run_git_bytes(["diff", "--name-only", "-z", "--no-renames", base, head, "--"], cwd=self.repo,
                             timeout=600)  # fmt: skip
         return sorted({_shown(p) for p in out.split(b"\0") if p})
+
+
+def _blob_at(repo: Path, commit: str, path: str, max_bytes: int, url: str,
+             config: list[str] | None = None) -> bytes | None:  # fmt: skip
+    """A file's bytes at a commit of a partial clone (git fetches the trees and the blob it needs); None when the
+    commit has no such file. Larger than max_bytes: UpstreamMalformed, nothing more read."""
+    spec = f"{commit}:{path}"
+    try:
+        kind = run_git(["cat-file", "-t", spec], cwd=repo, timeout=300, config=config).strip()
+    except GitFailed as exc:
+        if exc.remote_unreachable():
+            raise
+        return None  # no such path in that commit
+    if kind != "blob":
+        return None
+    size = int(run_git(["cat-file", "-s", spec], cwd=repo, config=config).strip() or 0)
+    if size > max_bytes:
+        raise UpstreamMalformed(f"{url}: {path} at {commit[:12]} is {size:,} bytes, more than buildkit reads "
+                                f"({max_bytes:,})")  # fmt: skip
+    return run_git_bytes(["cat-file", "blob", spec], cwd=repo, config=config)
 
 
 def _last(stderr: str) -> str:

@@ -32,7 +32,7 @@ from buildkit.stages.resolve.git import GitHistory
 from buildkit.stages.resolve.github import GitHub
 from buildkit.stages.resolve.wheels import MISSING_HINT, FoundWheel
 
-MAX_WHEEL_TRIES = 20  # first-parent ancestors of the merge base tried for a wheel (as bump's newest_with_wheel)
+MAX_WHEEL_TRIES = 20  # commits tried for a wheel: ancestors of the merge base here, a branch's newest in bump
 MAX_SHOWN = 8  # compiled paths named in the one-line message
 Method = Literal["same commit", "GitHub compare", "git diff"]
 FindWheel = Callable[[str], FoundWheel]  # the wheel of a commit for the pinned arch and variant, or UpstreamMismatch
