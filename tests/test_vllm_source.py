@@ -29,8 +29,25 @@ MAIN_1, MAIN_2 = "1" * 40, "2" * 40  # main after the reference merge commit
 HEAD_1, HEAD_2 = "a" * 40, "b" * 40  # the fork's branch, forked at VLLM_SHA
 PYTHON_PATH = "vllm/v1/worker/gpu_model_runner.py"
 DATE = "2026-02-01T00:00:00Z"
-# requirements/cuda.txt's torch line as vLLM pinned it (requirements/cuda.txt at 53f9946d; H3's test corpus)
-CUDA_TXT = b"# Dependencies for NVIDIA GPUs\nray[cgraph]>=2.48.0\ntorch==2.9.1\ntorchaudio==2.9.1\n"
+# requirements/cuda.txt at 53f9946d3c51ada60fc829669133b965fc2daa1f, as vLLM's repository holds it (the same text
+# tests/test_compiled_inputs.py reads)
+CUDA_TXT = b"""\
+# Common dependencies
+-r common.txt
+
+numba == 0.61.2 # Required for N-gram speculative decoding
+
+# Dependencies for NVIDIA GPUs
+ray[cgraph]>=2.48.0 # Ray Compiled Graph, required for pipeline parallelism in V1.
+torch==2.9.1
+torchaudio==2.9.1
+# These must be updated alongside torch
+torchvision==0.24.1 # Required for phi3v processor. See https://github.com/pytorch/vision?tab=readme-ov-file#installation for corresponding version
+# FlashInfer should be updated together with the Dockerfile
+flashinfer-python==0.6.1
+# Required for Nemotron-Flash model (delta rule ops)
+fla-core
+"""  # noqa: E501
 
 
 def wheel_name(sha: str) -> str:
