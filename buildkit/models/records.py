@@ -53,7 +53,7 @@ class VerifyRecord(BaseModel):
     header: RecordHeader | None = None  # None in a record written before headers
     seconds: float | None = None  # how long the checks took (None: a record from before it was kept)
     gpu: GpuCheck | None = None  # kernels per target GPU, ABI, drivers (buildkit.gpu); None for smoke images
-    vllm: str | None = None  # where the image's vLLM Python and kernels come from (the lock's composition)
+    vllm: str | None = None  # where the image's vLLM Python and kernels come from (none in a smoke image)
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"

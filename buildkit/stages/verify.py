@@ -255,7 +255,7 @@ def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bo
         header=header("verify", _identity(image, attrs), lock_sha256(lock), c.smoke),
         seconds=round(time.monotonic() - begun, 3),
         gpu=c.gpu,
-        vllm=composition(lock),
+        vllm=None if c.smoke else composition(lock),  # a smoke image holds no vLLM
     )
 
 
