@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from tests import vllmtree
+
 # The reference facts (../shared/notes/upstream-facts.md), served as upstream would serve them.
 NEMO_RL_SHA = "946862e7755f74833d866c2a3a87ddbefae089c1"
 NEMO_RL_SUBJECT = "docs: add release runs to front page readme for 0.5 (#1879)"
@@ -251,6 +253,10 @@ class FakeGitHub(Upstream):
         self.renamed: dict[str, dict[str, str]] = {}  # sha -> {new path: old path}
         self.fork_of: dict[str, str] = {}  # "user/vllm" -> "vllm-project/vllm"
         self.compare_edits: list[Callable[[dict[str, Any]], None]] = []  # hostile tests edit compare's answers
+        # sha -> {path: blob id}: a commit's tree, as /git/trees/{sha}?recursive=1 lists it. A commit without one
+        # answers vLLM 0.14.0's real Python files (tests/vllmtree.py); `truncated_trees` answer `truncated: true`.
+        self.trees: dict[str, dict[str, str]] = {}
+        self.truncated_trees: set[str] = set()
 
     def add_commit(self, repo: str, sha: str, message: str, date: str, branch: str | None = None,
                    parents: list[str] | None = None, files: list[str] | None = None) -> None:  # fmt: skip
@@ -368,6 +374,11 @@ class FakeGitHub(Upstream):
             if answer["merge_base_commit"] is None:  # no common history: GitHub answers 404
                 return _json(404, {"message": "Not Found", "status": "404"}, limit_headers)
             return _json(200, answer, limit_headers)
+        if len(parts) == 6 and parts[0] == "repos" and parts[3:5] == ["git", "trees"]:
+            repo, sha = f"{parts[1]}/{parts[2]}", self._find(f"{parts[1]}/{parts[2]}", unquote(parts[5]))
+            if sha is None:
+                return _json(404, {"message": "Not Found", "status": "404"}, limit_headers)
+            return _json(200, self._tree_json(repo, sha), limit_headers)
         if len(parts) >= 5 and parts[0] == "repos" and parts[3] == "contents":
             repo, name = f"{parts[1]}/{parts[2]}", unquote("/".join(parts[4:]))
             sha = self._find(repo, parse_qs(urlsplit(path).query).get("ref", ["main"])[0])
@@ -386,6 +397,21 @@ class FakeGitHub(Upstream):
                 return _json(404, {"message": "Not Found"}, limit_headers)
             return _json(200, pull, limit_headers)
         return _json(404, {"message": "Not Found"})
+
+    def _tree_json(self, repo: str, sha: str) -> dict[str, Any]:
+        """GitHub's "Get a tree" answer (docs.github.com/en/rest/git/trees#get-a-tree), recursive: the blob
+        entries (mode, type, sha, path, url); trees and sizes are left out (the stand-in has no tree objects)."""
+        files = self.trees.get(sha)
+        if files is None:
+            files = vllmtree.listing()
+        api = f"https://api.github.com/repos/{repo}/git"
+        return {
+            "sha": sha,
+            "url": f"{api}/trees/{sha}",
+            "tree": [{"path": path, "mode": "100644", "type": "blob", "sha": blob, "url": f"{api}/blobs/{blob}"}
+                     for path, blob in sorted(files.items())],
+            "truncated": sha in self.truncated_trees,
+        }  # fmt: skip
 
     def _find(self, repo: str, ref: str) -> str | None:
         """The commit a branch name, full SHA or unique prefix (4+ hex) names, as GitHub finds it; a full SHA

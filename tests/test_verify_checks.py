@@ -11,6 +11,7 @@ import pytest
 
 from buildkit.errors import EngineNotReady, InputError
 from buildkit.gpu.image import FIND
+from buildkit.image.vllmpackage import FIND_SPEC
 from buildkit.models.labels import VERIFIED, image_labels, verified_labels
 from buildkit.models.lock import read_lock
 from buildkit.stages import verify
@@ -63,6 +64,7 @@ def release_image() -> MemoryImage:
         ("python", "-c", "import sglang"): (1, 'Traceback (most recent call last):\n  File "<string>", line 1, in '
                                                "<module>\nModuleNotFoundError: No module named 'sglang'"),
         tuple(FIND): (0, SITE),
+        tuple(FIND_SPEC): (0, f"{SITE}/vllm\n"),  # a wheel installed into site-packages
     })  # fmt: skip
     image.files = {
         f"{SITE}/vllm/_C.abi3.so": (GPU_FIXTURES / "libk_sm90a.so").read_bytes(),
@@ -92,8 +94,11 @@ def test_the_smoke_build_is_judged_as_the_real_engine_judged_it():
     """Through the in-memory engine, the recorded smoke image gets the recorded verdicts, reasons and header."""
     record, _engine = run_verify(smoke_image(), SMOKE_TAG)
     got = [(r.name, r.status, r.reason) for r in record.results]
-    # verify.json was recorded before the GPU file checks came (issue 23): a smoke image skips them, in their place.
+    # verify.json was recorded before the vLLM Python and GPU file checks came (issues 28, 23): a smoke image skips
+    # them, in their place.
+    python = ("vLLM's Python files are the source commit's", "skip", "a smoke image has no vLLM installed")
     gpu_files = ("GPU kernels, ABI and drivers", "skip", "a smoke image has no Python environment")
+    assert got.pop(6) == python
     assert got.pop(6) == gpu_files
     assert got == [(r["name"], r["status"], r["reason"]) for r in SMOKE_VERIFY["results"]]
     assert record.header.model_dump() == SMOKE_VERIFY["header"] | {"buildkit_version": record.buildkit_version}

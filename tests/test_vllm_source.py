@@ -21,6 +21,7 @@ from tests.failures import assert_failed
 from tests.fake_upstreams import VLLM_SHA
 from tests.gitserver import GitDaemon, commit_all, git
 from tests.nemo_repo import use_remote
+from tests.vllmtree import blob_id
 
 UPSTREAM, FORK = "vllm-project/vllm", "alice/vllm"
 UPSTREAM_URL = f"https://github.com/{UPSTREAM}.git"
@@ -258,6 +259,12 @@ def test_a_fork_on_a_plain_git_remote_is_compared_with_git(project, upstreams, t
         compare = lock["vllm_compare"]
         assert (compare["method"], compare["paths"], compare["compiled"]) == ("git diff", 1, [])
         assert tip not in json.dumps(lock)  # main's later kernel change is not between the merge base and the head
+        # The head's Python files, by the blob ids git itself gives them (git ls-tree on the blobless fetch).
+        listed = lock["vllm_python"]
+        assert (listed["commit"], listed["source"]) == (head, f"git ls-tree -r {head}")
+        assert listed["files"] == {p: blob_id(t) for p, t in
+                                   (("vllm/__init__.py", b""), ("vllm/config.py", b"x = 1\n"),
+                                    ("vllm/draft.py", b"y = 2\n"))}  # fmt: skip
     finally:
         daemon.stop()
 
@@ -324,12 +331,17 @@ def test_a_compare_cut_at_300_files_is_listed_with_git_instead(project, upstream
             f"  repo: {UPSTREAM_URL}\n", "", 1
         ).replace(f'ref: "{VLLM_SHA}"\n  pr: 24322', f'repo: https://github.com/{FORK}.git\n  ref: "{head}"')
         (root / "pins.yaml").write_text(text + rewrites)
+        gh.truncated_trees.add(head)  # and its tree listing is cut too: git lists the Python files
         result = cli("resolve", "--json")
         assert result.code == 0, result.output
         compare = json.loads(result.stdout)["vllm_compare"]
         assert (compare["method"], compare["paths"], compare["compiled"]) == ("git diff", 1, [])  # git's true list
         assert f"GitHub's compare answer lists at most 300 files: main...{head[:12]} listed with git instead" in \
             result.stderr
+        assert "vLLM's Python files listed with git instead" in result.stderr
+        listed = json.loads(result.stdout)["vllm_python"]
+        assert listed["source"] == f"git ls-tree -r {head}" and set(listed["files"]) == {
+            "vllm/__init__.py", "vllm/config.py", "vllm/draft.py"}
     finally:
         daemon.stop()
 

@@ -196,3 +196,26 @@ def _requirement_lines(text: str) -> list[str]:
         if line and not line.startswith("-"):  # -r/-c includes and --index options name no requirement
             lines.append(line)
     return lines
+
+
+# vLLM's Python files, as verify holds the image's package to the source commit's tree (issue 28). A path outside
+# this grammar is not listed (vLLM's own are all inside it).
+_PYTHON_RE = re.compile(r"vllm/[A-Za-z0-9_.+-][A-Za-z0-9_./+-]{0,390}\.py")
+_FILE_MODES = ("100644", "100755")  # git's modes of regular files (120000: a symlink, 160000: a submodule)
+# Written at install, not in the tree: setuptools-scm writes it (vLLM's pyproject.toml [tool.setuptools_scm]; its
+# .gitignore lists it).
+GENERATED_PYTHON = ("vllm/_version.py",)
+
+
+def is_vllm_python(path: str, mode: str = "100644") -> bool:
+    """A regular file of vLLM's Python package in the source tree, as the listing keeps it."""
+    return mode in _FILE_MODES and bool(_PYTHON_RE.fullmatch(path)) and "/../" not in f"/{path}/"
+
+
+def python_origin(path: str) -> str:
+    """Where the image's copy of a vLLM Python file comes from: "source" (the checkout), "wheel" (precompiled mode
+    copies it out of the wheel: a from-wheel rule), or "generated" (written at install)."""
+    if path in GENERATED_PYTHON:
+        return "generated"
+    rule = rule_for(path)
+    return "wheel" if rule is not None and rule.kind == "from-wheel" else "source"

@@ -23,6 +23,7 @@ from buildkit.gpu.abi import stop_if_unresolved
 from buildkit.gpu.image import image_check
 from buildkit.gpu.scan import check_required
 from buildkit.gpu.scan import required as scan_required  # a path matched by build.gpu_required
+from buildkit.image.vllmpackage import FIND_SPEC, VllmPackage, judge_python, package_dir, read_package
 from buildkit.models.gpufacts import GpuCheck
 from buildkit.models.labels import verified_labels
 from buildkit.models.lock import Lock, composition, lock_sha256
@@ -122,6 +123,7 @@ class Context:
     drivers: list[str]
     results: list[CheckResult] = field(default_factory=list)
     gpu: GpuCheck | None = None  # the GPU files check's findings, for the record and the driver check
+    package: VllmPackage | None = None  # vLLM's package directory as the Python check read it
 
     @property
     def labels(self) -> dict[str, str]:
@@ -189,11 +191,36 @@ def check_patched_files(c: Context) -> None:
               f"sha256 {have[:16]}..., recorded {target.after[:16]}...")  # fmt: skip
 
 
+PYTHON_CHECK = "vLLM's Python files are the source commit's"
+
+
+def check_vllm_python(c: Context) -> None:
+    """The package `python` imports as vllm (an editable checkout, as build-custom-vllm.sh installs it, or
+    site-packages), read once: its Python files held to the source commit's tree here, its shared objects to the
+    wheel's in the GPU files check."""
+    if c.smoke:
+        c.add(PYTHON_CHECK, None, "a smoke image has no vLLM installed")
+        return
+    code, out = c.run(*FIND_SPEC)
+    directory = package_dir(code, out)
+    if directory is None:
+        c.add(PYTHON_CHECK, False, f"python in the image finds no vllm package: {excerpt(strip_controls(out), 160)}")
+        return
+    c.package = read_package(c.engine.archive(c.image, directory), directory, f"{c.image}:{directory}")
+    listed = c.lock.vllm_python
+    if listed is None:
+        c.add(PYTHON_CHECK, None, "the lock holds no listing of the source's Python files (a lock resolve wrote "
+              "before it listed them, or one whose listing failed: resolve said why): run `buildkit resolve`")
+        return
+    c.add(PYTHON_CHECK, *judge_python(listed.files, c.package.python, listed.commit))
+
+
 def check_gpu_files(c: Context) -> None:
     if c.smoke:
         c.add("GPU kernels, ABI and drivers", None, "a smoke image has no Python environment")
         return
-    c.gpu = gpu_checks(c.engine, c.image, c.lock, c.env.get("CUDA_VERSION"), c.drivers, c.add)
+    package = c.package.shared_objects if c.package else {}
+    c.gpu = gpu_checks(c.engine, c.image, c.lock, c.env.get("CUDA_VERSION"), c.drivers, c.add, package)
 
 
 def check_gpu(c: Context) -> None:
@@ -226,6 +253,8 @@ CHECKS = (
     Check("labels", "the image config's Labels, against models.labels.verified_labels(lock)", check_labels),
     Check("fingerprint", f"{FINGERPRINT} in the image", check_fingerprint),
     Check("patched files", "the prepare record's patch targets, sha256sum in the image", check_patched_files),
+    Check("vLLM's Python", "find_spec('vllm') from python in the image; the package's files, against the lock's "
+          "vllm_python", check_vllm_python),
     Check("GPU files", "the image's shared objects and CUDA_VERSION (buildkit.gpu), --driver", check_gpu_files),
     Check("GPU", "torch and nvidia-smi in a container given the GPUs (--gpus)", check_gpu),
 )
@@ -275,12 +304,15 @@ def _identity(image: str, attrs: dict) -> str | None:
 
 
 def gpu_checks(engine: ImageEngine, image: str, lock: Lock, cuda_version: str | None, drivers: list[str],
-               add: Callable[[str, bool | None, str], None]) -> GpuCheck:  # fmt: skip
+               add: Callable[[str, bool | None, str], None],
+               package: dict[str, str] | None = None) -> GpuCheck:  # fmt: skip
     """buildkit.gpu's checks over the image's files: kernels for build.cuda_arch_list in the required libraries,
-    vLLM's symbols against the image's torch and glibc/libstdc++, and each --driver."""
+    vLLM's symbols against the image's torch and glibc/libstdc++, and each --driver. `package`: the sha256 of the
+    shared objects in the vllm package python imports (an editable checkout is outside site-packages)."""
     hashes: dict[str, str] = {}
     gpu = image_check(lambda argv: engine.run_check(image, argv), lambda path: engine.archive(image, path),
                       lock.build, cuda_version, drivers, image, hashes)  # fmt: skip
+    hashes.update(package or {})  # the package python imports wins over another copy in a site-packages
     add(COMPILED_CHECK, *compiled_files(getattr(lock, "vllm_files", None), hashes, lock.build.gpu_required))
     try:
         check_required(gpu.libraries, image)

@@ -227,6 +227,20 @@ class SourceComparison(Fact):
     )  # fmt: skip
 
 
+GitBlobId = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$", description="A git blob id (SHA-1).")]
+
+
+class PythonFiles(Fact):
+    """vLLM's Python files at the source commit, by their git blob ids (read from the commit's tree, no file
+    contents): verify holds the image's vLLM package to them, file by file, with no network."""
+
+    commit: FullSha = Field(description="The source commit whose tree was listed.")
+    source: OneLine = Field(description="The API URL or git command that listed the tree.")
+    files: dict[Annotated[str, Field(max_length=400)], GitBlobId] = Field(
+        max_length=50_000, description="vllm/**/*.py -> git blob id."
+    )
+
+
 class Lock(Fact):
     # 1 to 4 only in memory, for an older lock read and migrated by read_lock: it is stale (consistency_problems).
     lock_version: Literal[1, 2, 3, 4, 5] = LOCK_VERSION
@@ -250,6 +264,10 @@ class Lock(Fact):
         description="The sha256 of each of vLLM's compiled files in the wheel (vllm/_C.abi3.so ...), as resolve read "
         "them: verify holds the image's to these. Written only when resolve read the wheel's bytes.",
     )  # fmt: skip
+    vllm_python: PythonFiles | None = Field(
+        default=None, description="vLLM's Python files at the source commit (git blob ids), for verify; null when "
+        "the tree could not be listed (resolve said why)."
+    )  # fmt: skip
 
     # An older lock as read_lock decoded it, before migration (None for a current one).
     _as_read: dict[str, Any] | None = PrivateAttr(default=None)
@@ -260,7 +278,7 @@ class Lock(Fact):
         data = self._as_read if self._as_read is not None else {
             **self.model_dump(mode="json"), "build": dump_build(self.build)
         }  # fmt: skip
-        for key in ("gpu", "vllm_files"):  # written only when resolve read the wheel's bytes
+        for key in ("gpu", "vllm_files", "vllm_python"):  # written only when resolve read them
             if data.get(key, ...) is None:
                 data = {k: v for k, v in data.items() if k != key}
         return json.dumps(data, indent=2, sort_keys=False) + "\n"

@@ -274,6 +274,7 @@ class Resolver:
             known_issues=pins.known_issues,
             gpu=gpu,
             vllm_files={k: v for k, v in sorted(hashes.items()) if k.startswith("vllm/")} or None,
+            vllm_python=choice.result().python,
         )
         self.record = ResolveRecord(
             lock_sha256=lock_sha256(lock),

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from buildkit.errors import GitFailed, InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
@@ -244,6 +245,20 @@ class GitHistory:
         out = run_git_bytes(["diff", "--name-only", "-z", "--no-renames", base, head, "--"], cwd=self.repo,
                             timeout=600)  # fmt: skip
         return sorted({_shown(p) for p in out.split(b"\0") if p})
+
+    def tree_files(self, commit: str, keep: Callable[[str, str], bool]) -> dict[str, str]:
+        """The blob ids of the files at a commit that `keep(path, mode)` keeps: its trees, no file contents."""
+        out = run_git_bytes(["ls-tree", "-r", "-z", "--full-tree", commit], cwd=self.repo, timeout=600)
+        files: dict[str, str] = {}
+        for entry in out.split(b"\0"):
+            head, _, raw = entry.partition(b"\t")
+            fields = head.split()
+            if len(fields) != 3 or fields[1] != b"blob":
+                continue  # a tree (-r lists none), a submodule's commit, or the empty tail
+            path = _shown(raw)
+            if keep(path, fields[0].decode()):
+                files[path] = fields[2].decode()
+        return files
 
 
 def _blob_at(repo: Path, commit: str, path: str, max_bytes: int, url: str,

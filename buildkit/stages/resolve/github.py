@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -127,6 +128,18 @@ class _Compare(Answer):
 
 class _CompareCount(Answer):
     ahead_by: int = Field(ge=0)
+
+
+class _TreeEntry(Answer):
+    path: str
+    mode: str
+    type: str
+    sha: str
+
+
+class _Tree(Answer):
+    tree: list[_TreeEntry] = Field(max_length=200_000)  # GitHub lists at most 100,000 entries
+    truncated: bool
 
 
 def _subject(message: str) -> str:
@@ -309,6 +322,22 @@ class GitHub:
         if len(answer.files) >= COMPARE_FILES_CAP:
             paths = None
         return Comparison(answer.status, answer.merge_base_commit.sha, paths, f"{self.api}{path}")
+
+    def tree_files(self, repo_url: str, commit: str, keep: Callable[[str, str], bool]) -> tuple[dict[str, str], str]:
+        """The blob ids of the files at a commit that `keep(path, mode)` keeps
+        (`GET /repos/{owner}/{repo}/git/trees/{sha}?recursive=1`: at most 100,000 entries, 7 MB); UpstreamMismatch
+        when GitHub cut the listing (`truncated`: then git must list it)."""
+        owner, repo = self._require(repo_url)
+        path = f"/repos/{owner}/{repo}/git/trees/{commit}?recursive=1"
+        what = f"{owner}/{repo} tree at {commit[:12]}"
+        answer = parse(_Tree, self._get(path, what), f"GitHub API answer for {what}")
+        if answer.truncated:
+            raise UpstreamMismatch(f"GitHub API answer for {what}: truncated")
+        files = {e.path: e.sha for e in answer.tree if e.type == "blob" and keep(e.path, e.mode)}
+        bad = [p for p, sha in files.items() if not re.fullmatch(r"[0-9a-f]{40}", sha)]
+        if bad:
+            raise UpstreamMalformed(f"GitHub API answer for {what}: {excerpt(bad[0], 80)} has no blob id")
+        return files, f"{self.api}{path}"
 
     def _require(self, repo_url: str) -> tuple[str, str]:
         found = self.owner_repo(repo_url)

@@ -19,13 +19,13 @@ code is built from differs between the two commits, so resolve proves it:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from buildkit.errors import CompiledSourceChanged, UpstreamMalformed, UpstreamMismatch, excerpt
-from buildkit.models.compiled import compiled_changes, rule_for, torch_requirement
-from buildkit.models.lock import CommitFact, PullRequestFact, SourceComparison, WheelCommitFact
+from buildkit.errors import CompiledSourceChanged, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable, excerpt
+from buildkit.models.compiled import compiled_changes, is_vllm_python, rule_for, torch_requirement
+from buildkit.models.lock import CommitFact, PullRequestFact, PythonFiles, SourceComparison, WheelCommitFact
 from buildkit.models.lock.facts import WheelChoice as ChosenBy
 from buildkit.models.pins import Pins
 from buildkit.stages.resolve.git import GitHistory
@@ -43,6 +43,7 @@ class Choice:
     wheel: WheelCommitFact
     found: FoundWheel
     compare: SourceComparison
+    python: PythonFiles | None = None  # the source's Python files, for verify (None: not listed, said why)
 
 
 def source_ref(pins: Pins, pr: PullRequestFact | None) -> tuple[str, str]:
@@ -88,7 +89,8 @@ class Chooser:
 
     def choose(self, source: CommitFact, pr: PullRequestFact | None) -> Choice:
         try:
-            return self._choose(source, pr)
+            choice = self._choose(source, pr)
+            return replace(choice, python=self._python_files(source))
         finally:
             if self._history is not None:
                 self._history.close()
@@ -201,6 +203,25 @@ class Chooser:
             self._history = GitHistory(self.cache_dir, self.upstream, self.branch, rewrites)
         self._history.add(source.repo, source.commit)
         return self._history
+
+    def _python_files(self, source: CommitFact) -> PythonFiles | None:
+        """vLLM's Python files at the source commit by blob id (GitHub's tree API, or git's tree when GitHub cut
+        its listing or the source is elsewhere). A listing that cannot be had is said, and verify says why its
+        check did not run; it never stops resolve (the composition's proof is the comparison above)."""
+        try:
+            if self.github.owner_repo(source.repo):
+                try:
+                    files, how = self.github.tree_files(source.repo, source.commit, is_vllm_python)
+                    return PythonFiles(commit=source.commit, source=how, files=files)
+                except UpstreamMismatch as exc:
+                    self.note(f"vLLM's Python files listed with git instead: {exc.message}")
+            history = self._git(source)
+            files = history.tree_files(source.commit, is_vllm_python)
+            return PythonFiles(commit=source.commit, source=f"git ls-tree -r {source.commit}", files=files)
+        except (UpstreamMismatch, UpstreamUnreachable) as exc:
+            self.note(f"vLLM's Python files at {source.commit[:12]} not listed (verify cannot check them): "
+                      f"{exc.message}")  # fmt: skip
+            return None
 
     # --- the proof -------------------------------------------------------------------------------------------------
 
