@@ -19,6 +19,7 @@ import pytest
 from buildkit.image.vllmpackage import FIND_SPEC, judge_python, package_dir, read_package
 from buildkit.models.lock import PythonFiles, read_lock
 from buildkit.stages.verify import COMPILED_CHECK, PYTHON_CHECK, Context, check_gpu_files, check_vllm_python
+from tests.fake_upstreams import VLLM_SHA
 from tests.gitserver import git
 from tests.memengine import MemoryEngine, MemoryImage
 from tests.realwheels import VLLM_0_14_0, real_wheel
@@ -156,3 +157,12 @@ def test_resolve_lists_the_source_python_through_githubs_tree_api(project, upstr
     assert result.code == 0, result.output
     assert "truncated" in result.stderr and "not listed (verify cannot check them)" in result.stderr
     assert read_lock(root / "pins.lock").vllm_python is None
+
+
+def test_a_tree_answer_with_a_bad_blob_id_is_exit_3_and_no_lock(project, upstreams):
+    """A hostile tree listing never reaches the lock: an id that is not 40 hex digits is refused."""
+    root, cli = project
+    upstreams.github.trees = {VLLM_SHA: {"vllm/__init__.py": "not-a-sha"}}
+    result = cli("resolve")
+    assert result.code == 3 and "has no blob id" in result.stderr, result.output
+    assert not (root / "pins.lock").exists()

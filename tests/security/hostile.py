@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests import vllmtree
+
 Behaviour = Callable[["_Handler"], None]
 
 
@@ -214,6 +216,13 @@ def github_compare(merge_base: str, **changes: Any) -> dict[str, Any]:
             "merge_base_commit": github_commit(merge_base), "files": []}  # fmt: skip
     data.update(changes)
     return data
+
+
+def github_tree(sha: str) -> dict[str, Any]:
+    """`git/trees/{sha}?recursive=1` as GitHub answers it: the blob entries of vLLM 0.14.0's real Python files
+    (tests/vllmtree.py), not truncated."""
+    tree = [{"path": path, "mode": "100644", "type": "blob", "sha": blob} for path, blob in vllmtree.listing().items()]
+    return {"sha": sha, "tree": tree, "truncated": False}
 
 
 def github_pull(number: int, merge_commit: str, **changes: Any) -> dict[str, Any]:

@@ -10,7 +10,15 @@ from buildkit.errors import InputError
 from buildkit.stages.resolve.github import token_for
 from tests.fake_upstreams import NEMO_RL_SHA, VLLM_PR, VLLM_SHA, authorizations
 from tests.security.conftest import measured, resolve_error
-from tests.security.hostile import github_commit, github_compare, github_pull, json_answer, raw, redirect_same_path
+from tests.security.hostile import (
+    github_commit,
+    github_compare,
+    github_pull,
+    github_tree,
+    json_answer,
+    raw,
+    redirect_same_path,
+)
 
 TOKEN = "ghp_S3cretTokenValue0123456789abcdefABCD"
 NEMO_COMMITS = "/repos/NVIDIA-NeMo/RL/commits/"
@@ -62,12 +70,14 @@ def test_redirect_to_another_host_drops_the_token(project, hostile, elsewhere):
     elsewhere.route(f"/moved{VLLM_COMMITS}", json_answer(github_commit(VLLM_SHA)))
     elsewhere.route(f"/moved{VLLM_PULL}", json_answer(github_pull(VLLM_PR, VLLM_SHA)))
     elsewhere.route(f"/moved/repos/vllm-project/vllm/compare/main...{VLLM_SHA}", json_answer(github_compare(VLLM_SHA)))
+    elsewhere.route(f"/moved/repos/vllm-project/vllm/git/trees/{VLLM_SHA}", json_answer(github_tree(VLLM_SHA)))
     run = measured(cli, "resolve", env={"GITHUB_TOKEN": TOKEN})
     assert run.code == 0, run.output
     assert authorizations(hostile.log) == {f"Bearer {TOKEN}"}
     assert {r.path.split("/")[1] for r in hostile.log} == {"repos", "moved"}
     assert authorizations(elsewhere.log) == {None}
-    assert len(elsewhere.log) == 5  # the two commits, the PR, vLLM's compare with main, NeMo-RL's uv.lock (404)
+    # The two commits, the PR, vLLM's compare with main and its tree, NeMo-RL's uv.lock (404).
+    assert len(elsewhere.log) == 6
     assert f"/moved/repos/NVIDIA-NeMo/RL/contents/uv.lock?ref={NEMO_RL_SHA}" in {r.path for r in elsewhere.log}
     assert_token_nowhere(run, root)
 

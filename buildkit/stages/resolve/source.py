@@ -218,6 +218,8 @@ class Chooser:
             history = self._git(source)
             files = history.tree_files(source.commit, is_vllm_python)
             return PythonFiles(commit=source.commit, source=f"git ls-tree -r {source.commit}", files=files)
+        except UpstreamMalformed:
+            raise  # a hostile answer is refused, never passed over
         except (UpstreamMismatch, UpstreamUnreachable) as exc:
             self.note(f"vLLM's Python files at {source.commit[:12]} not listed (verify cannot check them): "
                       f"{exc.message}")  # fmt: skip
