@@ -470,16 +470,20 @@ def facts(
         "reproduction": {
             "buildkit": ["buildkit resolve --check", "buildkit build" + (" --smoke" if smoke else "")],
             "manual": by_hand(lock, prepare, rendered, smoke),
+            "run": run_line(lock, record),
         },
+        "skipped": skipped(prepare, rendered, verify, record),
         "results": results,
         "known_issues": [k.model_dump(mode="json") for k in lock.known_issues],
     }
 
 
 def _overview(lock: Lock, record: BuildRecord | None, times: dict[str, str]) -> dict[str, Any]:
+    """What the report is about: the image the build record made (its tag and target), else what the lock would
+    build (`built` False)."""
     return {
-        "image": lock.build.tag,
-        "target": lock.build.target,
+        "image": record.image.tag if record else lock.build.tag,
+        "target": built_target(record) or lock.build.target,
         "platform": lock.build.platform,
         "cuda_arch_list": lock.build.cuda_arch_list,
         "gpus": gpus_of(lock.build.cuda_arch_list),
@@ -488,6 +492,36 @@ def _overview(lock: Lock, record: BuildRecord | None, times: dict[str, str]) -> 
         "built_at": record.ended if record else None,
         "smoke": bool(record and record.smoke),
     }
+
+
+def run_line(lock: Lock, record: BuildRecord | None) -> str | None:
+    """`docker run` for the image the build made (before any build: the one `buildkit build` makes, said so); None
+    when there is none to run on GPUs (a failed build, or a smoke image: no Python environment and no vLLM)."""
+    if record is not None and (record.outcome != "succeeded" or record.smoke):
+        return None
+    tag = record.image.tag if record is not None else lock.build.tag
+    return f"docker run --gpus all --ipc=host --ulimit memlock=-1 --ulimit stack=67108864 -it {tag} bash"
+
+
+def skipped(prepare, rendered, verify, record) -> list[str]:
+    """What this build left out and why, from its records: submodules, the `# syntax=` frontend image, the GPU
+    checks inside the image."""
+    out = []
+    if prepare is not None and prepare.submodules is None:
+        out.append("NeMo-RL's submodules: not fetched (prepare ran with --no-submodules or BUILDKIT_SUBMODULES=0); "
+                   "the image holds none of their files")  # fmt: skip
+    if rendered is not None and not rendered.syntax:
+        out.append("the `# syntax=` frontend image: render ran with --no-syntax, so BuildKit used the builder's "
+                   "own Dockerfile frontend")  # fmt: skip
+    if record is not None and record.outcome == "succeeded":
+        if verify is None:
+            out.append("the checks inside the image: `buildkit verify` has not run on it")
+        elif record.smoke:
+            out.append("the GPU checks (kernels, ABI, driver) inside the image: a smoke image has no CUDA, Python "
+                       "environment or vLLM")  # fmt: skip
+        elif not verify.gpus:
+            out.append("the checks on a GPU: not asked (`buildkit verify --gpus`)")
+    return out
 
 
 def _components(lock: Lock) -> list[dict[str, str]]:
@@ -589,7 +623,8 @@ def render_markdown(data: dict[str, Any]) -> str:
     env = template_environment(finalize=markdown.finalize)
     env.filters.update(
         code=markdown.code, cell=markdown.cell, ccell=markdown.code_cell, fence=markdown.fence,
-        paragraphs=markdown.paragraphs, link=markdown.link,
+        paragraphs=markdown.paragraphs, link=markdown.link, spans=markdown.spans,
+        spans_cell=lambda value: markdown.spans(value, in_cell=True),
     )  # fmt: skip
     env.filters["mib"] = lambda size: f"{size / 2**20:,.1f} MiB" if isinstance(size, int) else "unknown"
     env.filters["bytes"] = _human_size
