@@ -20,9 +20,11 @@ def row(name: str, status: Status, detail: str) -> dict[str, str]:
     return {"check": name, "status": status, "detail": detail}
 
 
-def known_checks(lock, verify=None, record=None, provenance_checked=None, *, image: str | None = None) -> list[dict]:
+def known_checks(lock, verify=None, record=None, provenance_checked=None, *, image: str | None = None,
+                 unread: str | None = None) -> list[dict]:  # fmt: skip
     """One row per KNOWN_CHECKS. verify/record/provenance_checked: the records of the build described (None: not
-    run); image: why there is no image-side row yet ("no image built from this lock yet" by default)."""
+    run); image: why there is no image-side row yet ("no image built from this lock yet" by default); unread: why
+    the verify records are not read, where they are not (the SLSA statement is made from the lock and the build)."""
     gpu, where = _gpu(lock, verify)
     no_image = image or "no image built from this lock yet: buildkit build"
     return [
@@ -30,10 +32,10 @@ def known_checks(lock, verify=None, record=None, provenance_checked=None, *, ima
         _kernels(gpu, where, lock),
         _abi(gpu, where, lock, "abi", "torch", "ABI"),
         _abi(gpu, where, lock, "glibc", "base image", "glibc"),
-        _driver(verify, record, no_image),
+        _driver(verify, record, no_image, unread),
         _content_address(lock),
         _reproducibility(record, no_image),
-        _provenance(provenance_checked, record, no_image),
+        _provenance(provenance_checked, record, no_image, unread),
     ]
 
 
@@ -82,11 +84,13 @@ def _abi(gpu, where: str, lock, key: str, against: str, name: str) -> dict[str, 
     return row(name, "pass", f"{found.checked} symbols {where} resolve against {'; '.join(used)}")
 
 
-def _driver(verify, record, no_image: str) -> dict[str, str]:
+def _driver(verify, record, no_image: str, unread: str | None = None) -> dict[str, str]:
     if record is None:
         return row("driver", "not checked", no_image)
     if record.smoke:
         return row("driver", "not checked", "a smoke image has no CUDA runtime to run on a driver")
+    if unread:
+        return row("driver", "not checked", unread)
     driver = verify.gpu.driver if verify is not None and verify.gpu is not None else None
     if driver is None:
         return row("driver", "not checked", "buildkit verify did not read the image's CUDA runtime: buildkit verify")
@@ -115,9 +119,11 @@ def _reproducibility(record, no_image: str) -> dict[str, str]:
     return row("reproducibility", "pass" if repro.identical else "fail", "; ".join(repro.summary[:3]))
 
 
-def _provenance(checked, record, no_image: str) -> dict[str, str]:
+def _provenance(checked, record, no_image: str, unread: str | None = None) -> dict[str, str]:
     if record is None:
         return row("provenance", "not checked", no_image)
+    if unread:
+        return row("provenance", "not checked", unread)
     if checked is None:
         return row("provenance", "not checked", "not read from the registry: buildkit verify --provenance --key "
                    "cosign.pub (needs a pushed image)")  # fmt: skip
