@@ -196,3 +196,46 @@ def test_pins_already_at_the_branch_head_are_left_as_they_are(project, remote):
     assert "| `patches/build-custom-vllm-wheel-location.patch` | applies |" in result.stdout
     assert "nemo\\_rl did not move" in result.stdout or "nemo_rl did not move" in result.stdout
     assert project_state(root) == state
+
+
+def test_following_the_advice_after_a_bump_to_a_cuda_13_upstream_passes_resolve(project, remote, upstreams):
+    """Issue 32: after a bump to upstream's CUDA 13.2 base, the summary names every pins change the next command
+    needs (the base image and the wheel variant with it), and the known checks' rows. The test then does exactly
+    what it says, through the pins editor, and runs the next command: resolve on the stand-in upstreams passes."""
+    from buildkit.models.pinsedit import PinsEditor
+    from tests.fake_upstreams import BASE_REPO
+
+    root, cli = use_remote(project, remote)
+    remote.move_to_later_shape()
+    result = cli("bump", "--nemo-rl", "main")
+    assert result.code == 7, result.output
+    summary = (root / "build" / "bump.md").read_text()
+    upstream_default = "nvcr.io/nvidia/cuda-dl-base:26.05-cuda13.2-devel-ubuntu24.04"
+    assert f"- `base_image`: an image of CUDA 13 (upstream's default: `{upstream_default}`)" in summary
+    assert "- `wheel.variant`: a variant built for CUDA 13, e.g. `cu130` (CUDA 13.0); the pinned variant " \
+           "`default` is CUDA 12" in summary  # fmt: skip
+    for known in ("CUDA", "kernels", "ABI", "glibc", "driver", "content address", "reproducibility", "provenance"):
+        assert f"\n| {known} | " in summary, known
+    assert "| reproducibility | not checked | no image built from these pins yet: buildkit build |" in summary
+
+    # The base image alone: resolve stops (the cu12 wheel on a CUDA 13 base), as the summary says it would.
+    upstreams.registry.add_image(BASE_REPO, "cuda13.2", cuda_version="13.2.0")
+    cuda13 = f"{upstreams.registry.netloc}/{BASE_REPO}:cuda13.2"
+    pins = root / "pins.yaml"
+    bumped = pins.read_text()
+    editor = PinsEditor(bumped, "pins.yaml")
+    editor.set_text(("base_image",), cuda13)
+    pins.write_text(editor.text())
+    half = cli("resolve")
+    assert half.code == 4 and "CUDA mismatch" in half.stderr, half.output
+
+    # Both changes, as advised: resolve passes, and nothing stops build on drift any more.
+    editor = PinsEditor(bumped, "pins.yaml")
+    editor.set_text(("base_image",), cuda13)
+    editor.set_text(("wheel", "variant"), "cu130")
+    pins.write_text(editor.text())
+    resolved = cli("resolve")
+    assert resolved.code == 0, resolved.output
+    assert json.loads((root / "pins.lock").read_text())["cuda"]["outcome"] == "match"
+    render = cli("render")
+    assert render.code == 0 and json.loads((root / "build" / "render.json").read_text())["drift"] == [], render.output

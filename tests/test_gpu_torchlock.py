@@ -80,12 +80,30 @@ def test_resolve_reads_uv_lock_at_the_locked_commit(project, upstreams):
     assert all("Authorization" not in h for _m, _p, h in upstreams.wheels.log)  # the token stays with the API
 
 
-def test_resolve_without_uv_lock_says_the_abi_was_not_checked(project, upstreams):
+def test_resolve_without_uv_lock_says_the_abi_was_not_checked_and_why(project, upstreams):
+    """GitHub's 404 cannot tell a missing uv.lock from one this token may not read: the reason names the answer,
+    recorded in the lock (gpu.not_checked) for the report, bump and the SLSA statement, and said on stderr."""
+    from tests.fake_upstreams import Fault
+
     root, cli = project
+    url = f"{upstreams.github.url}/repos/NVIDIA-NeMo/RL/contents/uv.lock?ref={NEMO_RL_SHA}"
     upstreams.github.files.clear()
     result = cli("resolve")
     assert result.code == 0, result.output
-    assert "ABI not checked: NeMo-RL has no uv.lock at 946862e7755f" in result.stderr
-    assert json.loads((root / "pins.lock").read_text())["gpu"]["abi"] is None
+    why = f"could not read NeMo-RL's uv.lock at 946862e7755f: NVIDIA-NeMo/RL uv.lock at 946862e7755f: not found " \
+          f"on GitHub (404 from {url})"  # fmt: skip
+    assert f"ABI not checked: {why}" in result.stderr
+    lock = json.loads((root / "pins.lock").read_text())
+    assert lock["gpu"]["not_checked"]["abi"] == why
     record = json.loads((root / "build" / "resolve.json").read_text())
-    assert "ABI not checked: NeMo-RL has no uv.lock at 946862e7755f" in record["notes"]
+    assert f"ABI not checked: {why}" in record["notes"]
+
+    # Another answer (GitHub down, after the retries): said as it was, not as a missing file.
+    upstreams.github.files[("NVIDIA-NeMo/RL", NEMO_RL_SHA, "uv.lock")] = NEMO_RL_UV_LOCK.encode()
+    upstreams.github.faults.append(Fault("/repos/NVIDIA-NeMo/RL/contents/", 502, count=99))
+    result = cli("resolve")
+    assert result.code == 0, result.output
+    abi = json.loads((root / "pins.lock").read_text())["gpu"]["not_checked"]["abi"]
+    assert abi == f"could not read NeMo-RL's uv.lock at 946862e7755f: GET {url.split('?')[0]}: HTTP 502 Bad " \
+                  f"Gateway (host {upstreams.github.netloc}, 3 attempts)", abi  # fmt: skip
+    assert "no uv.lock" not in result.stderr

@@ -201,3 +201,64 @@ def test_report_is_a_pure_function_of_the_records(project, remote):
     shutil.rmtree(root / "cache")
     second = cli("report")
     assert second.code == 0 and second.stdout == first.stdout
+
+
+def _html(text: str) -> str:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("table").render(text)
+
+
+def _outside_code(html: str) -> str:
+    """The HTML a reader sees as text: code spans and blocks taken out."""
+    return re.sub(r"<(code|pre)>.*?</\1>", "", html, flags=re.DOTALL)
+
+
+def test_the_rendered_smoke_report_describes_the_smoke_build(cli, tmp_path):
+    """Read as rendered HTML (issue 32): the smoke image and target, no run line for an image never made, code spans
+    where buildkit means code and no backslash before a backtick, the long parts folded."""
+    project = golden_project(tmp_path)
+    render = project / "build" / "smoke" / "render.json"
+    recorded = json.loads(render.read_text())
+    recorded["unpinned"] = ["`git clone` from `https://github.com/vllm-project/vllm.git` on build day (line 3)"]
+    render.write_text(json.dumps(recorded))
+    result = cli("report", "--pins", str(project / "pins.yaml"))
+    assert result.code == 0, result.output
+    html = _html(result.stdout)
+    assert "<h1>Provenance report: nemo-rl:v0.5.0-spec-decode-smoke</h1>" in html
+    assert "docker run" not in html and "nemo-rl:v0.5.0-spec-decode</code>" not in html
+    assert "(target <code>smoke</code>, linux/amd64)" in html
+    assert "<li><code>git clone</code> from <code>https://github.com/vllm-project/vllm.git</code> on build" in html
+    assert "upstream's <code>'# syntax=docker/dockerfile:1'</code> replaced by the header" in html
+    assert "\\`" not in html and "`" not in _outside_code(html)
+    # The first screen is the verdict; the layer list, the Dockerfile diff and the by-hand script fold.
+    folded = re.findall(r"<details>\s*<summary>(.*?)</summary>(.*?)</details>", html, re.DOTALL)
+    assert [summary for summary, _ in folded] == [
+        "5 layers, 1.9 MiB in all", "The diff (157 lines)", "The script (8 commands)",
+    ]  # fmt: skip
+    assert "<td>COPY busybox" in folded[0][1] or "<code>COPY busybox /bin/busybox # buildkit</code>" in folded[0][1]
+    assert 'class="language-diff"' in folded[1][1] and "docker buildx build" in folded[2][1]
+    verdict = html.split("<h2>Verdict</h2>", 1)[1].split("<h2>", 1)[0]
+    rows = re.findall(r"<tr>\s*<td>(.*?)</td>\s*<td>(.*?)</td>", verdict, re.DOTALL)
+    checks = {name: status for name, status in rows}
+    for known in ("CUDA", "kernels", "ABI", "glibc", "driver", "content address", "reproducibility", "provenance"):
+        assert checks[known] in ("pass", "<strong>FAIL</strong>", "not checked"), known
+    assert "the <code># syntax=</code> frontend image: render ran with --no-syntax" in verdict
+
+
+def test_a_release_report_runs_the_built_tag_and_says_when_submodules_were_skipped(cli, tmp_path):
+    project = golden_project(tmp_path)
+    build = project / "build"
+    record = json.loads((build / "smoke-record.json").read_text())
+    record["smoke"] = False
+    record["image"]["tag"] = "registry.example/nemo-rl:built-today"
+    (build / "smoke-record.json").write_text(json.dumps(record))
+    prepared = json.loads((build / "prepare.json").read_text())
+    prepared["submodules"] = None
+    (build / "prepare.json").write_text(json.dumps(prepared))
+    result = cli("report", "--pins", str(project / "pins.yaml"), "--record", str(build / "smoke-record.json"))
+    assert result.code == 0, result.output
+    html = _html(result.stdout)
+    assert "-it registry.example/nemo-rl:built-today bash" in html
+    assert "NeMo-RL's submodules: not fetched (prepare ran with --no-submodules or BUILDKIT_SUBMODULES=0)" in html
+    assert "git -C nemo-rl submodule update" not in html  # the by-hand script skips them too

@@ -83,3 +83,22 @@ def test_both_upstream_shapes():
         assert any(i.startswith("`git fetch --unshallow` from the clone's remote") for i in items)
     assert "apt packages (jq, git) at" in found(SHAPE.read_text())[1]
     assert "apt packages (jq, ccache) at" in found(LATER_SHAPE.read_text())[1]  # `apt-get remove` is not an install
+
+
+def test_a_stage_that_only_checksums_the_vllm_script_takes_none_of_its_inputs():
+    """The smoke target checks tools/build-custom-vllm.sh's sha256 and never runs it: its git clone is not an input
+    of that target (issue 32). The release target runs it, so its findings are listed there."""
+    script = "#!/bin/bash\ngit clone https://github.com/vllm-project/vllm.git\n"
+    text = f"""FROM ubuntu@sha256:{"1" * 64} AS release
+RUN bash -x tools/build-custom-vllm.sh "$URL" "$REF"
+FROM ubuntu@sha256:{"1" * 64} AS smoke
+RUN printf '%s  tools/build-custom-vllm.sh\\n' abc | sha256sum -c - && echo tools/build-custom-vllm.sh
+"""
+    assert found(text, "smoke", script) == []
+    assert found(text, "release", script) == [
+        "`git clone` from `https://github.com/vllm-project/vllm.git` on build day, not a build input BuildKit sees "
+        "(tools/build-custom-vllm.sh (run at Dockerfile line 2) line 2)"
+    ]
+    runs_it = ("./tools/build-custom-vllm.sh", "VAR=1 bash tools/build-custom-vllm.sh", ". tools/build-custom-vllm.sh")
+    for runs in runs_it:
+        assert found(text.replace('bash -x tools/build-custom-vllm.sh "$URL" "$REF"', runs), "release", script), runs

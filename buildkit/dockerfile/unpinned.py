@@ -170,6 +170,18 @@ def _expand(text: str, values: dict[str, str]) -> str:
     return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: values.get(m[1] or m[2], m[0]), text)
 
 
+def _runs_script(text: str) -> bool:
+    """Whether a shell line runs tools/build-custom-vllm.sh (`bash tools/...`, `./tools/...`, `source ...`), not
+    only names it: the smoke target checksums the file (`sha256sum -c`) and never runs what it fetches."""
+    for command in _SPLIT_RE.split(text):
+        words = [w for w in _words(command.split("|")[0]) if "=" not in w or w.startswith("-")]
+        if words and words[0] in ("bash", "sh", "source", "."):
+            words = [w for w in words[1:] if not w.startswith("-")]
+        if words and words[0].removeprefix("./").endswith(SCRIPT):
+            return True
+    return False
+
+
 def unpinned_inputs(doc: Parsed, target: str, script_text: str | None) -> list[str]:
     """What the rendered target fetches unpinned, in Dockerfile order; tools/build-custom-vllm.sh's findings follow
     the RUN that calls it."""
@@ -189,7 +201,7 @@ def unpinned_inputs(doc: Parsed, target: str, script_text: str | None) -> list[s
             continue
         lines = _script_lines(doc, ins)
         out += [(number, 0, text) for number, text in findings(lines, "Dockerfile", _args_before(doc, ins))]
-        if script_text is not None and any(SCRIPT in text for _, text in lines):
+        if script_text is not None and any(_runs_script(text) for _, text in lines):
             script = _logical(list(enumerate(script_text.split("\n"), start=1)))
             where = f"{SCRIPT} (run at Dockerfile line {ins.start})"
             out += [(ins.start, 1 + n, text) for n, text in findings(script, where)]

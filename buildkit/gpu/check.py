@@ -38,29 +38,36 @@ def wheel_check(wheel: Path, filename: str, build: Build, torch: LockedTorch | s
     rows = kernel_table(iter((name, ks) for name, ks, _s in libraries), build.cuda_arch_list, build.gpu_required)
     check_required(rows, f"wheel {filename}")
     modules = [(name, s) for name, _ks, s in libraries if name.startswith("vllm/") and s is not None]
-    notes: list[str] = []
     defined: set[str] | None = None
     against: list[str] = []
+    unchecked: dict[str, str] = {}  # abi / glibc -> why not (the lock keeps it: the report shows every check)
     if isinstance(torch, str):
-        notes.append(f"ABI {torch}")
-    elif torch is not None and torch_symbols is not None:
+        unchecked["abi"] = torch
+    elif torch is None or torch_symbols is None:
+        unchecked["abi"] = "no torch was given to check vLLM's symbols against"
+    else:
         wanted = any(abi.wants_torch(u.name) for _n, s in modules for u in s.undefined if u.version is None)
         names = torch_symbols(torch) if wanted else set()
         if isinstance(names, str):
-            notes.append(f"ABI {names}")
+            unchecked["abi"] = names
         else:
             defined = names
             against.append(f"torch {torch.version} ({torch.filename}, NeMo-RL's uv.lock)")
     versions: dict[str, tuple[int, ...]] = {}
     if isinstance(system, str):
-        notes.append(f"ABI glibc/libstdc++ {system}")
-    elif system is not None:
+        unchecked["glibc"] = system
+    elif system is None:
+        unchecked["glibc"] = "the base image's glibc and libstdc++ were not given"
+    else:
         versions = system.versions
         against.append(system.against)
     found = None
     if against:
         found = abi.check(modules, defined, versions, against)
         abi.stop_if_unresolved(found, f"wheel {filename}")
+    unchecked = {k: v.removeprefix("not checked: ") for k, v in unchecked.items()}
     gpu = GpuCheck(source=filename, gpus=[gpu_name(cc) for cc in gpus(build.cuda_arch_list)], libraries=rows,
-                   abi=found)  # fmt: skip
+                   abi=found, not_checked=unchecked)  # fmt: skip
+    notes = [f"ABI not checked: {why}" if key == "abi" else f"ABI glibc/libstdc++ not checked: {why}"
+             for key, why in unchecked.items()]  # fmt: skip
     return gpu, notes

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 
 class _Fact(BaseModel):
@@ -49,3 +51,13 @@ class GpuCheck(_Fact):
     libraries: list[LibraryKernels]
     abi: AbiCheck | None = None
     driver: DriverCheck | None = None
+    # Why a part of the ABI check did not run ("abi": torch's symbols, "glibc": the base image's libraries), in
+    # words a reviewer can act on. Written only when not empty, so locks from before it keep their bytes and hash.
+    not_checked: dict[str, str] = Field(default_factory=dict, description="abi / glibc -> why it was not checked.")
+
+    @model_serializer(mode="wrap")
+    def _without_empty_reasons(self, handler) -> dict[str, Any]:
+        data = handler(self)
+        if not data.get("not_checked"):
+            data.pop("not_checked", None)
+        return data

@@ -13,6 +13,7 @@ here: anchors, aliases and oversized files are refused before ruamel.yaml sees t
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,6 +129,15 @@ class PinsEditor:
         quote = "'" if value.style == "'" else '"'
         self.splices.append(_Splice(value.start_mark.index, value.end_mark.index, f"{quote}{sha}{quote}"))
         self._expect(path, sha)
+
+    def set_text(self, path: tuple[str, ...], text: str) -> None:
+        """The one-line value at path becomes `text`, double-quoted as JSON writes it (a YAML double-quoted scalar:
+        no character of it can read as YAML syntax). The key must be there."""
+        key, value = self._block_entry(path)
+        if not isinstance(value, ScalarNode) or value.style in ("|", ">"):
+            raise self._cannot(path, "its value is not a one-line scalar")
+        self.splices.append(_Splice(value.start_mark.index, value.end_mark.index, json.dumps(text)))
+        self._expect(path, text)
 
     def replace_entry(self, path: tuple[str, ...], new_key: str, sha: str) -> None:
         """The entry at path (`pr: 24322`) becomes `new_key: "<sha>"` in its place, comments around it kept."""

@@ -25,6 +25,7 @@ from buildkit.dockerfile.patches import PatchConflict, PatchObsolete, patch_fact
 from buildkit.dockerfile.stagediff import compare
 from buildkit.errors import BuildkitError, GitFailed, InputError, UpstreamMalformed, UpstreamMismatch
 from buildkit.files import write_all_atomic
+from buildkit.models.drift import cuda_of_tag
 from buildkit.models.grammar import git_ref
 from buildkit.models.lock import (
     CommitFact,
@@ -50,6 +51,7 @@ from buildkit.stages.bumpsummary import (
     WheelInfo,
     markdown,
 )
+from buildkit.stages.checks import known_checks
 from buildkit.stages.context import Context, Inputs
 from buildkit.stages.prepare import git_config
 from buildkit.stages.render import MAX_UPSTREAM_DOCKERFILE, UPSTREAM_PATH, upstream_dockerfile
@@ -103,6 +105,22 @@ def lock_cuda_facts(lock: Lock) -> list[str]:
     ]
 
 
+def drift_advice(lock: Lock, upstream_base: str | None) -> list[str]:
+    """Every pins.yaml change the next `resolve` and `build` need when upstream moved its base image to another
+    CUDA major: the base image, and the wheel variant with it (a wheel of the old major on the new base stops
+    resolve, exit 4)."""
+    theirs = cuda_of_tag(upstream_base or "")
+    if theirs is None:
+        return ["`base_image`: an image of upstream's CUDA major (its ARG BASE_IMAGE default names none)"]
+    major = theirs[0]
+    out = [f"`base_image`: an image of CUDA {major} (upstream's default: `{upstream_base}`)"]
+    if lock.wheel.cuda is None or int(lock.wheel.cuda.split(".")[0]) != major:
+        now = f"CUDA {lock.wheel.cuda}" if lock.wheel.cuda else "of unknown CUDA"
+        out.append(f"`wheel.variant`: a variant built for CUDA {major}, e.g. `cu{major}0` (CUDA {major}.0); the "
+                   f"pinned variant `{lock.wheel.variant}` is {now}")  # fmt: skip
+    return out
+
+
 def bump(paths: Paths, request: BumpRequest, on_note: OnNote | None = None, on_progress=None) -> BumpReport:
     """Do the bump (see the module's doc). Returns the report; raises BumpFailed with the report so far."""
     report = BumpReport(pins=str(paths.pins), dry_run=request.dry_run)
@@ -151,6 +169,8 @@ class _Bump:
         report.drift = record.drift
         report.build_would_stop = [f"drift: {finding}" for finding in record.drift]
         report.cuda = lock_cuda_facts(lock)
+        report.advice = drift_advice(lock, record.upstream_base_image) if record.drift else []
+        report.checks = known_checks(lock, image="no image built from these pins yet: buildkit build")
         upstream = upstream_dockerfile(ctx.made["prepare"], lock.nemo_rl.commit)
         assert ctx.inputs is not None
         self._dockerfile_changes(old_nemo, new_nemo, upstream, ctx.inputs.pins)

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from buildkit.dockerfile.stagediff import DockerfileChanges
-from buildkit.text.markdown import cell, code, code_cell, fence, link, safe_url, text
+from buildkit.text.markdown import cell, code, code_cell, fence, link, safe_url, spans, text
 
 
 class CommitInfo(BaseModel):
@@ -107,6 +107,8 @@ class BumpReport(BaseModel):
     drift: list[str] | None = None  # None: render did not run
     build_would_stop: list[str] = []  # why `buildkit build` would stop on the bumped pins (drift)
     cuda: list[str] = []
+    advice: list[str] = []  # every pins.yaml change the next command needs, when build would stop
+    checks: list[dict[str, str]] = []  # the new lock's rows of every known check (stages/checks.py)
     pins_diff: str | None = None
     comments_to_check: list[str] = []
     written: list[str] = []
@@ -124,8 +126,10 @@ def _would_stop(report: BumpReport) -> list[str]:
         return []
     out = ["**`buildkit build` would stop on these pins** (bump exits 7; `--allow-drift` accepts them):", ""]
     out += [f"- {text(reason)}" for reason in report.build_would_stop]
-    out += ["", "Fix `base_image` in pins.yaml to upstream's CUDA major, or build with `--allow-drift`.", ""]
-    return out
+    out += ["", "To build, change pins.yaml (all of it: each alone stops resolve or build), or build with "
+            "`--allow-drift`:", ""]
+    out += [f"- {spans(line)}" for line in report.advice]
+    return out + [""]
 
 
 def _between(move) -> str:
@@ -312,10 +316,20 @@ def _cuda(report: BumpReport) -> list[str]:
         return out + ["not reached (render did not run)", ""]
     if report.drift:
         out += [f"- drift: {text(finding)}" for finding in report.drift]
-        out.append("- `buildkit build` stops on drift unless `--allow-drift`: fix `base_image` in pins.yaml")
+        out.append("- `buildkit build` stops on drift unless `--allow-drift`: see the changes above")
     else:
         out.append("- no drift: upstream's `BASE_IMAGE` default and the pinned base image name the same CUDA major")
     out += [f"- {text(fact)}" for fact in report.cuda]
+    return out + [""]
+
+
+def _checks(report: BumpReport) -> list[str]:
+    """Every check buildkit knows, for the new lock: the report's verdict rows (stages/checks.py)."""
+    out = ["## Checks", ""]
+    if not report.checks:
+        return out + ["not reached (no lock was made)", ""]
+    out += ["| check | result | detail |", "|---|---|---|"]
+    out += [f"| {cell(c['check'])} | {c['status']} | {spans(c['detail'], in_cell=True)} |" for c in report.checks]
     return out + [""]
 
 
@@ -342,6 +356,6 @@ def _files(report: BumpReport) -> list[str]:
 
 def markdown(report: BumpReport) -> str:
     lines = ["# buildkit bump", "", *_would_stop(report), _outcome(report), ""]
-    for section in (_commits, _dockerfile, _patches, _wheel, _cuda, _pins, _files):
+    for section in (_commits, _dockerfile, _patches, _wheel, _cuda, _checks, _pins, _files):
         lines += section(report)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -36,6 +36,7 @@ from buildkit.models.records import Build, belongs
 from buildkit.models.yamlload import load_yaml
 from buildkit.stages.attest import AttestRecord
 from buildkit.stages.build import BuildRecord, latest_build, plan_for_lock, shell_command
+from buildkit.stages.checks import counts, known_checks, row
 from buildkit.stages.context import Context, load_inputs
 from buildkit.stages.export import SquashfsRecord, srun_line
 from buildkit.stages.prepare import PrepareRecord
@@ -270,11 +271,13 @@ def by_hand(lock: Lock, prepare: PrepareRecord | None, rendered: RenderRecord | 
 
 
 def verdict(lock, record, rendered, verify, provenance_checked, exported, attested=None) -> dict[str, Any]:
-    """The report's first block: what was built, every check with pass, fail or skipped, and what is unpinned."""
+    """The report's first block: what was built, the build, every check buildkit knows (stages/checks.py) with
+    pass, fail or not checked and why, the image's own checks, and what is unpinned."""
     checks = [
-        *_build_checks(lock, record, rendered),
+        *_build_checks(record, rendered),
+        *known_checks(lock, verify, record, provenance_checked),
         *_verify_checks(verify, provenance_checked),
-        *_after_build_checks(record, attested, exported),
+        *_after_build_checks(attested, exported),
     ]
     target = ("smoke" if rendered.smoke_base else lock.build.target) if rendered else None
     return {
@@ -282,80 +285,69 @@ def verdict(lock, record, rendered, verify, provenance_checked, exported, attest
             "tag": record.image.tag if record else lock.build.tag,
             "digest": record.image.digest if record else None,
             "id": record.image.id if record else None,
-            "target": record.argv[record.argv.index("--target") + 1] if record and "--target" in record.argv else None,
+            "target": built_target(record),
             "kind": ("smoke" if record.smoke else "release") if record else None,
             "outcome": record.outcome if record else None,
         },
         "checks": checks,
-        "counts": {s: sum(1 for c in checks if c["status"] == s) for s in ("pass", "fail", "skipped")},
+        "counts": counts(checks),
         "unpinned": {"target": target, "items": rendered.unpinned} if rendered else None,
     }
 
 
-def _check(name: str, status: str, detail: str) -> dict[str, str]:
-    return {"check": name, "status": status, "detail": detail}
+def built_target(record: BuildRecord | None) -> str | None:
+    """The target the build asked buildx for (its argv); None before a build."""
+    if record is None or "--target" not in record.argv:
+        return None
+    return record.argv[record.argv.index("--target") + 1]
 
 
-def _build_checks(lock, record, rendered) -> list[dict[str, str]]:
-    """The build, the wheel's content address, CUDA and drift."""
+def _build_checks(record, rendered) -> list[dict[str, str]]:
+    """The build, and drift (upstream's Dockerfile against the pins)."""
     checks = []
     if record is None:
-        checks.append(_check("build", "skipped", "nothing built yet: buildkit build"))
+        checks.append(row("build", "not checked", "nothing built yet: buildkit build"))
     elif record.outcome == "succeeded":
         cached = f"{record.instructions_cached or 0} of {record.instructions_total or 0} steps cached"
-        checks.append(_check("build", "pass", cached))
+        checks.append(row("build", "pass", cached))
     else:
         why = " ".join(x for x in (record.failed_step, record.error) if x) or record.outcome
-        checks.append(_check("build", "fail", why))
-    w = lock.wheel
-    if w.content_addressed:
-        checks.append(_check("wheel content-addressed", "pass", f"sha256 {w.sha256}, checked by BuildKit"))
-    else:
-        checks.append(_check("wheel content-addressed", "fail", w.not_content_addressed or "no sha256 in the lock"))
-    cuda_ok = lock.cuda.outcome == "match"
-    checks.append(_check("CUDA: base image and wheel", "pass" if cuda_ok else "skipped", lock.cuda.detail))
+        checks.append(row("build", "fail", why))
     if rendered is None:
-        checks.append(_check("drift", "skipped", "not rendered from this lock"))
+        checks.append(row("drift", "not checked", "not rendered from this lock"))
     elif rendered.drift:
-        checks.append(_check("drift", "fail", "; ".join(rendered.drift)))
+        checks.append(row("drift", "fail", "; ".join(rendered.drift)))
     else:
-        checks.append(_check("drift", "pass", "upstream expects nothing the pins do not give"))
+        checks.append(row("drift", "pass", "upstream expects nothing the pins do not give"))
     return checks
 
 
 def _verify_checks(verify, provenance_checked) -> list[dict[str, str]]:
-    """Each check of `buildkit verify` and of `buildkit verify --provenance`, or why there are none."""
+    """Each check of `buildkit verify` and of `buildkit verify --provenance` (the latter summed up in the known
+    check "provenance"), or why verify did not run."""
     checks = []
-    for label, found, how in (
-        ("verify", verify, "buildkit verify"),
-        ("provenance", provenance_checked, "buildkit verify --provenance"),
-    ):
-        if found is None:
-            checks.append(_check(label, "skipped", f"not run on this image: {how}"))
+    if verify is None:
+        checks.append(row("verify", "not checked", "not run on this image: buildkit verify"))
+    for label, found in (("verify", verify), ("provenance", provenance_checked)):
         for r in found.results if found else []:
-            checks.append(_check(f"{label}: {r.name}", {"skip": "skipped"}.get(r.status, r.status), r.reason))
+            checks.append(row(f"{label}: {r.name}", {"skip": "not checked"}.get(r.status, r.status), r.reason))
     return checks
 
 
-def _after_build_checks(record, attested, exported) -> list[dict[str, str]]:
-    """Reproducibility, the SLSA attestation and the squashfs export."""
+def _after_build_checks(attested, exported) -> list[dict[str, str]]:
+    """The SLSA attestation and the squashfs export."""
     checks = []
-    repro = record.reproducibility if record else None
-    if repro is None:
-        checks.append(_check("reproducible", "skipped", "not checked: buildkit build --check-reproducible"))
-    else:
-        checks.append(_check("reproducible", "pass" if repro.identical else "fail", "; ".join(repro.summary[:3])))
     if attested is None:
-        checks.append(_check("SLSA attestation", "skipped", "not attested: buildkit attest"))
+        checks.append(row("SLSA attestation", "not checked", "not attested: buildkit attest"))
     elif attested.attached_to:
-        checks.append(_check("SLSA attestation", "pass", f"signed and attached to {attested.attached_to}"))
+        checks.append(row("SLSA attestation", "pass", f"signed and attached to {attested.attached_to}"))
     else:
         how = "signed, not attached: " + (attested.not_attached or "") if attested.signed else "written, not signed"
-        checks.append(_check("SLSA attestation", "skipped", f"{attested.statement} {how}"))
+        checks.append(row("SLSA attestation", "not checked", f"{attested.statement} {how}"))
     if exported is None:
-        checks.append(_check("squashfs export", "skipped", "not exported: buildkit export"))
+        checks.append(row("squashfs export", "not checked", "not exported: buildkit export"))
     else:
-        checks.append(_check("squashfs export", "pass", f"{exported.path}, sha256 {exported.sha256}"))
+        checks.append(row("squashfs export", "pass", f"{exported.path}, sha256 {exported.sha256}"))
     return checks
 
 
@@ -478,16 +470,20 @@ def facts(
         "reproduction": {
             "buildkit": ["buildkit resolve --check", "buildkit build" + (" --smoke" if smoke else "")],
             "manual": by_hand(lock, prepare, rendered, smoke),
+            "run": run_line(lock, record),
         },
+        "skipped": skipped(prepare, rendered, verify, record),
         "results": results,
         "known_issues": [k.model_dump(mode="json") for k in lock.known_issues],
     }
 
 
 def _overview(lock: Lock, record: BuildRecord | None, times: dict[str, str]) -> dict[str, Any]:
+    """What the report is about: the image the build record made (its tag and target), else what the lock would
+    build (`built` False)."""
     return {
-        "image": lock.build.tag,
-        "target": lock.build.target,
+        "image": record.image.tag if record else lock.build.tag,
+        "target": built_target(record) or lock.build.target,
         "platform": lock.build.platform,
         "cuda_arch_list": lock.build.cuda_arch_list,
         "gpus": gpus_of(lock.build.cuda_arch_list),
@@ -496,6 +492,36 @@ def _overview(lock: Lock, record: BuildRecord | None, times: dict[str, str]) -> 
         "built_at": record.ended if record else None,
         "smoke": bool(record and record.smoke),
     }
+
+
+def run_line(lock: Lock, record: BuildRecord | None) -> str | None:
+    """`docker run` for the image the build made (before any build: the one `buildkit build` makes, said so); None
+    when there is none to run on GPUs (a failed build, or a smoke image: no Python environment and no vLLM)."""
+    if record is not None and (record.outcome != "succeeded" or record.smoke):
+        return None
+    tag = record.image.tag if record is not None else lock.build.tag
+    return f"docker run --gpus all --ipc=host --ulimit memlock=-1 --ulimit stack=67108864 -it {tag} bash"
+
+
+def skipped(prepare, rendered, verify, record) -> list[str]:
+    """What this build left out and why, from its records: submodules, the `# syntax=` frontend image, the GPU
+    checks inside the image."""
+    out = []
+    if prepare is not None and prepare.submodules is None:
+        out.append("NeMo-RL's submodules: not fetched (prepare ran with --no-submodules or BUILDKIT_SUBMODULES=0); "
+                   "the image holds none of their files")  # fmt: skip
+    if rendered is not None and not rendered.syntax:
+        out.append("the `# syntax=` frontend image: render ran with --no-syntax, so BuildKit used the builder's "
+                   "own Dockerfile frontend")  # fmt: skip
+    if record is not None and record.outcome == "succeeded":
+        if verify is None:
+            out.append("the checks inside the image: `buildkit verify` has not run on it")
+        elif record.smoke:
+            out.append("the GPU checks (kernels, ABI, driver) inside the image: a smoke image has no CUDA, Python "
+                       "environment or vLLM")  # fmt: skip
+        elif not verify.gpus:
+            out.append("the checks on a GPU: not asked (`buildkit verify --gpus`)")
+    return out
 
 
 def _components(lock: Lock) -> list[dict[str, str]]:
@@ -597,7 +623,8 @@ def render_markdown(data: dict[str, Any]) -> str:
     env = template_environment(finalize=markdown.finalize)
     env.filters.update(
         code=markdown.code, cell=markdown.cell, ccell=markdown.code_cell, fence=markdown.fence,
-        paragraphs=markdown.paragraphs, link=markdown.link,
+        paragraphs=markdown.paragraphs, link=markdown.link, spans=markdown.spans,
+        spans_cell=lambda value: markdown.spans(value, in_cell=True),
     )  # fmt: skip
     env.filters["mib"] = lambda size: f"{size / 2**20:,.1f} MiB" if isinstance(size, int) else "unknown"
     env.filters["bytes"] = _human_size

@@ -25,6 +25,7 @@ from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
 from buildkit.models.records import Build, belongs
 from buildkit.stages.build import BuildRecord, build_args, latest_build
+from buildkit.stages.checks import known_checks
 from buildkit.stages.context import load_inputs
 from buildkit.stages.render import RenderRecord, source_date_epoch
 
@@ -361,6 +362,10 @@ def _build_definition(sources: Sources, dependencies: list[dict[str, Any]]) -> d
             "lockSha256": record.lock_sha256,
             "provenanceAttestation": record.provenance,
             **({"gpuCheck": lock.gpu.model_dump(mode="json")} if lock.gpu else {}),  # buildkit.gpu, at resolve
+            # Every check buildkit knows, as the report's verdict shows it (stages/checks.py), from the lock and
+            # the build record: the statement is made before verify reads the image or the registry.
+            "checks": known_checks(lock, None, record, None, unread="checked after this statement is made: "
+                                   "buildkit verify (--driver VERSION, --provenance)"),
         },
         "resolvedDependencies": dependencies,
     }

@@ -77,3 +77,18 @@ def link(url: object, label: object = None) -> Markdown:
     if not isinstance(url, str) or not SAFE_URL_RE.fullmatch(url):
         return text(label if label is not None else url)
     return Markdown(f"[{text(label)}]({url})" if label is not None else f"<{url}>")
+
+
+_SPAN_RE = re.compile(r"`([^`\n]+)`")
+
+
+def spans(value: object, in_cell: bool = False) -> Markdown:
+    """One line of buildkit's own wording whose `...` pairs are meant as code (an unpinned input, a transformation's
+    summary): each pair a code span made by `code`, the rest escaped like `text`. Read rendered, `git clone` is code,
+    never `\\`git clone\\``; a stray backtick from upstream is escaped with the text around it."""
+    body, out, last = _one_line(value), [], 0
+    span = code_cell if in_cell else code
+    for found in _SPAN_RE.finditer(body):
+        out += [_INLINE_RE.sub(r"\\\1", body[last : found.start()]), span(found[1])]
+        last = found.end()
+    return Markdown("".join([*out, _INLINE_RE.sub(r"\\\1", body[last:])]))

@@ -290,12 +290,18 @@ class Resolver:
         """The torch NeMo-RL's uv.lock installs at `commit` for the pinned arch, read through the GitHub API (the
         token goes to the API host only) or, for another remote, with git; a string says why there is none."""
         repo = self.pins.nemo_rl.repo
-        if self.github.owner_repo(repo):
-            raw = self.github.file(repo, "uv.lock", commit)
-        else:
-            raw = self.git.file(repo, commit, "uv.lock", MAX_UV_LOCK_BYTES)
-        if raw is None:
-            return f"not checked: NeMo-RL has no uv.lock at {commit[:12]}"
+        try:
+            if self.github.owner_repo(repo):
+                raw: bytes | None = self.github.read_file(repo, "uv.lock", commit)
+            else:
+                raw = self.git.file(repo, commit, "uv.lock", MAX_UV_LOCK_BYTES)
+        except UpstreamMalformed:
+            raise  # past a limit, or not what the protocol promises: exit 3, never "not checked"
+        except (UpstreamMismatch, UpstreamUnreachable) as exc:
+            # GitHub's 404 cannot tell a missing file from one this token may not read: its answer is the reason.
+            return f"not checked: could not read NeMo-RL's uv.lock at {commit[:12]}: {exc.message}"
+        if raw is None:  # git: the commit's tree holds no uv.lock
+            return f"not checked: NeMo-RL has no uv.lock at {commit[:12]} (git, {repo})"
         torch = torch_of_uv_lock(raw, f"NeMo-RL's uv.lock at {commit[:12]}", self.pins.wheel.arch)
         return torch or f"not checked: NeMo-RL's uv.lock at {commit[:12]} lists no torch"
 

@@ -191,12 +191,17 @@ class GitHub:
         """A file's bytes at a commit (`GET /repos/{owner}/{repo}/contents/{path}?ref={sha}`, raw media type: up
         to 100 MB on GitHub; buildkit reads at most BUILDKIT_HTTP_MAX_GITHUB_FILE), from the API host only (the
         token goes nowhere else); None when the commit has no such file."""
-        owner, repo = self._require(repo_url)
-        api_path = f"/repos/{owner}/{repo}/contents/{quote(path)}?ref={commit}"
         try:
-            return self._get(api_path, f"{owner}/{repo} {path} at {commit[:12]}", raw=True)
+            return self.read_file(repo_url, path, commit)
         except UpstreamMismatch:  # 404: no such file there
             return None
+
+    def read_file(self, repo_url: str, path: str, commit: str) -> bytes:
+        """The same, with GitHub's answer kept when there is no file: UpstreamMismatch on 404 or 422 (its message
+        names the status and the URL), UpstreamUnreachable on another answer."""
+        owner, repo = self._require(repo_url)
+        api_path = f"/repos/{owner}/{repo}/contents/{quote(path)}?ref={commit}"
+        return bytes(self._get(api_path, f"{owner}/{repo} {path} at {commit[:12]}", raw=True))
 
     def _raise_for_rate_limit(self, reply: Reply) -> None:
         if reply.status not in (403, 429) or reply.headers.get("X-RateLimit-Remaining") != "0":
