@@ -23,7 +23,7 @@ from tests.fake_upstreams import VLLM_SHA
 from tests.gitserver import git
 from tests.memengine import MemoryEngine, MemoryImage
 from tests.realwheels import VLLM_0_14_0, real_wheel
-from tests.test_verify_checks import LOCK, PREPARE, release_image
+from tests.verifyimages import LOCK, PREPARE, release_image
 from tests.vllmtree import COMMIT_PREFIX, FIXTURE, blob_id, listing, python_blobs
 
 PACKAGE = "/opt/nemo-rl/3rdparty/vllm/vllm"  # WORKDIR /opt/nemo-rl, BUILD_DIR 3rdparty/vllm, the package vllm/
