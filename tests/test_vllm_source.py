@@ -287,6 +287,29 @@ def test_a_repository_that_shares_no_history_with_vllm_is_refused(project, upstr
         daemon.stop()
 
 
+@pytest.mark.parametrize("where", ["git", "GitHub"])
+def test_a_ref_missing_from_the_fork_is_one_line_and_nothing_written(project, upstreams, tmp_path, where):
+    """A branch the fork does not have: on a plain git remote (its real daemon) and on GitHub (422, as the commits
+    API answers an unknown ref)."""
+    root, cli = project
+    daemon, _base, _tip, _head = make_repos(tmp_path)
+    try:
+        if where == "git":
+            pin_git_fork(root, daemon, "alice-vllm.git", ref="no-such-branch")
+        else:
+            fork_history(upstreams, head_files=[PYTHON_PATH])
+            text = (root / "pins.yaml").read_text().replace(f"  repo: {UPSTREAM_URL}\n", "", 1)
+            (root / "pins.yaml").write_text(text.replace(
+                f'ref: "{VLLM_SHA}"\n  pr: 24322', f"repo: https://github.com/{FORK}.git\n  ref: no-such-branch"))
+        result = cli("resolve")
+        assert result.code == 4, result.output
+        assert "no-such-branch" in result.stderr
+        assert len([line for line in result.stderr.splitlines() if line.startswith("error:")]) == 1
+        assert not (root / "pins.lock").exists()
+    finally:
+        daemon.stop()
+
+
 def test_bump_vllm_follows_an_open_pr_and_says_what_changed(project, remote, upstreams):
     root, cli = use_remote(project, remote)
     fork_history(upstreams, head_files=[PYTHON_PATH])
