@@ -125,7 +125,13 @@ PinsOption = Annotated[
 ]
 LockOption = Annotated[
     Path | None,
-    typer.Option("--lock", "-l", metavar="PATH", help="The lock file [default: pins.lock beside the pins]."),
+    typer.Option(
+        "--lock",
+        "-l",
+        metavar="PATH",
+        help="The lock file [default: beside the pins, named after them: pins.lock for pins.yaml, pins-gb200.lock "
+        "for pins-gb200.yaml].",
+    ),
 ]
 
 
@@ -196,7 +202,12 @@ CacheDirOption = Annotated[
 ]
 BuildDirOption = Annotated[
     Path | None,
-    typer.Option("--build-dir", metavar="DIR", help="Where records and outputs go [default: build/ beside the pins]."),
+    typer.Option(
+        "--build-dir",
+        metavar="DIR",
+        help="Where records and outputs go [default: beside the pins: build/ for pins.yaml, build-pins-gb200/ for "
+        "pins-gb200.yaml].",
+    ),
 ]
 SubmodulesOption = Annotated[
     bool,

@@ -65,6 +65,7 @@ from buildkit.stages.resolve import baselibs, cuda, download
 from buildkit.stages.resolve.download import Hashed, OnProgress, measure_afresh
 from buildkit.stages.resolve.git import GitResolver
 from buildkit.stages.resolve.github import GitHub, token_for
+from buildkit.stages.resolve.ours import check_lock_is_ours, pins_file_of
 from buildkit.stages.resolve.record import ResolveRecord, write_record
 from buildkit.stages.resolve.source import MAX_WHEEL_TRIES, Chooser, source_ref
 from buildkit.stages.resolve.wheels import FoundWheel, resolve_wheel, wheel_fact
@@ -105,10 +106,12 @@ class Resolver:
         *,
         wheel_bytes: WheelBytes = "download",
         on_progress: OnProgress | None = None,
+        pins_file: str | None = None,
     ):
         """wheel_bytes: see WheelBytes; without a hash the lock says the wheel is not content-addressed.
-        on_progress hears about the download."""
+        on_progress hears about the download. pins_file: what the lock names as its pins (ours.pins_file_of)."""
         self.pins = pins
+        self.pins_file = pins_file
         self.patches = patches or []
         self.http = http or Http()
         api = pins.github_api()
@@ -261,6 +264,7 @@ class Resolver:
         lock = Lock(
             buildkit_version=__version__,
             pins_sha256=pins.sha256(),
+            pins_file=self.pins_file,
             nemo_rl=nemo.result(),
             vllm=vllm_fact,
             vllm_pr=pr_fact,
@@ -386,8 +390,9 @@ def resolve_lock(
     downloaded and hashed once all lookups succeeded (`on_progress` hears about it); `wheel_bytes` "cache": hashed
     only if the cache already has it; "none": not at all."""
     resolver = Resolver(
-        pins, cache_dir=paths.cache_dir, patches=patches, wheel_bytes=wheel_bytes, on_progress=on_progress
-    )
+        pins, cache_dir=paths.cache_dir, patches=patches, wheel_bytes=wheel_bytes, on_progress=on_progress,
+        pins_file=pins_file_of(paths),
+    )  # fmt: skip
     for note in resolver.notes:
         if on_note:
             on_note(note)
@@ -425,6 +430,7 @@ def ensure_lock(
     if lock is not None and not problems:
         warn_content(lock, on_note)
         return Inputs(paths, pins, patches, lock), False
+    check_lock_is_ours(paths, lock, pins, on_note)  # before the network: a refusal costs no download
     if on_progress is None and on_note is not None:
         on_progress = download_notes(on_note)
     records: list[ResolveRecord] = []
@@ -466,6 +472,7 @@ def current(ctx: Context) -> StageStatus:
     pins, patches = load_pins_and_patches(ctx.paths)
     lock, problems = lock_state(ctx.paths, pins, patches)
     if lock is None or problems:
+        check_lock_is_ours(ctx.paths, lock, pins)  # the dry run stops as the build would
         what = f"{ctx.paths.lock} is stale ({problems[0]})" if lock is not None else problems[0]
         return StageStatus("resolve", False, f"{what}: would resolve the pins and write the lock")
     ctx.inputs = Inputs(ctx.paths, pins, patches, lock)
