@@ -219,7 +219,7 @@ class _Bump:
         vllm = old_pins.vllm
         if not self.request.follow_pr or vllm.pr is None:
             return False
-        self._pull = resolver.github.pull(vllm.repo, vllm.pr)
+        self._pull = resolver.github.pull(vllm.repo, vllm.pr, vllm.ref)
         was_open = bool(old_lock and old_lock.vllm_pr and old_lock.vllm_pr.number == vllm.pr
                         and not old_lock.vllm_pr.merged)  # fmt: skip
         return not self._pull.merged or was_open

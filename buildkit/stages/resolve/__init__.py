@@ -204,7 +204,7 @@ class Resolver:
             pr: Future[PullRequestFact] | None = None
             pr_number = pins.vllm.pr
             if pr_number:
-                pr = pool.submit(timed("vllm_pr", lambda: self.github.pull(pins.vllm.repo, pr_number)))
+                pr = pool.submit(timed("vllm_pr", lambda: self.github.pull(pins.vllm.repo, pr_number, pins.vllm.ref)))
 
             def source_commit() -> CommitFact:
                 repo, ref = source_ref(pins, pr.result() if pr else None)
