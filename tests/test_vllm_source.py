@@ -208,7 +208,7 @@ def test_a_pr_that_cannot_be_built_is_told_what_to_pin_as_the_pins_stand(project
     if case == "closed":
         assert f"vllm.repo https://github.com/{FORK}.git (the PR's head repository)" in hint
     # Followed: the PR dropped, its head pinned as a plain ref on the fork that holds it.
-    text = (root / "pins.yaml").read_text().replace(f'  ref: "{ref}"\n', "") if ref else (root / "pins.yaml").read_text()
+    text = (root / "pins.yaml").read_text().replace(f'  ref: "{ref}"\n', "")
     text = text.replace(f"pr: {OPEN_PR}", f'ref: "{HEAD_2}"').replace(UPSTREAM_URL, f"https://github.com/{FORK}.git", 1)
     (root / "pins.yaml").write_text(text)
     followed = cli("resolve")
