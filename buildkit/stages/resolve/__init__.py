@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -251,14 +252,16 @@ class Resolver:
             except BaseException:
                 cancel.set()
                 raise
-        wheel_fact_ = self.wheel_fact(found, got)
         gpu = None
         hashes: dict[str, str] = {}
-        if self.wheel_path:
-            gpu, notes = wheel_check(self.wheel_path, found.filename, pins.build, torch.result() if torch else None,
-                                     self.torch_symbols, system.result() if system else None, hashes)  # fmt: skip
-            # Said with the git notes, which the command prints after resolve (and the record keeps).
-            self.git.notes += notes
+        with said_from_cache(got):  # the checks of the wheel's bytes
+            wheel_fact_ = self.wheel_fact(found, got)
+            cuda_check = cuda.check(base_fact, wheel_fact_)
+            if self.wheel_path:
+                gpu, notes = wheel_check(self.wheel_path, found.filename, pins.build, torch.result() if torch else None,
+                                         self.torch_symbols, system.result() if system else None, hashes)  # fmt: skip
+                # Said with the git notes, which the command prints after resolve (and the record keeps).
+                self.git.notes += notes
         if got is not None:
             read_at["wheel"] = got.at
         lock = Lock(
@@ -272,7 +275,7 @@ class Resolver:
             vllm_compare=choice.result().compare,
             wheel=wheel_fact_,
             base_image=base_fact,
-            cuda=cuda.check(base_fact, wheel_fact_),
+            cuda=cuda_check,
             build=pins.build,
             patches=self.patches,
             known_issues=pins.known_issues,
@@ -363,6 +366,24 @@ class Resolver:
             return wheel_fact(found, None, SKIPPED_REASON, *cuda.wheel_cuda(found, None, unread))
         self.wheel_path = hashed.path  # the GPU checks read it next (buildkit.gpu)
         return wheel_fact(found, hashed.sha256, None, *cuda.wheel_cuda(found, hashed.path, ""))
+
+
+@contextmanager
+def said_from_cache(hashed: Hashed | None) -> Iterator[None]:
+    """A refusal of the wheel's bytes says when they came from the cache, where an earlier resolve (one that failed,
+    perhaps on these very bytes) left them, and how to read them afresh: otherwise `--no-wheel-download` refuses
+    them again and again with nothing to say why."""
+    try:
+        yield
+    except (UpstreamMismatch, UpstreamMalformed) as exc:
+        if hashed is None or not hashed.reused:
+            raise
+        exc.message = f"{exc.message} (the wheel's bytes came from the cache: {hashed.path})"
+        exc.args = (exc.message,)
+        again = f"to download them again, delete {hashed.path.parent} and run `buildkit resolve` without " \
+            "--no-wheel-download"  # fmt: skip
+        exc.hint = f"{exc.hint}; {again}" if exc.hint else again
+        raise
 
 
 def _copy_result(source: Future, target: Future) -> None:
