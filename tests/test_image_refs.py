@@ -10,8 +10,9 @@ MISSING = "sha256:" + "0" * 64
 
 
 def test_a_name_with_a_tag_or_a_digest():
-    image = parse_image_ref("nvcr.io/nvidia/cuda-dl-base:25.05-cuda12.9-devel-ubuntu24.04")
-    assert image.at("25.05-cuda12.9-devel-ubuntu24.04") == "nvcr.io/nvidia/cuda-dl-base:25.05-cuda12.9-devel-ubuntu24.04"
+    tag = "25.05-cuda12.9-devel-ubuntu24.04"
+    image = parse_image_ref(f"nvcr.io/nvidia/cuda-dl-base:{tag}")
+    assert image.at(tag) == f"nvcr.io/nvidia/cuda-dl-base:{tag}"
     assert image.at(MISSING) == f"nvcr.io/nvidia/cuda-dl-base@{MISSING}"
     assert parse_image_ref("ubuntu@" + MISSING).at(MISSING) == f"library/ubuntu@{MISSING}"
 
