@@ -15,7 +15,7 @@ from rich.text import Text
 from buildkit.errors import BuildFailed, CheckFailed, EngineNotReady, Interrupted
 from buildkit.models.choices import Compression, ProgressMode
 from buildkit.models.paths import Paths
-from buildkit.models.pins import load_pins
+from buildkit.models.pins import Pins, load_pins
 from buildkit.models.settings import (
     Setting,
     platform_setting,
@@ -85,7 +85,6 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     if opts.dry_run:
         _dry_run(paths, opts)
         return
-    say_settings(build_settings(paths, opts))
     ctx = Context(
         paths, smoke=opts.smoke, submodules=opts.submodules, syntax=opts.with_syntax, refuse_drift=not opts.allow_drift,
         options=opts, on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"),
@@ -99,9 +98,9 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
         _check_reproducible(ctx.inputs, built.plan, built.record, paths, opts, opts.view_mode, built.stamp)
 
 
-def build_settings(paths: Paths, opts: BuildOptions) -> list[Setting]:
+def build_settings(pins: Pins, paths: Paths, opts: BuildOptions) -> list[Setting]:
     """Platform, target and submodules as this build takes them, each with where it came from."""
-    pins, name = load_pins(paths.pins), str(paths.pins)
+    name = str(paths.pins)
     return [
         platform_setting(pins, name),
         target_setting(pins, name, opts.smoke),
@@ -121,8 +120,9 @@ def say_settings(settings: list[Setting]) -> None:
 
 
 def _dry_run(paths: Paths, opts: BuildOptions) -> None:
-    say_settings(build_settings(paths, opts))
     todo, inputs = pipeline.status(paths, smoke=opts.smoke, submodules=opts.submodules)
+    # Once the pins and patches have loaded: a refused input stays the only thing said.
+    say_settings(build_settings(inputs.pins if inputs else load_pins(paths.pins), paths, opts))
     ui.err.print("[bold]plan[/] (dry run: nothing is changed)")
     for stage in todo:
         detail = stage.detail + (", nothing to do" if stage.current else "")
@@ -161,6 +161,8 @@ class _Run:
                 ui.err.print(
                     "[dim]note[/]: smoke build without a `# syntax=` line: the builder's own frontend, no internet"
                 )
+        assert self.ctx.inputs is not None
+        say_settings(build_settings(self.ctx.inputs.pins, self.paths, opts))  # the inputs loaded, nothing long yet
         self._preflight()  # as soon as the lock names the platform and tag: before the long stages
 
     def _preflight(self) -> None:
