@@ -97,6 +97,16 @@ def _paths(pins: Path, lock: Path | None = None, build_dir: Path | None = None, 
     return paths
 
 
+def _submodules_from(ctx: typer.Context, on: bool) -> str:
+    """Which flag or variable set --submodules/--no-submodules, as messages name it ("default" when neither did)."""
+    source = getattr(ctx.get_parameter_source("submodules"), "name", None)  # click's ParameterSource, by name
+    if source == "ENVIRONMENT":
+        return f"BUILDKIT_SUBMODULES={os.environ.get('BUILDKIT_SUBMODULES', '')}"
+    if source == "COMMANDLINE":
+        return "--submodules" if on else "--no-submodules"
+    return "default"
+
+
 def _choices(choices: type[Enum]) -> str:
     """The metavar of an option with fixed values: [a|b], as click shows them (typer's own is `<a|b>`)."""
     return "[" + "|".join(choice.value for choice in choices) + "]"
@@ -125,7 +135,13 @@ PinsOption = Annotated[
 ]
 LockOption = Annotated[
     Path | None,
-    typer.Option("--lock", "-l", metavar="PATH", help="The lock file [default: pins.lock beside the pins]."),
+    typer.Option(
+        "--lock",
+        "-l",
+        metavar="PATH",
+        help="The lock file [default: beside the pins, named after them: pins.lock for pins.yaml, pins-gb200.lock "
+        "for pins-gb200.yaml].",
+    ),
 ]
 
 
@@ -196,7 +212,12 @@ CacheDirOption = Annotated[
 ]
 BuildDirOption = Annotated[
     Path | None,
-    typer.Option("--build-dir", metavar="DIR", help="Where records and outputs go [default: build/ beside the pins]."),
+    typer.Option(
+        "--build-dir",
+        metavar="DIR",
+        help="Where records and outputs go [default: beside the pins: build/ for pins.yaml, build-pins-gb200/ for "
+        "pins-gb200.yaml].",
+    ),
 ]
 SubmodulesOption = Annotated[
     bool,
@@ -211,6 +232,7 @@ SubmodulesOption = Annotated[
 
 @app.command()
 def prepare(
+    ctx: typer.Context,
     pins: PinsOption = Path("pins.yaml"),
     lock: LockOption = None,
     build_dir: BuildDirOption = None,
@@ -229,11 +251,12 @@ def prepare(
     """
     from buildkit.commands.render import prepare_command
 
-    prepare_command(_paths(pins, lock, build_dir, cache_dir), submodules, json_out)
+    prepare_command(_paths(pins, lock, build_dir, cache_dir), submodules, json_out, _submodules_from(ctx, submodules))
 
 
 @app.command()
 def render(
+    ctx: typer.Context,
     pins: PinsOption = Path("pins.yaml"),
     lock: LockOption = None,
     output: Annotated[
@@ -274,8 +297,9 @@ def render(
     from buildkit.commands.render import RenderOptions, render_command
 
     opts = RenderOptions.parse(
-        output=output, submodules=submodules, diff=diff, strict=strict, syntax=syntax, json_out=json_out
-    )
+        output=output, submodules=submodules, diff=diff, strict=strict, syntax=syntax, json_out=json_out,
+        submodules_from=_submodules_from(ctx, submodules),
+    )  # fmt: skip
     render_command(_paths(pins, lock, build_dir, cache_dir), opts)
 
 
@@ -541,32 +565,56 @@ def build(
         progress=progress, cache_from=cache_from, cache_to=cache_to, shared_cache=shared_cache, compression=compression,
         syntax=syntax, check_reproducible=check_reproducible, rebuild_builder=rebuild_builder, submodules=submodules,
         force_compression=force_compression, min_free_gb=min_free_gb, allow_drift=allow_drift, extra=ctx.args,
-        json_out=json_out)  # fmt: skip
+        json_out=json_out, submodules_from=_submodules_from(ctx, submodules))  # fmt: skip
     build_command(_paths(pins, lock, build_dir, cache_dir), opts)
 
 
 @app.command()
 def doctor(
+    ctx: typer.Context,
+    pins: PinsOption = Path("pins.yaml"),
     builder: BuilderOption = None,
     min_free_gb: Annotated[
         float, typer.Option("--min-free-gb", metavar="GB", help="Free space the build needs.")
     ] = 100.0,
     push: Annotated[bool, typer.Option("--push", help="Also check registry credentials for pushing.")] = False,
     tag: Annotated[
-        str, typer.Option("--tag", metavar="TAG", help="Image tag to check credentials for.")
-    ] = "nemo-rl:latest",
+        str | None,
+        typer.Option(
+            "--tag", metavar="TAG", help="Image tag to check credentials for [default: the pins' build.tag, else "
+            "nemo-rl:latest].", show_default=False,
+        ),
+    ] = None,
     platform: Annotated[
-        str, typer.Option("--platform", metavar="PLATFORM", help="Platform the builder must offer.")
-    ] = "linux/amd64",
+        str | None,
+        typer.Option(
+            "--platform", metavar="PLATFORM", help="Platform the builder must offer [default: the pins' "
+            "build.platform, else linux/amd64].", show_default=False,
+        ),
+    ] = None,
+    submodules: SubmodulesOption = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the checks as JSON on stdout.")] = False,
 ) -> None:
     """Check that this machine can build: engine, buildx, builder and driver, platform, disk, credentials.
 
-    Exit 0 when every check passes, 1 when one fails (each failure says what to do).
+    The platform and tag are the pins' (pins.yaml here or above, or --pins) unless given; the platform, the target
+    and the submodule setting the build would take are printed first, each with where it came from. Exit 0 when
+    every check passes, 1 when one fails (each failure says what to do).
     """
-    from buildkit.commands.build import doctor_command
+    from buildkit.commands.build import DoctorOptions, doctor_command
 
-    doctor_command(builder, min_free_gb, push, tag, platform, json_out)
+    opts = DoctorOptions(builder, min_free_gb, push, tag, platform, submodules, _submodules_from(ctx, submodules),
+                         json_out)  # fmt: skip
+    doctor_command(_found_pins(pins), opts)
+
+
+def _found_pins(pins: Path) -> Path | None:
+    """The pins file a command that does not need one uses: as _paths finds it; None when there is none."""
+    if pins == Path("pins.yaml") and not pins.exists():
+        from buildkit.models.discovery import find_pins
+
+        return find_pins(Path.cwd())
+    return pins
 
 
 @app.command(cls=_Command)

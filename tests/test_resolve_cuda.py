@@ -10,6 +10,7 @@ import io
 import json
 import struct
 import time
+from pathlib import Path
 
 import pytest
 
@@ -101,6 +102,26 @@ def test_a_default_wheel_needing_libcudart_13_on_a_cuda_12_base_fails(project, u
     assert "CUDA_VERSION=12.9.0.043" in result.stderr
     assert "built for CUDA 13 (vllm/_C.abi3.so needs libcudart.so.13)" in result.stderr
     assert (root / "pins.lock").read_text() == "{}"
+
+
+def test_bytes_refused_again_from_the_cache_say_so_and_how_to_read_them_afresh(project, upstreams):
+    """An earlier resolve refused the wheel's bytes but left them in the cache; `--no-wheel-download` reads them
+    there and refuses them again: the message says they came from the cache (its path) and how to clear it."""
+    root, cli = project
+    served(upstreams).needed = ("libc.so.6", "libcudart.so.13", "libstdc++.so.6")
+    first = run(cli)
+    assert first.code == 4 and "came from the cache" not in first.stderr, first.output  # downloaded: said as it is
+    again = run(cli, "--no-wheel-download")
+    assert again.code == 4, again.output
+    assert "built for CUDA 13 (vllm/_C.abi3.so needs libcudart.so.13)" in again.stderr
+    error = " ".join(again.stderr.split("hint:")[0].split())
+    cache = root / "cache" / "wheels"  # BUILDKIT_CACHE_DIR of the test project
+    assert "(the wheel's bytes came from the cache: " in error and str(cache) in error
+    hint = " ".join(again.stderr.split("hint:", 1)[1].split())
+    assert "delete " in hint and "without --no-wheel-download" in hint
+    entry = hint.split("delete ", 1)[1].split(" and run", 1)[0]
+    assert entry.startswith(str(cache)) and Path(entry).is_dir()
+    assert not (root / "pins.lock").exists()
 
 
 def test_bytes_that_contradict_the_name_are_malformed(project, upstreams):
@@ -317,7 +338,7 @@ def test_a_wheel_without_the_library_is_not_checked(project, upstreams):
 def test_a_version_2_lock_is_migrated_stale_keeps_its_bytes_and_is_rewritten(project, upstreams, monkeypatch):
     root, cli = project
     v3 = lock_of(run(cli))
-    newer = ("cuda", "vllm_wheel", "vllm_compare", "vllm_files")  # version 3 on
+    newer = ("cuda", "vllm_wheel", "vllm_compare", "vllm_files", "pins_file")  # version 3 on (pins_file: 5 on)
     v2 = {k: v for k, v in v3.items() if k not in newer} | {"lock_version": 2}
     v2["wheel"] = {k: v for k, v in v3["wheel"].items() if k not in ("cuda", "cuda_source")}
     v2["base_image"] = {k: v for k, v in v3["base_image"].items() if k not in ("cuda_version", "config_digest")}

@@ -41,3 +41,31 @@ def test_version(cli):
 
     result = cli("--version")
     assert result.code == 0 and result.stdout == f"buildkit {__version__}\n"
+
+
+def test_readme_pipeline_is_the_registry(cli):
+    """The README's pipeline block says what each stage reads and writes as the registry (and `--help`) says it:
+    `report` writes to standard output, not a report.md of its own."""
+    from buildkit.stages.pipeline import STAGES
+
+    text = (REPO_ROOT / "README.md").read_text()
+    start = text.index("```\nresolve ") + 4
+    block = text[start : text.index("```\n", start)]
+    shown = [" ".join(line.split()) for line in block.splitlines()]
+    assert shown == [" ".join(f"{s.name} {s.reads} -> {s.writes}".split()) for s in STAGES]
+    help_text = " ".join(cli("--help", env={"COLUMNS": "80"}).stdout.split())
+    assert "report pins.lock, the records -> stdout, or -o FILE (markdown or JSON)" in help_text
+
+
+def test_report_goes_to_stdout_and_to_a_file_with_o(cli, tmp_path):
+    from tests.projects import golden_project
+
+    project = golden_project(tmp_path)
+    printed = cli("report", "--pins", str(project / "pins.yaml"))
+    assert printed.code == 0, printed.output
+    assert printed.stdout.startswith("# ") and "wrote" not in printed.stderr
+    assert not list(project.rglob("report.md"))  # nothing written unless asked
+    written = cli("report", "--pins", str(project / "pins.yaml"), "-o", str(tmp_path / "report.md"))
+    assert written.code == 0 and written.stdout == ""
+    assert (tmp_path / "report.md").read_text() == printed.stdout
+    assert f"wrote {tmp_path / 'report.md'}" in written.stderr

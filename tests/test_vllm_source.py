@@ -185,6 +185,37 @@ def test_bad_sources_are_one_clear_line_each_and_nothing_written(project, upstre
     assert not (root / "pins.lock").exists()
 
 
+@pytest.mark.parametrize("case", ["closed", "deleted fork"])
+@pytest.mark.parametrize("ref", [None, HEAD_2])
+def test_a_pr_that_cannot_be_built_is_told_what_to_pin_as_the_pins_stand(project, upstreams, case, ref):
+    """The hint is true of the pins: with vllm.ref pinned beside the PR it says so and does not ask for it again;
+    followed, the next resolve passes."""
+    root, cli = project
+    fork_history(upstreams, head_files=[PYTHON_PATH], head_repo=None if case == "deleted fork" else FORK)
+    if case == "closed":
+        upstreams.github.pulls[(UPSTREAM, OPEN_PR)]["state"] = "closed"
+    pin_open_pr(root)
+    if ref is not None:
+        text = (root / "pins.yaml").read_text()
+        (root / "pins.yaml").write_text(text.replace(f"pr: {OPEN_PR}", f'ref: "{ref}"\n  pr: {OPEN_PR}'))
+    result = cli("resolve")
+    assert result.code == 4, result.output
+    hint = result.stderr.split("hint:", 1)[1]
+    assert "drop vllm.pr" in hint
+    if ref is not None:
+        assert f"vllm.ref {ref} is pinned already" in hint and "pin the branch or commit" not in hint
+    else:
+        assert "is pinned already" not in hint and "vllm.ref" in hint
+    if case == "closed":
+        assert f"vllm.repo https://github.com/{FORK}.git (the PR's head repository)" in hint
+    # Followed: the PR dropped, its head pinned as a plain ref on the fork that holds it.
+    text = (root / "pins.yaml").read_text().replace(f'  ref: "{ref}"\n', "")
+    text = text.replace(f"pr: {OPEN_PR}", f'ref: "{HEAD_2}"').replace(UPSTREAM_URL, f"https://github.com/{FORK}.git", 1)
+    (root / "pins.yaml").write_text(text)
+    followed = cli("resolve")
+    assert followed.code == 0, followed.output
+
+
 def test_resolve_check_says_when_the_open_pr_moved_or_was_merged(project, upstreams):
     root, cli = project
     fork_history(upstreams, head_files=[PYTHON_PATH])

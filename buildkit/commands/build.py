@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rich.console import Group
@@ -15,6 +15,14 @@ from rich.text import Text
 from buildkit.errors import BuildFailed, CheckFailed, EngineNotReady, Interrupted
 from buildkit.models.choices import Compression, ProgressMode
 from buildkit.models.paths import Paths
+from buildkit.models.pins import Pins, load_pins
+from buildkit.models.settings import (
+    Setting,
+    platform_setting,
+    release_without_submodules,
+    submodules_setting,
+    target_setting,
+)
 from buildkit.stages import pipeline
 from buildkit.stages.build import (
     BuildOptions,
@@ -32,17 +40,42 @@ from buildkit.stages.preflight import run_preflight, tool_checks
 from buildkit.text import ui
 from buildkit.text.progress import Progress
 
-__all__ = ["BuildOptions", "Compression", "ProgressMode", "build_command", "doctor_command"]
+__all__ = ["BuildOptions", "Compression", "DoctorOptions", "ProgressMode", "build_command", "doctor_command"]
 
 
-def doctor_command(
-    builder: str | None, min_free_gb: float, push: bool, tag: str, platform: str, json_out: bool = False
-) -> None:
-    result = run_preflight(builder, platform, min_free_gb, push, tag)
+@dataclass(frozen=True)
+class DoctorOptions:
+    """`buildkit doctor`'s options. platform and tag None: the pins' (build.platform, build.tag) when a pins file is
+    found, else linux/amd64 and nemo-rl:latest."""
+
+    builder: str | None
+    min_free_gb: float
+    push: bool
+    tag: str | None
+    platform: str | None
+    submodules: bool = True
+    submodules_from: str = "default"
+    json_out: bool = False
+
+
+def doctor_command(pins_path: Path | None, opts: DoctorOptions) -> None:
+    """The machine checked for the build the pins describe: their platform and tag unless given, and the target and
+    submodule setting said with where each came from (pins_path None: no pins file found)."""
+    pins = load_pins(pins_path) if pins_path is not None else None
+    name = str(pins_path) if pins_path is not None else "pins.yaml"
+    settings = [
+        platform_setting(pins, name, opts.platform),
+        target_setting(pins, name),
+        submodules_setting(opts.submodules, opts.submodules_from),
+    ]
+    tag = opts.tag or (pins.build.tag if pins is not None else "nemo-rl:latest")
+    result = run_preflight(opts.builder, settings[0].value, opts.min_free_gb, opts.push, tag)
     result.checks += tool_checks()
-    if json_out:
+    if opts.json_out:
         checks = [{**asdict(c), "result": {True: "ok", False: "fail", None: "n/a"}[c.ok]} for c in result.checks]
-        sys.stdout.write(json.dumps({"ok": not result.failed, "checks": checks}, indent=2) + "\n")
+        shown = [s._asdict() for s in settings]
+        sys.stdout.write(json.dumps({"ok": not result.failed, "settings": shown, "checks": checks}, indent=2) + "\n")
+    say_settings(settings)
     ui.print_checks(result.checks)
     if result.failed:
         raise CheckFailed(f"{len(result.failed)} check(s) failed", hint=result.failed[0].fix or None)
@@ -65,8 +98,31 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
         _check_reproducible(ctx.inputs, built.plan, built.record, paths, opts, opts.view_mode, built.stamp)
 
 
+def build_settings(pins: Pins, paths: Paths, opts: BuildOptions) -> list[Setting]:
+    """Platform, target and submodules as this build takes them, each with where it came from."""
+    name = str(paths.pins)
+    return [
+        platform_setting(pins, name),
+        target_setting(pins, name, opts.smoke),
+        submodules_setting(opts.submodules, opts.submodules_from),
+    ]
+
+
+def say_settings(settings: list[Setting]) -> None:
+    """One line each on stderr, then the warning for a real target without submodules (loud: it is on stderr
+    before anything long runs, dry run included)."""
+    for setting in settings:
+        ui.err.print(ui.safe(setting.line()))
+    by_name = {s.name: s for s in settings}
+    warning = release_without_submodules(by_name["target"], by_name["submodules"])
+    if warning:
+        ui.warn(warning)
+
+
 def _dry_run(paths: Paths, opts: BuildOptions) -> None:
     todo, inputs = pipeline.status(paths, smoke=opts.smoke, submodules=opts.submodules)
+    # Once the pins and patches have loaded: a refused input stays the only thing said.
+    say_settings(build_settings(inputs.pins if inputs else load_pins(paths.pins), paths, opts))
     ui.err.print("[bold]plan[/] (dry run: nothing is changed)")
     for stage in todo:
         detail = stage.detail + (", nothing to do" if stage.current else "")
@@ -105,6 +161,8 @@ class _Run:
                 ui.err.print(
                     "[dim]note[/]: smoke build without a `# syntax=` line: the builder's own frontend, no internet"
                 )
+        assert self.ctx.inputs is not None
+        say_settings(build_settings(self.ctx.inputs.pins, self.paths, opts))  # the inputs loaded, nothing long yet
         self._preflight()  # as soon as the lock names the platform and tag: before the long stages
 
     def _preflight(self) -> None:
@@ -133,7 +191,7 @@ class _Run:
     def _prepare(self) -> None:
         with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
             pipeline.run_stage("prepare", self.ctx)
-        ui.print_prepare(self.ctx.made["prepare"], self.paths.prepare_record)
+        ui.print_prepare(self.ctx.made["prepare"], self.paths.prepare_record, self.opts.submodules_from)
 
     def _render(self) -> None:
         pipeline.run_stage("render", self.ctx)

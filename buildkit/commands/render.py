@@ -17,7 +17,7 @@ from buildkit.stages.context import Context, load_inputs
 from buildkit.text import ui
 
 
-def prepare_command(paths: Paths, submodules: bool, json_out: bool) -> None:
+def prepare_command(paths: Paths, submodules: bool, json_out: bool, submodules_from: str = "default") -> None:
     ctx = Context(paths, load_inputs(paths, on_note=ui.warn), submodules=submodules)
     with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
         pipeline.run_stage("prepare", ctx)
@@ -25,7 +25,7 @@ def prepare_command(paths: Paths, submodules: bool, json_out: bool) -> None:
     if json_out:
         sys.stdout.write(record.to_json())
     else:
-        ui.print_prepare(record, paths.prepare_record)
+        ui.print_prepare(record, paths.prepare_record, submodules_from)
 
 
 @dataclass(frozen=True)
@@ -39,18 +39,20 @@ class RenderOptions:
     strict: bool
     syntax: bool
     json_out: bool
+    submodules_from: str = "default"  # the flag or variable that set `submodules`, as messages name it
 
     @classmethod
     def parse(
-        cls, *, output: Path | None, submodules: bool, diff: bool, strict: bool, syntax: bool, json_out: bool
-    ) -> RenderOptions:
+        cls, *, output: Path | None, submodules: bool, diff: bool, strict: bool, syntax: bool, json_out: bool,
+        submodules_from: str = "default",
+    ) -> RenderOptions:  # fmt: skip
         streamed = is_stdout(output)
         if streamed and (json_out or diff):
             raise InputError("-o - writes the Dockerfile to standard output: it cannot go with --json or --diff")
         output = None if streamed else output
         if output is not None:
             check_replaceable(output)  # before the work: a device or FIFO is never replaced
-        return cls(output, streamed, submodules, diff, strict, syntax, json_out)
+        return cls(output, streamed, submodules, diff, strict, syntax, json_out, submodules_from)
 
 
 def render_command(paths: Paths, opts: RenderOptions) -> None:
@@ -64,7 +66,7 @@ def render_command(paths: Paths, opts: RenderOptions) -> None:
         pipeline.run_stage("prepare", ctx)
     prepared = ctx.made["prepare"]
     if not json_out:
-        ui.print_prepare(prepared, paths.prepare_record)
+        ui.print_prepare(prepared, paths.prepare_record, opts.submodules_from)
     pipeline.run_stage("render", ctx)
     text, record = ctx.made["render"]
     if streamed:

@@ -42,6 +42,7 @@ from buildkit.models.pins import Pins
 from buildkit.stages.context import load_pins_and_patches, lock_state
 from buildkit.stages.resolve import measure_wheel, resolve_lock, write_lock
 from buildkit.stages.resolve.download import DownloadEvent
+from buildkit.stages.resolve.ours import check_lock_is_ours
 from buildkit.text import ui
 
 
@@ -76,6 +77,8 @@ def run_resolve(paths: Paths, opts: ResolveOptions) -> None:
     old = _previous_lock(paths.lock, strict=opts.check)
     if opts.check:
         _stop_unless_checkable(paths.lock, old, pins, patches, opts.deep)
+    else:  # before the network: a lock written from other pins is never replaced
+        check_lock_is_ours(paths, old, pins, on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"))
     # --check stays cheap: HEAD tells the wheel's URL, size and ETag; only --deep reads its bytes (below).
     records: list = []  # the resolve record: when each fact was read (build/resolve.json, beside the lock)
     with WheelProgress("resolving pins (GitHub, wheel index, registry)") as progress:

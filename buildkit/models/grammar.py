@@ -260,6 +260,11 @@ class ImageName:
     def name(self) -> str:
         return self.repository if self.registry == "docker.io" else f"{self.registry}/{self.repository}"
 
+    def at(self, reference: str) -> str:
+        """The name with a tag or a digest, as Docker writes them: `name:tag`, `name@sha256:...` (a digest always
+        holds a ':', a tag never does)."""
+        return f"{self.name}{'@' if ':' in reference else ':'}{reference}"
+
 
 def parse_image_ref(ref: str) -> ImageName:
     m = IMAGE_REF_RE.fullmatch(ref)

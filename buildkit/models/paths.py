@@ -22,6 +22,29 @@ def prepared_tree(cache_dir: Path, commit: str) -> Path:
     return cache_dir / "src" / f"nemo-rl-{commit[:12]}"
 
 
+def pins_stem(pins: Path) -> str:
+    """The pins file's name without .yaml/.yml: what its lock and build folder are named after. A name with
+    another suffix is kept whole, so the lock can never be the pins file itself (`x.lock` -> `x.lock.lock`)."""
+    for suffix in (".yaml", ".yml"):
+        if pins.name.endswith(suffix) and len(pins.name) > len(suffix):
+            return pins.name[: -len(suffix)]
+    return pins.name
+
+
+def default_lock(pins: Path) -> Path:
+    """One pins file, one lock: `pins.yaml` -> `pins.lock`, `pins-gb200.yaml` -> `pins-gb200.lock`, beside it."""
+    return pins.with_name(pins_stem(pins) + ".lock")
+
+
+def default_build_dir(pins: Path) -> Path:
+    """One pins file, one build folder: `build/` for `pins.yaml` (`pins.yml`), `build-<stem>/` beside it for any
+    other (`pins-gb200.yaml` -> `build-pins-gb200/`). A sibling, not a folder inside build/: a pins file named
+    `smoke.yaml` or `logs.yaml` cannot collide with build/'s own smoke/ and logs/, and removing one build folder
+    never removes another pins file's records."""
+    stem = pins_stem(pins)
+    return pins.parent / ("build" if stem == "pins" else f"build-{stem}")
+
+
 class Paths(NamedTuple):
     """Where every artifact lives. Smoke builds keep their Dockerfile, render record, metadata and the files made
     from them in build/smoke/ and their record in build/smoke-record.json, so a smoke build never overwrites a real
@@ -38,8 +61,8 @@ class Paths(NamedTuple):
     ) -> Paths:
         return cls(
             pins=pins,
-            lock=lock or pins.with_name("pins.lock"),
-            build_dir=build_dir or pins.parent / "build",
+            lock=lock or default_lock(pins),
+            build_dir=build_dir or default_build_dir(pins),
             cache_dir=cache_dir or default_cache_dir(),
         )
 

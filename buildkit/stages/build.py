@@ -64,6 +64,7 @@ class BuildOptions:
     compression: Compression | None = None  # None: the lock's build.compression
     force_compression: bool | None = None
     json_out: bool = False
+    submodules_from: str = "default"  # the flag or variable that set `submodules`, as messages name it
 
     @classmethod
     def parse(

@@ -56,6 +56,7 @@ from buildkit.stages.context import Context, Inputs
 from buildkit.stages.prepare import git_config
 from buildkit.stages.render import MAX_UPSTREAM_DOCKERFILE, UPSTREAM_PATH, upstream_dockerfile
 from buildkit.stages.resolve import NoWheelFound, Resolver, download_notes, resolve_lock
+from buildkit.stages.resolve.ours import check_lock_is_ours
 from buildkit.world.git import run_git
 
 OnNote = Callable[[str], None]
@@ -150,6 +151,8 @@ class _Bump:
         for note in resolver.notes:
             self.on_note(note)
         old_lock = _old_lock(paths)
+        if not request.dry_run:  # before the network: a lock of other pins is never replaced (a dry run writes none)
+            check_lock_is_ours(paths, old_lock, old_pins, self.on_note)
 
         old_nemo, new_nemo, edits = self._move_nemo_rl(resolver, old_pins, old_lock)
         if request.vllm_branch and self._pr_moves(resolver, old_pins, old_lock):
@@ -236,7 +239,7 @@ class _Bump:
         vllm = old_pins.vllm
         if not self.request.follow_pr or vllm.pr is None:
             return False
-        self._pull = resolver.github.pull(vllm.repo, vllm.pr)
+        self._pull = resolver.github.pull(vllm.repo, vllm.pr, vllm.ref)
         was_open = bool(old_lock and old_lock.vllm_pr and old_lock.vllm_pr.number == vllm.pr
                         and not old_lock.vllm_pr.merged)  # fmt: skip
         return not self._pull.merged or was_open

@@ -47,7 +47,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("verify", "image, pins.lock, prepare.json", "build/verify.json", "verify"),
     Stage("attest", "pins.lock, the records", "build/provenance.intoto.json", "attest"),
     Stage("export", "image, build record", "build/<image>.sqsh, build/squashfs.json", "export"),
-    Stage("report", "pins.lock, the records", "the report (markdown or JSON)", "report"),
+    # On stdout, as scripts read it (`--format json | jq`); it is a view of the records, not a record of its own.
+    Stage("report", "pins.lock, the records", "stdout, or -o FILE (markdown or JSON)", "report"),
 )
 
 

@@ -64,7 +64,8 @@ def print_checks(checks) -> None:
     err.print(table)
 
 
-def print_prepare(record, record_path) -> None:
+def print_prepare(record, record_path, submodules_from: str = "--no-submodules") -> None:
+    """submodules_from: the flag or variable that skipped the submodules (BUILDKIT_SUBMODULES=0), said as it is."""
     if record.fetched:
         for line in record.fetched:
             # A cache entry reset (a tampered or damaged cache) is said as it is; the rest are fetches.
@@ -73,7 +74,7 @@ def print_prepare(record, record_path) -> None:
     else:
         err.print(f"reused the cached tree at {safe(record.tree)} (nothing fetched)")
     if record.submodules is None:
-        err.print("submodules skipped (--no-submodules)")
+        err.print(f"submodules skipped ({safe(submodules_from)})")
     else:
         err.print(f"{len(record.submodules)} submodule(s) at the commits the tree records")
     for patch in record.patches:

@@ -274,7 +274,7 @@ class Registry:
     def _manifest(self, image: ImageName, reference: str, login: Login) -> tuple[str, str, dict[str, Any]]:
         reply = self._get(image, f"manifests/{reference}", login, ACCEPT)
         if reply.status == 404:
-            raise UpstreamMismatch(f"{image.name}:{reference} not found in registry {image.registry}")
+            raise UpstreamMismatch(f"{image.at(reference)} not found in registry {image.registry}")
         if reply.status == 401 or (reply.status == 403 and login.credential is not None):
             raise self._access_refused(image, login, reply.status, "the manifest")
         if reply.status != 200:
@@ -287,7 +287,7 @@ class Registry:
             )
         if reference.startswith("sha256:") and reference != computed:
             raise UpstreamMismatch(f"{image.name}@{reference}: the registry served content with digest {computed}")
-        what = f"registry {image.registry}: the manifest of {image.name}:{reference}"
+        what = f"registry {image.registry}: the manifest of {image.at(reference)}"
         manifest = reply.json(what)
         if not isinstance(manifest, dict):
             raise UpstreamMalformed(f"{what} is malformed: expected a JSON object, found {type(manifest).__name__}")
@@ -309,7 +309,7 @@ class Registry:
         reference = image.digest or image.tag or "latest"
         top_digest, media_type, manifest = self._manifest(image, reference, login)
         index_digest: str | None = None
-        what = f"registry {image.registry}: the manifest of {image.name}:{reference}"
+        what = f"registry {image.registry}: the manifest of {image.at(reference)}"
         if media_type in INDEX_TYPES:
             index_digest = top_digest
             entries = parse(_Index, manifest, what).manifests
@@ -328,7 +328,7 @@ class Registry:
                 )
             manifest_digest = match[0].digest
             _, platform_type, manifest = self._manifest(image, manifest_digest, login)  # its digest is checked
-            what = f"registry {image.registry}: the {platform} manifest of {image.name}:{reference}"
+            what = f"registry {image.registry}: the {platform} manifest of {image.at(reference)}"
             if platform_type not in MANIFEST_TYPES:
                 raise UpstreamMalformed(f"{what} is a {excerpt(platform_type, 80)}, not an image manifest")
         elif media_type in MANIFEST_TYPES:

@@ -167,7 +167,8 @@ def _base_image_problems(pins: Pins, lock: Lock) -> list[str]:
         problems.append(f"base_image platform {b.platform} is not build.platform {pins.build.platform}")
     pinned = parse_image_ref(pins.base_image)
     if (b.registry, b.repository, b.tag) != (pinned.registry, pinned.repository, pinned.tag):
-        problems.append(f"base_image: lock names {b.registry}/{b.repository}:{b.tag}, pins say {pins.base_image}")
+        named = f"{b.registry}/{b.repository}" + (f":{b.tag}" if b.tag else "")
+        problems.append(f"base_image: lock names {named}, pins say {pins.base_image}")
     if pinned.digest and pinned.digest not in (b.index_digest, b.manifest_digest):
         problems.append(f"base_image: the pins name digest {pinned.digest}, the lock resolved another")
     expected = f"{pinned.name}@{b.index_digest or b.manifest_digest}"

@@ -246,6 +246,12 @@ class Lock(Fact):
     lock_version: Literal[1, 2, 3, 4, 5] = LOCK_VERSION
     buildkit_version: str
     pins_sha256: str
+    # Optional, like gpu: a lock written before it keeps its bytes and hash (resolve refuses to overwrite a lock
+    # that names another pins file: stages/resolve/ours.py).
+    pins_file: OneLine | None = Field(
+        default=None,
+        description="The pins file it was written from, relative to the lock's folder (`pins.yaml`).",
+    )  # fmt: skip
     nemo_rl: CommitFact
     vllm: CommitFact = Field(description="The vLLM source: its repository (a fork, for an open PR) and commit.")
     vllm_pr: PullRequestFact | None
@@ -278,7 +284,7 @@ class Lock(Fact):
         data = self._as_read if self._as_read is not None else {
             **self.model_dump(mode="json"), "build": dump_build(self.build)
         }  # fmt: skip
-        for key in ("gpu", "vllm_files", "vllm_python"):  # written only when resolve read them
+        for key in ("pins_file", "gpu", "vllm_files", "vllm_python"):  # written only when known (older locks: none)
             if data.get(key, ...) is None:
                 data = {k: v for k, v in data.items() if k != key}
         return json.dumps(data, indent=2, sort_keys=False) + "\n"

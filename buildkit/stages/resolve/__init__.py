@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -65,6 +66,7 @@ from buildkit.stages.resolve import baselibs, cuda, download
 from buildkit.stages.resolve.download import Hashed, OnProgress, measure_afresh
 from buildkit.stages.resolve.git import GitResolver
 from buildkit.stages.resolve.github import GitHub, token_for
+from buildkit.stages.resolve.ours import check_lock_is_ours, pins_file_of
 from buildkit.stages.resolve.record import ResolveRecord, write_record
 from buildkit.stages.resolve.source import MAX_WHEEL_TRIES, Chooser, source_ref
 from buildkit.stages.resolve.wheels import FoundWheel, resolve_wheel, wheel_fact
@@ -105,10 +107,12 @@ class Resolver:
         *,
         wheel_bytes: WheelBytes = "download",
         on_progress: OnProgress | None = None,
+        pins_file: str | None = None,
     ):
         """wheel_bytes: see WheelBytes; without a hash the lock says the wheel is not content-addressed.
-        on_progress hears about the download."""
+        on_progress hears about the download. pins_file: what the lock names as its pins (ours.pins_file_of)."""
         self.pins = pins
+        self.pins_file = pins_file
         self.patches = patches or []
         self.http = http or Http()
         api = pins.github_api()
@@ -201,7 +205,7 @@ class Resolver:
             pr: Future[PullRequestFact] | None = None
             pr_number = pins.vllm.pr
             if pr_number:
-                pr = pool.submit(timed("vllm_pr", lambda: self.github.pull(pins.vllm.repo, pr_number)))
+                pr = pool.submit(timed("vllm_pr", lambda: self.github.pull(pins.vllm.repo, pr_number, pins.vllm.ref)))
 
             def source_commit() -> CommitFact:
                 repo, ref = source_ref(pins, pr.result() if pr else None)
@@ -248,19 +252,22 @@ class Resolver:
             except BaseException:
                 cancel.set()
                 raise
-        wheel_fact_ = self.wheel_fact(found, got)
         gpu = None
         hashes: dict[str, str] = {}
-        if self.wheel_path:
-            gpu, notes = wheel_check(self.wheel_path, found.filename, pins.build, torch.result() if torch else None,
-                                     self.torch_symbols, system.result() if system else None, hashes)  # fmt: skip
-            # Said with the git notes, which the command prints after resolve (and the record keeps).
-            self.git.notes += notes
+        with said_from_cache(got):  # the checks of the wheel's bytes
+            wheel_fact_ = self.wheel_fact(found, got)
+            cuda_check = cuda.check(base_fact, wheel_fact_)
+            if self.wheel_path:
+                gpu, notes = wheel_check(self.wheel_path, found.filename, pins.build, torch.result() if torch else None,
+                                         self.torch_symbols, system.result() if system else None, hashes)  # fmt: skip
+                # Said with the git notes, which the command prints after resolve (and the record keeps).
+                self.git.notes += notes
         if got is not None:
             read_at["wheel"] = got.at
         lock = Lock(
             buildkit_version=__version__,
             pins_sha256=pins.sha256(),
+            pins_file=self.pins_file,
             nemo_rl=nemo.result(),
             vllm=vllm_fact,
             vllm_pr=pr_fact,
@@ -268,7 +275,7 @@ class Resolver:
             vllm_compare=choice.result().compare,
             wheel=wheel_fact_,
             base_image=base_fact,
-            cuda=cuda.check(base_fact, wheel_fact_),
+            cuda=cuda_check,
             build=pins.build,
             patches=self.patches,
             known_issues=pins.known_issues,
@@ -368,6 +375,24 @@ class Resolver:
         return wheel_fact(found, hashed.sha256, None, *cuda.wheel_cuda(found, hashed.path, ""))
 
 
+@contextmanager
+def said_from_cache(hashed: Hashed | None) -> Iterator[None]:
+    """A refusal of the wheel's bytes says when they came from the cache, where an earlier resolve (one that failed,
+    perhaps on these very bytes) left them, and how to read them afresh: otherwise `--no-wheel-download` refuses
+    them again and again with nothing to say why."""
+    try:
+        yield
+    except (UpstreamMismatch, UpstreamMalformed) as exc:
+        if hashed is None or not hashed.reused:
+            raise
+        exc.message = f"{exc.message} (the wheel's bytes came from the cache: {hashed.path})"
+        exc.args = (exc.message,)
+        again = f"to download them again, delete {hashed.path.parent} and run `buildkit resolve` without " \
+            "--no-wheel-download"  # fmt: skip
+        exc.hint = f"{exc.hint}; {again}" if exc.hint else again
+        raise
+
+
 def _copy_result(source: Future, target: Future) -> None:
     if source.exception() is not None:
         target.set_exception(source.exception())
@@ -393,8 +418,9 @@ def resolve_lock(
     downloaded and hashed once all lookups succeeded (`on_progress` hears about it); `wheel_bytes` "cache": hashed
     only if the cache already has it; "none": not at all."""
     resolver = Resolver(
-        pins, cache_dir=paths.cache_dir, patches=patches, wheel_bytes=wheel_bytes, on_progress=on_progress
-    )
+        pins, cache_dir=paths.cache_dir, patches=patches, wheel_bytes=wheel_bytes, on_progress=on_progress,
+        pins_file=pins_file_of(paths),
+    )  # fmt: skip
     for note in resolver.notes:
         if on_note:
             on_note(note)
@@ -432,6 +458,7 @@ def ensure_lock(
     if lock is not None and not problems:
         warn_content(lock, on_note)
         return Inputs(paths, pins, patches, lock), False
+    check_lock_is_ours(paths, lock, pins, on_note)  # before the network: a refusal costs no download
     if on_progress is None and on_note is not None:
         on_progress = download_notes(on_note)
     records: list[ResolveRecord] = []
@@ -473,6 +500,7 @@ def current(ctx: Context) -> StageStatus:
     pins, patches = load_pins_and_patches(ctx.paths)
     lock, problems = lock_state(ctx.paths, pins, patches)
     if lock is None or problems:
+        check_lock_is_ours(ctx.paths, lock, pins)  # the dry run stops as the build would
         what = f"{ctx.paths.lock} is stale ({problems[0]})" if lock is not None else problems[0]
         return StageStatus("resolve", False, f"{what}: would resolve the pins and write the lock")
     ctx.inputs = Inputs(ctx.paths, pins, patches, lock)

@@ -275,9 +275,15 @@ class GitHub:
         host = urlsplit(repo_url).hostname or "github.com"
         return answer.ahead_by, f"https://{host}/{owner}/{repo}/compare/{base}...{head}"
 
-    def pull(self, repo_url: str, number: int) -> PullRequestFact:
+    def _head_url(self, pull: _Pull) -> str | None:
+        """The PR's head repository, when GitHub names one on this GitHub (for a hint: never a URL from elsewhere)."""
+        url = pull.head.repo.clone_url if pull.head is not None and pull.head.repo is not None else None
+        return url if url is not None and self.owner_repo(url) else None
+
+    def pull(self, repo_url: str, number: int, ref: str | None = None) -> PullRequestFact:
         """A merged PR (built from its merge commit) or an open one (built from its head, on its head repository).
-        A PR closed without merging, or an open one whose head repository was deleted, is UpstreamMismatch."""
+        A PR closed without merging, or an open one whose head repository was deleted, is UpstreamMismatch, with a
+        hint true for the pins: `ref` is vllm.ref when it is pinned beside the PR."""
         owner, repo = self._require(repo_url)
         path = f"/repos/{owner}/{repo}/pulls/{number}"
         what = f"{owner}/{repo} PR #{number}"
@@ -286,14 +292,14 @@ class GitHub:
             raise UpstreamMalformed(f"GitHub API answer for {what}: merged, but without merged_at/merge_commit_sha")
         if not pull.merged and pull.state != "open":
             raise UpstreamMismatch(f"{what} was closed without being merged (state: {pull.state})",
-                                   hint="pin the branch or commit you mean to build as vllm.ref instead")  # fmt: skip
+                                   hint=_closed_hint(ref, self._head_url(pull)))  # fmt: skip
         if not pull.merged and pull.head is None:
             raise UpstreamMalformed(f"GitHub API answer for {what}: an open PR without its head")
         if not pull.merged and pull.head is not None and pull.head.repo is None:
             raise UpstreamMismatch(
                 f"{what} is open, but its head repository was deleted: its head {pull.head.sha[:12]} cannot be "
                 "fetched from a fork",
-                hint="pin vllm.repo to a fork that holds the commit, with vllm.ref set to it",
+                hint=_deleted_fork_hint(ref, pull.head.sha),
             )
         head = pull.head
         if not pull.merged and head is not None and head.repo is not None:
@@ -352,3 +358,19 @@ class GitHub:
                 "a PR can only be looked up on GitHub"
             )
         return found
+
+
+def _closed_hint(ref: str | None, head_url: str | None) -> str:
+    """What to pin for a PR closed unmerged: a commit as a plain ref (drop vllm.pr), on a repository that holds it."""
+    where = f", with vllm.repo {head_url} (the PR's head repository) if it is only there" if head_url else ""
+    if ref is not None:
+        return f"vllm.ref {ref} is pinned already: drop vllm.pr to build it as a plain ref{where}"
+    return f"drop vllm.pr and pin the branch or commit you mean to build as vllm.ref{where}"
+
+
+def _deleted_fork_hint(ref: str | None, head_sha: str) -> str:
+    """An open PR whose fork is gone: vllm.pr always points at that fork, so it goes; the commit comes from a fork
+    that still holds it."""
+    if ref is not None:
+        return f"vllm.ref {ref} is pinned already: drop vllm.pr, and pin vllm.repo to a fork that holds that commit"
+    return f"drop vllm.pr, and pin vllm.repo to a fork that holds its head {head_sha[:12]} with vllm.ref set to it"
