@@ -79,6 +79,20 @@ wheels = [
 ]
 """  # noqa: E501
 NEMO_RL_UV_LOCK = NEMO_RL_UV_LOCK_HEADER + NEMO_RL_TORCH_PYPI + NEMO_RL_TORCH_CU129
+# NeMo-RL's later uv.lock (7ea279ab, 2026-08-22: torch 2.11.0 from its `pytorch-cu130` index, per
+# ../shared/notes/upstream-facts.md), its CUDA table alone, shaped as the cu129 one above: version, registry and the
+# wheel's URL follow the PyTorch index's naming. The sha256 is NOT upstream's (not known here): torch's wheel is never
+# fetched from it, since the stand-in vLLM wheels need no symbol of torch's.
+NEMO_RL_TORCH_CU130 = """
+[[package]]
+name = "torch"
+version = "2.11.0+cu130"
+source = { registry = "https://download.pytorch.org/whl/cu130" }
+wheels = [
+    { url = "https://download.pytorch.org/whl/cu130/torch-2.11.0%2Bcu130-cp312-cp312-manylinux_2_28_x86_64.whl", hash = "sha256:0000000000000000000000000000000000000000000000000000000000000000" },
+]
+"""  # noqa: E501
+LATER_UV_LOCK = NEMO_RL_UV_LOCK_HEADER + NEMO_RL_TORCH_CU130
 
 DROP = object()  # close the connection without answering; as a body chunk: cut the answer off there
 Answer = tuple[int, dict[str, str], "bytes | Iterator[bytes]"]

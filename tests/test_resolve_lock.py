@@ -58,7 +58,8 @@ def test_a_version_3_lock_is_migrated_stale_keeps_its_bytes_and_is_rewritten(pro
     v3 = {"lock_version": 3, "buildkit_version": v4["buildkit_version"], "pins_sha256": v4["pins_sha256"]}
     v3["resolved_at"] = "2026-11-23T12:52:42Z"
     for key, value in v4.items():
-        if key in v3 or key in ("lock_version", "vllm_wheel", "vllm_compare", "vllm_files", "vllm_python", "torch"):  # v5
+        v5_only = ("lock_version", "vllm_wheel", "vllm_compare", "vllm_files", "vllm_python", "torch")
+        if key in v3 or key in v5_only:
             continue
         if key in ("nemo_rl", "vllm", "vllm_pr"):
             value = {**value, "resolved_at": at}

@@ -112,9 +112,9 @@ def check(requires: str | None, locked: LockedTorch | str | None, wheel: str) ->
         f"torch mismatch: the vLLM wheel {wheel} was built for torch{requires} (its METADATA), but NeMo-RL's "
         f"uv.lock installs torch {locked.version}: vLLM's compiled extensions link against torch's C++ ABI, so "
         f"they would not load against torch {_dotted(version.release[:2])}",
-        hint=f"pin a vLLM commit whose wheel requires torch {_dotted(version.release[:2])} (`buildkit bump --vllm "
-        f"main` moves vLLM to main's newest with a wheel), or NeMo-RL at a commit whose uv.lock installs torch "
-        f"{named}",
+        hint=f"pin a vLLM commit whose wheel requires torch {_dotted(version.release[:2])} (`buildkit bump "
+        f"--vllm-branch main` moves vLLM to main's newest with a wheel), or NeMo-RL at a commit whose uv.lock "
+        f"installs torch {named}",
         requires=requires, locked=locked, wheel=wheel,
     )  # fmt: skip
 
