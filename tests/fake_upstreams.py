@@ -79,6 +79,20 @@ wheels = [
 ]
 """  # noqa: E501
 NEMO_RL_UV_LOCK = NEMO_RL_UV_LOCK_HEADER + NEMO_RL_TORCH_PYPI + NEMO_RL_TORCH_CU129
+# NeMo-RL's later uv.lock (7ea279ab, 2026-08-22: torch 2.11.0 from its `pytorch-cu130` index, per
+# ../shared/notes/upstream-facts.md), its CUDA table alone, shaped as the cu129 one above: version, registry and the
+# wheel's URL follow the PyTorch index's naming. The sha256 is NOT upstream's (not known here): torch's wheel is never
+# fetched from it, since the stand-in vLLM wheels need no symbol of torch's.
+NEMO_RL_TORCH_CU130 = """
+[[package]]
+name = "torch"
+version = "2.11.0+cu130"
+source = { registry = "https://download.pytorch.org/whl/cu130" }
+wheels = [
+    { url = "https://download.pytorch.org/whl/cu130/torch-2.11.0%2Bcu130-cp312-cp312-manylinux_2_28_x86_64.whl", hash = "sha256:0000000000000000000000000000000000000000000000000000000000000000" },
+]
+"""  # noqa: E501
+LATER_UV_LOCK = NEMO_RL_UV_LOCK_HEADER + NEMO_RL_TORCH_CU130
 
 DROP = object()  # close the connection without answering; as a body chunk: cut the answer off there
 Answer = tuple[int, dict[str, str], "bytes | Iterator[bytes]"]
@@ -528,11 +542,13 @@ def _pad_crc(seed: int, length: int) -> int:
 
 
 @lru_cache(maxsize=16)
-def _zip_layout(seed: int, size: int, library: bytes | None, member: str) -> tuple[bytes, int, bytes]:
+def _zip_layout(seed: int, size: int, library: bytes | None, member: str,
+                extra: tuple[tuple[str, bytes], ...] = ()) -> tuple[bytes, int, bytes]:  # fmt: skip
     """(the bytes before the padding's data, its length, the bytes after it) of a stored zip `size` bytes long:
-    the library member and vllm/_moe_C.abi3.so (when there is one), then the padding member, then the central
-    directory."""
+    the library member and vllm/_moe_C.abi3.so (when there is one), the `extra` members (the dist-info METADATA),
+    then the padding member, then the central directory."""
     members = [(member.encode(), library), (MOE_LIBRARY.encode(), library)] if library is not None else []
+    members += [(name.encode(), data) for name, data in extra]
     pad_name = PADDING.encode()
     fixed = sum(30 + len(n) + len(d) + 46 + len(n) for n, d in members) + 30 + 46 + 2 * len(pad_name) + 22
     pad_len = size - fixed
@@ -583,6 +599,7 @@ class WheelFile:
     library: bytes | None = None
     member: str | None = LIBRARY  # None: the wheel has no such library
     archive: bool = True
+    metadata: tuple[tuple[str, bytes], ...] = ()  # (name, bytes): the dist-info METADATA (dist_info_metadata)
 
     def _layout(self) -> tuple[bytes, int, bytes]:
         if not self.archive:
@@ -590,7 +607,7 @@ class WheelFile:
         library = (
             None if self.member is None else self.library if self.library is not None else minimal_elf(self.needed)
         )
-        return _zip_layout(self.seed, self.size, library, self.member or LIBRARY)
+        return _zip_layout(self.seed, self.size, library, self.member or LIBRARY, self.metadata)
 
     def chunks(self, start: int = 0, end: int | None = None) -> Iterator[bytes]:
         """The bytes [start, end) of the file as served (zeros past `size` when served_size says more)."""
@@ -672,6 +689,26 @@ class RealFile:
         return self.sha256_hex
 
 
+# The torch requirement in the stand-in wheels' METADATA, copied from vLLM 0.14.0's PyPI wheel
+# (vllm-0.14.0-cp38-abi3-manylinux_2_31_x86_64.whl, vllm-0.14.0.dist-info/METADATA: `Requires-Dist: torch==2.9.1`),
+# the release line of the pinned 0.14.0rc2.dev156 wheel; NeMo-RL's build-custom-vllm.sh installs torch 2.9.0 for it.
+WHEEL_REQUIRES_TORCH = "torch==2.9.1"
+
+
+def dist_info_metadata(filename: str, requires_torch: str | None = WHEEL_REQUIRES_TORCH) -> tuple[str, bytes]:
+    """A wheel's `{name}-{version}.dist-info/METADATA`, shaped as vLLM 0.14.0's (its first headers, the lines
+    around torch's as they stand there, then the description after a blank line)."""
+    version = filename.split("-")[1]
+    lines = ["Metadata-Version: 2.4", "Name: vllm", f"Version: {version}",
+             "Summary: A high-throughput and memory-efficient inference and serving engine for LLMs",
+             "Requires-Python: <3.14,>=3.10", "Requires-Dist: regex", 'Requires-Dist: ray[cgraph]>=2.48.0']
+    if requires_torch is not None:
+        lines.append(f"Requires-Dist: {requires_torch}")
+    lines += ["Requires-Dist: torchaudio==2.9.1", "Requires-Dist: torchvision==0.24.1",
+              'Requires-Dist: pandas; extra == "bench"', "Provides-Extra: bench", "", "vLLM is a fast library.", ""]
+    return f"vllm-{version}.dist-info/METADATA", "\n".join(lines).encode()
+
+
 class FakeWheelIndex(Upstream):
     """vLLM's per-commit index: /{commit}[/{variant}]/vllm/{metadata.json,index.html} and the wheels themselves."""
 
@@ -697,14 +734,17 @@ class FakeWheelIndex(Upstream):
         variant: str = "default",
         size: int | None = None,
         needed: tuple[str, ...] | None = None,
+        requires_torch: str | None = WHEEL_REQUIRES_TORCH,
     ) -> WheelFile:
-        """List the wheel; its vllm/_C.abi3.so needs `needed` (default: cudart_for(variant))."""
+        """List the wheel; its vllm/_C.abi3.so needs `needed` (default: cudart_for(variant)); its METADATA requires
+        `requires_torch` (None: no torch line)."""
         self.listings.setdefault(commit, {}).setdefault(variant, []).append(filename)
         etag = '"' + hashlib.md5(filename.encode()).hexdigest() + '-52"'
         wheel = WheelFile(
             size=self.wheel_size if size is None else size,
             etag=etag,
             needed=cudart_for(variant) if needed is None else needed,
+            metadata=(dist_info_metadata(filename, requires_torch),),
         )
         self.files[f"/{commit}/{filename}"] = wheel
         return wheel

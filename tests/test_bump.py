@@ -239,3 +239,57 @@ def test_following_the_advice_after_a_bump_to_a_cuda_13_upstream_passes_resolve(
     assert json.loads((root / "pins.lock").read_text())["cuda"]["outcome"] == "match"
     render = cli("render")
     assert render.code == 0 and json.loads((root / "build" / "render.json").read_text())["drift"] == [], render.output
+
+
+def test_following_the_advice_after_a_bump_to_another_torch_passes(project, remote, upstreams):
+    """Issue 32: upstream's uv.lock moved to torch 2.11.0+cu130 while the pinned wheel was built for torch 2.9
+    (its METADATA). bump stops (resolve refuses it, exit 4), and its summary says what that means and names every
+    change the next bump needs. The test does exactly that, through the pins editor: half of it still stops;
+    all of it passes, and the new lock's torch matches."""
+    from buildkit.models.pinsedit import PinsEditor
+    from tests.fake_upstreams import BASE_REPO, LATER_UV_LOCK
+
+    root, cli = use_remote(project, remote)
+    remote.move_to_later_shape()
+    remote.new_files({"uv.lock": LATER_UV_LOCK}, "deps: torch 2.11.0 (cu130)", date="2026-08-22T10:00:00+00:00")
+    # vLLM's main moved on: a commit whose cu130 wheel requires torch 2.11.0 (NeMo-RL at 7ea279ab locks vLLM 0.25.1
+    # with torch 2.11.0: upstream-facts.md). Wheels moved to manylinux_2_28 by then.
+    newer = "d" * 40
+    upstreams.github.add_commit("vllm-project/vllm", newer, "[Build] torch 2.11 (#40001)", "2026-08-01T10:00:00Z",
+                                branch="main")  # fmt: skip
+    upstreams.wheels.add(newer, f"vllm-0.25.1.dev3+g{newer[:9]}.cu130-cp38-abi3-manylinux_2_28_x86_64.whl",
+                         variant="cu130", requires_torch="torch==2.11.0")  # fmt: skip
+    state = project_state(root)
+
+    result = cli("bump", "--nemo-rl", "main")
+    assert result.code == 4, result.output
+    assert "torch mismatch" in result.stderr and "Traceback" not in result.output
+    summary = result.stdout
+    assert "**failed**: torch mismatch: the vLLM wheel vllm-0.14.0rc2.dev156+g4a5299c93-cp38-abi3-manylinux\\_2\\_31" \
+           "\\_x86\\_64.whl was built for torch==2.9.1 (its METADATA), but NeMo-RL's uv.lock installs torch " \
+           "2.11.0+cu130: vLLM's compiled extensions link against torch's C++ ABI" in summary  # fmt: skip
+    advice = summary[summary.index("To resolve, change pins.yaml"):]
+    assert "- `wheel.variant`: `cu130`, the CUDA of torch 2.11.0+cu130 (the pinned variant `default` is CUDA " \
+           "12)" in advice  # fmt: skip
+    assert "- `base_image`: an image of CUDA 13 (the pinned one is CUDA 12.9.0.043;" in advice
+    assert "- `vllm.ref`: a commit whose wheel requires torch 2.11: `buildkit bump --nemo-rl main --vllm-branch main`" \
+           in advice  # fmt: skip
+    assert project_state(root) == state  # nothing written
+
+    # The pins changes without moving vLLM: the wheel (4a5299c93's cu130 one) still names torch 2.9.
+    upstreams.registry.add_image(BASE_REPO, "cuda13.2", cuda_version="13.2.0")
+    editor = PinsEditor((root / "pins.yaml").read_text(), "pins.yaml")
+    editor.set_text(("base_image",), f"{upstreams.registry.netloc}/{BASE_REPO}:cuda13.2")
+    editor.set_text(("wheel", "variant"), "cu130")
+    (root / "pins.yaml").write_text(editor.text())
+    half = cli("bump", "--nemo-rl", "main")
+    assert half.code == 4 and "torch mismatch" in half.stderr, half.output
+
+    # All of it: the command the summary names, on those pins. It passes; nothing stops build either.
+    done = cli("bump", "--nemo-rl", "main", "--vllm-branch", "main")
+    assert done.code == 0, done.output
+    lock = json.loads((root / "pins.lock").read_text())
+    assert lock["vllm"]["commit"] == newer and lock["cuda"]["outcome"] == "match"
+    assert lock["torch"]["outcome"] == "match" and lock["torch"]["uv_lock"] == "2.11.0+cu130"
+    assert "requires torch==2.11.0; NeMo-RL's uv.lock installs torch 2.11.0+cu130" in done.stdout
+    assert cli("resolve", "--check").code == 0

@@ -58,7 +58,7 @@ def test_a_version_3_lock_is_migrated_stale_keeps_its_bytes_and_is_rewritten(pro
     v3 = {"lock_version": 3, "buildkit_version": v4["buildkit_version"], "pins_sha256": v4["pins_sha256"]}
     v3["resolved_at"] = "2026-11-23T12:52:42Z"
     for key, value in v4.items():
-        v5_only = ("lock_version", "vllm_wheel", "vllm_compare", "vllm_files", "vllm_python", "pins_file")  # v5
+        v5_only = ("lock_version", "vllm_wheel", "vllm_compare", "vllm_files", "vllm_python", "torch", "pins_file")
         if key in v3 or key in v5_only:
             continue
         if key in ("nemo_rl", "vllm", "vllm_pr"):
@@ -147,7 +147,7 @@ def test_a_version_4_lock_is_migrated_stale_the_wheels_commit_its_source_and_is_
     root, cli = project
     resolve(cli)
     v5 = json.loads((root / "pins.lock").read_text())
-    v5_only = ("vllm_wheel", "vllm_compare", "vllm_files", "vllm_python", "pins_file")
+    v5_only = ("vllm_wheel", "vllm_compare", "vllm_files", "vllm_python", "torch", "pins_file")
     v4 = {k: v for k, v in v5.items() if k not in v5_only} | {"lock_version": 4}
     v4["vllm_pr"] = {k: v for k, v in v5["vllm_pr"].items() if not k.startswith("head_")}
     text = json.dumps(v4, indent=2) + "\n"

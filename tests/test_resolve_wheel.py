@@ -288,7 +288,7 @@ def test_a_version_1_lock_is_migrated_stale_and_rewritten(project, upstreams, mo
     root, cli = project
     resolved(cli)
     v3 = json.loads((root / "pins.lock").read_text())
-    later = ("cuda", "vllm_wheel", "vllm_compare", "vllm_files", "pins_file")
+    later = ("cuda", "vllm_wheel", "vllm_compare", "vllm_files", "vllm_python", "torch", "pins_file")
     v1 = {**{k: v for k, v in v3.items() if k not in later}, "lock_version": 1}
     newer = ("index_sha256", "content_addressed", "not_content_addressed", "cuda", "cuda_source")
     v1["wheel"] = {k: v for k, v in v3["wheel"].items() if k not in newer}

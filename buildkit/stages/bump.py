@@ -16,15 +16,19 @@ BumpFailed, which carries the summary so far and the cause's exit code.
 from __future__ import annotations
 
 import difflib
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, NamedTuple
 
+from packaging.version import Version
+
 from buildkit.dockerfile.patches import PatchConflict, PatchObsolete, patch_facts
 from buildkit.dockerfile.stagediff import compare
 from buildkit.errors import BuildkitError, GitFailed, InputError, UpstreamMalformed, UpstreamMismatch
 from buildkit.files import write_all_atomic
+from buildkit.gpu.torchreq import TorchMismatch
 from buildkit.models.drift import cuda_of_tag
 from buildkit.models.grammar import git_ref
 from buildkit.models.lock import (
@@ -32,6 +36,7 @@ from buildkit.models.lock import (
     Lock,
     composition,
     consistency_problems,
+    cuda_major,
     differences,
     lock_sha256,
     read_lock,
@@ -61,6 +66,7 @@ from buildkit.world.git import run_git
 
 OnNote = Callable[[str], None]
 DEFAULT_NEMO_RL_REF = "main"  # what `buildkit bump` with no option moves nemo_rl to
+_CU_RE = re.compile(r"cu(?P<major>[0-9]{1,2})(?P<minor>[0-9])")  # fullmatch: cu130 -> CUDA 13.0
 
 
 class BumpRequest(NamedTuple):
@@ -122,6 +128,33 @@ def drift_advice(lock: Lock, upstream_base: str | None) -> list[str]:
     return out
 
 
+def torch_advice(exc: TorchMismatch, pins, old_lock: Lock | None, nemo_to: str) -> list[str]:
+    """Every change the next bump needs when the wheel was built for another torch release line than the new
+    uv.lock installs: a wheel variant and base image of that torch's CUDA (its local part, +cu130), when theirs
+    differ, then vLLM moved to a commit whose wheel requires that torch."""
+    locked = Version(exc.locked.version)  # (torchreq read it as a Version before raising)
+    line = ".".join(str(n) for n in locked.release[:2])
+    out = []
+    cu = _CU_RE.fullmatch(locked.local or "")
+    if cu is not None:
+        major = int(cu["major"])
+        variant = _CU_RE.fullmatch(pins.wheel.variant)
+        wheel_cuda = f"{variant['major']}.{variant['minor']}" if variant else old_lock.wheel.cuda if old_lock else None
+        if wheel_cuda is None or cuda_major(wheel_cuda) != major:
+            now = f"CUDA {wheel_cuda}" if wheel_cuda else "of unknown CUDA"
+            out.append(f"`wheel.variant`: `{locked.local}`, the CUDA of torch {exc.locked.version} (the pinned variant "
+                       f"`{pins.wheel.variant}` is {now})")  # fmt: skip
+        base_cuda = old_lock.base_image.cuda_version if old_lock else None
+        if base_cuda is None or cuda_major(base_cuda) != major:
+            now = f"CUDA {base_cuda}" if base_cuda else "of unknown CUDA"
+            out.append(f"`base_image`: an image of CUDA {major} (the pinned one is {now}; upstream's "
+                       "docker/Dockerfile names its own in ARG BASE_IMAGE)")  # fmt: skip
+    out.append(f"`vllm.ref`: a commit whose wheel requires torch {line}: `buildkit bump --nemo-rl {nemo_to} "
+               "--vllm-branch main` moves it to main's newest commit with a wheel for the pinned variant (resolve "
+               "checks that wheel's torch again)")  # fmt: skip
+    return out
+
+
 def bump(paths: Paths, request: BumpRequest, on_note: OnNote | None = None, on_progress=None) -> BumpReport:
     """Do the bump (see the module's doc). Returns the report; raises BumpFailed with the report so far."""
     report = BumpReport(pins=str(paths.pins), dry_run=request.dry_run)
@@ -174,6 +207,7 @@ class _Bump:
         report.cuda = lock_cuda_facts(lock)
         report.advice = drift_advice(lock, record.upstream_base_image) if record.drift else []
         report.checks = known_checks(lock, image="no image built from these pins yet: buildkit build")
+        report.torch = [lock.torch.detail] if lock.torch else ["not checked: resolve did not read the wheel's bytes"]
         upstream = upstream_dockerfile(ctx.made["prepare"], lock.nemo_rl.commit)
         assert ctx.inputs is not None
         self._dockerfile_changes(old_nemo, new_nemo, upstream, ctx.inputs.pins)
@@ -351,7 +385,14 @@ class _Bump:
         progress = self.on_progress
         if progress is None:
             progress = download_notes(self.on_note)
-        return resolve_lock(self.paths, pins, facts, self.on_note, on_progress=progress)
+        try:
+            return resolve_lock(self.paths, pins, facts, self.on_note, on_progress=progress)
+        except TorchMismatch as exc:
+            # The summary says what the other torch means and every change the next bump needs, then it stops.
+            self.report.torch = [exc.message]
+            self.report.torch_stops = True
+            self.report.advice = torch_advice(exc, pins, _old_lock(self.paths), self.report.moves[0].to)
+            raise
 
     def _prepare(self, ctx: Context, old_pins, removed: dict[str, str]) -> bool:
         """The pipeline's prepare stage, its writes held; False when a patch turned out obsolete (it is added to

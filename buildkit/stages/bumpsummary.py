@@ -107,6 +107,8 @@ class BumpReport(BaseModel):
     drift: list[str] | None = None  # None: render did not run
     build_would_stop: list[str] = []  # why `buildkit build` would stop on the bumped pins (drift)
     cuda: list[str] = []
+    torch: list[str] = []  # the wheel's torch against the new uv.lock's (lock.torch, or resolve's mismatch)
+    torch_stops: bool = False  # the wheel names another torch release line: resolve stopped (exit 4)
     advice: list[str] = []  # every pins.yaml change the next command needs, when build would stop
     checks: list[dict[str, str]] = []  # the new lock's rows of every known check (stages/checks.py)
     pins_diff: str | None = None
@@ -323,6 +325,19 @@ def _cuda(report: BumpReport) -> list[str]:
     return out + [""]
 
 
+def _torch(report: BumpReport) -> list[str]:
+    """The torch the wheel was built for against the new uv.lock's; when they differ, every change the next
+    command needs."""
+    out = ["## torch", ""]
+    if not report.torch:
+        return out + ["not reached", ""]
+    out += [f"- {text(line)}" for line in report.torch]
+    if report.torch_stops and report.advice:
+        out += ["", "To resolve, change pins.yaml and bump again (all of it: each alone stops resolve):", ""]
+        out += [f"- {spans(line)}" for line in report.advice]
+    return out + [""]
+
+
 def _checks(report: BumpReport) -> list[str]:
     """Every check buildkit knows, for the new lock: the report's verdict rows (stages/checks.py)."""
     out = ["## Checks", ""]
@@ -356,6 +371,6 @@ def _files(report: BumpReport) -> list[str]:
 
 def markdown(report: BumpReport) -> str:
     lines = ["# buildkit bump", "", *_would_stop(report), _outcome(report), ""]
-    for section in (_commits, _dockerfile, _patches, _wheel, _cuda, _checks, _pins, _files):
+    for section in (_commits, _dockerfile, _patches, _wheel, _torch, _cuda, _checks, _pins, _files):
         lines += section(report)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -199,6 +199,16 @@ class CudaCheck(Fact):
     detail: OneLine = Field(description="What was compared, or why it could not be.")
 
 
+class TorchCheck(Fact):
+    """The torch the wheel was built for against the torch NeMo-RL's uv.lock installs, at resolve
+    (buildkit/gpu/torchreq.py). Another release line stops resolve: it never reaches a lock."""
+
+    requires: OneLine | None = Field(description="The wheel's METADATA `Requires-Dist: torch` specifier (==2.9.1).")
+    uv_lock: OneLine | None = Field(description="The torch version NeMo-RL's uv.lock installs (2.9.0+cu129).")
+    outcome: Literal["match", "same release line", "not checked"]
+    detail: OneLine = Field(description="What was compared, or why it could not be.")
+
+
 WheelChoice = Literal["the source commit", "the merge base", "an ancestor of the merge base", "pinned"]
 
 
@@ -274,6 +284,10 @@ class Lock(Fact):
         default=None, description="vLLM's Python files at the source commit (git blob ids), for verify; null when "
         "the tree could not be listed (resolve said why)."
     )  # fmt: skip
+    torch: TorchCheck | None = Field(
+        default=None, description="The wheel's torch requirement against uv.lock's torch; written only when "
+        "resolve read the wheel's bytes."
+    )  # fmt: skip
 
     # An older lock as read_lock decoded it, before migration (None for a current one).
     _as_read: dict[str, Any] | None = PrivateAttr(default=None)
@@ -284,7 +298,7 @@ class Lock(Fact):
         data = self._as_read if self._as_read is not None else {
             **self.model_dump(mode="json"), "build": dump_build(self.build)
         }  # fmt: skip
-        for key in ("pins_file", "gpu", "vllm_files", "vllm_python"):  # written only when known (older locks: none)
+        for key in ("pins_file", "gpu", "vllm_files", "vllm_python", "torch"):  # written only when known
             if data.get(key, ...) is None:
                 data = {k: v for k, v in data.items() if k != key}
         return json.dumps(data, indent=2, sort_keys=False) + "\n"

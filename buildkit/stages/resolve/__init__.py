@@ -37,7 +37,7 @@ from buildkit import __version__
 from buildkit.budget import TORCH_DOWNLOAD, Budget
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
 from buildkit.files import utc_now, write_atomic
-from buildkit.gpu import abi
+from buildkit.gpu import abi, torchreq
 from buildkit.gpu.check import System, wheel_check
 from buildkit.gpu.torchlock import MAX_UV_LOCK_BYTES, LockedTorch, torch_of_uv_lock
 from buildkit.models.lock import (
@@ -252,12 +252,16 @@ class Resolver:
             except BaseException:
                 cancel.set()
                 raise
-        gpu = None
+        gpu, torch_check = None, None
         hashes: dict[str, str] = {}
         with said_from_cache(got):  # the checks of the wheel's bytes
             wheel_fact_ = self.wheel_fact(found, got)
             cuda_check = cuda.check(base_fact, wheel_fact_)
             if self.wheel_path:
+                # The torch the wheel names against uv.lock's, from its METADATA: before the ABI check, which would
+                # download torch (900 MB) to find out the same thing symbol by symbol.
+                requires = torchreq.requires_torch(self.wheel_path, found.filename)
+                torch_check = torchreq.check(requires, torch.result() if torch else None, found.filename)
                 gpu, notes = wheel_check(self.wheel_path, found.filename, pins.build, torch.result() if torch else None,
                                          self.torch_symbols, system.result() if system else None, hashes)  # fmt: skip
                 # Said with the git notes, which the command prints after resolve (and the record keeps).
@@ -282,6 +286,7 @@ class Resolver:
             gpu=gpu,
             vllm_files={k: v for k, v in sorted(hashes.items()) if k.startswith("vllm/")} or None,
             vllm_python=choice.result().python,
+            torch=torch_check,
         )
         self.record = ResolveRecord(
             lock_sha256=lock_sha256(lock),
