@@ -11,6 +11,7 @@ sm_90a only, so none on GB200 (compute capability 10.0) while on H100 (9.0) it l
 
 from __future__ import annotations
 
+import json
 import zipfile
 from typing import BinaryIO, cast
 
@@ -22,6 +23,16 @@ from buildkit.gpu.elfsections import MACHINES, ElfFile, machine_name
 from buildkit.gpu.fatbin import Kernel
 from buildkit.gpu.scan import DEFAULT_REQUIRED, check_required, is_shared_object, kernel_table, wheel_kernels
 from buildkit.models.pins import ARCH_OF_PLATFORM, Build
+from tests.fake_upstreams import (
+    BASE_REPO,
+    BASE_TAG,
+    NEMO_RL_SHA,
+    NEMO_RL_UV_LOCK_HEADER,
+    VLLM_SHA,
+    WHEEL_ARM,
+    WHEEL_X86,
+    RealFile,
+)
 from tests.realwheels import VLLM_0_14_0, VLLM_0_14_0_AARCH64, real_wheel
 
 pytestmark = pytest.mark.e2e  # real PyPI wheels, seconds of reading
@@ -152,3 +163,60 @@ def test_resolves_gpu_check_for_a_single_platform_arm64_pin(arm):
     with pytest.raises(UpstreamMismatch, match=r"vllm/_C.abi3.so is an ELF file for aarch64, not x86_64") as raised:
         wheel_check(real_wheel(VLLM_0_14_0_AARCH64), VLLM_0_14_0_AARCH64.filename, amd)
     assert raised.value.exit_code == 4
+
+
+# --- today's resolve, single-platform form (issue 30's groundwork: what one lock per platform does now) ----------
+
+
+def _pin_arm64(root) -> None:
+    """pins.yaml for GB200 in today's single-platform form: build.platform, wheel.arch and the GPUs changed."""
+    pins = root / "pins.yaml"
+    text = pins.read_text()
+    for old, new in (("arch: x86_64", "arch: aarch64"), ("platform: linux/amd64", "platform: linux/arm64"),
+                     ('cuda_arch_list: "9.0"', 'cuda_arch_list: "10.0"')):  # fmt: skip
+        assert old in text, old
+        text = text.replace(old, new)
+    pins.write_text(text)
+
+
+def test_resolve_locks_the_real_aarch64_wheel_for_a_linux_arm64_pin(project, upstreams):
+    """The real aarch64 bytes under the per-commit index's aarch64 name (as tests/test_resolve_realwheel.py serves the
+    x86_64 ones under its x86_64 name). NeMo-RL's uv.lock is served without its torch tables: the aarch64 torch it
+    installs (+cu129, download.pytorch.org) cannot be fetched here, and resolve would stop on it (exit 3)."""
+    root, cli = project
+    upstreams.wheels.files[f"/{VLLM_SHA}/{WHEEL_ARM}"] = RealFile(
+        real_wheel(VLLM_0_14_0_AARCH64), VLLM_0_14_0_AARCH64.sha256)  # fmt: skip
+    upstreams.github.files[("NVIDIA-NeMo/RL", NEMO_RL_SHA, "uv.lock")] = NEMO_RL_UV_LOCK_HEADER.encode()
+    _pin_arm64(root)
+    result = cli("resolve", "--json", timeout=600)
+    assert result.code == 0, result.output[-3000:]
+    lock = json.loads(result.stdout)
+    wheel, base = lock["wheel"], lock["base_image"]
+    assert (wheel["filename"], wheel["arch"], wheel["sha256"]) == (WHEEL_ARM, "aarch64", VLLM_0_14_0_AARCH64.sha256)
+    assert wheel["size"] == 448_040_411 and wheel["cuda_source"] == "vllm/_C.abi3.so needs libcudart.so.12"
+    # The base image's arm64 manifest of the two-platform index, and its config's CUDA_VERSION.
+    assert base["platform"] == "linux/arm64" and base["cuda_version"] == "12.9.0.043"
+    assert base["manifest_digest"] == upstreams.registry.platform_digest(BASE_REPO, BASE_TAG, "linux/arm64")
+    assert base["manifest_digest"] != upstreams.registry.platform_digest(BASE_REPO, BASE_TAG, "linux/amd64")
+    gpu = lock["gpu"]
+    assert gpu["gpus"] == ["sm_100"]
+    assert {r["library"]: r["loads"]["sm_100"] for r in gpu["libraries"]}[FA3] == "none"  # shown, not stopped
+    assert sorted(lock["vllm_files"]) == LIBRARIES
+    assert gpu["not_checked"] == {
+        "abi": f"NeMo-RL's uv.lock at {NEMO_RL_SHA[:12]} lists no torch",
+        "glibc": "the base image holds no readable libc.so.6 in the loader's directories",  # the stand-in's layers
+    }
+
+
+def test_resolve_refuses_the_aarch64_bytes_under_an_x86_64_name(project, upstreams):
+    """The amd64 pins, and the index serving the aarch64 bytes under the x86_64 name: the name agrees, the ELF
+    machine of the bytes does not; refused (exit 4), the first library named, no lock."""
+    root, cli = project
+    upstreams.wheels.files[f"/{VLLM_SHA}/{WHEEL_X86}"] = RealFile(
+        real_wheel(VLLM_0_14_0_AARCH64), VLLM_0_14_0_AARCH64.sha256)  # fmt: skip
+    result = cli("resolve", timeout=600)
+    assert result.code == 4, result.output[-3000:]
+    line = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
+    assert line == (f"error: wheel {WHEEL_X86}: vllm/_C.abi3.so is an ELF file for aarch64, not x86_64: it would not "
+                    "load on the pinned platform")  # fmt: skip
+    assert not (root / "pins.lock").exists()
