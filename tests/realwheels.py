@@ -38,6 +38,16 @@ VLLM_0_14_0 = RealWheel(
     "3.12",
     "manylinux_2_31_x86_64",
 )
+# From https://pypi.org/simple/vllm/ (JSON form: `filename`, `hashes.sha256`, `size`), read 2026-11-26: the same
+# release's arm64 build (GB200, issue 30), uploaded beside the x86_64 one.
+VLLM_0_14_0_AARCH64 = RealWheel(
+    "vllm-0.14.0-cp38-abi3-manylinux_2_31_aarch64.whl",
+    448040411,
+    "f4684881e3677b69d731494c68ad0525588b02cad556c5d5aef4f7eba9368c86",
+    "vllm==0.14.0",
+    "3.12",
+    "manylinux_2_31_aarch64",
+)
 TORCH_2_8_0 = RealWheel(
     "torch-2.8.0-cp312-cp312-manylinux_2_28_x86_64.whl",
     887913624,
