@@ -143,7 +143,33 @@ class BuildCache(_Strict):
     )
 
 
+class PlatformBuild(_Strict):
+    """One platform of build.platforms: the GPUs its nodes have."""
+
+    cuda_arch_list: CudaArchList = Field(description="TORCH_CUDA_ARCH_LIST for this platform's GPUs ('10.0': GB200).")
+
+
 class Build(_Strict):
+    @model_validator(mode="before")
+    @classmethod
+    def _primary_platform(cls, data: Any) -> Any:
+        """build.platforms (issue 30): each platform with its GPUs. The first one listed is the primary: its
+        platform and cuda_arch_list fill build.platform and build.cuda_arch_list, which every single-platform reader
+        keeps reading; the one form or the other, never both."""
+        if not isinstance(data, dict) or data.get("platforms") is None:
+            return data
+        given = [key for key in ("platform", "cuda_arch_list") if key in data]
+        if given:
+            raise ValueError(f"build.platforms replaces build.{given[0]}: give each platform's cuda_arch_list under "
+                             "build.platforms, or use the single-platform form without build.platforms")  # fmt: skip
+        platforms = data["platforms"]
+        if not isinstance(platforms, dict) or not platforms:
+            raise ValueError("build.platforms: expected a mapping of at least one platform (linux/amd64: "
+                             "{cuda_arch_list: '9.0'})")  # fmt: skip
+        first, primary = next(iter(platforms.items()))
+        arch_list = primary.get("cuda_arch_list") if isinstance(primary, dict) else None
+        return {**data, "platform": first, "cuda_arch_list": arch_list}
+
     target: StageName = Field(default="release", description="Dockerfile stage to build.")
     platform: Platform = Field(default="linux/amd64")
     cuda_arch_list: CudaArchList = Field(description="TORCH_CUDA_ARCH_LIST, e.g. '9.0' for H20/H100.")
@@ -165,11 +191,29 @@ class Build(_Strict):
         description="Re-compress the base image's layers too. They then differ from the base image's own, so nodes "
         "that already pulled the base pull them again.",
     )
+    platforms: dict[Platform, PlatformBuild] | None = Field(
+        default=None,
+        description="Several platforms from one lock, each with its GPUs (linux/amd64: {cuda_arch_list: '9.0'}, "
+        "linux/arm64: {cuda_arch_list: '10.0'}); replaces build.platform and build.cuda_arch_list. The wheel's arch "
+        "follows each platform; everything else is one pin for all.",
+    )
+
+    def targets(self) -> list[tuple[str, str]]:
+        """(platform, cuda_arch_list) of every platform built, the primary first."""
+        if self.platforms is None:
+            return [(self.platform, self.cuda_arch_list)]
+        return [(platform, each.cuda_arch_list) for platform, each in self.platforms.items()]
+
+    def for_platform(self, platform: str) -> Build:
+        """The single-platform build of one of the targets (its GPUs, the rest shared)."""
+        arch_list = dict(self.targets())[platform]
+        return self.model_copy(update={"platform": platform, "cuda_arch_list": arch_list, "platforms": None})
 
 
 # Build settings added after locks of version 2 were first written: dumped (so hashed, and written into the lock)
 # only when set, so that pins and locks that do not use them keep the bytes and hashes they had before.
 _WRITTEN_WHEN_SET = {
+    "platforms": None,
     "cache": None,
     "compression": "gzip",
     "force_compression": False,
@@ -189,6 +233,8 @@ def dump_build(build: Build) -> dict[str, Any]:
     for key, default in _WRITTEN_WHEN_SET.items():
         if data[key] == default:
             del data[key]
+    if build.platforms is not None:  # the primary's platform and GPUs are in build.platforms, as written
+        del data["platform"], data["cuda_arch_list"]
     return data
 
 
@@ -228,6 +274,28 @@ class Pins(_Strict):
     git_url_rewrites: list[GitUrlRewrite] = Field(
         default_factory=list, description="Mirrors for git fetches (git's insteadOf), applied to submodules too."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _arch_follows_platforms(cls, data: Any) -> Any:
+        """With build.platforms, the wheel's arch follows each platform: wheel.arch is the primary's, never
+        written by hand."""
+        build = data.get("build") if isinstance(data, dict) else None
+        if not isinstance(build, dict) or not isinstance(build.get("platforms"), dict) or not build["platforms"]:
+            return data
+        wheel = data.get("wheel") if isinstance(data.get("wheel"), dict) else {}
+        if "arch" in wheel:
+            raise ValueError("wheel.arch follows build.platforms (each platform's wheel is its own arch): leave it "
+                             "out")  # fmt: skip
+        primary = next(iter(build["platforms"]))
+        return {**data, "wheel": {**wheel, "arch": ARCH_OF_PLATFORM.get(str(primary), "x86_64")}}
+
+    def for_platform(self, platform: str) -> Pins:
+        """These pins as a single-platform build of one of build.platforms (its GPUs and its wheel's arch)."""
+        return self.model_copy(update={
+            "build": self.build.for_platform(platform),
+            "wheel": self.wheel.model_copy(update={"arch": ARCH_OF_PLATFORM[platform]}),
+        })  # fmt: skip
 
     @model_validator(mode="after")
     def _arch_matches_platform(self) -> Pins:

@@ -30,7 +30,7 @@ from buildkit.models.choices import Compression, ProgressMode
 from buildkit.models.lock import Lock
 from buildkit.models.paths import Paths
 from buildkit.models.records import Build, RecordHeader, header
-from buildkit.stages.context import Context
+from buildkit.stages.context import Context, one_platform
 from buildkit.stages.render import source_date_epoch, wheel_path
 from buildkit.text.progress import Progress, Step
 from buildkit.text.sanitize import strip_controls
@@ -718,6 +718,7 @@ def run(ctx: Context) -> None:
     opts, paths, inputs = ctx.given(BuildOptions), ctx.paths, ctx.inputs
     engine: Preflighted = ctx.made["preflight"]
     assert inputs is not None, "after resolve"
+    one_platform(inputs.lock)
     plan = plan_for_lock(inputs.lock, paths, smoke=opts.smoke, **opts.plan_options(engine.provenance))
     if opts.check_reproducible:
         prepare_layouts(paths.repro_dir(opts.smoke))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from buildkit.dockerfile.patches import patch_facts
-from buildkit.errors import CheckFailed
+from buildkit.errors import CheckFailed, InputError
 from buildkit.files import write_atomic
 from buildkit.models.lock import STALE, Lock, PatchFact, consistency_problems, content_warning, lock_sha256, read_lock
 from buildkit.models.paths import Paths
@@ -65,7 +65,21 @@ def load_inputs(paths: Paths, on_note: OnNote | None = None) -> Inputs:
             hint="run `buildkit resolve`",
         )
     warn_content(lock, on_note)
+    one_platform(lock)
     return Inputs(paths, pins, patches, lock)
+
+
+def one_platform(lock: Lock) -> None:
+    """Render, build, verify, export, attest and report take one platform; a lock of build.platforms (resolve and
+    prepare take it whole) is refused before anything is made, naming the way that works today."""
+    if lock.other_platforms:
+        raise InputError(
+            f"the lock holds {len(lock.platforms())} platforms ({', '.join(lock.platforms())}, build.platforms): "
+            "rendering, building, verifying, exporting, attesting and reporting them from one lock are not in this "
+            "version yet (resolve and prepare are)",
+            hint="for now, build each platform from its own pins file with build.platform and its cuda_arch_list "
+            "(pins-gb200.yaml -> pins-gb200.lock)",
+        )
 
 
 def warn_content(lock: Lock, on_note: OnNote | None) -> None:

@@ -29,7 +29,7 @@ from buildkit.models.labels import commit_time, image_labels
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.paths import Paths
 from buildkit.models.records import RecordHeader, header
-from buildkit.stages.context import Context, StageStatus
+from buildkit.stages.context import Context, StageStatus, one_platform
 from buildkit.world.git import run_git
 
 
@@ -330,6 +330,7 @@ def run(ctx: Context) -> None:
     """The Dockerfile (upstream's, transformed) and its record (upstream's hash, the diff, the transformations, the
     drift), from the prepared tree. A transformation that cannot find its target stops the stage (exit 4). With
     ctx.refuse_drift, drift findings stop the stage before anything is written."""
+    one_platform(ctx.lock)
     dockerfile = ctx.output or ctx.paths.dockerfile(ctx.smoke)
     text, record = render_stage(ctx.lock, ctx.made["prepare"], dockerfile, syntax=ctx.syntax, smoke_base=ctx.smoke_base)
     if ctx.refuse_drift and record.drift:

@@ -27,6 +27,7 @@ from buildkit.models.lock.facts import (
     ImageFact,
     Lock,
     PatchFact,
+    PlatformFacts,
     PullRequestFact,
     PythonFiles,
     Sha256Hex,
@@ -41,7 +42,7 @@ from buildkit.models.lock.read import REWRITE_HINT, read_lock, strict_json
 __all__ = [
     "COMPARED_FIELDS", "LOCK_VERSION", "READABLE_VERSIONS", "REWRITE_HINT", "SHA256_HEX_RE", "SKIPPED_REASON",
     "STALE", "V1_REASON", "V1_STALE", "V2_STALE", "V3_STALE", "V4_STALE", "CommitFact", "CudaCheck", "ImageFact",
-    "Lock", "PatchFact", "PullRequestFact", "PythonFiles", "Sha256Hex", "SourceComparison", "TorchCheck",
-    "WheelCommitFact", "WheelFact", "composition", "consistency_problems", "content_warning", "cuda_major",
-    "cuda_warning", "differences", "lock_sha256", "read_lock", "strict_json",
+    "Lock", "PatchFact", "PlatformFacts", "PullRequestFact", "PythonFiles", "Sha256Hex", "SourceComparison",
+    "TorchCheck", "WheelCommitFact", "WheelFact", "composition", "consistency_problems", "content_warning",
+    "cuda_major", "cuda_warning", "differences", "lock_sha256", "read_lock", "strict_json",
 ]  # fmt: skip

@@ -95,6 +95,22 @@ def consistency_problems(pins: Pins, lock: Lock, patches: list[PatchFact]) -> li
         problems.append(f"build: the lock's {', '.join(fields)} differ from the pins")
     if lock.known_issues != pins.known_issues:
         problems.append("known_issues: the lock's differ from the pins")
+    return problems + _platform_problems(pins, lock)
+
+
+def _platform_problems(pins: Pins, lock: Lock) -> list[str]:
+    """build.platforms: the lock holds each platform the pins name, and each one's wheel (of the same wheel
+    commit), base image manifest (of the same pinned image) and CUDA check hold as the primary's do."""
+    wanted = [platform for platform, _ in pins.build.targets()]
+    if lock.platforms() != wanted:
+        return [f"platforms: the lock holds {', '.join(lock.platforms())}, the pins name {', '.join(wanted)}"]
+    problems: list[str] = []
+    for platform in wanted[1:]:
+        view, pinned = lock.for_platform(platform), pins.for_platform(platform)
+        found = _wheel_problems(pinned, view) + _base_image_problems(pinned, view) + _cuda_problems(view)
+        problems += [f"{platform}: {problem}" for problem in found]
+        if view.base_image.index_digest != lock.base_image.index_digest:
+            problems.append(f"{platform}: base_image is not the primary's image index")
     return problems
 
 
@@ -217,6 +233,8 @@ COMPARED_FIELDS: tuple[tuple[str, str], ...] = (
     ("base_image", "manifest_digest"),
 )
 
+_PER_PLATFORM = [(section, field) for section, field in COMPARED_FIELDS if section in ("wheel", "base_image")]
+
 
 def differences(locked: Lock, fresh: Lock, *, every_fact: bool = False) -> list[tuple[str, Any, Any]]:
     """(field, locked value, fresh value) for each fact that differs. By default the facts a build depends on
@@ -230,6 +248,15 @@ def differences(locked: Lock, fresh: Lock, *, every_fact: bool = False) -> list[
         new = getattr(getattr(fresh, section), field, None) if getattr(fresh, section) else None
         if old != new:
             out.append((f"{section}.{field}", old, new))
+    # build.platforms after the first: each one's wheel and base image manifest, by platform
+    for platform in dict.fromkeys(locked.platforms()[1:] + fresh.platforms()[1:]):
+        was_lock = locked.for_platform(platform) if platform in locked.platforms() else None
+        now_lock = fresh.for_platform(platform) if platform in fresh.platforms() else None
+        for section, field in _PER_PLATFORM:
+            old = getattr(getattr(was_lock, section), field) if was_lock else None
+            new = getattr(getattr(now_lock, section), field) if now_lock else None
+            if old != new:
+                out.append((f"{platform}: {section}.{field}", old, new))
     return out
 
 

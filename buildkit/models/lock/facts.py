@@ -38,6 +38,7 @@ from buildkit.models.grammar import (
     HttpsUrl,
     ImageRef,
     OneLine,
+    Platform,
     WheelCuda,
 )
 from buildkit.models.pins import Build, KnownIssue, dump_build
@@ -251,6 +252,21 @@ class PythonFiles(Fact):
     )
 
 
+VllmFiles = dict[Annotated[str, Field(max_length=400)], Sha256Hex]
+
+
+class PlatformFacts(Fact):
+    """What resolve read for one more platform of build.platforms (issue 30): its wheel, its manifest of the base
+    image, and the checks on them. The primary platform's are the lock's own top-level facts."""
+
+    wheel: WheelFact
+    base_image: ImageFact
+    cuda: CudaCheck
+    gpu: GpuCheck | None = None
+    vllm_files: VllmFiles | None = Field(default=None, max_length=10_000)
+    torch: TorchCheck | None = None
+
+
 class Lock(Fact):
     # 1 to 4 only in memory, for an older lock read and migrated by read_lock: it is stale (consistency_problems).
     lock_version: Literal[1, 2, 3, 4, 5] = LOCK_VERSION
@@ -275,7 +291,7 @@ class Lock(Fact):
     known_issues: list[KnownIssue]
     # Optional: written only when resolve read the wheel's GPU code, so locks without it keep their bytes and hash.
     gpu: GpuCheck | None = Field(default=None, description="Kernels per target GPU, ABI, driver (buildkit.gpu).")
-    vllm_files: dict[Annotated[str, Field(max_length=400)], Sha256Hex] | None = Field(
+    vllm_files: VllmFiles | None = Field(
         default=None, max_length=10_000,
         description="The sha256 of each of vLLM's compiled files in the wheel (vllm/_C.abi3.so ...), as resolve read "
         "them: verify holds the image's to these. Written only when resolve read the wheel's bytes.",
@@ -288,6 +304,10 @@ class Lock(Fact):
         default=None, description="The wheel's torch requirement against uv.lock's torch; written only when "
         "resolve read the wheel's bytes."
     )  # fmt: skip
+    other_platforms: dict[Platform, PlatformFacts] | None = Field(
+        default=None, description="build.platforms after the first: each one's wheel, base image manifest and "
+        "checks (the first's are the top-level facts). Written only for several platforms.",
+    )  # fmt: skip
 
     # An older lock as read_lock decoded it, before migration (None for a current one).
     _as_read: dict[str, Any] | None = PrivateAttr(default=None)
@@ -298,10 +318,24 @@ class Lock(Fact):
         data = self._as_read if self._as_read is not None else {
             **self.model_dump(mode="json"), "build": dump_build(self.build)
         }  # fmt: skip
-        for key in ("pins_file", "gpu", "vllm_files", "vllm_python", "torch"):  # written only when known
+        for key in ("pins_file", "gpu", "vllm_files", "vllm_python", "torch", "other_platforms"):  # when known
             if data.get(key, ...) is None:
                 data = {k: v for k, v in data.items() if k != key}
         return json.dumps(data, indent=2, sort_keys=False) + "\n"
+
+    def platforms(self) -> list[str]:
+        """Every platform the lock holds facts for, the primary (build.platform) first."""
+        return [self.build.platform, *(self.other_platforms or {})]
+
+    def for_platform(self, platform: str) -> Lock:
+        """A single-platform view of one platform's facts (for checks and stages that read one platform); never
+        written."""
+        build = self.build.for_platform(platform) if self.build.platforms else self.build
+        if platform == self.build.platform:
+            return self.model_copy(update={"build": build, "other_platforms": None})
+        facts = (self.other_platforms or {})[platform]
+        own = {name: getattr(facts, name) for name in type(facts).model_fields}
+        return self.model_copy(update={**own, "build": build, "other_platforms": None})
 
     def times_as_read(self) -> dict[str, str]:
         """The `resolved_at` values an older lock held ("lock" for its top level), for the report; {} from v4."""

@@ -46,6 +46,7 @@ from buildkit.models.lock import (
     ImageFact,
     Lock,
     PatchFact,
+    PlatformFacts,
     PullRequestFact,
     WheelFact,
     cuda_warning,
@@ -174,7 +175,8 @@ class Resolver:
         started, begun = utc_now(), time.monotonic()
         read_at: dict[str, str] = {}
         cancel = threading.Event()  # set when resolve fails: the download stops, its part stays for the next run
-        with ThreadPoolExecutor(max_workers=6, thread_name_prefix="resolve") as pool:
+        workers = 6 + 2 * len(pins.build.targets())  # each more platform: its base image, and its wheel's chain
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="resolve") as pool:
 
             def timed(name: str, fn: Callable[[], T]) -> Callable[[], T]:
                 def run() -> T:
@@ -202,6 +204,13 @@ class Resolver:
 
             nemo = pool.submit(timed("nemo_rl", lambda: self.commit(pins.nemo_rl.repo, pins.nemo_rl.ref)))
             base = pool.submit(timed("base_image", lambda: self.registry.resolve(pins.base_image, pins.build.platform)))
+            # build.platforms after the first: each one's manifest of the base image beside the primary's, then,
+            # once the wheel commit is chosen, its wheel, bytes and checks beside the primary's download.
+            others = {platform: self.for_platform(platform) for platform, _ in pins.build.targets()[1:]}
+            def base_of(platform: str) -> Callable[[], ImageFact]:
+                return timed(f"base_image {platform}", lambda: self.registry.resolve(pins.base_image, platform))
+
+            other_base = {platform: pool.submit(base_of(platform)) for platform in others}
             pr: Future[PullRequestFact] | None = None
             pr_number = pins.vllm.pr
             if pr_number:
@@ -214,9 +223,14 @@ class Resolver:
             vllm = after(pr, timed("vllm", source_commit))
 
             def find_wheel(commit: str) -> FoundWheel:
-                # Downloading, the GET is the existence check; otherwise HEAD.
-                return resolve_wheel(self.http, pins.wheel_index(), commit, pins.wheel.arch, pins.wheel.variant,
-                                     head=self.wheel_bytes != "download")  # fmt: skip
+                # Downloading, the GET is the existence check; otherwise HEAD. One wheel commit serves every
+                # platform: a commit without a wheel for one of them is passed over (the others' found by HEAD).
+                found = resolve_wheel(self.http, pins.wheel_index(), commit, pins.wheel.arch, pins.wheel.variant,
+                                      head=self.wheel_bytes != "download")  # fmt: skip
+                for other in others.values():
+                    resolve_wheel(self.http, pins.wheel_index(), commit, other.pins.wheel.arch, pins.wheel.variant,
+                                  head=True)  # fmt: skip
+                return found
 
             chooser = Chooser(pins, self.github, self.cache_dir, find_wheel, self.git.notes.append)
             choice = after(vllm, timed("wheel", lambda: chooser.choose(vllm.result(), pr.result() if pr else None)))
@@ -230,8 +244,14 @@ class Resolver:
             # The glibc and libstdc++ the base image provides, from its layers (cached by its digest): beside the rest.
             system = None if self.wheel_bytes == "none" else after(base, timed("base_libraries", lambda: (
                 self.base_system(base.result(), cancel))))  # fmt: skip
+            def facts_of(platform: str) -> Callable[[], PlatformFacts]:
+                return timed(f"wheel {platform}", lambda: others[platform].platform_facts(
+                    choice.result().wheel.commit, other_base[platform].result(), nemo.result().commit, cancel))
+
+            other_facts = {platform: after(choice, facts_of(platform)) for platform in others}
             # Report the first failure in pin order, once every lookup has settled; the download is stopped then.
             futures: list[Future] = [f for f in (nemo, vllm, pr, choice, wheel, base, torch, system) if f is not None]
+            futures += [*other_base.values(), *other_facts.values()]
             try:
                 wait(futures)  # (in the try: Ctrl-C here stops the download too)
                 for future in futures:
@@ -252,20 +272,10 @@ class Resolver:
             except BaseException:
                 cancel.set()
                 raise
-        gpu, torch_check = None, None
-        hashes: dict[str, str] = {}
-        with said_from_cache(got):  # the checks of the wheel's bytes
-            wheel_fact_ = self.wheel_fact(found, got)
-            cuda_check = cuda.check(base_fact, wheel_fact_)
-            if self.wheel_path:
-                # The torch the wheel names against uv.lock's, from its METADATA: before the ABI check, which would
-                # download torch (900 MB) to find out the same thing symbol by symbol.
-                requires = torchreq.requires_torch(self.wheel_path, found.filename)
-                torch_check = torchreq.check(requires, torch.result() if torch else None, found.filename)
-                gpu, notes = wheel_check(self.wheel_path, found.filename, pins.build, torch.result() if torch else None,
-                                         self.torch_symbols, system.result() if system else None, hashes)  # fmt: skip
-                # Said with the git notes, which the command prints after resolve (and the record keeps).
-                self.git.notes += notes
+        facts = self.checked(found, got, base_fact, torch.result() if torch else None,
+                             system.result() if system else None)  # fmt: skip
+        for platform, other in others.items():  # their notes (the GPU checks'), said with the primary's
+            self.git.notes += [f"{platform}: {note}" for note in other.git.notes]
         if got is not None:
             read_at["wheel"] = got.at
         lock = Lock(
@@ -277,16 +287,17 @@ class Resolver:
             vllm_pr=pr_fact,
             vllm_wheel=choice.result().wheel,
             vllm_compare=choice.result().compare,
-            wheel=wheel_fact_,
+            wheel=facts.wheel,
             base_image=base_fact,
-            cuda=cuda_check,
+            cuda=facts.cuda,
             build=pins.build,
             patches=self.patches,
             known_issues=pins.known_issues,
-            gpu=gpu,
-            vllm_files={k: v for k, v in sorted(hashes.items()) if k.startswith("vllm/")} or None,
+            gpu=facts.gpu,
+            vllm_files=facts.vllm_files,
             vllm_python=choice.result().python,
-            torch=torch_check,
+            torch=facts.torch,
+            other_platforms={platform: future.result() for platform, future in other_facts.items()} or None,
         )
         self.record = ResolveRecord(
             lock_sha256=lock_sha256(lock),
@@ -297,6 +308,48 @@ class Resolver:
             notes=list(self.git.notes),
         )
         return lock
+
+    def for_platform(self, platform: str) -> Resolver:
+        """A resolver of one more platform of build.platforms: the same upstreams and cache, its own wheel arch
+        and GPUs (its notes are said with this one's)."""
+        return Resolver(self.pins.for_platform(platform), http=self.http, cache_dir=self.cache_dir,
+                        patches=self.patches, wheel_bytes=self.wheel_bytes, on_progress=self.on_progress)  # fmt: skip
+
+    def platform_facts(self, commit: str, base: ImageFact, nemo_commit: str, cancel: threading.Event) -> PlatformFacts:
+        """This platform's wheel of `commit` (the one wheel commit), its bytes, and the checks on them against its
+        manifest of the base image and the torch NeMo-RL's uv.lock installs for its arch."""
+        pins = self.pins
+        found = resolve_wheel(self.http, pins.wheel_index(), commit, pins.wheel.arch, pins.wheel.variant,
+                              head=self.wheel_bytes != "download")  # fmt: skip
+        named, name_source = cuda.cuda_of_name(found)
+        cuda.check_majors(base, named, found.filename, name_source)  # before its bytes are read, as the primary's
+        got = self._bytes_of(found, cancel)
+        if got is not None and got.found is not None:
+            found = got.found
+        torch = None if self.wheel_bytes == "none" else self.locked_torch(nemo_commit)
+        system = None if self.wheel_bytes == "none" else self.base_system(base, cancel)
+        return self.checked(found, got, base, torch, system)
+
+    def checked(self, found: FoundWheel, got: Hashed | None, base: ImageFact, torch: LockedTorch | str | None,
+                system: System | str | None) -> PlatformFacts:  # fmt: skip
+        """The checks of the wheel's bytes, for this resolver's platform: its fact, CUDA against the base image's,
+        the torch its METADATA names against uv.lock's, and the GPU checks (kernels, ABI)."""
+        gpu, torch_check, hashes = None, None, dict[str, str]()
+        with said_from_cache(got):
+            wheel = self.wheel_fact(found, got)
+            cuda_check = cuda.check(base, wheel)
+            if self.wheel_path:
+                # The torch the wheel names against uv.lock's, from its METADATA: before the ABI check, which would
+                # download torch (900 MB) to find out the same thing symbol by symbol.
+                requires = torchreq.requires_torch(self.wheel_path, found.filename)
+                torch_check = torchreq.check(requires, torch, found.filename)
+                gpu, notes = wheel_check(self.wheel_path, found.filename, self.pins.build, torch, self.torch_symbols,
+                                         system, hashes)  # fmt: skip
+                # Said with the git notes, which the command prints after resolve (and the record keeps).
+                self.git.notes += notes
+        files = {k: v for k, v in sorted(hashes.items()) if k.startswith("vllm/")} or None
+        return PlatformFacts(wheel=wheel, base_image=base, cuda=cuda_check, gpu=gpu, vllm_files=files,
+                             torch=torch_check)  # fmt: skip
 
     def locked_torch(self, commit: str) -> LockedTorch | str:
         """The torch NeMo-RL's uv.lock installs at `commit` for the pinned arch, read through the GitHub API (the
