@@ -27,7 +27,7 @@ from buildkit.errors import CompiledSourceChanged, UpstreamMalformed, UpstreamMi
 from buildkit.models.compiled import compiled_changes, is_vllm_python, rule_for, torch_requirement
 from buildkit.models.lock import CommitFact, PullRequestFact, PythonFiles, SourceComparison, WheelCommitFact
 from buildkit.models.lock.facts import WheelChoice as ChosenBy
-from buildkit.models.pins import Pins
+from buildkit.models.pins import ARCH_OF_PLATFORM, Pins
 from buildkit.stages.resolve.git import GitHistory
 from buildkit.stages.resolve.github import GitHub
 from buildkit.stages.resolve.wheels import MISSING_HINT, FoundWheel
@@ -120,7 +120,7 @@ class Chooser:
         else:
             raise UpstreamMismatch(
                 f"none of the {len(tried)} commit(s) from the merge base {merge_base[:12]} back along {self.branch} "
-                f"(at most {MAX_WHEEL_TRIES}) has a vllm wheel for linux {self.pins.wheel.arch}, variant "
+                f"(at most {MAX_WHEEL_TRIES}) has a vllm wheel for linux {self._arches()}, variant "
                 f"{self.pins.wheel.variant}; the merge base's: {first}",
                 hint=f"{MISSING_HINT}; or pin wheel.commit to an older commit of {self.branch} with one (an "
                 "ancestor of the source)",
@@ -140,6 +140,10 @@ class Chooser:
         else:
             paths, method, how = self._paths(wheel_commit, source, on_github)
         return Choice(wheel, found, self._prove(paths, method, how, wheel_commit, source))
+
+    def _arches(self) -> str:
+        """The wheel arches every wheel commit must have: one per platform of build.platforms."""
+        return " and ".join(dict.fromkeys(ARCH_OF_PLATFORM[platform] for platform, _ in self.pins.build.targets()))
 
     # --- the history, through GitHub or git ----------------------------------------------------------------------
 

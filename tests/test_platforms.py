@@ -1,0 +1,112 @@
+"""Issue 30, points 1-2: one pins file and one lock for H100 (linux/amd64) and GB200 (linux/arm64).
+
+`build.platforms` maps each platform to its GPUs; resolve reads, per platform and beside each other, the wheel for
+that arch (of the one wheel commit), the base image's manifest for that platform, and the checks on them. The
+GB200 wheel is vLLM 0.14.0's real aarch64 wheel from PyPI (tests/realwheels.py) under the per-commit index's
+aarch64 name; the stand-in registry serves a two-platform index (tests/fake_upstreams.py FakeRegistry)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from buildkit.errors import InputError
+from buildkit.models.pins import dump_build, pins_from_text
+from tests.fake_upstreams import (
+    BASE_REPO,
+    BASE_TAG,
+    NEMO_RL_SHA,
+    NEMO_RL_UV_LOCK_HEADER,
+    VLLM_SHA,
+    WHEEL_ARM,
+    WHEEL_X86,
+    RealFile,
+    pins_text,
+)
+from tests.realwheels import VLLM_0_14_0_AARCH64, real_wheel
+
+FA3 = "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"
+TWO = '  platforms:\n    linux/amd64: {cuda_arch_list: "9.0"}\n    linux/arm64: {cuda_arch_list: "10.0"}\n'
+
+
+def two_platforms(text: str) -> str:
+    """The reference pins with build.platforms for H100 and GB200 in place of build.platform and cuda_arch_list,
+    and no wheel.arch (it follows each platform)."""
+    for old in ("  arch: x86_64\n", "  platform: linux/amd64\n"):
+        assert old in text, old
+        text = text.replace(old, "")
+    lines = text.splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("  cuda_arch_list:"))
+    return "".join(lines[:at]) + TWO + "".join(lines[at + 1 :])
+
+
+def test_the_single_platform_form_keeps_its_hash_and_the_two_forms_never_mix(tmp_path):
+    single = pins_text("127.0.0.1:5000/buildkit/stand-in-base:1")
+    pins = pins_from_text(single, tmp_path / "pins.yaml")
+    assert "platforms" not in dump_build(pins.build)
+    assert pins.build.targets() == [("linux/amd64", "9.0")]
+    multi = pins_from_text(two_platforms(single), tmp_path / "pins.yaml")
+    assert multi.build.targets() == [("linux/amd64", "9.0"), ("linux/arm64", "10.0")]
+    assert (multi.build.platform, multi.build.cuda_arch_list, multi.wheel.arch) == ("linux/amd64", "9.0", "x86_64")
+    gb200 = multi.for_platform("linux/arm64")
+    assert (gb200.build.platform, gb200.build.cuda_arch_list, gb200.wheel.arch) == ("linux/arm64", "10.0", "aarch64")
+    assert gb200.build.platforms is None and gb200.build.tag == multi.build.tag
+    assert "platform" not in dump_build(multi.build) and "cuda_arch_list" not in dump_build(multi.build)
+    for bad, said in (
+        (two_platforms(single).replace("  platforms:", "  platform: linux/amd64\n  platforms:"),
+         "build.platforms replaces build.platform"),
+        (two_platforms(single).replace("wheel:\n", "wheel:\n  arch: aarch64\n"), "wheel.arch follows build.platforms"),
+        (two_platforms(single).replace("linux/arm64: {", "linux/riscv64: {"), "expected linux/amd64 or linux/arm64"),
+    ):  # fmt: skip
+        with pytest.raises(InputError) as caught:
+            pins_from_text(bad, tmp_path / "pins.yaml")
+        assert said in caught.value.message
+
+
+@pytest.mark.e2e
+def test_one_lock_holds_h100_and_gb200(project, upstreams):
+    """One resolve: the x86_64 wheel and the amd64 manifest (H100) as the lock's own facts, the real aarch64 wheel
+    and the arm64 manifest of the same index (GB200) beside them, each with its own GPU table: FlashAttention 3 has
+    no kernel for GB200 (shown, not stopped: build.gpu_required names _C and _moe_C). NeMo-RL's uv.lock is served
+    without its torch tables (the aarch64 torch is on download.pytorch.org, out of reach here): the ABI is not
+    checked, and each platform says so. `resolve --check` holds the lock to the pins; render refuses it (exit 2)."""
+    root, cli = project
+    upstreams.wheels.files[f"/{VLLM_SHA}/{WHEEL_ARM}"] = RealFile(
+        real_wheel(VLLM_0_14_0_AARCH64), VLLM_0_14_0_AARCH64.sha256)  # fmt: skip
+    upstreams.github.files[("NVIDIA-NeMo/RL", NEMO_RL_SHA, "uv.lock")] = NEMO_RL_UV_LOCK_HEADER.encode()
+    (root / "pins.yaml").write_text(two_platforms((root / "pins.yaml").read_text()))
+    result = cli("resolve", "--json", timeout=600)
+    assert result.code == 0, result.output[-3000:]
+    lock = json.loads(result.stdout)
+    assert (lock["wheel"]["filename"], lock["base_image"]["platform"]) == (WHEEL_X86, "linux/amd64")
+    assert lock["gpu"]["gpus"] == ["sm_90"]
+    gb200 = lock["other_platforms"]["linux/arm64"]
+    assert (gb200["wheel"]["filename"], gb200["wheel"]["arch"]) == (WHEEL_ARM, "aarch64")
+    assert gb200["wheel"]["sha256"] == VLLM_0_14_0_AARCH64.sha256
+    registry = upstreams.registry
+    assert gb200["base_image"]["manifest_digest"] == registry.platform_digest(BASE_REPO, BASE_TAG, "linux/arm64")
+    assert lock["base_image"]["manifest_digest"] == registry.platform_digest(BASE_REPO, BASE_TAG, "linux/amd64")
+    assert gb200["base_image"]["index_digest"] == lock["base_image"]["index_digest"]
+    assert gb200["gpu"]["gpus"] == ["sm_100"]
+    assert {r["library"]: r["loads"]["sm_100"] for r in gb200["gpu"]["libraries"]}[FA3] == "none"
+    assert gb200["cuda"]["outcome"] == "match" and len(gb200["vllm_files"]) == 7
+    assert "linux/arm64: " in result.stderr  # the GB200 checks' notes, said with the platform
+    check = cli("resolve", "--check")
+    assert check.code == 0, check.output
+    render = cli("render")
+    assert render.code == 2 and "the lock holds 2 platforms (linux/amd64, linux/arm64" in render.stderr, render.output
+
+
+@pytest.mark.e2e
+def test_a_wheel_commit_without_the_gb200_wheel_is_passed_over_and_said(project, upstreams):
+    """One wheel commit serves both platforms: the index listing no aarch64 wheel for it stops resolve (exit 4),
+    the aarch64 wheel named, no lock."""
+    root, cli = project
+    upstreams.wheels.listings[VLLM_SHA]["default"].remove(WHEEL_ARM)
+    (root / "pins.yaml").write_text(two_platforms((root / "pins.yaml").read_text()))
+    result = cli("resolve")
+    assert result.code == 4, result.output
+    assert "has a vllm wheel for linux x86_64 and aarch64" in result.stderr
+    assert "the merge base's: no vllm wheel for linux aarch64" in result.stderr
+    assert not (root / "pins.lock").exists()
