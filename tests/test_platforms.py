@@ -13,6 +13,8 @@ import pytest
 
 from buildkit.errors import InputError
 from buildkit.models.pins import dump_build, pins_from_text
+from buildkit.stages.preflight import platform_checks
+from buildkit.world.buildx import BuilderInfo
 from tests.fake_upstreams import (
     BASE_REPO,
     BASE_TAG,
@@ -110,3 +112,20 @@ def test_a_wheel_commit_without_the_gb200_wheel_is_passed_over_and_said(project,
     assert "has a vllm wheel for linux x86_64 and aarch64" in result.stderr
     assert "the merge base's: no vllm wheel for linux aarch64" in result.stderr
     assert not (root / "pins.lock").exists()
+
+
+def test_doctor_says_the_platforms_and_checks_each_on_the_builder(project):
+    """doctor on pins with build.platforms: the setting names both, from build.platforms; the builder is checked
+    for each (what `docker buildx inspect` lists for a docker-container builder on an amd64 host without emulation:
+    linux/amd64 and its variants, buildx's words)."""
+    root, cli = project
+    (root / "pins.yaml").write_text(two_platforms((root / "pins.yaml").read_text()))
+    doctor = cli("doctor", "--json", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    settings = {s["name"]: (s["value"], s["source"]) for s in json.loads(doctor.stdout)["settings"]}
+    assert settings["platform"] == ("linux/amd64,linux/arm64", "pins.yaml build.platforms")
+    host = BuilderInfo("buildkit-engine", "docker-container", platforms=["linux/amd64", "linux/amd64/v2",
+                                                                         "linux/amd64/v3", "linux/386"])  # fmt: skip
+    checks = platform_checks(host, settings["platform"][0])
+    assert [(c.ok, c.detail.split(" (")[0]) for c in checks] == [
+        (True, "linux/amd64 supported"), (False, "linux/arm64 not offered")]
+    assert "emulation (binfmt)" in checks[1].fix

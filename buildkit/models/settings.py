@@ -34,6 +34,9 @@ def _from_pins(pins: Pins | None, pins_name: str, key: str, given: str | None, f
 
 
 def platform_setting(pins: Pins | None, pins_name: str, given: str | None = None) -> Setting:
+    """build.platform, or every platform of build.platforms (as buildx names several: comma-separated)."""
+    if given is None and pins is not None and pins.build.platforms is not None:
+        return Setting("platform", ",".join(p for p, _ in pins.build.targets()), f"{pins_name} build.platforms")
     return _from_pins(pins, pins_name, "platform", given, "--platform", DEFAULT_PLATFORM)
 
 

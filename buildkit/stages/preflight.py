@@ -119,7 +119,7 @@ def _engine_checks(result: Preflight, builder: str | None, platform: str, min_fr
     add(
         Check("builder", True, f"{info.name} ({info.driver} driver, {info.endpoint}), BuildKit {info.buildkit_version}")
     )
-    add(_platform_check(info, platform))
+    result.checks += platform_checks(info, platform)
     add(_attestations_check(info))
     add(_disk_check(info, result.engine, min_free_gb))
 
@@ -132,6 +132,11 @@ def _engine_check(result: Preflight) -> Check:
         return Check("engine", False, exc.message, exc.hint or "")
     result.engine_version = version.get("Version", "")
     return Check("engine", True, f"Docker {result.engine_version} (API {version.get('ApiVersion', '?')})")
+
+
+def platform_checks(info: BuilderInfo, platform: str) -> list[Check]:
+    """One check per platform: several (build.platforms) come as buildx names them, "linux/amd64,linux/arm64"."""
+    return [_platform_check(info, each) for each in platform.split(",")]
 
 
 def _platform_check(info: BuilderInfo, platform: str) -> Check:
