@@ -161,3 +161,44 @@ def test_every_docs_page_is_markdown_in_a_diataxis_folder():
     assert pages and all(p.suffix == ".md" for p in pages)
     assert {p.parts[0] for p in pages if len(p.parts) > 1} == {"tutorial", "how-to", "explanation", "reference"}
     assert Path("index.md") in pages
+
+
+def test_every_buildkit_variable_the_docs_name_is_in_the_table_or_the_scripts():
+    """A variable a page names is one buildkit reads (the table), or one of the scripts' and tests' own."""
+    pages = [REPO_ROOT / "README.md", REPO_ROOT / "CONTRIBUTING.md", *sorted(DOCS.rglob("*.md"))]
+    named = {m for page in pages for m in re.findall(r"\bBUILDKIT_[A-Z0-9_]*[A-Z0-9]\b", page.read_text())}
+    sources = [*(REPO_ROOT / "scripts").glob("*.sh"), *(REPO_ROOT / "tests").glob("*.py")]
+    others = "".join(path.read_text() for path in sources)
+    assert not [name for name in named - names() if name not in others]
+
+
+def _options_of(command: str) -> set[str]:
+    import typer.main
+
+    from buildkit.cli import app
+
+    root = typer.main.get_command(app)
+    sub = root.get_command(None, command)
+    return {opt for param in sub.params for opt in [*param.opts, *param.secondary_opts]}
+
+
+def test_the_synopses_in_the_docs_name_only_options_the_commands_have():
+    """The hand-written synopsis blocks (`buildkit resolve [--pins PATH] ...`) against the typer app."""
+    checked = 0
+    for page in sorted(DOCS.rglob("*.md")):
+        if page.name == "cli.md":
+            continue  # generated from the app itself
+        for block in re.findall(r"^```\n(.*?)^```", page.read_text(), re.MULTILINE | re.DOTALL):
+            command = None
+            for line in block.splitlines():
+                start = re.match(r"buildkit ([a-z]+)\b", line)
+                if start:
+                    command = start.group(1)
+                elif not line.startswith(" "):
+                    command = None
+                if command is None:
+                    continue
+                flags = set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", line.split("#")[0]))
+                assert flags <= _options_of(command), (page.name, command, flags - _options_of(command))
+                checked += 1
+    assert checked >= 10
