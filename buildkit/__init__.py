@@ -13,6 +13,7 @@ The package is a stack of layers; a module imports from its own layer and the la
   buildkit/models/       the data: pins, the lock (one model per version), records, grammars
   buildkit/text/         terminal and markdown text: sanitizing, escaping, progress, the timeline chart
   buildkit/errors.py, buildkit/files.py   errors with exit codes; bounded reads and atomic writes
+  buildkit/environment.py   the environment variables buildkit reads, in one table
 """
 
 __version__ = "0.1.0"

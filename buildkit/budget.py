@@ -4,7 +4,7 @@ a ratio to the compressed bytes they came from), entries, bytes kept in memory, 
 LimitExceeded at once (exit 3, like any upstream answer buildkit cannot use), naming the input and the limit; never
 a "not checked" with exit 0, never an internal error.
 
-The limits sit far above what real upstreams publish (README "Security" lists them beside the real sizes):
+The limits sit far above what real upstreams publish (docs/explanation/security.md lists them beside the real sizes):
 vLLM 0.14.0's x86_64 wheel is 495 MB and inflates to 1.2 GB of shared objects (its `_C.abi3.so` 468 MB, the
 largest member; ratio under 3); NeMo-RL's uv.lock is 1.7 MB at 946862e7.
 """
@@ -34,7 +34,7 @@ class Limits:
     entries: int  # members, tar entries, tables
     kept: int  # bytes of what the reader holds on to
     seconds: float  # wall time for the whole read
-    env: str | None = None  # the variable that moves `seconds` (a slow link needs more; README "Security")
+    env: str | None = None  # the variable that moves `seconds` (a slow link needs more; docs/explanation/security.md)
 
 
 def _gib(n: float) -> int:
@@ -43,7 +43,7 @@ def _gib(n: float) -> int:
 
 # A wheel: vLLM 0.14.0 (x86_64) inflates to 1.2 GB of shared objects; torch 2.9.0's wheel is 900 MB compressed.
 WHEEL = Limits(inflated=_gib(16), ratio=100, entries=100_000, kept=_gib(1), seconds=1800)
-# The base image's layers read at resolve: cuda-dl-base is about 8 GB compressed (README "GPU compatibility").
+# The base image's layers read at resolve: cuda-dl-base is about 8 GB compressed (docs/explanation/gpu-checks.md).
 # Its time: 8 GB within an hour is 2.2 MB/s; a slower link raises BUILDKIT_BASE_DEADLINE.
 LAYERS = Limits(inflated=_gib(64), ratio=100, entries=4_000_000, kept=256 << 20, seconds=3600,
                 env="BUILDKIT_BASE_DEADLINE")  # fmt: skip
@@ -112,8 +112,8 @@ class Budget:
     def _over(self, why: str, hint: str | None = None) -> None:
         raise LimitExceeded(
             f"{self.what}: {why}: refused",
-            hint=hint or "no real upstream comes near this limit (README \"Security\" lists them): the input is "
-            "hostile or damaged; check where it came from",
+            hint=hint or "no real upstream comes near this limit (docs/explanation/security.md lists them): the "
+            "input is hostile or damaged; check where it came from",
         )
 
 

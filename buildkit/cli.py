@@ -183,8 +183,8 @@ def resolve(
 
     Endpoints move with $BUILDKIT_GITHUB_API and $BUILDKIT_WHEEL_INDEX (they win over pins); $GITHUB_TOKEN raises the
     GitHub rate limit, is sent only to api.github.com or $BUILDKIT_GITHUB_API (not to an API named in pins), and
-    never appears in output or the lock. Answers are bounded: $BUILDKIT_HTTP_DEADLINE, $BUILDKIT_HTTP_MAX_* (README);
-    the wheel by $BUILDKIT_HTTP_MAX_WHEEL and the stall timeout $BUILDKIT_HTTP_STALL.
+    never appears in output or the lock. Answers are bounded: $BUILDKIT_HTTP_DEADLINE, $BUILDKIT_HTTP_MAX_*
+    (docs/reference/environment.md); the wheel by $BUILDKIT_HTTP_MAX_WHEEL and the stall timeout $BUILDKIT_HTTP_STALL.
 
     \b
     Examples:
@@ -547,7 +547,7 @@ def build(
     ($BUILDKIT_TORCH_INDEX); prepare fetches NeMo-RL and its submodules only when the tree is not prepared yet;
     buildx pulls the base image, the `# syntax=` frontend and what the Dockerfile downloads. With a
     current lock and a prepared tree, --smoke asks only the stand-in base's registry (127.0.0.1:5000 by default:
-    pinned, then pulled by the builder); nothing else. README: No internet.
+    pinned, then pulled by the builder); nothing else. See docs/how-to/no-internet.md.
 
     \b
     Examples:
@@ -760,7 +760,7 @@ def attest(
     each patch, the templates and the rendered Dockerfile; byproducts = the record and the log, by digest. Same
     inputs, same bytes. It goes to build/provenance.intoto.json (build/smoke/ for a smoke build); signed, to
     provenance.dsse.json beside it, and onto the image in its registry, where `cosign verify-attestation --type
-    slsaprovenance1` checks it. Signing uses no transparency log (README).
+    slsaprovenance1` checks it. Signing uses no transparency log (docs/how-to/sign-and-verify.md).
 
     \b
     Examples:

@@ -1,6 +1,7 @@
 """Typed errors. Library code raises these; only the CLI prints them and picks the exit code.
 
-EXIT_CODES is the one table of exit codes: `buildkit --help` shows it, and a test holds the README's table to it.
+EXIT_CODES is the one table of exit codes: `buildkit --help` shows it, and docs/reference/exit-codes.md is generated
+from it and EXIT_ADVICE (scripts/docs.py; tests/test_docs.py holds the page to the code).
 """
 
 from __future__ import annotations
@@ -20,6 +21,22 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (70, "internal error: a bug in buildkit, please report it"),
     (130, "interrupted (Ctrl-C, SIGTERM, SIGHUP)"),
 )
+
+# What to do about each code, for the reference page (not for --help, which stays short). Keys: EXIT_CODES' codes.
+EXIT_ADVICE: dict[int, str] = {
+    0: "",
+    1: "`buildkit resolve`; read the failed check",
+    2: "fix what the message names",
+    3: "retry later, set `GITHUB_TOKEN`, raise the limit the message names, or use `--offline`",
+    4: "fix the pins or the patch",
+    5: "what `buildkit doctor` says; `docker login <registry>` for a refused login; `apt-get install squashfs-tools`",
+    6: "read the error and the full log in `build/logs/`",
+    7: "read the summary's first lines: fix `base_image`, or `--allow-drift`",
+    8: "pin another `wheel.commit`, build vLLM from source, or (a reviewer who knows better) set "
+    "`wheel.accept_compiled_changes` to the reason",
+    70: "rerun with `BUILDKIT_DEBUG=1` and report it",
+    130: "",
+}
 
 
 # Messages git prints when the remote itself cannot be reached (as opposed to a ref that is missing there).

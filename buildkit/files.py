@@ -258,7 +258,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-# The one way a local file is read: the most bytes each kind may have (README "Security" lists them).
+# The one way a local file is read: the most bytes each kind may have (docs/explanation/security.md lists them).
 MAX_PINS_BYTES = 1 << 20  # a pins file is a few KiB
 MAX_LOCK_BYTES = 1 << 20  # a lock is a few KiB
 MAX_PATCH_BYTES = 4 << 20  # a patch to a few build files
@@ -323,7 +323,7 @@ def _regular(path: Path, mode: int, what: str) -> None:
 def _too_large(path: Path, what: str, limit: int) -> InputError:
     return InputError(
         f"{path}: {what} is larger than {_size(limit)}, the limit for it",
-        hint="the limits are in the README's Security section",
+        hint="the limits are in docs/explanation/security.md",
     )
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test command: install buildkit with its test extras into .venv, type-check buildkit/ (mypy: any error fails
-# the command), bring up the build engine (scripts/engine-up.sh: Docker, a loopback registry, BuildKit and buildx
+# The test command: install buildkit with its test extras into .venv, lint (ruff), type-check buildkit/ (mypy: any
+# error fails the command), build the docs strictly (mkdocs: a broken link or anchor fails the command), bring up the build engine (scripts/engine-up.sh: Docker, a loopback registry, BuildKit and buildx
 # built from their Go modules), run the tests hermetically, and take the engine down again. Extra arguments go to
 # pytest.
 #
@@ -23,6 +23,11 @@ trap cleanup EXIT
 # The type checker first (configured in pyproject.toml's [tool.mypy]): one error fails the test command before the
 # engine starts. Its cache starts empty too.
 .venv/bin/mypy --cache-dir "$fresh/mypy-cache"
+
+# The linter (configured in pyproject.toml's [tool.ruff]) and the docs (mkdocs.yml: strict, so a broken link or
+# anchor, a page left out of the nav or a missing page fails here). The site goes outside the repository.
+.venv/bin/ruff check --no-cache .
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$fresh/site"
 
 if [ "$(id -u)" = 0 ]; then
   bash scripts/engine-up.sh

@@ -1,5 +1,5 @@
 """The shape the code promises: commands stay thin and never import each other, and the exit codes a user reads
-in the README and in `--help` are the ones the code uses."""
+in the docs (docs/reference/exit-codes.md) and in `--help` are the ones the code uses."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ def test_commands_never_import_each_other():
         assert not [m for m in imported if m.startswith("buildkit.commands")], f"{path.name} imports a command"
 
 
-def test_readme_exit_codes_are_the_codes_the_code_uses():
-    text = (REPO_ROOT / "README.md").read_text()
-    section = text[text.index("## Exit codes") :]
+def test_docs_exit_codes_are_the_codes_the_code_uses():
+    text = (REPO_ROOT / "docs" / "reference" / "exit-codes.md").read_text()
+    section = text[text.index("# Exit codes") :]
     rows = dict(re.findall(r"^\| (\d+) \| ([^|]+?) \|", section, re.MULTILINE))
     assert {int(code): meaning for code, meaning in rows.items()} == dict(EXIT_CODES)
 

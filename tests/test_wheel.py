@@ -75,3 +75,13 @@ def test_the_installed_wheel_runs_the_pipeline(installed, project, remote, tmp_p
     assert json.loads((root / "build" / "render.json").read_text())["drift"] == []
     report = run("report").stdout
     assert "## Source components" in report and "````diff\n--- upstream docker/Dockerfile" in report
+
+
+@pytest.mark.e2e  # builds a wheel: seconds
+def test_the_wheel_ships_py_typed(installed):
+    """PEP 561: a user's type checker reads buildkit's hints only when the installed package carries py.typed."""
+    where = subprocess.run(
+        [str(installed / "python"), "-c", "import buildkit; print(buildkit.__file__)"],
+        check=True, capture_output=True, text=True, cwd=installed, env={"PATH": os.environ["PATH"]},
+    ).stdout.strip()  # fmt: skip
+    assert (Path(where).parent / "py.typed").is_file()

@@ -328,7 +328,8 @@ def failure_hint(step: str | None, error: str | None, log_path: Path) -> str:
         )
     if _NETWORK_RE.search(error):
         return (
-            'the builder could not reach the network: README "No internet" says which mirrors to set '
+            'the builder could not reach the network: "No internet" (docs/how-to/no-internet.md) says which mirrors '
+            "to set "
             f"(base_image, BUILDKIT_WHEEL_INDEX, git_url_rewrites); {full_log}"
         )
     return f"the failing step's last output is above; {full_log}" if step else f"read {full_log}"

@@ -8,7 +8,8 @@ render) and then the build stage (buildx); `build --dry-run` asks each of them `
 and render with their writes held until every step succeeded; `build --check-reproducible` runs prepare again in a
 fresh cache; the commands of the later stages (verify, attest, export, report) each run theirs, with the command's
 options on the context (`ctx.options`, which the stage takes as the class it declares); `buildkit --help` lists the
-registry. Adding a stage is one module with `run` (and `current`) and one entry here (README "Adding a stage").
+registry. Adding a stage is one module with `run` (and `current`) and one entry here (CONTRIBUTING.md, "Adding a
+stage").
 
 The CLI imports this module for its --help (STAGES): the stage modules are imported when a stage runs, and the
 context only inside the functions that need it (importing them costs several times typer's start-up,

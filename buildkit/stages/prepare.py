@@ -107,7 +107,7 @@ def _git_dir_bytes(tree: Path) -> int:
 SUBMODULE_HINT = (
     "check the network to that host; or point it at a mirror with pins.yaml `git_url_rewrites` (git's "
     "url.<mirror>.insteadOf); or, for a smoke build, skip submodules in every command with BUILDKIT_SUBMODULES=0 "
-    '(or --no-submodules); see README "No internet"'
+    '(or --no-submodules); see "No internet" (docs/how-to/no-internet.md)'
 )
 
 

@@ -5,7 +5,7 @@ that build and the bytes of the record and the build log (byproducts). It reads 
 serialized canonically (keys sorted, no insignificant whitespace, UTF-8), so the same inputs give the same bytes;
 those bytes are exactly what the DSSE envelope signs.
 
-The build type (BUILD_TYPE) is this project's: the README section "Provenance: SLSA and signatures" says what each
+The build type (BUILD_TYPE) is this project's: docs/how-to/sign-and-verify.md ("The build type") says what each
 parameter means, so that a verifier can tell what "built from this lock" means.
 """
 
@@ -31,7 +31,7 @@ from buildkit.stages.render import RenderRecord, source_date_epoch
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
-# This project's build type: what the parameters below mean (README, "Provenance: SLSA and signatures"). The host
+# This project's build type: what the parameters below mean (docs/how-to/sign-and-verify.md). The host
 # is reserved (RFC 2606): the URI identifies the type and resolves nowhere; move it to the project's published
 # documentation when there is one, with a new version if the meaning of a parameter changes.
 BUILD_TYPE = "https://buildkit.invalid/buildtypes/nemo-rl-image/v1"

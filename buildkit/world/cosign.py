@@ -4,7 +4,8 @@ with the user's key, attaches the envelope to the image in its registry, and ver
 buildkit never reads the key: cosign does, from any key reference it supports (a file made by `cosign
 generate-key-pair`, a KMS URI), and a key file's password comes from $COSIGN_PASSWORD, which buildkit neither
 prints nor passes on the command line. No transparency log is used (`--tlog-upload=false` signing,
-`--insecure-ignore-tlog` verifying): with internet access, keyless signing and Rekor are cosign's defaults (README).
+`--insecure-ignore-tlog` verifying): with internet access, keyless signing and Rekor are cosign's defaults
+(docs/how-to/sign-and-verify.md).
 cosign runs as an argv list, never through a shell, with a deadline; its failures become one message.
 """
 

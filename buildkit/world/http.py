@@ -39,7 +39,8 @@ from buildkit.errors import InputError, Interrupted, UpstreamMalformed, Upstream
 
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
 OFFLINE_HINT = (
-    'check the network; without internet, README "No internet": BUILDKIT_GITHUB_API, BUILDKIT_WHEEL_INDEX and '
+    'check the network; without internet, "No internet" (docs/how-to/no-internet.md): BUILDKIT_GITHUB_API, '
+    "BUILDKIT_WHEEL_INDEX and "
     "BUILDKIT_TORCH_INDEX name mirrors, base_image a registry you can reach, git_url_rewrites git mirrors; "
     "`buildkit resolve --offline` "
     "validates the pins and lock with no network"
