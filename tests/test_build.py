@@ -9,11 +9,15 @@ import shlex
 import signal
 import subprocess
 import time
+import zipfile
 from pathlib import Path
 
 from tests.engine import STAND_IN_BASE
 from tests.nemo_repo import use_remote
 from tests.projects import interrupt_a_slow_smoke_build, smoke_project
+from tests.realwheels import VLLM_0_14_0, real_wheel
+
+PACKAGE = "/opt/nemo-rl/3rdparty/vllm/vllm"  # build-custom-vllm.sh: an editable checkout in 3rdparty/vllm
 
 
 def test_dry_run_prints_the_command_with_the_locked_values_and_changes_nothing(project, remote, tmp_path):
@@ -249,6 +253,7 @@ def test_verify_the_smoke_image(project, remote, engine):
         "labels match the lock": "pass",
         "container fingerprint exists": "pass",
         "patched tools/build-custom-vllm.sh is the recorded one": "pass",
+        "vLLM's Python files are the source commit's": "skip",  # a smoke image holds no vLLM (issue 28)
         "a GPU of compute capability 9.0, and its kernels": "skip",
         "GPU kernels, ABI and drivers": "skip",  # a smoke image holds no vLLM (issue 23)
     }
@@ -290,15 +295,23 @@ def test_verify_vllm_and_sglang_checks_run_in_the_image(project, remote, engine)
         "good": ("0.14.0rc2.dev156+g4a5299c93", 'echo "ModuleNotFoundError: No module named sglang" >&2; exit 1'),
         "bad": ("0.14.0rc2.dev155+g0123456789", "exit 0"),
     }
+    # vLLM's package where build-custom-vllm.sh leaves it (an editable checkout), with two of vLLM 0.14.0's real
+    # Python files: the stand-in GitHub lists that release's tree for the locked commit (tests/vllmtree.py). The bad
+    # image's copy of one is edited.
+    with zipfile.ZipFile(real_wheel(VLLM_0_14_0)) as wheel:
+        real = {name: wheel.read(name) for name in ("vllm/__init__.py", "vllm/envs.py")}
     for name, (version, sglang) in variants.items():
         ctx = root / f"python-{name}"
-        ctx.mkdir()
+        (ctx / "vllm").mkdir(parents=True)
+        for path, data in real.items():
+            (ctx / path).write_bytes(data + (b"# edited\n" if name == "bad" and path == "vllm/envs.py" else b""))
         (ctx / "python").write_text(
-            f'#!/bin/sh\ncase "$2" in\n  *"import vllm"*) echo "{version}" ;;\n  *"import sglang"*) {sglang} ;;\nesac\n'
+            f'#!/bin/sh\ncase "$2" in\n  *"import vllm"*) echo "{version}" ;;\n  *"import sglang"*) {sglang} ;;\n'
+            f'  *"find_spec(\'vllm\')"*) echo {PACKAGE} ;;\nesac\n'
         )
         (ctx / "Dockerfile").write_text(
             "FROM nemo-rl:v0.5.0-spec-decode-smoke\nCOPY python /bin/python\nRUN chmod 0755 /bin/python\n"
-            "LABEL buildkit.smoke=false\n"
+            f"COPY vllm {PACKAGE}\nLABEL buildkit.smoke=false\n"
         )
         # Docker's own builder (the image to build on is in the engine, not in a registry), with no network: the
         # engine here has no bridge.
@@ -312,10 +325,14 @@ def test_verify_vllm_and_sglang_checks_run_in_the_image(project, remote, engine)
     status = {r["name"]: (r["status"], r["reason"]) for r in json.loads(good.stdout)["results"]}
     assert status["vllm version names the locked commit"][0] == "pass"
     assert status["sglang is not importable"] == ("pass", "import sglang fails: ModuleNotFoundError")
+    assert status["vLLM's Python files are the source commit's"] == (
+        "pass", "2 file(s) are 4a5299c93ff9's (git blob ids); 1184 of the tree's are not installed")
     bad = cli("verify", "pycheck:bad")
     assert bad.code == 1, bad.output
     assert "FAIL  vllm version names the locked commit: vllm.__version__ = 0.14.0rc2.dev155+g0123456789" in bad.stderr
     assert "FAIL  sglang is not importable: import sglang succeeded" in bad.stderr
+    assert "FAIL  vLLM's Python files are the source commit's: 1 differ from 4a5299c93ff9's: vllm/envs.py" in \
+        bad.stderr
 
 
 def test_verify_gpus_on_an_engine_without_gpus_fails_and_says_why(project, remote, engine):
