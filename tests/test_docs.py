@@ -202,3 +202,11 @@ def test_the_synopses_in_the_docs_name_only_options_the_commands_have():
                 assert flags <= _options_of(command), (page.name, command, flags - _options_of(command))
                 checked += 1
     assert checked >= 10
+
+
+def test_the_readmes_figure_for_the_report_is_the_golden_reports_length():
+    """The README says how long a smoke report is: the golden smoke report's length, as test_report renders it."""
+    golden = (REPO_ROOT / "tests" / "fixtures" / "report" / "expected.md").read_text()
+    readme = (REPO_ROOT / "README.md").read_text()
+    stated = re.search(r"a smoke build's report is (\d+) lines", readme)
+    assert stated is not None and int(stated.group(1)) == len(golden.splitlines())
