@@ -23,9 +23,15 @@ from tests.gitserver import GitDaemon, commit_all, git
 from tests.nemo_repo import use_remote
 from tests.vllmtree import blob_id
 
-UPSTREAM, FORK = "vllm-project/vllm", "alice/vllm"
+# PR #31886 as its thread shows it (https://github.com/vllm-project/vllm/pull/31886, read through the search tool
+# 2026-11-26): open, opened 2026-01-07 by stormchasingg, "[Feature][Bugfix] Support draft model tp any of speculative
+# decode"; the fix is in Python (the speculative decoding proposer and its tensor-parallel groups; the review asks
+# for an all_gather communicator, a parameterized reshape and type annotations). Its exact list of changed files is
+# not reachable here: the stand-in's (PYTHON_PATH) is the model runner that vLLM issue #31345, which the PR fixes,
+# debugged in. The fork's commits are the stand-in's own.
+UPSTREAM, FORK = "vllm-project/vllm", "stormchasingg/vllm"
 UPSTREAM_URL = f"https://github.com/{UPSTREAM}.git"
-OPEN_PR = 31886  # "draft-model TP", an open PR users apply to their own vLLM images
+OPEN_PR = 31886  # draft-model TP: an open PR users apply to their own vLLM images
 MAIN_1, MAIN_2 = "1" * 40, "2" * 40  # main after the reference merge commit
 HEAD_1, HEAD_2 = "a" * 40, "b" * 40  # the fork's branch, forked at VLLM_SHA
 PYTHON_PATH = "vllm/v1/worker/gpu_model_runner.py"
@@ -63,7 +69,8 @@ def fork_history(upstreams, head_files: list[str], head_repo: str | None = FORK)
     gh.add_commit(UPSTREAM, MAIN_2, "[Kernel] main moves on", DATE, branch="main", files=["csrc/cache_kernels.cu"])
     gh.add_commit(FORK, HEAD_1, "draft model TP", DATE, parents=[VLLM_SHA], files=[PYTHON_PATH])
     gh.add_commit(FORK, HEAD_2, "draft model TP: more", DATE, branch="draft-tp", files=head_files)
-    gh.add_pull(UPSTREAM, OPEN_PR, "[Spec Decode] draft model TP", None, None, head=(HEAD_2, "draft-tp", head_repo))
+    gh.add_pull(UPSTREAM, OPEN_PR, "[Feature][Bugfix] Support draft model tp any of speculative decode", None, None,
+                head=(HEAD_2, "draft-tp", head_repo))  # fmt: skip
 
 
 def pin_open_pr(root: Path, extra: str = "") -> None:
@@ -413,7 +420,7 @@ def test_hostile_github_answers_are_exit_3_never_a_passing_proof(project, upstre
     if case == "behind but another merge base":
         gh.compare_edits.append(lambda answer: answer.update(status="behind"))
     if case == "head repository elsewhere":
-        gh.pulls[(UPSTREAM, OPEN_PR)]["head"]["repo"]["clone_url"] = "https://gitlab.example/alice/vllm.git"
+        gh.pulls[(UPSTREAM, OPEN_PR)]["head"]["repo"]["clone_url"] = "https://gitlab.example/stormchasingg/vllm.git"
     pin_open_pr(root)
     result = cli("resolve")
     needle = {"no files": "is malformed: files: Field required",
