@@ -10,6 +10,7 @@ limits). Run `python -m tests.fake_upstreams` to serve all three with the refere
 from __future__ import annotations
 
 import base64
+import enum
 import hashlib
 import json
 import random
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Self
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from tests import vllmtree
@@ -94,8 +95,14 @@ wheels = [
 """  # noqa: E501
 LATER_UV_LOCK = NEMO_RL_UV_LOCK_HEADER + NEMO_RL_TORCH_CU130
 
-DROP = object()  # close the connection without answering; as a body chunk: cut the answer off there
-Answer = tuple[int, dict[str, str], "bytes | Iterator[bytes]"]
+
+
+class _Drop(enum.Enum):
+    DROP = "drop"
+
+
+DROP: Final = _Drop.DROP  # close the connection without answering; as a body chunk: cut the answer off there
+Answer = tuple[int, dict[str, str], "bytes | Iterator[bytes | _Drop]"]
 
 
 @dataclass
@@ -128,8 +135,9 @@ class _Handler(BaseHTTPRequestHandler):
         answer = upstream.fault_for(self.path)
         if answer is None:
             headers = dict(self.headers)
-            if len(self.headers.get_all("Accept") or []) > 1:  # Go clients send one Accept header per type
-                headers["Accept"] = ", ".join(self.headers.get_all("Accept"))
+            accepts = self.headers.get_all("Accept") or []
+            if len(accepts) > 1:  # Go clients send one Accept header per type
+                headers["Accept"] = ", ".join(accepts)
             answer = (
                 upstream.handle_post(self.path, headers, body)
                 if method == "POST"
@@ -197,15 +205,15 @@ class Upstream:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{self.netloc}"
 
     @property
     def netloc(self) -> str:
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str)  # an IPv4 socket's address: typeshed also allows bytes
         return f"{host}:{port}"
 
-    def start(self) -> Upstream:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -371,12 +379,14 @@ class FakeGitHub(Upstream):
             if tip is None:
                 return _json(404, {"message": "Not Found", "status": "404"}, limit_headers)
             per_page = min(int(query.get("per_page", ["30"])[0]), 100)
-            line, at = [], tip
+            line: list[str] = []
+            at: str | None = tip
             while at and len(line) < per_page:  # first parents (GitHub lists by date; main's history is a line)
                 line.append(at)
-                at = (self.parents.get(at) or [None])[0]
-            owner = {sha: r for r in self._network(repo)[::-1] for sha in self.commits.get(r, {})}
-            return _json(200, [self._commit_json(owner[sha], sha) for sha in line], limit_headers)
+                parents = self.parents.get(at)
+                at = parents[0] if parents else None
+            owners = {sha: r for r in self._network(repo)[::-1] for sha in self.commits.get(r, {})}
+            return _json(200, [self._commit_json(owners[sha], sha) for sha in line], limit_headers)
         if len(parts) == 5 and parts[0] == "repos" and parts[3] == "compare" and "..." in parts[4]:
             repo = f"{parts[1]}/{parts[2]}"
             base, head = (self._find(repo, unquote(p)) for p in parts[4].split("...", 1))
@@ -836,7 +846,7 @@ class FakeWheelIndex(Upstream):
             cut = self.cuts.pop(0) if self.cuts else None
         return status, {**common, "Content-Length": str(end - start)}, self._body(wheel, start, end, cut)
 
-    def _body(self, wheel: WheelFile | RealFile, start: int, end: int, cut: int | None) -> Iterator[bytes]:
+    def _body(self, wheel: WheelFile | RealFile, start: int, end: int, cut: int | None) -> Iterator[bytes | _Drop]:
         sent = 0
         for chunk in wheel.chunks(start, end):
             time.sleep(self.chunk_delay)

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from unidiff import PatchSet
 
 from tests.gitserver import GitDaemon, commit_all, git
+
+if TYPE_CHECKING:  # conftest imports this module
+    from tests.conftest import Cli
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PATCH = REPO_ROOT / "patches" / "build-custom-vllm-wheel-location.patch"
@@ -129,7 +133,7 @@ def point_pins_at(root: Path, remote: Remote, ref: str | None = None) -> None:
     (root / "pins.yaml").write_text(text)
 
 
-def use_remote(project, remote: Remote, ref: str | None = None) -> tuple[Path, object]:
+def use_remote(project: tuple[Path, Cli], remote: Remote, ref: str | None = None) -> tuple[Path, Cli]:
     root, cli = project
     point_pins_at(root, remote, ref)
     result = cli("resolve")

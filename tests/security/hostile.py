@@ -75,6 +75,7 @@ class Hostile:
     @property
     def netloc(self) -> str:
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str)  # an IPv4 socket's address: typeshed also allows bytes
         return f"{host}:{port}"
 
     @property
