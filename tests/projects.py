@@ -10,15 +10,19 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tests.engine import STAND_IN_BASE
-from tests.fake_upstreams import BASE_REPO
-from tests.nemo_repo import use_remote
+from tests.fake_upstreams import BASE_REPO, Upstreams
+from tests.nemo_repo import Remote, use_remote
+
+if TYPE_CHECKING:  # for the hints only: a helper module does not load conftest itself
+    from tests.conftest import Cli
 
 GOLDEN = Path(__file__).resolve().parent / "fixtures" / "report"  # recorded by tests/fixtures/report/record.py
 
 
-def smoke_project(project, remote):
+def smoke_project(project: tuple[Path, Cli], remote: Remote) -> tuple[Path, Cli]:
     """The pins with the stand-in base image from the engine's registry as the base image too."""
     root, cli = project
     text = (root / "pins.yaml").read_text()
@@ -28,7 +32,7 @@ def smoke_project(project, remote):
     return use_remote(project, remote)
 
 
-def smoke_built(project, remote):
+def smoke_built(project: tuple[Path, Cli], remote: Remote) -> tuple[Path, Cli]:
     """A smoke build of the smoke project (needs the engine)."""
     root, cli = smoke_project(project, remote)
     built = cli("build", "--smoke", "--progress", "plain", timeout=600)
@@ -36,14 +40,14 @@ def smoke_built(project, remote):
     return root, cli
 
 
-def golden_project(tmp_path):
+def golden_project(tmp_path: Path) -> Path:
     """A copy of the report's recorded project: its records and lock, without the expected outputs."""
     project = tmp_path / "project"
     shutil.copytree(GOLDEN, project, ignore=shutil.ignore_patterns("expected.*", "README.md", "*.py", "__pycache__"))
     return project
 
 
-def use_base(root, upstreams, tag: str, **image) -> str:
+def use_base(root: Path, upstreams: Upstreams, tag: str, **image: Any) -> str:
     """Pins naming another image of the loopback registry (added with `image`: cuda_version=..., env=...)."""
     upstreams.registry.add_image(BASE_REPO, tag, **image)
     base = f"{upstreams.registry.netloc}/{BASE_REPO}:{tag}"
@@ -51,7 +55,7 @@ def use_base(root, upstreams, tag: str, **image) -> str:
     return base
 
 
-def use_variant(root, variant: str) -> None:
+def use_variant(root: Path, variant: str) -> None:
     (root / "pins.yaml").write_text((root / "pins.yaml").read_text().replace("variant: default", f"variant: {variant}"))
 
 

@@ -12,7 +12,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, Cli
+from tests.nemo_repo import Remote
 from tests.projects import golden_project, smoke_project
 from tests.signing import PASSWORD, key_pair
 
@@ -317,7 +318,9 @@ def test_signing_failures_are_one_message(cli, tmp_path, cosign):
 OTHER_VLLM = "0123456789abcdef0123456789abcdef01234567"
 
 
-def pushed_smoke_project(project, remote, tmp_path: Path, *build_extra: str) -> tuple[Path, object, str]:
+def pushed_smoke_project(
+    project: tuple[Path, Cli], remote: Remote, tmp_path: Path, *build_extra: str
+) -> tuple[Path, Cli, str]:
     """A smoke build pushed to the engine's registry, under a repository of its own (the registry is shared)."""
 
     root, cli = smoke_project(project, remote)
