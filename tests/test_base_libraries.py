@@ -15,13 +15,13 @@ import tarfile
 import threading
 from contextlib import nullcontext
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from types import SimpleNamespace
 
 import pytest
 
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
 from buildkit.gpu.check import wheel_check
 from buildkit.image.layerfiles import LayerBlob, find
+from buildkit.models.lock.facts import ImageFact
 from buildkit.models.pins import Build
 from buildkit.stages.resolve import baselibs
 from buildkit.world.http import Http
@@ -184,7 +184,9 @@ def test_a_blob_hosts_challenge_never_gets_the_registrys_credentials(tmp_path, m
     class Realm(BaseHTTPRequestHandler):
         def do_GET(self):
             seen["realm"].append(self.headers.get("Authorization"))
-            self.send_response(200), self.send_header("Content-Length", "14"), self.end_headers()
+            self.send_response(200)
+            self.send_header("Content-Length", "14")
+            self.end_headers()
             self.wfile.write(b'{"token": "t"}')
 
         def log_message(self, *args):
@@ -197,7 +199,8 @@ def test_a_blob_hosts_challenge_never_gets_the_registrys_credentials(tmp_path, m
             seen["cdn"].append(self.headers.get("Authorization"))
             self.send_response(401)
             self.send_header("WWW-Authenticate", f'Bearer realm="http://127.0.0.1:{realm.server_port}/token"')
-            self.send_header("Content-Length", "0"), self.end_headers()
+            self.send_header("Content-Length", "0")
+            self.end_headers()
 
         def log_message(self, *args):
             pass
@@ -206,8 +209,10 @@ def test_a_blob_hosts_challenge_never_gets_the_registrys_credentials(tmp_path, m
 
     class Blobs(BaseHTTPRequestHandler):
         def do_GET(self):
-            self.send_response(307), self.send_header("Location", f"http://127.0.0.1:{cdn.server_port}/blob")
-            self.send_header("Content-Length", "0"), self.end_headers()
+            self.send_response(307)
+            self.send_header("Location", f"http://127.0.0.1:{cdn.server_port}/blob")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
 
         def log_message(self, *args):
             pass
@@ -217,10 +222,10 @@ def test_a_blob_hosts_challenge_never_gets_the_registrys_credentials(tmp_path, m
     (tmp_path / "config.json").write_text(json.dumps({"auths": {host: {"auth": "YWxpY2U6UzNDUkVU"}}}))  # alice:S3CRET
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
     digest = "sha256:" + "a" * 64
-    fact = SimpleNamespace(pinned=f"{host}/repo@{digest}")
+    fact = ImageFact.model_construct(pinned=f"{host}/repo@{digest}")  # only the field the registry reads
     try:
         with pytest.raises(UpstreamUnreachable, match="refused access to repo .401."):
-            with Registry(Http()).layer(fact, LayerRef(digest, 10, GZIP_LAYER)) as chunks:  # type: ignore[arg-type]
+            with Registry(Http()).layer(fact, LayerRef(digest, 10, GZIP_LAYER)) as chunks:
                 list(chunks)
     finally:
         for server in (realm, cdn, registry):
@@ -412,7 +417,7 @@ def test_a_cache_entry_that_is_not_a_plain_valid_file_is_read_again_from_the_lay
     import os
 
     digest = "sha256:" + "2" * 64
-    fact = SimpleNamespace(manifest_digest=digest)
+    fact = ImageFact.model_construct(manifest_digest=digest)  # only the field the cache reads
     path = baselibs.cache_path(tmp_path, digest)
     path.parent.mkdir(parents=True)
     assert baselibs.cached(tmp_path, fact) is None  # none yet

@@ -8,13 +8,13 @@ import io
 import subprocess
 import tarfile
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from buildkit.errors import UpstreamMalformed
 from buildkit.gpu import image as gpu_image
 from buildkit.gpu.image import driver_check, tar_libraries
+from buildkit.models.lock.facts import Lock
 from buildkit.models.pins import Build
 from tests.engine import STAND_IN_BASE, engine  # noqa: F401
 
@@ -49,7 +49,7 @@ def test_tar_stream_libraries():
         links={"site-packages/vllm/_moe_C.abi3.so": "_C.abi3.so"},
     )  # fmt: skip
     found = list(tar_libraries(_chunks(data), "image"))
-    assert [(name, [k.arch for k in ks]) for name, ks, _s in found] == [
+    assert [(name, [k.arch for k in ks or ()]) for name, ks, _s in found] == [
         ("site-packages/vllm/_C.abi3.so", ["sm_90a", "sm_90a"])
     ]
     assert "libcudart.so.13" in found[0][2].needed
@@ -117,8 +117,8 @@ def test_verify_gpu_checks_on_the_engine(engine, tmp_path):  # noqa: F811
     try:
         results = []
         c_sha = hashlib.sha256((FIXTURES / "libk_sm90a.so").read_bytes()).hexdigest()
-        lock = SimpleNamespace(build=Build(cuda_arch_list="9.0", tag="x:1"),
-                               vllm_files={"vllm/_C.abi3.so": c_sha, "vllm/_moe_C.abi3.so": "0" * 64})  # fmt: skip
+        lock = Lock.model_construct(build=Build(cuda_arch_list="9.0", tag="x:1"),  # only the fields the checks read
+                                    vllm_files={"vllm/_C.abi3.so": c_sha, "vllm/_moe_C.abi3.so": "0" * 64})  # fmt: skip
         gpu = gpu_checks(Engine(), tag, lock, "12.9.0.043", ["575.57.08"],
                          lambda name, ok, reason: results.append((name, ok, reason)))  # fmt: skip
     finally:
@@ -135,4 +135,4 @@ def test_verify_gpu_checks_on_the_engine(engine, tmp_path):  # noqa: F811
     assert ok is False and reason == f"vllm/_moe_C.abi3.so is {_sha(FIXTURES / 'libk_sm80.so')[:12]}..., the " \
         "wheel's is 000000000000..."
     assert by_name["CUDA 12.9 runs on driver 575.57.08"][0] is True
-    assert gpu.driver.forward_compat is False
+    assert gpu.driver is not None and gpu.driver.forward_compat is False

@@ -16,20 +16,21 @@ from tests.fake_upstreams import NEMO_RL_SHA, NEMO_RL_TORCH_PYPI, NEMO_RL_UV_LOC
 def test_the_cuda_build_of_946862e7_is_the_one_linux_installs(monkeypatch):
     monkeypatch.delenv("BUILDKIT_TORCH_INDEX", raising=False)
     torch = torch_of_uv_lock(NEMO_RL_UV_LOCK.encode(), "uv.lock", "x86_64")
+    assert torch is not None
     assert (torch.version, torch.index, torch.size) == ("2.9.0+cu129", "https://download.pytorch.org/whl/cu129", None)
     assert torch.filename == "torch-2.9.0+cu129-cp312-cp312-manylinux_2_28_x86_64.whl"
     assert torch.url == "https://download.pytorch.org/whl/cu129/torch-2.9.0%2Bcu129-cp312-cp312-manylinux_2_28_x86_64.whl"
     assert torch.sha256 == "6a2f119afeefe66eef75484f008b1a240952e45b24899d27d281961e8a395458"
     arm = torch_of_uv_lock(NEMO_RL_UV_LOCK.encode(), "uv.lock", "aarch64")
-    assert arm.sha256 == "106f9619d43edbd7087bc89b5fd1e4d9f491d9ec8ce91e84378a79b0a7c2b586"
+    assert arm is not None and arm.sha256 == "106f9619d43edbd7087bc89b5fd1e4d9f491d9ec8ce91e84378a79b0a7c2b586"
 
 
 def test_the_torch_index_is_moved(monkeypatch):
     monkeypatch.setenv("BUILDKIT_TORCH_INDEX", "http://127.0.0.1:9/mirror/")
     cu = torch_of_uv_lock(NEMO_RL_UV_LOCK.encode(), "uv.lock", "x86_64")
-    assert cu.url == "http://127.0.0.1:9/mirror/torch-2.9.0%2Bcu129-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert cu is not None and cu.url == "http://127.0.0.1:9/mirror/torch-2.9.0%2Bcu129-cp312-cp312-manylinux_2_28_x86_64.whl"
     pypi = torch_of_uv_lock((NEMO_RL_UV_LOCK_HEADER + NEMO_RL_TORCH_PYPI).encode(), "uv.lock", "x86_64")
-    assert pypi.url == "http://127.0.0.1:9/mirror/torch-2.9.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert pypi is not None and pypi.url == "http://127.0.0.1:9/mirror/torch-2.9.0-cp312-cp312-manylinux_2_28_x86_64.whl"
     assert pypi.size == 899738273
     monkeypatch.setenv("BUILDKIT_TORCH_INDEX", "http://mirror.example/")  # plain http off loopback
     with pytest.raises(InputError, match=r"^\$BUILDKIT_TORCH_INDEX: plain http:// is allowed only for loopback"):
