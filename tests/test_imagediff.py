@@ -52,6 +52,7 @@ def test_a_file_whose_content_differs_is_named_with_its_layer_and_command(tmp_pa
     assert layer.created_by == "RUN date > /stamp" and layer.compared and layer.file_differences == 1
     [stamp] = result.files
     assert (stamp.layer, stamp.path, stamp.change, stamp.fields) == (1, "/stamp", "changed", ["content"])
+    assert stamp.a is not None and stamp.b is not None
     assert stamp.a.sha256 == sha(b"Mon 09:00\n") and stamp.b.sha256 == sha(b"Tue 10:00\n")
     assert [d.path for d in result.config_differences] == ["rootfs.diff_ids.1"]
     lines = summary(result)
@@ -66,6 +67,7 @@ def test_a_file_whose_content_differs_is_named_with_its_layer_and_command(tmp_pa
 def test_a_file_whose_only_difference_is_its_mtime(tmp_path, mtime_b, expected):
     result = compare(tmp_path, image([BASE, [F("stamp", b"x")]]), image([BASE, [F("stamp", b"x", mtime=mtime_b)]]))
     [stamp] = result.files
+    assert stamp.a is not None and stamp.b is not None
     assert stamp.fields == ["mtime"] and (stamp.a.mtime, stamp.a.mtime_ns) == (0, None)
     assert (stamp.b.mtime, stamp.b.mtime_ns) == expected
     assert stamp.a.sha256 == stamp.b.sha256
@@ -75,6 +77,7 @@ def test_a_file_whose_only_difference_is_its_mtime(tmp_path, mtime_b, expected):
 def test_a_file_whose_mode_differs(tmp_path):
     result = compare(tmp_path, image([BASE, [F("run.sh", b"x")]]), image([BASE, [F("run.sh", b"x", mode=0o755)]]))
     [run] = result.files
+    assert run.a is not None and run.b is not None
     assert run.fields == ["mode"] and (run.a.mode, run.b.mode) == ("0644", "0755")
     assert summary(result)[-1] == "  /run.sh changed (mode 0644 -> 0755)"
 
@@ -97,8 +100,9 @@ def test_added_and_removed_files(tmp_path):
         ("/etc/new", "added", []),
         ("/etc/old", "removed", []),
     ]
-    assert result.files[0].a is None and result.files[0].b.linkname == "new"
-    assert result.files[2].b is None and result.files[2].a.size == 1
+    added, removed = result.files[0], result.files[2]
+    assert added.a is None and added.b is not None and added.b.linkname == "new"
+    assert removed.b is None and removed.a is not None and removed.a.size == 1
     assert summary(result)[-3:] == [
         "  /etc/link added (symlink -> new)",
         "  /etc/new added (file, 2 bytes)",
@@ -328,7 +332,8 @@ def test_zstd_layers_are_read_when_zstandard_is_there(tmp_path):
             "manifests": [spec.add(json.dumps(manifest).encode(), "application/vnd.oci.image.manifest.v1+json")],
         }
         specs.append(spec)
-    result = compare(tmp_path, *specs)
+    a, b = specs
+    result = compare(tmp_path, a, b)
     assert [(f.path, f.fields) for f in result.files] == [("/x", ["content"])]
 
 

@@ -9,6 +9,7 @@ import shutil
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,7 @@ def test_dry_run_status_walks_the_registry_and_a_new_stage_is_one_entry(project,
     assert todo[0].current and not todo[1].current and "would fetch NeMo-RL" in todo[1].detail
 
     seen = []
-    check = types.ModuleType("buildkit.stages.fakecheck")
+    check: Any = types.ModuleType("buildkit.stages.fakecheck")  # a stage module made here: attributes set below
     check.current = lambda ctx: StageStatus("fakecheck", False, f"would check {ctx.lock.build.tag}")
     check.run = lambda ctx: seen.append(ctx.lock.build.tag)
     monkeypatch.setitem(sys.modules, "buildkit.stages.fakecheck", check)
@@ -57,6 +58,7 @@ def test_dry_run_status_walks_the_registry_and_a_new_stage_is_one_entry(project,
     monkeypatch.setattr(pipeline, "STAGES", (*pipeline.STAGES[:2], entry, *pipeline.STAGES[2:]))
     todo, inputs = pipeline.status(paths, smoke=True, submodules=False)
     assert [s.stage for s in todo] == ["resolve", "prepare", "fakecheck", "render"]
+    assert inputs is not None
     assert todo[2].detail == f"would check {inputs.lock.build.tag}"
     pipeline.run_stage("fakecheck", Context(paths, inputs))
     assert seen == [inputs.lock.build.tag]

@@ -53,6 +53,7 @@ def test_the_smoke_build_is_judged_as_the_real_engine_judged_it():
     assert got.pop(6) == python
     assert got.pop(6) == gpu_files
     assert got == [(r["name"], r["status"], r["reason"]) for r in SMOKE_VERIFY["results"]]
+    assert record.header is not None
     assert record.header.model_dump() == SMOKE_VERIFY["header"] | {"buildkit_version": record.buildkit_version}
     assert (record.image_id, record.lock_sha256, record.smoke) == (
         SMOKE_VERIFY["image_id"],
@@ -143,7 +144,7 @@ def test_the_release_image_runs_vllm_sglang_and_the_gpu_file_checks():
     assert status == "fail" and f"{SITE[1:]}/vllm/_moe_C.abi3.so has no kernel for sm_90" in reason
     assert got["vLLM's symbols resolve against the image's torch"][0] == "pass"
     assert got["CUDA 12.9 runs on driver 575.57.08"][0] == "pass"
-    assert record.gpu is not None and record.gpu.driver.cuda_runtime == "12.9"
+    assert record.gpu is not None and record.gpu.driver is not None and record.gpu.driver.cuda_runtime == "12.9"
     assert ("archive", RELEASE_TAG, SITE) in engine.calls
     assert [name for name in got][:2] == ["vllm version names the locked commit", "sglang is not importable"]
 
@@ -200,6 +201,7 @@ def test_a_pushed_image_is_named_by_its_registry_digest():
     image.attrs["RepoDigests"] = [f"127.0.0.1:5000/elsewhere@sha256:{'1' * 64}", f"127.0.0.1:5000/nemo-rl@{digest}"]
     tag = "127.0.0.1:5000/nemo-rl:v0.5.0-spec-decode-smoke"
     record, _ = run_verify(image, tag)
+    assert record.header is not None
     assert record.header.image == digest
 
 
