@@ -67,6 +67,7 @@ def push(context: Path, tmp: Path, compression: str) -> tuple[int, float]:
     if result.exit_code:
         sys.exit((tmp / "push.log").read_text()[-3000:])
     [export] = [s for s in result.progress.steps.values() if s.name == "exporting to image"]
+    assert export.started is not None and export.completed is not None  # a finished step
     return pushed_bytes(repo, compression), _seconds(export.started, export.completed)
 
 

@@ -104,7 +104,7 @@ def image(
     tars = [layer_tar(files) for files in layers]
     blobs = [gzip.compress(t, mtime=0) if m == GZIP else t for t, m in zip(tars, media, strict=True)]
     layer_descriptors = [spec.add(blob, m) for blob, m in zip(blobs, media, strict=True)]
-    history = [{"created": created, "created_by": c} for c in commands]
+    history: list[dict[str, str | bool]] = [{"created": created, "created_by": c} for c in commands]
     history.insert(1, {"created": created, "created_by": "ENV A=1", "empty_layer": True})  # makes no layer
     manifests = []
     for platform in platforms:

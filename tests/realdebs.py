@@ -19,6 +19,7 @@ import lzma
 import os
 import tarfile
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,7 +105,7 @@ def data_tar(path: Path) -> tarfile.TarFile:
     raise AssertionError(f"{path}: no data.tar member")
 
 
-def layer(entries: list[tuple[tarfile.TarInfo, bytes | None]]) -> tuple[str, bytes]:
+def layer(entries: Sequence[tuple[tarfile.TarInfo, bytes | None]]) -> tuple[str, bytes]:
     """A gzip layer of the entries, as (media type, bytes)."""
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:

@@ -297,7 +297,8 @@ def test_hits_are_sorted_once_each_with_their_first_rule():
 
 def test_torch_pin_files_are_not_hits_by_themselves():
     pins = ["pyproject.toml", "requirements/build.txt", "requirements/cuda.txt", "requirements/build/cuda.txt"]
-    assert all(rule_for(p).kind == "torch-pin" for p in pins)
+    rules = [rule_for(p) for p in pins]
+    assert all(rule is not None and rule.kind == "torch-pin" for rule in rules)
     assert compiled_changes(pins) == []
 
 

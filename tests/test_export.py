@@ -385,7 +385,9 @@ def _docker_export(image: str) -> dict[str, tuple[str, object]]:
                 mode |= 0o200
             content: object = None
             if member.isreg():
-                content = files[name] = tar.extractfile(member).read()
+                extracted = tar.extractfile(member)
+                assert extracted is not None  # a regular file's
+                content = files[name] = extracted.read()
             elif member.islnk():
                 content = files[member.linkname.strip("/")]
             elif member.issym():
@@ -429,7 +431,12 @@ def test_a_named_image_takes_the_record_of_the_build_that_made_it(tmp_path, monk
 
     paths, record = _recorded(tmp_path)
     asked = []
-    monkeypatch.setattr(export, "belongs", lambda image, build: asked.append(build) or belongs(image, build))
+
+    def asking(image, build):
+        asked.append(build)
+        return belongs(image, build)
+
+    monkeypatch.setattr(export, "belongs", asking)
     engine = _engine_with(record.image.tag, record.image.id, record.image.labels)
     source = export.choose_source(paths, record.image.tag, engine)
     assert source.record_path == paths.build_record(True) and source.record == record

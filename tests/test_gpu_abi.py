@@ -139,7 +139,9 @@ def test_version_definitions_of_this_machines_libc():
 
     assert platform.libc_ver()[0] == "glibc", "buildkit's images and CI run on glibc"
     maps = Path("/proc/self/maps").read_text()
-    path = Path(re.search(r"(/\S*/libc\.so\.6)$", maps, re.MULTILINE).group(1))
+    found = re.search(r"(/\S*/libc\.so\.6)$", maps, re.MULTILINE)
+    assert found is not None, "glibc is mapped"
+    path = Path(found.group(1))
     with path.open("rb") as f:
         symbols = read_symbols(f, path.stat().st_size)
     assert "GLIBC_2.2.5" in symbols.version_defs and "libc.so.6" not in symbols.version_defs
@@ -172,7 +174,9 @@ def test_a_newline_in_a_symbol_name_never_shifts_the_demangled_names():
 def _torch_like_wheel(tmp_path: Path) -> Path:
     """A wheel whose torch/lib holds this machine's real libc (a real dynamic symbol table, a few MB)."""
     maps = Path("/proc/self/maps").read_text()
-    libc = Path(re.search(r"(/\S*/libc\.so\.6)$", maps, re.MULTILINE).group(1))
+    found = re.search(r"(/\S*/libc\.so\.6)$", maps, re.MULTILINE)
+    assert found is not None, "glibc is mapped"
+    libc = Path(found.group(1))
     wheel = tmp_path / "torch-0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.write(libc, "torch/lib/libc10.so")

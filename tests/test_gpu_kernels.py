@@ -154,7 +154,7 @@ class CountingFile(io.BytesIO):
         super().__init__(data)
         self.bytes_read = 0
 
-    def read(self, n: int = -1) -> bytes:
+    def read(self, n: int | None = -1) -> bytes:
         assert n is not None and n >= 0, "every read is bounded"
         out = super().read(n)
         self.bytes_read += len(out)

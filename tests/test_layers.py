@@ -42,7 +42,7 @@ def modules() -> dict[str, Path]:
 
 def imports(path: Path, known: dict[str, Path]) -> set[str]:
     """Every buildkit module the file imports, at the top or inside a function."""
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)

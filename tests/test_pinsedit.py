@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from buildkit.errors import InputError
@@ -36,7 +38,7 @@ def test_the_reference_pins_round_trip_byte_for_byte_but_the_changed_values():
         line for line in new.splitlines() if line.lstrip().startswith("#")
     ]
     assert new.count("\n\n") == text.count("\n\n")
-    pins = pins_from_text(new, "pins.yaml")
+    pins = pins_from_text(new, Path("pins.yaml"))
     assert pins.nemo_rl.ref == NEW_NEMO and pins.vllm.ref == NEW_VLLM and pins.vllm.pr is None
     assert pins.nemo_rl.patches == []
 

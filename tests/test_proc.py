@@ -45,7 +45,7 @@ def test_argv_only():
         with pytest.raises(TypeError, match="never a shell line"):
             proc.run(bad, timeout=5, stdout_limit=10)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        proc.stream("echo hi", lambda line: None)  # type: ignore[arg-type]
+        proc.stream("echo hi", lambda line: None)  # a str is a Sequence[str] to mypy: only proc refuses it
     # Shell syntax in an argument is just bytes to the program, never interpreted.
     done = proc.run([PY, "-c", "import sys; print(sys.argv[1])", "$(touch /tmp/x); `id` | cat"], timeout=30,
                     stdout_limit=1000)  # fmt: skip

@@ -41,6 +41,7 @@ def test_failed_build_names_the_step_its_error_and_the_plain_summary():
     progress = replay("failed")
     [failed] = progress.failed()
     assert failed.name == '[2/2] RUN echo "about to fail" && exit 3'
+    assert failed.error is not None
     assert "exit code: 3" in failed.error
     assert list(failed.logs) == ["about to fail"]
     assert any(line.startswith("ERROR: failed to build") for line in progress.plain)

@@ -231,7 +231,9 @@ def test_both_of_buildkits_digest_mismatch_messages_are_named(project, remote):
         f"failed to compute cache key: digest mismatch {other}: {locked}",
         f"digest mismatch for https://example.invalid/w.whl: {other} (expected: {locked})",
     ):
-        message, hint = explain_failure(error, lock)
+        explained = explain_failure(error, lock)
+        assert explained is not None
+        message, hint = explained
         assert f"now has {other}, the lock expects {locked}" in message and "--deep" in hint
     assert explain_failure(f"digest mismatch {other}: sha256:{'cd' * 32}", lock) is None
     assert explain_failure("exit code 1", lock) is None

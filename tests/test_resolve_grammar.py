@@ -7,6 +7,7 @@ and its exit code). When a value here was reported rather than read by us, the c
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from packaging.version import Version
@@ -157,7 +158,7 @@ def test_a_plain_linux_platform_tag_is_read():
 # values (api.github.com/repos/vllm-project/vllm/commits/4a5299c9..., upstream-facts.md). Real strangeness kept: the
 # top-level `author` is null for a commit whose author has no GitHub account, the verification signature spans
 # lines, the message has CRLF line ends and trailers.
-REAL_COMMIT = {
+REAL_COMMIT: dict[str, Any] = {
     "sha": REFERENCE,
     "node_id": "C_kwDOJVtpkdoAKDRhNTI5OWM5M2ZmOTdjMjZkZWY1MzdiOTI1NjJkZjVhZGE1MzBmZWE",
     "commit": {

@@ -14,7 +14,7 @@ def fidelity(upstream: str, rendered: str, transformations: list[dict]) -> dict[
     upstream text by transformation."""
     theirs, ours = upstream.splitlines(), rendered.splitlines()
     touched = {n: t["name"] for t in transformations for n in t["upstream_lines"]}
-    changed = set()
+    changed: set[int] = set()
     matcher = difflib.SequenceMatcher(None, theirs, ours, autojunk=False)
     for tag, i1, i2, _, _ in matcher.get_opcodes():
         if tag in ("replace", "delete"):

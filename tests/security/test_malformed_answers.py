@@ -40,7 +40,7 @@ def github(project, hostile):
     ("data", "needle"),
     [
         ([commit(NEMO_RL_SHA)], "valid dictionary"),
-        (commit(0x946862E7), "sha: Input should be a valid string"),
+        (commit(0x946862E7), "sha: Input should be a valid string"),  # type: ignore[arg-type]  # an int sha on purpose
         (commit(NEMO_RL_SHA[:39]), "sha: expected a full commit SHA"),
         (commit(NEMO_RL_SHA.upper()), "sha: expected a full commit SHA"),
         ({"sha": NEMO_RL_SHA}, "commit: Field required"),
@@ -75,7 +75,7 @@ def test_malformed_commit_answers(github, monkeypatch, data, needle):
 
 def test_cli_malformed_commit_answer(github):
     cli, hostile = github
-    hostile.route(NEMO_COMMITS, json_answer(commit(0x946862E7)))
+    hostile.route(NEMO_COMMITS, json_answer(commit(0x946862E7)))  # type: ignore[arg-type]  # an int sha on purpose
     run = measured(cli, "resolve")
     run.assert_refused(3, "GitHub API answer for NVIDIA-NeMo/RL ref '946862e7' is malformed", "sha")
 

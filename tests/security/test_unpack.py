@@ -93,10 +93,20 @@ def test_a_docker_archive_is_read_only_through_names_it_may_use(tmp_path, entrie
         OciLayout(path)
 
 
+def _members(path: Path) -> dict[str, bytes]:
+    """Each member's bytes, by name (a saved archive holds regular files only)."""
+    files = {}
+    with tarfile.open(path) as tar:
+        for member in tar.getmembers():
+            data = tar.extractfile(member)
+            assert data is not None, member.name
+            files[member.name] = data.read()
+    return files
+
+
 def test_a_docker_archive_config_is_checked_against_the_sha256_it_is_named_by(tmp_path):
     path = docker_archive(tmp_path / "saved.tar", [[F("a", b"a")]])
-    with tarfile.open(path) as tar:
-        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    files = _members(path)
     config_name = next(n for n in files if re.fullmatch(r"[0-9a-f]{64}\.json", n))
     files[config_name] = files[config_name].replace(b'"amd64"', b'"arm64"')
     with pytest.raises(InputError, match="content is sha256:.* not sha256:"):
@@ -105,8 +115,7 @@ def test_a_docker_archive_config_is_checked_against_the_sha256_it_is_named_by(tm
 
 def test_a_docker_archive_layer_is_checked_against_its_diff_id(tmp_path):
     path = docker_archive(tmp_path / "saved.tar", [[F("a", b"honest")]])
-    with tarfile.open(path) as tar:
-        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    files = _members(path)
     layer = next(n for n in files if n.endswith("/layer.tar"))
     files[layer] = files[layer].replace(b"honest", b"forged")  # same size: only the digest tells
     root = tmp_path / "root"
