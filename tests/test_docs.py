@@ -173,14 +173,14 @@ def test_every_buildkit_variable_the_docs_name_is_in_the_table_or_the_scripts():
 
 
 def _options_of(command: str) -> set[str]:
-    import click
     import typer.main
+    from typer.core import TyperGroup
 
     from buildkit.cli import app
 
     root = typer.main.get_command(app)
-    assert isinstance(root, click.Group)  # the app has subcommands
-    sub = root.get_command(None, command)
+    assert isinstance(root, TyperGroup)  # the app has subcommands
+    sub = root.commands[command]
     return {opt for param in sub.params for opt in [*param.opts, *param.secondary_opts]}
 
 
