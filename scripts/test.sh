@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test command: install buildkit with its test extras into .venv, lint (ruff), type-check buildkit/ (mypy: any
-# error fails the command), build the docs strictly (mkdocs: a broken link or anchor fails the command), bring up the build engine (scripts/engine-up.sh: Docker, a loopback registry, BuildKit and buildx
+# The test command: install buildkit with its test extras into .venv, lint (ruff), type-check buildkit/, tests/, bench/ and
+# scripts/docs.py (mypy: any error fails the command), build the docs strictly (mkdocs: a broken link or anchor fails the command), bring up the build engine (scripts/engine-up.sh: Docker, a loopback registry, BuildKit and buildx
 # built from their Go modules), run the tests hermetically, and take the engine down again. Extra arguments go to
 # pytest.
 #
