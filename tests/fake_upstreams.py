@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Final, Self
+from typing import Any, Final, Literal, Self
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from tests import vllmtree
@@ -125,11 +125,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self, method: str) -> None:
         upstream = self.server.upstream
         upstream.record(method, self.path, dict(self.headers))
-        body = b""
+        posted = b""
         if method == "POST":
             length = self.headers.get("Content-Length", "0")
-            body = self.rfile.read(min(int(length), 1 << 16) if length.isdigit() else 0)
-            upstream.record_body(self.path, body)
+            posted = self.rfile.read(min(int(length), 1 << 16) if length.isdigit() else 0)
+            upstream.record_body(self.path, posted)
         if upstream.latency:
             time.sleep(upstream.latency)
         answer = upstream.fault_for(self.path)
@@ -139,7 +139,7 @@ class _Handler(BaseHTTPRequestHandler):
             if len(accepts) > 1:  # Go clients send one Accept header per type
                 headers["Accept"] = ", ".join(accepts)
             answer = (
-                upstream.handle_post(self.path, headers, body)
+                upstream.handle_post(self.path, headers, posted)
                 if method == "POST"
                 else upstream.handle(method, self.path, headers)
             )
@@ -229,7 +229,7 @@ class Upstream:
         with self._lock:
             self.bodies.append((path, body))
 
-    def fault_for(self, path: str) -> Any:
+    def fault_for(self, path: str) -> Answer | _Drop | Literal["hang"] | None:
         with self._lock:
             for fault in self.faults:
                 if fault.count > 0 and path.startswith(fault.path):
