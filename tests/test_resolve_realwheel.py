@@ -18,6 +18,11 @@ import json
 
 import pytest
 
+from buildkit.errors import UpstreamMismatch
+from buildkit.gpu import abi
+from buildkit.gpu.check import wheel_check
+from buildkit.gpu.torchlock import LockedTorch
+from buildkit.models.pins import Build
 from tests.fake_upstreams import (
     NEMO_RL_SHA,
     NEMO_RL_TORCH_PYPI,
@@ -125,19 +130,30 @@ def test_resolve_links_vllm_against_the_torch_of_nemo_rls_uv_lock(project, real_
     assert _torch_gets(real_upstreams) == []  # warm: torch's symbols from the cache
 
 
-def test_resolve_stops_on_symbols_torch_2_8_0_lacks(project, real_upstreams):
+def test_resolve_stops_on_symbols_torch_2_8_0_lacks(project, real_upstreams, tmp_path):
+    """Against torch 2.8.0 the real wheel stops resolve twice over: its METADATA requires torch==2.9.1 (another
+    release line: the first stop, before torch's 900 MB are read), and its modules need symbols torch 2.8.0's real
+    libraries do not define (the ABI check, run here on the same real files without the METADATA stop)."""
     root, cli = project
     env = _serve_torch(real_upstreams, NEMO_RL_UV_LOCK_HEADER + TORCH_2_8_0_TABLE, TORCH_2_8_0)
     result = cli("resolve", "--json", env=env, timeout=600)
     assert result.code == 4, result.output[-3000:]
     line = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
-    assert line == (
-        f"error: wheel {WHEEL_X86}: 4 undefined symbol(s) would not resolve against torch 2.8.0 "
+    assert line.startswith(f"error: torch mismatch: the vLLM wheel {WHEEL_X86} was built for torch==2.9.1 (its "
+                           "METADATA), but NeMo-RL's uv.lock installs torch 2.8.0")  # fmt: skip
+    assert not (root / "pins.lock").exists()
+    torch = LockedTorch("2.8.0", "https://pypi.org/simple", "https://files.pythonhosted.org/torch.whl",
+                        TORCH_2_8_0.filename, TORCH_2_8_0.sha256, TORCH_2_8_0.size)  # fmt: skip
+    build = Build(cuda_arch_list="9.0", tag="nemo-rl:test")
+    with pytest.raises(UpstreamMismatch) as caught:
+        wheel_check(real_wheel(VLLM_0_14_0), WHEEL_X86, build, torch,
+                    lambda _t: abi.torch_defined(real_wheel(TORCH_2_8_0), TORCH_2_8_0.sha256, tmp_path))  # fmt: skip
+    assert caught.value.message == (
+        f"wheel {WHEEL_X86}: 4 undefined symbol(s) would not resolve against torch 2.8.0 "
         f"({TORCH_2_8_0.filename}, NeMo-RL's uv.lock): c10::SymInt::maybe_as_int_slow_path() const (should be in "
         "libc10.so; needed by _vllm_fa2_C.abi3.so, _vllm_fa3_C.abi3.so); c10::SymInt::sym_ne_slow_path(c10::SymInt "
         "const&) const (should be in libc10.so; needed by _vllm_fa2_C.abi3.so, _vllm_fa3_C.abi3.so)"
     )
-    assert not (root / "pins.lock").exists()
 
 
 def test_a_torch_wheel_with_other_bytes_stops_resolve(project, real_upstreams):

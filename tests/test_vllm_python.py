@@ -16,7 +16,7 @@ import zipfile
 
 import pytest
 
-from buildkit.image.vllmpackage import FIND_SPEC, judge_python, package_dir, read_package
+from buildkit.image.vllmpackage import FIND_SPEC, VllmPackage, judge_python, package_dir, read_package
 from buildkit.models.lock import PythonFiles, read_lock
 from buildkit.stages.verify import COMPILED_CHECK, PYTHON_CHECK, Context, check_gpu_files, check_vllm_python
 from tests.fake_upstreams import VLLM_SHA
@@ -59,17 +59,79 @@ def test_the_package_directory_python_names_is_taken_only_when_it_is_a_plain_pat
         assert package_dir(code, out) is None, out
 
 
+def package(files: dict[str, bytes], links: dict[str, tuple[bytes, str]] | None = None) -> VllmPackage:
+    """read_package over a tar stream as `docker cp` sends one: regular files, and links (name -> (type, target))."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for name, (kind, target) in (links or {}).items():
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, target
+            tar.addfile(info)
+    return read_package([out.getvalue()], PACKAGE, "image")
+
+
+LISTED = {"vllm/__init__.py": blob_id(b""), "vllm/a.py": blob_id(b"a = 1\n"), "vllm/b.py": blob_id(b"b = 2\n"),
+          "vllm/tools/c.py": blob_id(b"c = 3\n")}  # fmt: skip
+GOOD = {"vllm/__init__.py": b"", "vllm/a.py": b"a = 1\n", "vllm/b.py": b"b = 2\n",
+        "vllm/__pycache__/a.cpython-312.pyc": b"\x00", "vllm/configs/x.json": b"{}",
+        "vllm/_version.py": b"__version__ = version = '0.14.0'\n__version_tuple__ = version_tuple = (0, 14, 0)\n"}
+
+
 def test_the_judgement_names_what_differs_and_what_the_tree_lacks():
-    listed = {"vllm/a.py": "1" * 40, "vllm/b.py": "2" * 40, "vllm/tests_only/c.py": "3" * 40}
-    found = {"vllm/a.py": "1" * 40, "vllm/b.py": "2" * 40, "vllm/_version.py": "9" * 40}
-    ok, reason = judge_python(listed, found, SOURCE)
+    """vllm/tools/ has no __init__.py in the image: its file is counted, not failed; bytecode is said; package data
+    (JSON) is not Python."""
+    ok, reason = judge_python(LISTED, package(GOOD), SOURCE)
     assert ok is True
-    assert reason == ("2 file(s) are b17039bcc000's (git blob ids); 1 from the wheel or written at install "
-                      "(vllm/_version.py) not compared; 1 of the tree's are not installed")
-    ok, reason = judge_python(listed, {**found, "vllm/b.py": "f" * 40, "vllm/evil.py": "e" * 40}, SOURCE)
+    assert reason == (
+        "3 file(s) are b17039bcc000's (git blob ids); vllm/_version.py (setuptools-scm's) holds literals only; 1 of "
+        "the tree's are in no package directory the image installs; 1 bytecode file(s) under __pycache__ not "
+        "compared (Python runs one in place of its source when its header matches the source's size and time)")
+    ok, reason = judge_python(LISTED, package({**GOOD, "vllm/b.py": b"b = 3\n", "vllm/evil.py": b"import os\n"}),
+                              SOURCE)  # fmt: skip
     assert ok is False
-    assert reason == ("1 differ from b17039bcc000's: vllm/b.py; 1 are not in b17039bcc000's tree: vllm/evil.py")
-    assert judge_python(listed, {}, SOURCE) == (False, "the image's vLLM package holds no Python file")
+    assert reason == "1 differ from b17039bcc000's: vllm/b.py; 1 are not in b17039bcc000's tree: vllm/evil.py"
+    assert judge_python(LISTED, package({}), SOURCE) == (False, "the image's vLLM package holds no Python file")
+
+
+@pytest.mark.parametrize("case", ["symlink", "hardlink", "sourceless pyc", "extra shared object", "removed module",
+                                  "odd name", "version file runs code"])  # fmt: skip
+def test_what_python_would_import_but_nothing_compares_fails(case):
+    """Each way an image could carry other code past the check (found by review): a module that is a link, a
+    sourceless .pyc (importable), a shared object the wheel does not have (it wins the import over the .py of the
+    same module), a module of an installed package removed, a module name outside vLLM's, and a vllm/_version.py
+    (which vLLM runs on import) that does more than assign literals."""
+    files, links = dict(GOOD), {}
+    if case == "symlink":
+        del files["vllm/b.py"]
+        links["vllm/b.py"] = (tarfile.SYMTYPE, "/tmp/evil.py")
+    if case == "hardlink":
+        links["vllm/c.py"] = (tarfile.LNKTYPE, "vllm/a.py")
+    if case == "sourceless pyc":
+        files["vllm/d.pyc"] = b"\x00"
+    if case == "extra shared object":
+        files["vllm/b.cpython-312-x86_64-linux-gnu.so"] = b"\x7fELF"
+    if case == "removed module":
+        del files["vllm/b.py"]
+    if case == "odd name":
+        files["vllm/\u00e9vil.py"] = b"import os\n"
+    if case == "version file runs code":
+        files["vllm/_version.py"] += b"__import__('os').system('id')\n"
+    ok, reason = judge_python(LISTED, package(files, links), SOURCE)
+    assert ok is False, reason
+    said = {
+        "symlink": "cannot be vLLM's as installed: vllm/b.py is a link, not a file",
+        "hardlink": "cannot be vLLM's as installed: vllm/c.py is a link, not a file",
+        "sourceless pyc": "cannot be vLLM's as installed: vllm/d.pyc is bytecode without its source",
+        "extra shared object": "1 shared object(s) are not the wheel's: vllm/b.cpython-312-x86_64-linux-gnu.so",
+        "removed module": "1 of b17039bcc000's are missing from the package directories installed: vllm/b.py",
+        "odd name": "is a module outside vLLM's file names",
+        "version file runs code": "vllm/_version.py holds more than setuptools-scm writes: Call at line 3",
+    }[case]
+    assert said in reason, reason
 
 
 def context(image: MemoryImage, lock=LOCK) -> Context:
@@ -102,16 +164,17 @@ def test_an_editable_vllm_is_held_file_by_file_to_the_source_and_the_wheel(vllm_
     image = release_image()
     image.answers[tuple(FIND_SPEC)] = (0, f"{PACKAGE}\n")
     image.files.update({f"{PACKAGE}/{n.removeprefix('vllm/')}": data for n, data in vllm_files.items()})
-    image.files[f"{PACKAGE}/__pycache__/__init__.cpython-312.pyc"] = b"\x00"  # bytecode: passed over
+    image.files[f"{PACKAGE}/__pycache__/__init__.cpython-312.pyc"] = b"\x00"  # bytecode: said, not compared
     lock = LOCK.model_copy(update={
         "vllm_python": PythonFiles(commit=SOURCE, source="stand-in", files=listing()),
     })  # fmt: skip
     c = context(image, lock)
     check_vllm_python(c)
     assert [(r.name, r.status) for r in c.results] == [(PYTHON_CHECK, "pass")]
-    assert c.results[0].reason == ("1186 file(s) are b17039bcc000's (git blob ids); 48 from the wheel or written "
-                                   "at install (vllm/_version.py) not compared")
-    assert c.package is not None and set(c.package.shared_objects) == set()
+    assert c.results[0].reason.startswith(
+        "1186 file(s) are b17039bcc000's (git blob ids); 47 from the wheel (held to its sha256 by the compiled-file "
+        "check); vllm/_version.py (setuptools-scm's) holds literals only; 1 bytecode file(s) under __pycache__")
+    assert c.package is not None and len(c.package.wheel_files) == 47  # vllm_flash_attn's and triton_kernels' .py
 
     changed = dict(vllm_files)
     changed["vllm/config/__init__.py"] += b"# edited in the image\n"
@@ -156,6 +219,12 @@ def test_resolve_lists_the_source_python_through_githubs_tree_api(project, upstr
     result = cli("resolve")
     assert result.code == 0, result.output
     assert "truncated" in result.stderr and "not listed (verify cannot check them)" in result.stderr
+    assert read_lock(root / "pins.lock").vllm_python is None
+    # A whole answer past buildkit's limit for GitHub answers is another way to a cut listing: git, not exit 3.
+    upstreams.github.truncated_trees.clear()
+    result = cli("resolve", env={"BUILDKIT_HTTP_MAX_GITHUB": str(64 << 10)})  # the tree answer: about 200 KiB
+    assert result.code == 0, result.output
+    assert "listed with git instead: GET" in result.stderr and "the answer is larger than" in result.stderr
     assert read_lock(root / "pins.lock").vllm_python is None
 
 

@@ -35,7 +35,7 @@ from buildkit.stages.build import (
     plan_for_lock,
     shell_command,
 )
-from buildkit.stages.context import Context
+from buildkit.stages.context import Context, one_platform
 from buildkit.stages.preflight import run_preflight, tool_checks
 from buildkit.text import ui
 from buildkit.text.progress import Progress
@@ -121,6 +121,8 @@ def say_settings(settings: list[Setting]) -> None:
 
 def _dry_run(paths: Paths, opts: BuildOptions) -> None:
     todo, inputs = pipeline.status(paths, smoke=opts.smoke, submodules=opts.submodules)
+    if inputs is not None:
+        one_platform(inputs.lock)  # the plan would be refused when run: said now
     # Once the pins and patches have loaded: a refused input stays the only thing said.
     say_settings(build_settings(inputs.pins if inputs else load_pins(paths.pins), paths, opts))
     ui.err.print("[bold]plan[/] (dry run: nothing is changed)")

@@ -121,7 +121,8 @@ def _check_against_upstream(paths: Paths, old: Lock, fresh: Lock, opts: ResolveO
         raise CheckFailed(_bullets("upstream no longer agrees with the lock:", lines), hint="run `buildkit resolve`")
     if opts.deep:
         _check_bytes(paths, old, fresh)
-    agrees = "upstream agrees (the wheel's bytes too)" if opts.deep else "upstream agrees"
+    wheels = "the wheel's bytes too" if len(old.platforms()) == 1 else "every platform's wheel's bytes too"
+    agrees = f"upstream agrees ({wheels})" if opts.deep else "upstream agrees"
     ui.err.print(f"[green]ok[/]: {ui.safe(str(paths.lock))} is current and {agrees}")
     _warn(old)
 
@@ -156,17 +157,17 @@ def _write(paths: Paths, old: Lock | None, fresh: Lock, record, json_out: bool) 
 
 
 def _check_bytes(paths: Paths, old: Lock, fresh: Lock) -> None:
-    """--deep: the wheel downloaded afresh (not from the cache) hashes to the locked sha256."""
-    with WheelProgress(None) as progress:
-        measured = measure_wheel(paths, fresh.wheel, progress)
-    if measured != old.wheel.sha256:
-        raise CheckFailed(
-            _bullets(
-                "upstream no longer agrees with the lock:",
-                [f"wheel.sha256: lock has {old.wheel.sha256!r}, upstream now says {measured!r}"],
-            ),
-            hint="run `buildkit resolve`",
-        )
+    """--deep: each platform's wheel downloaded afresh (not from the cache) hashes to the locked sha256."""
+    problems = []
+    for platform in old.platforms():
+        locked, now = old.for_platform(platform).wheel, fresh.for_platform(platform).wheel
+        with WheelProgress(None) as progress:
+            measured = measure_wheel(paths, now, progress)
+        if measured != locked.sha256:
+            where = "" if platform == old.build.platform else f"{platform}: "
+            problems.append(f"{where}wheel.sha256: lock has {locked.sha256!r}, upstream now says {measured!r}")
+    if problems:
+        raise CheckFailed(_bullets("upstream no longer agrees with the lock:", problems), hint="run `buildkit resolve`")
 
 
 def _warn(lock: Lock) -> None:

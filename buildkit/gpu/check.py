@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from buildkit.gpu import abi
 from buildkit.gpu.coverage import gpu_name, gpus
-from buildkit.gpu.scan import check_required, kernel_table, wheel_libraries
+from buildkit.gpu.scan import check_required, kernel_table, wheel_libraries, wheel_python_hashes
 from buildkit.gpu.torchlock import LockedTorch
 from buildkit.models.gpufacts import GpuCheck
 from buildkit.models.pins import ARCH_OF_PLATFORM, Build
@@ -35,6 +35,8 @@ def wheel_check(wheel: Path, filename: str, build: Build, torch: LockedTorch | s
     newest symbol versions the base image provides and what provides them (a string: why they are unknown).
     hashes: gets each shared object's sha256 (verify holds the image's vLLM files to them)."""
     libraries = list(wheel_libraries(wheel, arch=ARCH_OF_PLATFORM[build.platform], hashes=hashes))
+    if hashes is not None:
+        wheel_python_hashes(wheel, hashes)
     rows = kernel_table(iter((name, ks) for name, ks, _s in libraries), build.cuda_arch_list, build.gpu_required)
     check_required(rows, f"wheel {filename}")
     modules = [(name, s) for name, _ks, s in libraries if name.startswith("vllm/") and s is not None]

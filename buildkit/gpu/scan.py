@@ -21,6 +21,7 @@ from buildkit.gpu.coverage import NONE, archs, gpu_name, gpus, verdict
 from buildkit.gpu.dynsym import DynamicSymbols, read_symbols
 from buildkit.gpu.elfsections import MACHINES, ElfFile, GpuFileError, machine_name
 from buildkit.gpu.fatbin import Kernel, kernels
+from buildkit.models.compiled import is_vllm_python, python_origin
 from buildkit.models.gpufacts import LibraryKernels
 
 # vLLM's kernels every pinned GPU needs; vLLM loads the others (FlashAttention 2/3, FlashMLA) only on some GPUs.
@@ -64,6 +65,26 @@ def wheel_libraries(wheel: Path, symbols: bool = True, arch: str | None = None,
                     size = spool.tell()
                     found = _read(spool, size, where, arch)
                     yield info.filename, found, _symbols(spool, size, where) if symbols else None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, zlib.error,
+            OSError) as exc:  # fmt: skip
+        raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {excerpt(str(exc), 120)}") from None
+
+
+def wheel_python_hashes(wheel: Path, hashes: dict[str, str]) -> None:
+    """The sha256 of each Python file precompiled mode copies out of the wheel (vllm/vllm_flash_attn/**/*.py ...:
+    buildkit.models.compiled's from-wheel rules), under the wheel's budget: verify holds the image's to them, as it
+    holds the shared objects."""
+    what = f"wheel {wheel.name}"
+    budget = Budget(what, WHEEL)
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            for info in members(archive, what, lambda n: is_vllm_python(n) and python_origin(n) == "wheel", budget):
+                digest = hashlib.sha256()
+                with archive.open(info) as member:
+                    while chunk := member.read(1 << 20):
+                        budget.inflate(len(chunk))
+                        digest.update(chunk)
+                hashes[info.filename] = digest.hexdigest()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, zlib.error,
             OSError) as exc:  # fmt: skip
         raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {excerpt(str(exc), 120)}") from None

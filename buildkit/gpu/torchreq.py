@@ -77,11 +77,20 @@ def _torch_specifier(raw: bytes, what: str) -> str | None:
             requirement = Requirement(value)
         except InvalidRequirement as exc:
             raise UpstreamMalformed(f"{what}: an unreadable requirement {excerpt(value, 80)}: {exc}") from None
-        if canonicalize_name(requirement.name) == "torch" and requirement.marker is None:
+        if canonicalize_name(requirement.name) == "torch" and _on_linux(requirement):
             found.append(str(requirement.specifier))
     if len(found) > 1:
         raise UpstreamMalformed(f"{what}: {len(found)} unconditional torch requirements: {', '.join(found)}")
     return found[0] if found else None
+
+
+# What a Linux image's pip evaluates a marker with (an extra is never asked for: vLLM's torch is not optional).
+_LINUX = {"extra": "", "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix"}
+
+
+def _on_linux(requirement: Requirement) -> bool:
+    """Whether pip in a Linux image installs this requirement: no marker, or one that holds there."""
+    return requirement.marker is None or requirement.marker.evaluate(_LINUX)
 
 
 def check(requires: str | None, locked: LockedTorch | str | None, wheel: str) -> TorchCheck:

@@ -63,9 +63,15 @@ def _cuda(lock) -> dict[str, str]:
 def _kernels(gpu, where: str, lock) -> dict[str, str]:
     if gpu is None:
         return row("kernels", "not checked", _no_wheel_bytes(lock))
-    missing = [r.library for r in gpu.libraries if r.required and any(v.startswith("none") for v in r.loads.values())]
+    required = [r for r in gpu.libraries if r.required]
+    missing = [r.library for r in required if any(v.startswith(("none", "missing")) for v in r.loads.values())]
     if missing:
         return row("kernels", "fail", f"no kernel for {', '.join(gpu.gpus)} in {', '.join(missing)} {where}")
+    unknown = [(r.library, v) for r in required for v in r.loads.values() if v.startswith("unknown")]
+    if unknown:  # a library whose GPU code could not be read: nothing was judged, and that is not a pass
+        said = "; ".join(f"{library.rsplit('/', 1)[-1]}: {verdict}" for library, verdict in unknown[:4])
+        return row("kernels", "not checked", f"the GPU code of {len(unknown)} required library(ies) {where} could "
+                   f"not be read: {said}")  # fmt: skip
     return row("kernels", "pass", f"{len(gpu.libraries)} libraries {where} load on {', '.join(gpu.gpus)}")
 
 

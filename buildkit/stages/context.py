@@ -70,13 +70,13 @@ def load_inputs(paths: Paths, on_note: OnNote | None = None) -> Inputs:
 
 
 def one_platform(lock: Lock) -> None:
-    """Render, build, verify, export, attest and report take one platform; a lock of build.platforms (resolve and
-    prepare take it whole) is refused before anything is made, naming the way that works today."""
+    """Prepare, render, build, verify, export, attest and report take one platform; a lock of build.platforms
+    (resolve takes it whole) is refused before anything is fetched or made, naming the way that works today."""
     if lock.other_platforms:
         raise InputError(
             f"the lock holds {len(lock.platforms())} platforms ({', '.join(lock.platforms())}, build.platforms): "
-            "rendering, building, verifying, exporting, attesting and reporting them from one lock are not in this "
-            "version yet (resolve and prepare are)",
+            "preparing, rendering, building, verifying, exporting, attesting and reporting them from one lock are "
+            "not in this version yet (resolve and resolve --check are)",
             hint="for now, build each platform from its own pins file with build.platform and its cuda_arch_list "
             "(pins-gb200.yaml -> pins-gb200.lock)",
         )

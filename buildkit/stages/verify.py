@@ -212,14 +212,14 @@ def check_vllm_python(c: Context) -> None:
         c.add(PYTHON_CHECK, None, "the lock holds no listing of the source's Python files (a lock resolve wrote "
               "before it listed them, or one whose listing failed: resolve said why): run `buildkit resolve`")
         return
-    c.add(PYTHON_CHECK, *judge_python(listed.files, c.package.python, listed.commit))
+    c.add(PYTHON_CHECK, *judge_python(listed.files, c.package, listed.commit, c.lock.vllm_files or ()))
 
 
 def check_gpu_files(c: Context) -> None:
     if c.smoke:
         c.add("GPU kernels, ABI and drivers", None, "a smoke image has no Python environment")
         return
-    package = c.package.shared_objects if c.package else {}
+    package = c.package.wheel_files if c.package else {}
     c.gpu = gpu_checks(c.engine, c.image, c.lock, c.env.get("CUDA_VERSION"), c.drivers, c.add, package)
 
 

@@ -55,6 +55,11 @@ ENV_STALL = "BUILDKIT_HTTP_STALL"
 STALL_BYTES = MiB
 
 
+class AnswerTooLarge(UpstreamMalformed):
+    """An answer past the limit for its kind (exit 3, as any answer buildkit will not use): a caller with another
+    way to the same facts (git, for a GitHub listing) may take it."""
+
+
 @dataclass(frozen=True)
 class Limit:
     """How much of one kind of answer buildkit reads into memory; `env` raises it."""
@@ -354,7 +359,7 @@ class Http:
         return bytes(body)
 
     def too_large(self, method: str, url: str, limit: Limit) -> UpstreamMalformed:
-        return UpstreamMalformed(
+        return AnswerTooLarge(
             f"{method} {redact(url)}: the answer is larger than {_size(self.max_bytes[limit])}, the limit for "
             f"{limit.what}",
             hint=f"if that is expected, raise it with {limit.env}=<bytes>",

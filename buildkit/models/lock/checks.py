@@ -87,6 +87,7 @@ def consistency_problems(pins: Pins, lock: Lock, patches: list[PatchFact]) -> li
     elif lock.vllm_pr is not None:
         problems.append(f"vllm.pr: the lock has PR #{lock.vllm_pr.number}, the pins name none")
     problems += _source_problems(pins, lock)
+    problems += _listing_problems(lock)
     problems += _wheel_problems(pins, lock)
     problems += _base_image_problems(pins, lock)
     problems += _cuda_problems(lock)
@@ -98,12 +99,23 @@ def consistency_problems(pins: Pins, lock: Lock, patches: list[PatchFact]) -> li
     return problems + _platform_problems(pins, lock)
 
 
+def _listing_problems(lock: Lock) -> list[str]:
+    """vLLM's Python listing is of the locked source commit (verify holds the image to it)."""
+    listed = lock.vllm_python
+    if listed is not None and listed.commit != lock.vllm.commit:
+        return [f"vllm_python: a listing of {listed.commit[:12]}, but the vLLM source is {lock.vllm.commit[:12]}"]
+    return []
+
+
 def _platform_problems(pins: Pins, lock: Lock) -> list[str]:
     """build.platforms: the lock holds each platform the pins name, and each one's wheel (of the same wheel
     commit), base image manifest (of the same pinned image) and CUDA check hold as the primary's do."""
     wanted = [platform for platform, _ in pins.build.targets()]
     if lock.platforms() != wanted:
         return [f"platforms: the lock holds {', '.join(lock.platforms())}, the pins name {', '.join(wanted)}"]
+    built = [platform for platform, _ in lock.build.targets()]
+    if built != wanted:  # the lock's own build section names other platforms than its facts: never view it
+        return [f"build.platforms: the lock's build names {', '.join(built)}, its facts {', '.join(wanted)}"]
     problems: list[str] = []
     for platform in wanted[1:]:
         view, pinned = lock.for_platform(platform), pins.for_platform(platform)
@@ -231,6 +243,7 @@ COMPARED_FIELDS: tuple[tuple[str, str], ...] = (
     ("wheel", "etag"),
     ("base_image", "index_digest"),
     ("base_image", "manifest_digest"),
+    ("vllm_python", "digest"),  # the source's Python files, as GitHub or git lists them now
 )
 
 _PER_PLATFORM = [(section, field) for section, field in COMPARED_FIELDS if section in ("wheel", "base_image")]

@@ -11,6 +11,7 @@ and `consistency_problems` (checks.py) holds it to the pins before anything uses
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from datetime import datetime
@@ -251,6 +252,11 @@ class PythonFiles(Fact):
         max_length=50_000, description="vllm/**/*.py -> git blob id."
     )
 
+    @property
+    def digest(self) -> str:
+        """One hash of the whole listing, for `resolve --check` to compare (sha256 of its canonical JSON)."""
+        return hashlib.sha256(json.dumps(self.files, sort_keys=True).encode()).hexdigest()
+
 
 VllmFiles = dict[Annotated[str, Field(max_length=400)], Sha256Hex]
 
@@ -293,8 +299,9 @@ class Lock(Fact):
     gpu: GpuCheck | None = Field(default=None, description="Kernels per target GPU, ABI, driver (buildkit.gpu).")
     vllm_files: VllmFiles | None = Field(
         default=None, max_length=10_000,
-        description="The sha256 of each of vLLM's compiled files in the wheel (vllm/_C.abi3.so ...), as resolve read "
-        "them: verify holds the image's to these. Written only when resolve read the wheel's bytes.",
+        description="The sha256 of each of vLLM's files that come from the wheel (its shared objects, vllm/_C.abi3.so "
+        "..., and the Python files precompiled mode copies out of it, vllm/vllm_flash_attn/**/*.py ...), as resolve "
+        "read them: verify holds the image's to these. Written only when resolve read the wheel's bytes.",
     )  # fmt: skip
     vllm_python: PythonFiles | None = Field(
         default=None, description="vLLM's Python files at the source commit (git blob ids), for verify; null when "

@@ -31,6 +31,7 @@ from buildkit.models.pins import ARCH_OF_PLATFORM, Pins
 from buildkit.stages.resolve.git import GitHistory
 from buildkit.stages.resolve.github import GitHub
 from buildkit.stages.resolve.wheels import MISSING_HINT, FoundWheel
+from buildkit.world.http import AnswerTooLarge
 
 MAX_WHEEL_TRIES = 20  # commits tried for a wheel: ancestors of the merge base here, a branch's newest in bump
 MAX_SHOWN = 8  # compiled paths named in the one-line message
@@ -217,7 +218,7 @@ class Chooser:
                 try:
                     files, how = self.github.tree_files(source.repo, source.commit, is_vllm_python)
                     return PythonFiles(commit=source.commit, source=how, files=files)
-                except UpstreamMismatch as exc:
+                except (UpstreamMismatch, AnswerTooLarge) as exc:  # cut by GitHub, or past buildkit's limit
                     self.note(f"vLLM's Python files listed with git instead: {exc.message}")
             history = self._git(source)
             files = history.tree_files(source.commit, is_vllm_python)
