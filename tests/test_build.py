@@ -16,6 +16,7 @@ from tests.engine import STAND_IN_BASE
 from tests.nemo_repo import use_remote
 from tests.projects import interrupt_a_slow_smoke_build, smoke_project
 from tests.realwheels import VLLM_0_14_0, real_wheel
+from tests.vllmtree import listing
 
 PACKAGE = "/opt/nemo-rl/3rdparty/vllm/vllm"  # build-custom-vllm.sh: an editable checkout in 3rdparty/vllm
 
@@ -295,15 +296,15 @@ def test_verify_vllm_and_sglang_checks_run_in_the_image(project, remote, engine)
         "good": ("0.14.0rc2.dev156+g4a5299c93", 'echo "ModuleNotFoundError: No module named sglang" >&2; exit 1'),
         "bad": ("0.14.0rc2.dev155+g0123456789", "exit 0"),
     }
-    # vLLM's package where build-custom-vllm.sh leaves it (an editable checkout), with two of vLLM 0.14.0's real
-    # Python files: the stand-in GitHub lists that release's tree for the locked commit (tests/vllmtree.py). The bad
-    # image's copy of one is edited.
+    # vLLM's package where build-custom-vllm.sh leaves it (an editable checkout), with vLLM 0.14.0's real Python
+    # files from its source: the stand-in GitHub lists that release's tree for the locked commit (tests/vllmtree.py).
+    # The bad image's copy of one is edited.
     with zipfile.ZipFile(real_wheel(VLLM_0_14_0)) as wheel:
-        real = {name: wheel.read(name) for name in ("vllm/__init__.py", "vllm/envs.py")}
+        real = {name: wheel.read(name) for name in listing()}
     for name, (version, sglang) in variants.items():
         ctx = root / f"python-{name}"
-        (ctx / "vllm").mkdir(parents=True)
         for path, data in real.items():
+            (ctx / path).parent.mkdir(parents=True, exist_ok=True)
             (ctx / path).write_bytes(data + (b"# edited\n" if name == "bad" and path == "vllm/envs.py" else b""))
         (ctx / "python").write_text(
             f'#!/bin/sh\ncase "$2" in\n  *"import vllm"*) echo "{version}" ;;\n  *"import sglang"*) {sglang} ;;\n'
@@ -325,8 +326,8 @@ def test_verify_vllm_and_sglang_checks_run_in_the_image(project, remote, engine)
     status = {r["name"]: (r["status"], r["reason"]) for r in json.loads(good.stdout)["results"]}
     assert status["vllm version names the locked commit"][0] == "pass"
     assert status["sglang is not importable"] == ("pass", "import sglang fails: ModuleNotFoundError")
-    assert status["vLLM's Python files are the source commit's"] == (
-        "pass", "2 file(s) are 4a5299c93ff9's (git blob ids); 1184 of the tree's are not installed")
+    python = status["vLLM's Python files are the source commit's"]
+    assert python == ("pass", "1186 file(s) are 4a5299c93ff9's (git blob ids)")
     bad = cli("verify", "pycheck:bad")
     assert bad.code == 1, bad.output
     assert "FAIL  vllm version names the locked commit: vllm.__version__ = 0.14.0rc2.dev155+g0123456789" in bad.stderr

@@ -214,7 +214,8 @@ def test_following_the_advice_after_a_bump_to_a_cuda_13_upstream_passes_resolve(
     assert f"- `base_image`: an image of CUDA 13 (upstream's default: `{upstream_default}`)" in summary
     assert "- `wheel.variant`: a variant built for CUDA 13, e.g. `cu130` (CUDA 13.0); the pinned variant " \
            "`default` is CUDA 12" in summary  # fmt: skip
-    for known in ("CUDA", "kernels", "ABI", "glibc", "driver", "content address", "reproducibility", "provenance"):
+    for known in ("CUDA", "torch", "kernels", "ABI", "glibc", "driver", "content address", "reproducibility",
+                  "provenance"):
         assert f"\n| {known} | " in summary, known
     assert "| reproducibility | not checked | no image built from these pins yet: buildkit build |" in summary
 

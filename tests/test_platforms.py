@@ -99,8 +99,10 @@ def test_one_lock_holds_h100_and_gb200(project, upstreams):
     files = gb200["vllm_files"]
     assert len([f for f in files if f.endswith(".so")]) == 7 and len([f for f in files if f.endswith(".py")]) == 47
     assert "linux/arm64: " in result.stderr  # the GB200 checks' notes, said with the platform
+    assert f"wheel linux/arm64: downloading {WHEEL_ARM}" in result.stderr  # its download, said with its platform
     check = cli("resolve", "--check")
     assert check.code == 0, check.output
+    assert "  linux/arm64   wheel aarch64, 427.3 MiB; GPUs 10.0" in check.stdout  # a row pair per more platform
     for refused in (("render",), ("prepare",), ("build", "--dry-run")):
         result = cli(*refused)
         assert result.code == 2 and "the lock holds 2 platforms (linux/amd64, linux/arm64" in result.stderr, (
@@ -121,13 +123,16 @@ def test_a_wheel_commit_without_the_gb200_wheel_is_passed_over_and_said(project,
     assert not (root / "pins.lock").exists()
 
 
-def test_doctor_says_the_platforms_and_checks_each_on_the_builder(project):
+def test_doctor_says_the_platforms_and_checks_each_on_the_builder(project, tmp_path):
     """doctor on pins with build.platforms: the setting names both, from build.platforms; the builder is checked
     for each (what `docker buildx inspect` lists for a docker-container builder on an amd64 host without emulation:
     linux/amd64 and its variants, buildx's words)."""
     root, cli = project
     (root / "pins.yaml").write_text(two_platforms((root / "pins.yaml").read_text()))
-    doctor = cli("doctor", "--json", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    # buildx records its selected builder per engine address in DOCKER_CONFIG: another address in the real one would
+    # unselect the engine's builder for every later test, so the config is this test's own.
+    doctor = cli("doctor", "--json", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock",
+                                          "DOCKER_CONFIG": str(tmp_path / "docker-config")})  # fmt: skip
     settings = {s["name"]: (s["value"], s["source"]) for s in json.loads(doctor.stdout)["settings"]}
     assert settings["platform"] == ("linux/amd64,linux/arm64", "pins.yaml build.platforms")
     host = BuilderInfo("buildkit-engine", "docker-container", platforms=["linux/amd64", "linux/amd64/v2",

@@ -241,7 +241,8 @@ def test_the_rendered_smoke_report_describes_the_smoke_build(cli, tmp_path):
     verdict = html.split("<h2>Verdict</h2>", 1)[1].split("<h2>", 1)[0]
     rows = re.findall(r"<tr>\s*<td>(.*?)</td>\s*<td>(.*?)</td>", verdict, re.DOTALL)
     checks = {name: status for name, status in rows}
-    for known in ("CUDA", "kernels", "ABI", "glibc", "driver", "content address", "reproducibility", "provenance"):
+    for known in ("CUDA", "torch", "kernels", "ABI", "glibc", "driver", "content address", "reproducibility",
+                  "provenance"):
         assert checks[known] in ("pass", "<strong>FAIL</strong>", "not checked"), known
     assert "the <code># syntax=</code> frontend image: render ran with --no-syntax" in verdict
 

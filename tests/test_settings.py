@@ -12,6 +12,13 @@ from tests.nemo_repo import use_remote
 NO_DOCKER = "unix:///nonexistent/docker.sock"  # doctor's engine checks fail at once; its settings are still said
 
 
+def no_engine(tmp_path: Path) -> dict[str, str]:
+    """No engine at DOCKER_HOST, and a DOCKER_CONFIG of the test's own: buildx records its selected builder per
+    engine address there, and another address in the real one would unselect the engine's builder for every later
+    test."""
+    return {"DOCKER_HOST": NO_DOCKER, "DOCKER_CONFIG": str(tmp_path / "docker-config")}
+
+
 def _arm64(root: Path) -> None:
     text = (root / "pins.yaml").read_text()
     assert "platform: linux/amd64" in text and "arch: x86_64" in text
@@ -23,10 +30,10 @@ def _settings(result) -> dict[str, tuple[str, str]]:
     return {s["name"]: (s["value"], s["source"]) for s in json.loads(result.stdout)["settings"]}
 
 
-def test_doctor_checks_the_platform_the_pins_name_and_says_so(project):
+def test_doctor_checks_the_platform_the_pins_name_and_says_so(project, tmp_path):
     root, cli = project
     _arm64(root)
-    env = {"DOCKER_HOST": NO_DOCKER}
+    env = no_engine(tmp_path)
     doctor = cli("doctor", "--json", env=env)
     assert doctor.code == 1, doctor.output  # no engine here
     assert _settings(doctor)["platform"] == ("linux/arm64", "pins.yaml build.platform")
@@ -47,18 +54,18 @@ def test_doctor_checks_the_platform_the_pins_name_and_says_so(project):
     assert _settings(found)["platform"] == ("linux/arm64", f"{root / 'pins.yaml'} build.platform")
 
 
-def test_doctor_without_pins_says_the_default(cli):
-    doctor = cli("doctor", "--json", env={"DOCKER_HOST": NO_DOCKER})
+def test_doctor_without_pins_says_the_default(cli, tmp_path):
+    doctor = cli("doctor", "--json", env=no_engine(tmp_path))
     assert _settings(doctor)["platform"] == ("linux/amd64", "default: no pins.yaml found")
     assert "platform linux/amd64 (default: no pins.yaml found)" in doctor.stderr
 
 
-def test_a_setting_the_pins_leave_out_is_said_to_be_the_default(project):
+def test_a_setting_the_pins_leave_out_is_said_to_be_the_default(project, tmp_path):
     root, cli = project
     text = (root / "pins.yaml").read_text()
     assert "  target: release\n" in text
     (root / "pins.yaml").write_text(text.replace("  target: release\n", ""))
-    doctor = cli("doctor", "--json", env={"DOCKER_HOST": NO_DOCKER})
+    doctor = cli("doctor", "--json", env=no_engine(tmp_path))
     assert _settings(doctor)["target"] == ("release", "default: pins.yaml sets no build.target")
 
 

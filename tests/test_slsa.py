@@ -135,8 +135,8 @@ def test_the_statement_says_what_the_lock_and_the_records_say(cli, tmp_path):
     assert internal["lockSha256"] == record["lock_sha256"]
     # Every check buildkit knows has a row, as in the report's verdict: run or not, and why not (issue 32).
     rows = {c["check"]: (c["status"], c["detail"]) for c in internal["checks"]}
-    assert list(rows) == ["CUDA", "kernels", "ABI", "glibc", "driver", "content address", "reproducibility",
-                          "provenance"]  # fmt: skip
+    assert list(rows) == ["CUDA", "torch", "kernels", "ABI", "glibc", "driver", "content address",
+                          "reproducibility", "provenance"]  # fmt: skip
     assert rows["CUDA"][0] == "pass" and rows["reproducibility"][0] == "pass"
     assert rows["driver"] == ("not checked", "a smoke image has no CUDA runtime to run on a driver")
     assert rows["provenance"][1].startswith("checked after this statement is made")

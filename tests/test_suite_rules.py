@@ -98,3 +98,17 @@ def test_the_golden_scan_finds_what_it_looks_for():
     for value in recorded_machine().values():
         assert _as_a_word(value).search(record), value
     assert re.findall(r"(?:127\.0\.0\.1|localhost)[: ]\d+", "FROM 127.0.0.1 5000/x; http://localhost:8080/")
+
+
+def test_a_test_that_points_docker_elsewhere_keeps_its_own_docker_config():
+    """buildx records the selected builder per engine address in DOCKER_CONFIG: a CLI run with another DOCKER_HOST
+    and the real config unselects the engine's builder, and every later build lands on Docker's own (which lacks
+    named contexts and multiple outputs). Each env that sets DOCKER_HOST sets DOCKER_CONFIG beside it."""
+    offenders = []
+    for path in sorted(TESTS.rglob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"""["']DOCKER_HOST["']\s*:""", line):
+                nearby = "\n".join(path.read_text().splitlines()[number - 1 : number + 2])
+                if "DOCKER_CONFIG" not in nearby:
+                    offenders.append(f"{path.relative_to(REPO_ROOT)}:{number}")
+    assert offenders == []

@@ -3,6 +3,7 @@ upstream (`--deep`: the wheel's bytes too), `--offline` consistency."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from buildkit.models.lock import (
     read_lock,
 )
 from buildkit.models.paths import Paths
-from buildkit.models.pins import Pins
+from buildkit.models.pins import ARCH_OF_PLATFORM, Pins
 from buildkit.stages.context import load_pins_and_patches, lock_state
 from buildkit.stages.resolve import measure_wheel, resolve_lock, write_lock
 from buildkit.stages.resolve.download import DownloadEvent
@@ -194,8 +195,11 @@ class WheelProgress:
 
     EVERY_SECONDS = 10.0
 
-    def __init__(self, lookups: str | None):
+    def __init__(self, lookups: str | None, label: str = "wheel", parent: WheelProgress | None = None):
         self.lookups = lookups  # the lookups' row, None for a download alone (--deep)
+        self.label = label  # "wheel", or "wheel linux/arm64" for another platform's (build.platforms)
+        self.parent = parent  # another platform's download says its lines, and shows its bar, through the first's
+        self.others: dict[str, WheelProgress] = {}
         self.held: list[str] | None = [] if lookups else None
         self.bar: Progress | None = None
         self.task: TaskID | None = None
@@ -213,6 +217,8 @@ class WheelProgress:
         return self
 
     def _display(self) -> Progress:
+        if self.parent is not None:
+            return self.parent._display()
         if self.bar is None:
             self.bar = Progress(
                 SpinnerColumn(),
@@ -235,20 +241,27 @@ class WheelProgress:
     def _say(self, line: str) -> None:
         """A line about the download; held back while the lookups may still fail, so that a refusal is one clear
         line (the download started beside them; it stops, and nothing of it is said)."""
-        if self.held is not None:
+        if self.parent is not None:
+            self.parent._say(line)
+        elif self.held is not None:
             self.held.append(line)
         else:
             ui.err.print(line)
 
     def __call__(self, event: DownloadEvent) -> None:
+        platform, said, filename = event.filename.partition(": ")
+        if said and platform in ARCH_OF_PLATFORM and event.kind != "resolved":  # another platform's download
+            other = self.others.setdefault(platform, WheelProgress(None, f"wheel {platform}", self))
+            other(dataclasses.replace(event, filename=filename))
+            return
         if event.kind == "resolved":  # every lookup succeeded: what was held back is said now
             held, self.held = self.held or [], None
             for line in held:
                 ui.err.print(line)
         elif event.kind == "cached":
-            self._say(f"wheel: reused from cache, sha256 {ui.safe(event.sha256)}")
+            self._say(f"{self.label}: reused from cache, sha256 {ui.safe(event.sha256)}")
         elif event.kind == "waiting":
-            self._say("wheel: waiting for another buildkit that is downloading it into the same cache")
+            self._say(f"{self.label}: waiting for another buildkit that is downloading it into the same cache")
         elif event.kind == "started":
             self._started(event)
         elif event.kind == "advanced":
@@ -277,20 +290,20 @@ class WheelProgress:
         if not self.began:
             self.began = time.monotonic()
             self.next_time = self.began + self.EVERY_SECONDS
-            self._say(f"wheel: downloading {ui.safe(event.filename)} ({_size(event.total)}) to hash it")
+            self._say(f"{self.label}: downloading {ui.safe(event.filename)} ({_size(event.total)}) to hash it")
         if event.resumed_at:
-            self._say(f"wheel: resumed at {event.resumed_at:,} bytes")
+            self._say(f"{self.label}: resumed at {event.resumed_at:,} bytes")
         elif self.done:
-            self._say("wheel: starting over")
+            self._say(f"{self.label}: starting over")
         self.done = event.done
         if ui.err.is_terminal:
             if self.task is None:
-                self.task = self._display().add_task("wheel", total=event.total, wheel=True)
+                self.task = self._display().add_task(self.label, total=event.total, wheel=True)
             self._display().update(self.task, completed=event.done)
 
     def _advanced(self, event: DownloadEvent) -> None:
-        if self.bar is not None and self.task is not None:
-            self.bar.update(self.task, completed=event.done)
+        if self.task is not None:
+            self._display().update(self.task, completed=event.done)
             return
         now = time.monotonic()
         percent = event.done * 100 // event.total if event.total else None
@@ -303,18 +316,18 @@ class WheelProgress:
         else:
             self.next_percent = percent - percent % 10 + 10
             shown = f"{percent}% ({event.done / 2**20:.1f} of {_size(event.total)})"
-        self._say(f"wheel: {shown}, {self._rate(now)}")
+        self._say(f"{self.label}: {shown}, {self._rate(now)}")
 
     def _finished(self, event: DownloadEvent) -> None:
-        if self.bar is not None and self.task is not None:
-            self.bar.update(self.task, completed=event.done)  # the display stays for the lookups still running
+        if self.task is not None:
+            self._display().update(self.task, completed=event.done)  # the display stays for the lookups running
         now = time.monotonic()
         took = f"in {now - self.began:.1f}s ({self._rate(now)})"
         if self.received == event.done:
             what = f"downloaded {event.done / 2**20:.1f} MiB {took}"
         else:
             what = f"hashed {event.done / 2**20:.1f} MiB ({self.received / 2**20:.1f} MiB downloaded {took})"
-        self._say(f"wheel: {what}, sha256 {ui.safe(event.sha256)}")
+        self._say(f"{self.label}: {what}, sha256 {ui.safe(event.sha256)}")
 
     def _rate(self, now: float) -> str:
         return f"{self.received / max(now - self.began, 1e-3) / 2**20:.1f} MiB/s"
@@ -381,6 +394,13 @@ def lock_table(lock: Lock, title: str) -> Table:
         ("wheel", f"{w.version} ({w.arch}, {_size(w.size)})", _host(w.index)),
         ("base_image", f"{b.tag or b.repository} @ {b.manifest_digest.removeprefix('sha256:')[:12]}", b.registry),
     ]
+    for platform, facts in (lock.other_platforms or {}).items():  # build.platforms: one pair of rows each
+        ow, ob = facts.wheel, facts.base_image
+        gpus = lock.build.for_platform(platform).cuda_arch_list
+        rows += [
+            (f"  {platform}", f"wheel {ow.arch}, {_size(ow.size)}; GPUs {gpus}", _host(ow.index)),
+            ("", f"base_image @ {ob.manifest_digest.removeprefix('sha256:')[:12]}", ob.registry),
+        ]
     for row in rows:
         table.add_row(*(ui.safe(cell) for cell in row))
     return table

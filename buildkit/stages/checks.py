@@ -1,7 +1,7 @@
 """Every check buildkit knows, each passed, failed or not checked with the reason: the one list the report's verdict,
 report.json, bump's summary and the SLSA statement all show, so a check that did not run is never invisible.
 
-Each row is read from what the build left: the lock (CUDA, kernels, ABI, glibc, content address; at resolve), the
+Each row is read from what the build left: the lock (CUDA, torch, kernels, ABI, glibc, content address; at resolve), the
 verify record (kernels, ABI, glibc and driver in the image itself, when verify read them), the build record
 (reproducibility) and the provenance check's record. Nothing here runs a check.
 """
@@ -13,7 +13,8 @@ from typing import Any, Literal
 Status = Literal["pass", "fail", "not checked"]
 
 # The checks, in the order every place shows them.
-KNOWN_CHECKS = ("CUDA", "kernels", "ABI", "glibc", "driver", "content address", "reproducibility", "provenance")
+KNOWN_CHECKS = ("CUDA", "torch", "kernels", "ABI", "glibc", "driver", "content address", "reproducibility",
+                "provenance")
 
 
 def row(name: str, status: Status, detail: str) -> dict[str, str]:
@@ -29,6 +30,7 @@ def known_checks(lock, verify=None, record=None, provenance_checked=None, *, ima
     no_image = image or "no image built from this lock yet: buildkit build"
     return [
         _cuda(lock),
+        _torch(lock),
         _kernels(gpu, where, lock),
         _abi(gpu, where, lock, "abi", "torch", "ABI"),
         _abi(gpu, where, lock, "glibc", "base image", "glibc"),
@@ -58,6 +60,20 @@ def _no_wheel_bytes(lock) -> str:
 def _cuda(lock) -> dict[str, str]:
     # A mismatch stops resolve, so a lock holds a match or the reason there was none.
     return row("CUDA", "pass" if lock.cuda.outcome == "match" else "not checked", lock.cuda.detail)
+
+
+def _torch(lock) -> dict[str, str]:
+    """The torch the wheel was built for (its METADATA) against the torch NeMo-RL's uv.lock installs. Another
+    release line stops resolve, so a lock holds a match, the same release line (the ABI row decides), or why not."""
+    found = getattr(lock, "torch", None)
+    if found is None:
+        return row("torch", "not checked", "the lock holds no torch comparison (written before it, or resolve read "
+                   "no wheel bytes): buildkit resolve")  # fmt: skip
+    if found.outcome == "not checked":
+        return row("torch", "not checked", found.detail)
+    if found.outcome == "same release line":  # a patch release apart: the symbol check (ABI) is what decides
+        return row("torch", "pass", f"{found.detail} (same release line; the ABI row says whether it links)")
+    return row("torch", "pass", found.detail)
 
 
 def _kernels(gpu, where: str, lock) -> dict[str, str]:

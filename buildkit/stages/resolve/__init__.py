@@ -24,6 +24,7 @@ The lock holds facts only; when each was read goes into `self.record` (buildkit/
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -312,8 +313,14 @@ class Resolver:
     def for_platform(self, platform: str) -> Resolver:
         """A resolver of one more platform of build.platforms: the same upstreams and cache, its own wheel arch
         and GPUs (its notes are said with this one's)."""
+        said = self.on_progress
+
+        def on_progress(event: download.DownloadEvent) -> None:  # which platform's wheel or layers it is
+            if said is not None:
+                said(dataclasses.replace(event, filename=f"{platform}: {event.filename}"))
+
         return Resolver(self.pins.for_platform(platform), http=self.http, cache_dir=self.cache_dir,
-                        patches=self.patches, wheel_bytes=self.wheel_bytes, on_progress=self.on_progress)  # fmt: skip
+                        patches=self.patches, wheel_bytes=self.wheel_bytes, on_progress=on_progress)  # fmt: skip
 
     def platform_facts(self, commit: str, base: ImageFact, nemo_commit: str, cancel: threading.Event) -> PlatformFacts:
         """This platform's wheel of `commit` (the one wheel commit), its bytes, and the checks on them against its
