@@ -10,7 +10,6 @@ the ids buildkit computes are held to git's own (`git hash-object`)."""
 from __future__ import annotations
 
 import hashlib
-import io
 import tarfile
 import zipfile
 
@@ -21,6 +20,7 @@ from buildkit.models.lock import PythonFiles, read_lock
 from buildkit.stages.verify import COMPILED_CHECK, PYTHON_CHECK, Context, check_gpu_files, check_vllm_python
 from tests.fake_upstreams import VLLM_SHA
 from tests.gitserver import git
+from tests.images import F, layer_tar
 from tests.memengine import MemoryEngine, MemoryImage
 from tests.realwheels import VLLM_0_14_0, real_wheel
 from tests.verifyimages import LOCK, PREPARE, release_image
@@ -30,22 +30,12 @@ PACKAGE = "/opt/nemo-rl/3rdparty/vllm/vllm"  # WORKDIR /opt/nemo-rl, BUILD_DIR 3
 SOURCE = "b17039bcc" + "0" * 31  # the listing's commit (its first nine digits are the wheel's commit_id)
 
 
-def tar_of(files: dict[str, bytes]) -> bytes:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return out.getvalue()
-
-
 def test_the_blob_ids_buildkit_computes_are_gits(tmp_path):
     """read_package's ids (streamed from a tar) equal what git gives the same bytes."""
     files = {"vllm/__init__.py": b"", "vllm/config.py": b"x = 1\n", "vllm/big.py": bytes(range(256)) * 5000}
     for name, data in files.items():
         (tmp_path / name.replace("/", "_")).write_bytes(data)
-    found = read_package([tar_of(files)], PACKAGE, "image")
+    found = package(files)
     for name, data in files.items():
         assert found.python[name] == git("hash-object", name.replace("/", "_"), cwd=tmp_path).strip()
         assert found.python[name] == blob_id(data)
@@ -61,17 +51,9 @@ def test_the_package_directory_python_names_is_taken_only_when_it_is_a_plain_pat
 
 def package(files: dict[str, bytes], links: dict[str, tuple[bytes, str]] | None = None) -> VllmPackage:
     """read_package over a tar stream as `docker cp` sends one: regular files, and links (name -> (type, target))."""
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        for name, (kind, target) in (links or {}).items():
-            info = tarfile.TarInfo(name)
-            info.type, info.linkname = kind, target
-            tar.addfile(info)
-    return read_package([out.getvalue()], PACKAGE, "image")
+    entries = [F(name, data) for name, data in files.items()]
+    entries += [F(name, kind=kind, linkname=target) for name, (kind, target) in (links or {}).items()]
+    return read_package([layer_tar(entries)], PACKAGE, "image")
 
 
 LISTED = {"vllm/__init__.py": blob_id(b""), "vllm/a.py": blob_id(b"a = 1\n"), "vllm/b.py": blob_id(b"b = 2\n"),
