@@ -25,7 +25,7 @@ from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, exc
 from buildkit.files import read_local, replaced_atomically
 from buildkit.gpu.dynsym import DynamicSymbols, read_symbols
 from buildkit.gpu.elfsections import MACHINES, GpuFileError, machine_name
-from buildkit.gpu.scan import is_shared_object, members
+from buildkit.gpu.scan import is_shared_object, members, readable_wheel
 from buildkit.models.gpufacts import AbiCheck, UnresolvedSymbol
 from buildkit.world import proc
 
@@ -122,7 +122,7 @@ def wheel_symbols(wheel: Path, prefix: str = "", arch: str | None = None) -> Ite
     be an ELF file for that machine (UpstreamMismatch)."""
     what = f"wheel {wheel.name}"
     budget = Budget(what, WHEEL)
-    try:
+    with readable_wheel(what):
         with zipfile.ZipFile(wheel) as archive:
             for info in members(archive, what, lambda n: n.startswith(prefix) and is_shared_object(n), budget):
                 with archive.open(info) as member:
@@ -136,9 +136,6 @@ def wheel_symbols(wheel: Path, prefix: str = "", arch: str | None = None) -> Ite
                                            f"{machine_name(symbols.machine)}, not {arch}",
                                            hint="pin the wheel built for the platform's arch")  # fmt: skip
                 yield info.filename, symbols
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, zlib.error,
-            OSError) as exc:  # fmt: skip
-        raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {excerpt(str(exc), 120)}") from None
 
 
 class _Counted:

@@ -10,6 +10,7 @@ import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, BinaryIO
 from zipfile import ZipInfo
@@ -50,7 +51,7 @@ def wheel_libraries(wheel: Path, symbols: bool = True, arch: str | None = None,
     must be an ELF file for that machine, or UpstreamMismatch names it. `hashes` gets each one's sha256."""
     what = f"wheel {wheel.name}"
     budget = Budget(what, WHEEL)
-    try:
+    with readable_wheel(what):
         with zipfile.ZipFile(wheel) as archive:
             for info in members(archive, what, is_shared_object, budget):
                 # Spooled to a temporary file, 4 MiB at a time: the section headers lie at the end and the fatbin
@@ -65,6 +66,13 @@ def wheel_libraries(wheel: Path, symbols: bool = True, arch: str | None = None,
                     size = spool.tell()
                     found = _read(spool, size, where, arch)
                     yield info.filename, found, _symbols(spool, size, where) if symbols else None
+
+
+@contextmanager
+def readable_wheel(what: str) -> Iterator[None]:
+    """Whatever zipfile raises for a wheel it cannot read (a broken or hostile zip): one refusal naming it (exit 3)."""
+    try:
+        yield
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, zlib.error,
             OSError) as exc:  # fmt: skip
         raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {excerpt(str(exc), 120)}") from None
@@ -76,7 +84,7 @@ def wheel_python_hashes(wheel: Path, hashes: dict[str, str]) -> None:
     holds the shared objects."""
     what = f"wheel {wheel.name}"
     budget = Budget(what, WHEEL)
-    try:
+    with readable_wheel(what):
         with zipfile.ZipFile(wheel) as archive:
             for info in members(archive, what, lambda n: is_vllm_python(n) and python_origin(n) == "wheel", budget):
                 digest = hashlib.sha256()
@@ -85,9 +93,6 @@ def wheel_python_hashes(wheel: Path, hashes: dict[str, str]) -> None:
                         budget.inflate(len(chunk))
                         digest.update(chunk)
                 hashes[info.filename] = digest.hexdigest()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, zlib.error,
-            OSError) as exc:  # fmt: skip
-        raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {excerpt(str(exc), 120)}") from None
 
 
 def members(archive: zipfile.ZipFile, what: str, select: Callable[[str], bool], budget: Budget) -> list[ZipInfo]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import zipfile
-import zlib
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -21,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 
 from buildkit.budget import WHEEL, Budget
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch, excerpt
+from buildkit.gpu.scan import readable_wheel
 from buildkit.gpu.torchlock import LockedTorch
 from buildkit.models.lock import TorchCheck
 
@@ -44,7 +44,7 @@ def requires_torch(wheel: Path, filename: str) -> str | None:
     budget (budget.WHEEL)."""
     what = f"wheel {filename}"
     budget = Budget(what, WHEEL)
-    try:
+    with readable_wheel(what):
         with zipfile.ZipFile(wheel) as archive:
             infos = [i for i in archive.infolist() if _METADATA_RE.fullmatch(i.filename)]
             if not infos:
@@ -59,9 +59,6 @@ def requires_torch(wheel: Path, filename: str) -> str | None:
             with archive.open(info) as member:
                 raw = member.read(MAX_METADATA_BYTES + 1)
             budget.inflate(len(raw), info.compress_size)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, zlib.error,
-            OSError) as exc:  # fmt: skip
-        raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {excerpt(str(exc), 120)}") from None
     return _torch_specifier(raw, f"{what}: {info.filename}")
 
 
