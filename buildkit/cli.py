@@ -210,6 +210,14 @@ CacheDirOption = Annotated[
         help="Where sources are cached [default: $BUILDKIT_CACHE_DIR or $XDG_CACHE_HOME/buildkit].",
     ),
 ]
+OnePlatformOption = Annotated[
+    str | None,
+    typer.Option(
+        "--platform", metavar="PLATFORM", show_default=False,
+        help="With build.platforms: only this platform's image and records (build/<os>-<arch>/) [default: each "
+        "platform in turn].",
+    ),
+]  # fmt: skip
 BuildDirOption = Annotated[
     Path | None,
     typer.Option(
@@ -276,6 +284,7 @@ def render(
         ),
     ] = True,
     build_dir: BuildDirOption = None,
+    platform: OnePlatformOption = None,
     cache_dir: CacheDirOption = None,
     submodules: SubmodulesOption = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout.")] = False,
@@ -300,7 +309,7 @@ def render(
         output=output, submodules=submodules, diff=diff, strict=strict, syntax=syntax, json_out=json_out,
         submodules_from=_submodules_from(ctx, submodules),
     )  # fmt: skip
-    render_command(_paths(pins, lock, build_dir, cache_dir), opts)
+    render_command(_paths(pins, lock, build_dir, cache_dir), opts, platform)
 
 
 BumpNemoRlOption = Annotated[
@@ -504,6 +513,15 @@ AllowDriftOption = Annotated[
     ),
 ]
 JsonOutOption = Annotated[bool, typer.Option("--json", help="Print the build record as JSON on stdout.")]
+EmulateOption = Annotated[
+    bool,
+    typer.Option(
+        "--emulate",
+        help="Build a platform the builder runs only under QEMU emulation (binfmt_misc). Without it such a platform "
+        "stops the build at preflight: emulation is about 10x slower (bench/emulation.py), hours for a real build. "
+        "`buildkit doctor` says where each platform runs.",
+    ),
+]
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
@@ -532,6 +550,7 @@ def build(
     cache_dir: CacheDirOption = None,
     submodules: SubmodulesOption = True,
     json_out: JsonOutOption = False,
+    emulate: EmulateOption = False,
 ) -> None:
     """Build the image: resolve, prepare and render as needed, then `docker buildx build`.
 
@@ -541,6 +560,10 @@ def build(
     exporter, a metadata file and provenance (mode=max) where the driver supports it. Live progress on a terminal,
     the full log in build/logs/, and the record in build/record.json. Anything after `--` goes to buildx unchanged.
     Ctrl-C cancels cleanly (exit 130).
+
+    Several platforms (build.platforms): each is prepared, rendered and built in turn into build/<os>-<arch>/,
+    tagged <tag>-<arch> (`nemo-rl:grpo-arm64`); with --push the plain tag then names one image index of them all
+    (`docker buildx imagetools create`), and build/index.json records the index and each platform's digest.
 
     Network: resolve, only when the lock is missing or stale, asks GitHub ($BUILDKIT_GITHUB_API), the wheel index
     ($BUILDKIT_WHEEL_INDEX), the base image's registry and, once, the torch index for the ABI check
@@ -557,6 +580,7 @@ def build(
       buildkit build --smoke --check-reproducible  # rebuild, compare
       buildkit build --push --compression zstd  # zstd layers, pushed
       buildkit build -- --no-cache              # extra buildx flags
+      buildkit build --push --emulate           # every platform, QEMU where not native
     """
     from buildkit.commands.build import BuildOptions, build_command
 
@@ -565,7 +589,7 @@ def build(
         progress=progress, cache_from=cache_from, cache_to=cache_to, shared_cache=shared_cache, compression=compression,
         syntax=syntax, check_reproducible=check_reproducible, rebuild_builder=rebuild_builder, submodules=submodules,
         force_compression=force_compression, min_free_gb=min_free_gb, allow_drift=allow_drift, extra=ctx.args,
-        json_out=json_out, submodules_from=_submodules_from(ctx, submodules))  # fmt: skip
+        json_out=json_out, submodules_from=_submodules_from(ctx, submodules), emulate=emulate)  # fmt: skip
     build_command(_paths(pins, lock, build_dir, cache_dir), opts)
 
 
@@ -625,6 +649,7 @@ def verify(
     pins: PinsOption = Path("pins.yaml"),
     lock: LockOption = None,
     build_dir: BuildDirOption = None,
+    platform: OnePlatformOption = None,
     gpus: Annotated[
         bool,
         typer.Option(
@@ -670,7 +695,7 @@ def verify(
     opts = _options(
         VerifyOptions.parse, image=image, gpus=gpus, json_out=json_out, provenance=provenance, key=key, drivers=driver
     )
-    verify_command(_paths(pins, lock, build_dir), opts)
+    verify_command(_paths(pins, lock, build_dir), opts, platform)
 
 
 @app.command()
@@ -697,6 +722,7 @@ def report(
         ),
     ] = None,
     build_dir: BuildDirOption = None,
+    platform: OnePlatformOption = None,
 ) -> None:
     """The provenance report, from the lock and the prepare, build and verify records.
 
@@ -715,7 +741,7 @@ def report(
     from buildkit.commands.report import ReportOptions, report_command
 
     opts = ReportOptions.parse(record=record, output=output, fmt=fmt, results=results)
-    report_command(_paths(pins, lock, build_dir), opts)
+    report_command(_paths(pins, lock, build_dir), opts, platform)
 
 
 @app.command()
@@ -742,6 +768,7 @@ def attest(
         ),
     ] = None,
     build_dir: BuildDirOption = None,
+    platform: OnePlatformOption = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the statement on stdout.")] = False,
     repository: Annotated[
         str | None,
@@ -772,7 +799,7 @@ def attest(
     from buildkit.commands.attest import AttestOptions, attest_command
 
     opts = AttestOptions.parse(record=record, key=key, builder_id=builder_id, json_out=json_out, repository=repository)
-    attest_command(_paths(pins, lock, build_dir), opts)
+    attest_command(_paths(pins, lock, build_dir), opts, platform)
 
 
 @app.command(cls=_Command)
@@ -786,6 +813,7 @@ def export(
     pins: PinsOption = Path("pins.yaml"),
     lock: LockOption = None,
     build_dir: BuildDirOption = None,
+    platform: OnePlatformOption = None,
     output: Annotated[
         Path | None,
         typer.Option(
@@ -817,7 +845,7 @@ def export(
     from buildkit.commands.export import ExportOptions, export_command
 
     opts = ExportOptions.parse(image=image, output=output, json_out=json_out)
-    export_command(_paths(pins, lock, build_dir), opts)
+    export_command(_paths(pins, lock, build_dir), opts, platform)
 
 
 @app.command()

@@ -13,9 +13,11 @@ from rich.live import Live
 from rich.text import Text
 
 from buildkit.errors import BuildFailed, CheckFailed, EngineNotReady, Interrupted
+from buildkit.files import write_atomic
 from buildkit.models.choices import Compression, ProgressMode
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins, load_pins
+from buildkit.models.records import IndexRecord, PlatformImage
 from buildkit.models.settings import (
     Setting,
     platform_setting,
@@ -35,10 +37,11 @@ from buildkit.stages.build import (
     plan_for_lock,
     shell_command,
 )
-from buildkit.stages.context import Context, one_platform
+from buildkit.stages.context import Context, Inputs, platform_inputs, platform_paths
 from buildkit.stages.preflight import run_preflight, tool_checks
 from buildkit.text import ui
 from buildkit.text.progress import Progress
+from buildkit.world import buildx
 
 __all__ = ["BuildOptions", "Compression", "DoctorOptions", "ProgressMode", "build_command", "doctor_command"]
 
@@ -85,17 +88,69 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     if opts.dry_run:
         _dry_run(paths, opts)
         return
-    ctx = Context(
+    ctx = _context(paths, opts)
+    run = _Run(paths, opts, ctx)
+    run.resolve()  # when needed: the one lock of every platform
+    assert ctx.inputs is not None
+    platforms = ctx.lock.platforms()
+    say_settings(build_settings(ctx.inputs.pins, paths, opts))  # the inputs loaded, nothing long yet
+    engine = run.preflight(",".join(platforms))  # every platform's builder node, before the long stages
+    if len(platforms) == 1:
+        run.rest(engine)
+        return
+    made = []
+    for platform in platforms:
+        each = _context(paths.for_platform(platform), opts)
+        each.inputs = platform_inputs(ctx.inputs, platform)
+        ui.err.rule(f"{platform}: {each.lock.build.tag} in {each.paths.build_dir}", style="dim")
+        made.append(_Run(each.paths, opts, each).rest(engine))
+    index_record(paths, opts, ctx.inputs, engine, made)
+
+
+def _context(paths: Paths, opts: BuildOptions) -> Context:
+    return Context(
         paths, smoke=opts.smoke, submodules=opts.submodules, syntax=opts.with_syntax, refuse_drift=not opts.allow_drift,
         options=opts, on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"),
         on_say=lambda text: ui.err.print(ui.safe(text)), watch=lambda plan: _view(plan, opts.view_mode),
     )  # fmt: skip
-    run = _Run(paths, opts, ctx)
-    for stage in pipeline.before_build():  # resolve when needed; prepare and render leave work already done as it is
-        run.stage(stage)
-    built = run.build()
-    if opts.check_reproducible:
-        _check_reproducible(ctx.inputs, built.plan, built.record, paths, opts, opts.view_mode, built.stamp)
+
+
+def index_record(paths: Paths, opts: BuildOptions, inputs: Inputs, engine: Preflighted, made: list[Built]) -> None:
+    """After every platform built: the image index of them all under the plain tag (pushed), and the record of
+    the whole (build/index.json), written whether or not there is an index."""
+    plain = inputs.lock.build.tag + ("-smoke" if opts.smoke else "")
+    where = paths.index_record(opts.smoke)
+    images = [
+        PlatformImage(platform=b.plan.platform, tag=b.plan.tag, digest=b.record.image.digest,
+                      config_digest=b.record.image.config_digest,
+                      record=str(paths.for_platform(b.plan.platform).build_record(opts.smoke)))
+        for b in made
+    ]  # fmt: skip
+    digest: str | None = None
+    if opts.push:
+        missing = [i.platform for i in images if not i.digest]
+        if missing:
+            raise BuildFailed(f"no pushed digest for {', '.join(missing)} in the build record: no index assembled")
+        with ui.err.status(f"assembling the image index {plain}...", spinner="dots"):
+            digest = buildx.create_index(
+                engine.builder.name, plain, [f"{i.tag}@{i.digest}" for i in images], where.with_suffix(".metadata")
+            )
+        how = f"`docker buildx imagetools create` of the {len(images)} platform images, pushed as {plain}"
+    else:
+        how = ("not assembled: --load gives one image per platform, each under its own tag (an image index needs a "
+               "registry: --push)")  # fmt: skip
+    record = IndexRecord(lock_sha256=inputs.lock_sha256, smoke=opts.smoke, tag=plain, index_digest=digest, index=how,
+                         platforms=images, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))  # fmt: skip
+    write_atomic(where, record.to_json())
+    if opts.json_out:
+        sys.stdout.write(record.to_json())
+    ui.err.print(f"record: {ui.safe(str(where))}")
+    for image in images:
+        ui.err.print(f"  {ui.safe(image.platform)}: {ui.safe(image.tag)} {ui.safe(image.digest or '?')}")
+    if digest:
+        ui.err.print(f"[green]index[/] {ui.safe(plain)}@{digest}")
+    else:
+        ui.err.print(f"[dim]note[/]: {ui.safe(how)}")
 
 
 def build_settings(pins: Pins, paths: Paths, opts: BuildOptions) -> list[Setting]:
@@ -120,21 +175,29 @@ def say_settings(settings: list[Setting]) -> None:
 
 
 def _dry_run(paths: Paths, opts: BuildOptions) -> None:
-    todo, inputs = pipeline.status(paths, smoke=opts.smoke, submodules=opts.submodules)
-    if inputs is not None:
-        one_platform(inputs.lock)  # the plan would be refused when run: said now
-    # Once the pins and patches have loaded: a refused input stays the only thing said.
-    say_settings(build_settings(inputs.pins if inputs else load_pins(paths.pins), paths, opts))
-    ui.err.print("[bold]plan[/] (dry run: nothing is changed)")
-    for stage in todo:
-        detail = stage.detail + (", nothing to do" if stage.current else "")
-        ui.err.print(f"  - {stage.stage}: {ui.safe(detail)}")
-    if inputs is None:
-        ui.err.print("  - build: the buildx command needs the locked values: run `buildkit resolve` first")
-        return
-    plan = plan_for_lock(inputs.lock, paths, smoke=opts.smoke, **opts.plan_options(provenance=True))
-    ui.err.print("  - build: the command below")
-    sys.stdout.write(shell_command(plan) + "\n")
+    each = platform_paths(paths)  # one platform's paths per platform of build.platforms
+    for one in each:
+        todo, inputs = pipeline.status(one, smoke=opts.smoke, submodules=opts.submodules)
+        if one is each[0]:
+            # Once the pins and patches have loaded: a refused input stays the only thing said.
+            whole = inputs.pins if inputs and len(each) == 1 else load_pins(paths.pins)
+            say_settings(build_settings(whole, paths, opts))
+            ui.err.print("[bold]plan[/] (dry run: nothing is changed)")
+        if one.platform:
+            ui.err.print(f"[bold]{one.platform}[/] (in {ui.safe(str(one.build_dir))})")
+        for stage in todo:
+            detail = stage.detail + (", nothing to do" if stage.current else "")
+            ui.err.print(f"  - {stage.stage}: {ui.safe(detail)}")
+        if inputs is None:
+            ui.err.print("  - build: the buildx command needs the locked values: run `buildkit resolve` first")
+            return
+        plan = plan_for_lock(inputs.lock, one, smoke=opts.smoke, **opts.plan_options(provenance=True))
+        ui.err.print("  - build: the command below")
+        sys.stdout.write(shell_command(plan) + "\n")
+    if len(each) > 1:
+        index = "an image index of them all under the plain tag (docker buildx imagetools create)"
+        ui.err.print(f"then: {index}, and {paths.index_record(opts.smoke)}" if opts.push
+                     else f"then: {paths.index_record(opts.smoke)} (no index: that needs --push)")  # fmt: skip
 
 
 class _Run:
@@ -143,41 +206,29 @@ class _Run:
     def __init__(self, paths: Paths, opts: BuildOptions, ctx: Context) -> None:
         self.paths, self.opts, self.ctx = paths, opts, ctx
 
-    def stage(self, stage: pipeline.Stage) -> None:
-        shown = {"resolve": self._resolve, "prepare": self._prepare, "render": self._render}
-        if stage.name in shown:
-            shown[stage.name]()
-        else:  # a stage with nothing of its own to show
-            with ui.err.status(f"{stage.name}...", spinner="dots"):
-                pipeline.run_stage(stage.name, self.ctx)
-
-    def _resolve(self) -> None:
+    def resolve(self) -> None:
         with ui.err.status("checking the lock (resolving the pins if it is missing or stale)...", spinner="dots"):
             pipeline.run_stage("resolve", self.ctx)
         if self.ctx.made["resolve"]:
             ui.err.print(f"[green]wrote[/] {ui.safe(str(self.paths.lock))}")
-        lock, opts = self.ctx.lock, self.opts
-        if opts.smoke:
-            self.ctx.smoke_base = pipeline.pin_smoke_base(opts.smoke_base, lock.build.platform)
-            if not opts.with_syntax:
-                ui.err.print(
-                    "[dim]note[/]: smoke build without a `# syntax=` line: the builder's own frontend, no internet"
-                )
-        assert self.ctx.inputs is not None
-        say_settings(build_settings(self.ctx.inputs.pins, self.paths, opts))  # the inputs loaded, nothing long yet
-        self._preflight()  # as soon as the lock names the platform and tag: before the long stages
+        if self.opts.smoke and not self.opts.with_syntax:
+            ui.err.print(
+                "[dim]note[/]: smoke build without a `# syntax=` line: the builder's own frontend, no internet"
+            )
 
-    def _preflight(self) -> None:
+    def preflight(self, platforms: str) -> Preflighted:
+        """The engine checked for every platform (as soon as the lock names them and the tag: before the long
+        stages)."""
         lock, opts = self.ctx.lock, self.opts
         tag = lock.build.tag + ("-smoke" if opts.smoke else "")
-        checks = run_preflight(opts.builder, lock.build.platform, opts.min_free, opts.push, tag)
+        checks = run_preflight(opts.builder, platforms, opts.min_free, opts.push, tag, opts.emulate)
         if checks.failed:
             ui.print_checks(checks.checks)
             first = checks.failed[0]
             raise EngineNotReady(f"preflight: {first.name}: {first.detail}", hint=first.fix or None)
         if opts.check_reproducible and opts.rebuild_builder:
             # The rebuild's builder is checked now, not after the first build has run.
-            rebuild_checks = run_preflight(opts.rebuild_builder, lock.build.platform, opts.min_free, False, tag)
+            rebuild_checks = run_preflight(opts.rebuild_builder, platforms, opts.min_free, False, tag, opts.emulate)
             if rebuild_checks.failed:
                 ui.print_checks(rebuild_checks.checks)
                 first = rebuild_checks.failed[0]
@@ -185,10 +236,37 @@ class _Run:
                     f"preflight of the rebuild builder {opts.rebuild_builder}: {first.name}: {first.detail}",
                     hint=first.fix or None,
                 )
+        for check in checks.checks:
+            if check.name == "platform" and "emulated" in check.detail:
+                ui.warn(check.detail)  # an order of magnitude slower: said before it starts
         provenance, note = checks.provenance(opts.push)
-        self.ctx.made["preflight"] = Preflighted(checks.builder_facts(), provenance, note)
         if not provenance:
             ui.err.print(f"[yellow]note[/]: provenance attestation {ui.safe(note)}")
+        return Preflighted(checks.builder_facts(), provenance, note)
+
+    def rest(self, engine: Preflighted) -> Built:
+        """One platform after resolve and preflight: prepare and render (work already done is left as it is),
+        buildx, and the reproducibility check when asked."""
+        self.ctx.made["preflight"] = engine
+        if self.opts.smoke:
+            self.ctx.smoke_base = pipeline.pin_smoke_base(self.opts.smoke_base, self.ctx.lock.build.platform)
+        for stage in pipeline.before_build():
+            if stage.name != "resolve":
+                self.stage(stage)
+        built = self.build()
+        if self.opts.check_reproducible:
+            _check_reproducible(
+                self.ctx.inputs, built.plan, built.record, self.paths, self.opts, self.opts.view_mode, built.stamp
+            )
+        return built
+
+    def stage(self, stage: pipeline.Stage) -> None:
+        shown = {"prepare": self._prepare, "render": self._render}
+        if stage.name in shown:
+            shown[stage.name]()
+        else:  # a stage with nothing of its own to show
+            with ui.err.status(f"{stage.name}...", spinner="dots"):
+                pipeline.run_stage(stage.name, self.ctx)
 
     def _prepare(self) -> None:
         with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):

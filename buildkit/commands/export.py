@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 
 from buildkit.models.paths import Paths
 from buildkit.stages import pipeline
-from buildkit.stages.context import Context
+from buildkit.stages.context import Context, each_platform
 from buildkit.stages.export import ExportOptions, srun_line
 from buildkit.text import ui
 
 
-def export_command(paths: Paths, opts: ExportOptions) -> None:
+def export_command(paths: Paths, opts: ExportOptions, platform: str | None = None) -> None:
+    """One squashfs per platform, each named after its own image tag (<tag>-<arch>), so a Slurm user cannot take
+    one platform's for another's."""
+    each = each_platform(paths, platform, **{"--image": opts.image, "--output": opts.output,
+                                             "-o -": True if opts.streamed else None})  # fmt: skip
+    results = {}
+    for one in each:
+        ui.platform_heading(one.platform, one.build_dir, len(each))
+        results[one.platform] = _export(one, opts)
+    if opts.json_out:
+        ui.write_json_by_platform(results)
+
+
+def _export(paths: Paths, opts: ExportOptions) -> dict:
     with ui.err.status("exporting...", spinner="dots") as status:
         ctx = Context(
             paths, options=opts, on_note=ui.warn, on_say=lambda text: ui.err.print(ui.safe(text)),
@@ -25,11 +37,10 @@ def export_command(paths: Paths, opts: ExportOptions) -> None:
         with open(record.path, "rb") as made:
             shutil.copyfileobj(made, sys.stdout.buffer, 1 << 20)
         sys.stdout.buffer.flush()
-    if opts.json_out:
-        sys.stdout.write(json.dumps(record.model_dump(mode="json"), indent=2) + "\n")
     ui.err.print(f"[green]wrote[/] {ui.safe(record.path)} ({record.size / 2**20:,.1f} MiB)")
     ui.err.print(f"  sha256 {record.sha256}")
     if record.skipped_count:
         ui.err.print(f"  left out {record.skipped_count} device node(s): {ui.safe(', '.join(record.skipped))}")
     ui.err.print(f"  run it: {ui.safe(srun_line(record))}")
     ui.err.print(f"record: {ui.safe(str(where))}")
+    return record.model_dump(mode="json")

@@ -1,19 +1,37 @@
-"""`buildkit verify`: run the image checks (or read the provenance) and present build/verify.json."""
+"""`buildkit verify`: run the image checks (or read the provenance) and present build/verify.json (each
+platform's, for several)."""
 
 from __future__ import annotations
 
-import json
-import sys
-
 from buildkit.errors import CheckFailed
 from buildkit.models.paths import Paths
+from buildkit.models.records import VerifyRecord
 from buildkit.stages import pipeline
-from buildkit.stages.context import Context
+from buildkit.stages.context import Context, each_platform
 from buildkit.stages.verify import VerifyOptions
 from buildkit.text import ui
 
 
-def verify_command(paths: Paths, opts: VerifyOptions) -> None:
+def verify_command(paths: Paths, opts: VerifyOptions, platform: str | None = None) -> None:
+    each = each_platform(paths, platform, **{"--image": opts.image})
+    failed: list[tuple[str, list[str]]] = []  # (image, the checks that failed on it)
+    results = {}
+    for one in each:
+        ui.platform_heading(one.platform, one.build_dir, len(each))
+        result = _verify(one, opts)
+        results[one.platform] = result.model_dump(mode="json")
+        names = [c.name for c in result.results if c.status == "fail"]
+        if names:
+            failed.append((result.image, names))
+    if opts.json_out:
+        ui.write_json_by_platform(results)
+    if failed:
+        count = sum(len(names) for _, names in failed)
+        where = "; ".join(f"on {image}: {', '.join(names)}" for image, names in failed)
+        raise CheckFailed(f"{count} check(s) failed {where}")
+
+
+def _verify(paths: Paths, opts: VerifyOptions) -> VerifyRecord:
     with ui.err.status("verifying...", spinner="dots") as status:
         ctx = Context(
             paths, options=opts, on_note=ui.warn, on_say=lambda text: ui.err.print(ui.safe(text)),
@@ -21,12 +39,8 @@ def verify_command(paths: Paths, opts: VerifyOptions) -> None:
         )  # fmt: skip
         pipeline.run_stage("verify", ctx)
     result, record_path = ctx.made["verify"]
-    if opts.json_out:
-        sys.stdout.write(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
     marks = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "skip": "[yellow]skip[/]"}
     for check in result.results:
         ui.err.print(f"{marks[check.status]}  {ui.safe(check.name)}: {ui.safe(check.reason)}")
     ui.err.print(f"record: {ui.safe(str(record_path))}")
-    failed = [c for c in result.results if c.status == "fail"]
-    if failed:
-        raise CheckFailed(f"{len(failed)} check(s) failed on {result.image}: {', '.join(c.name for c in failed)}")
+    return result

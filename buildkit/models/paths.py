@@ -45,15 +45,25 @@ def default_build_dir(pins: Path) -> Path:
     return pins.parent / ("build" if stem == "pins" else f"build-{stem}")
 
 
+def platform_folder(platform: str) -> str:
+    """The build folder of one platform of several: `linux/arm64` -> `linux-arm64`."""
+    return platform.replace("/", "-")
+
+
 class Paths(NamedTuple):
     """Where every artifact lives. Smoke builds keep their Dockerfile, render record, metadata and the files made
     from them in build/smoke/ and their record in build/smoke-record.json, so a smoke build never overwrites a real
-    one."""
+    one.
+
+    A lock of several platforms (build.platforms) builds each in a folder of its own (`for_platform`:
+    build/linux-arm64/, with the same layout inside), so no record, Dockerfile or squashfs of one platform can be
+    taken for another's; the lock, the resolve record and the image index record stay at the top (`top_dir`)."""
 
     pins: Path
     lock: Path
     build_dir: Path
     cache_dir: Path
+    platform: str | None = None  # set by for_platform: these are one platform's paths of a multi-platform lock
 
     @classmethod
     def of(
@@ -70,9 +80,22 @@ class Paths(NamedTuple):
     def project_dir(self) -> Path:
         return self.pins.parent
 
+    def for_platform(self, platform: str) -> Paths:
+        """One platform's paths of a multi-platform lock: its own folder under the top build folder."""
+        return self._replace(build_dir=self.top_dir / platform_folder(platform), platform=platform)
+
+    @property
+    def top_dir(self) -> Path:
+        """The build folder of the whole pins file (build_dir's parent for one platform's paths)."""
+        return self.build_dir.parent if self.platform else self.build_dir
+
     @property
     def resolve_record(self) -> Path:
-        return self.build_dir / "resolve.json"
+        return self.top_dir / "resolve.json"
+
+    def index_record(self, smoke: bool) -> Path:
+        """The record of a multi-platform build: each platform's image and, pushed, the image index."""
+        return self.top_dir / ("smoke-index.json" if smoke else "index.json")
 
     @property
     def prepare_record(self) -> Path:

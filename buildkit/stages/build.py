@@ -65,6 +65,7 @@ class BuildOptions:
     force_compression: bool | None = None
     json_out: bool = False
     submodules_from: str = "default"  # the flag or variable that set `submodules`, as messages name it
+    emulate: bool = False  # build a platform the builder runs only under QEMU (an order of magnitude slower)
 
     @classmethod
     def parse(

@@ -57,7 +57,7 @@ from buildkit.stages.bumpsummary import (
     markdown,
 )
 from buildkit.stages.checks import known_checks
-from buildkit.stages.context import Context, Inputs
+from buildkit.stages.context import Context, Inputs, platform_contexts
 from buildkit.stages.prepare import git_config
 from buildkit.stages.render import MAX_UPSTREAM_DOCKERFILE, UPSTREAM_PATH, upstream_dockerfile
 from buildkit.stages.resolve import NoWheelFound, Resolver, download_notes, resolve_lock
@@ -200,8 +200,9 @@ class _Bump:
         )  # fmt: skip
         report.vllm_source = composition(lock)
         report.vllm_compiled = list(lock.vllm_compare.compiled)
-        pipeline.run_stage("render", ctx)
-        record = ctx.made["render"][1]
+        for each in platform_contexts(ctx):  # each platform's Dockerfile (build/<os>-<arch>/ for several)
+            pipeline.run_stage("render", each)
+        record = each.made["render"][1]  # drift is upstream's Dockerfile against the pins: the same for each
         report.drift = record.drift
         report.build_would_stop = [f"drift: {finding}" for finding in record.drift]
         report.cuda = lock_cuda_facts(lock)

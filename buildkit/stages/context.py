@@ -6,14 +6,24 @@ the stages. (The newest build record, which verify, attest, export and report st
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from buildkit.dockerfile.patches import patch_facts
-from buildkit.errors import CheckFailed, InputError
+from buildkit.errors import BuildkitError, CheckFailed, InputError
 from buildkit.files import write_atomic
-from buildkit.models.lock import STALE, Lock, PatchFact, consistency_problems, content_warning, lock_sha256, read_lock
+from buildkit.models.grammar import image_tag
+from buildkit.models.lock import (
+    STALE,
+    Lock,
+    PatchFact,
+    consistency_problems,
+    content_warning,
+    lock_sha256,
+    platform_lock,
+    read_lock,
+)
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins, load_pins
 from buildkit.text.progress import Progress
@@ -48,14 +58,17 @@ def lock_state(paths: Paths, pins: Pins, patches: list[PatchFact]) -> tuple[Lock
     return lock, consistency_problems(pins, lock, patches)
 
 
-def load_inputs(paths: Paths, on_note: OnNote | None = None) -> Inputs:
+def load_inputs(paths: Paths, on_note: OnNote | None = None, *, whole: bool = False) -> Inputs:
     """Pins and a lock that agree with them: later stages trust only a lock that is current. `on_note` hears the
     warning for a lock whose wheel is not content-addressed.
 
     A version-1 or version-2 lock is stale for `resolve --check` and `build` (which resolve it again), but the
     stages that describe what was built from it (render, verify, report) still read it (version 1 as a lock whose
     wheel is not content-addressed; both with their CUDA "not checked"): its hash is the one its records and image
-    labels carry."""
+    labels carry.
+
+    For one platform's paths (Paths.for_platform), that platform's inputs (platform_inputs); a lock of several
+    platforms is refused with the top paths unless `whole` (what describes them all: the report's comparison)."""
     pins, patches = load_pins_and_patches(paths)
     lock = read_lock(paths.lock)  # a missing or unreadable lock says so plainly
     problems = [p for p in consistency_problems(pins, lock, patches) if p not in STALE.values()]
@@ -65,21 +78,95 @@ def load_inputs(paths: Paths, on_note: OnNote | None = None) -> Inputs:
             hint="run `buildkit resolve`",
         )
     warn_content(lock, on_note)
-    one_platform(lock)
-    return Inputs(paths, pins, patches, lock)
+    inputs = Inputs(paths, pins, patches, lock)
+    if paths.platform is not None:
+        return platform_inputs(inputs, paths.platform)
+    if not whole:
+        one_platform(lock)
+    return inputs
 
 
 def one_platform(lock: Lock) -> None:
-    """Prepare, render, build, verify, export, attest and report take one platform; a lock of build.platforms
-    (resolve takes it whole) is refused before anything is fetched or made, naming the way that works today."""
+    """A stage given the whole of a multi-platform lock (rather than one platform's paths, `platform_paths`) is a
+    caller's mistake: refused before anything is fetched or made."""
     if lock.other_platforms:
         raise InputError(
             f"the lock holds {len(lock.platforms())} platforms ({', '.join(lock.platforms())}, build.platforms): "
-            "preparing, rendering, building, verifying, exporting, attesting and reporting them from one lock are "
-            "not in this version yet (resolve and resolve --check are)",
-            hint="for now, build each platform from its own pins file with build.platform and its cuda_arch_list "
-            "(pins-gb200.yaml -> pins-gb200.lock)",
+            "this step runs once per platform",
+            hint="pass --platform with one of them",
         )
+
+
+def platform_tag(tag: str, platform: str) -> str:
+    """`nemo-rl:grpo` -> `nemo-rl:grpo-arm64`: each platform's image of a multi-platform build has a tag of its own
+    (Docker's image store keeps one image per tag, and a Slurm user must not take one for the other); the plain tag
+    names the image index a push assembles."""
+    tagged = f"{tag}-{platform.rsplit('/', 1)[-1]}"
+    try:
+        return image_tag(tagged)
+    except ValueError as exc:
+        raise InputError(f"build.tag {tag!r} with the platform's suffix: {exc}") from None
+
+
+def platform_inputs(inputs: Inputs, platform: str) -> Inputs:
+    """One platform of a multi-platform lock as the single-platform inputs its stages run from: that platform's
+    facts and pins (its GPUs, its wheel), its own build folder and image tag, and the whole lock's hash."""
+    lock = inputs.lock
+    if platform not in lock.platforms():
+        raise InputError(
+            f"--platform {platform}: the lock holds {', '.join(lock.platforms())}",
+            hint="pass one of them, or add it to build.platforms and run `buildkit resolve`",
+        )
+    view = platform_lock(lock, platform)
+    build = view.build.model_copy(update={"tag": platform_tag(view.build.tag, platform)})
+    view = view.model_copy(update={"build": build})
+    paths = inputs.paths if inputs.paths.platform == platform else inputs.paths.for_platform(platform)
+    return Inputs(paths, inputs.pins.for_platform(platform), inputs.patches, view)
+
+
+def platform_contexts(ctx: Context) -> list[Context]:
+    """One context per platform of the lock in ctx (ctx itself for one platform): each with that platform's paths
+    and inputs and a copy of what was made so far; writes held in ctx stay held there (the same list)."""
+    if ctx.inputs is None or not ctx.lock.other_platforms:
+        return [ctx]
+    inputs = ctx.inputs
+    return [
+        replace(ctx, paths=ctx.paths.for_platform(p), inputs=platform_inputs(inputs, p), made=dict(ctx.made),
+                held=ctx.held)
+        for p in ctx.lock.platforms()
+    ]  # fmt: skip
+
+
+def each_platform(paths: Paths, only: str | None, **one_thing: object) -> list[Paths]:
+    """The paths a later command (render, verify, export, attest, report) runs from, one per platform (only
+    `only`'s when given). An option that names one thing (--image, --record, -o FILE; `one_thing` maps its name to
+    its value) names one platform's, so with several it needs --platform."""
+    each = platform_paths(paths, only)
+    given = [name for name, value in one_thing.items() if value is not None]
+    if len(each) > 1 and given:
+        raise InputError(
+            f"{given[0]} names one platform's, and {paths.lock} holds {', '.join(str(p.platform) for p in each)}",
+            hint=f"pass --platform with one of them, e.g. --platform {each[-1].platform}",
+        )
+    return each
+
+
+def platform_paths(paths: Paths, only: str | None = None) -> list[Paths]:
+    """The paths each platform's stages run from: [paths] for a single-platform lock, one folder per platform for
+    a lock of build.platforms (only `only`'s, when given). A lock that cannot be read is left to the stage, which
+    says why."""
+    try:
+        lock = read_lock(paths.lock)
+    except BuildkitError:
+        return [paths]
+    platforms = lock.platforms()
+    if only is not None and only not in platforms:
+        raise InputError(
+            f"--platform {only}: {paths.lock} holds {', '.join(platforms)}", hint="pass one of them"
+        )
+    if not lock.other_platforms:
+        return [paths]
+    return [paths.for_platform(p) for p in platforms if only in (None, p)]
 
 
 def warn_content(lock: Lock, on_note: OnNote | None) -> None:

@@ -50,9 +50,17 @@ class Preflight:
         return provenance_choice(self.builder.attestations, self.builder.driver, store, push)
 
 
-def run_preflight(builder: str | None, platform: str, min_free_gb: float, push: bool, tag: str) -> Preflight:
+# What bench/emulation.py measured for a CPU-bound RUN step (the same step, arm64 under QEMU against amd64 native).
+EMULATION_COST = "about 10x slower than native (bench/emulation.py)"
+
+
+def run_preflight(
+    builder: str | None, platform: str, min_free_gb: float, push: bool, tag: str, emulate: bool | None = None
+) -> Preflight:
+    """The checks before a build (`emulate`: whether a platform the builder only emulates is allowed; None, as
+    doctor asks, says where each platform runs without judging it)."""
     result = Preflight()
-    _engine_checks(result, builder, platform, min_free_gb)
+    _engine_checks(result, builder, platform, min_free_gb, emulate)
     if push:  # asked whatever the engine's state: they do not depend on it
         result.checks.append(_push_credentials_check(tag))
     return result
@@ -100,7 +108,9 @@ def credentials_check(registry: str) -> Check:
     return Check("credentials", False, f"no credentials for {registry} in {config_path()}", f"docker login {registry}")
 
 
-def _engine_checks(result: Preflight, builder: str | None, platform: str, min_free_gb: float) -> None:
+def _engine_checks(
+    result: Preflight, builder: str | None, platform: str, min_free_gb: float, emulate: bool | None
+) -> None:
     """The engine, buildx and the builder, then what the builder offers: the platform, attestations, disk."""
     add = result.checks.append
     add(_engine_check(result))
@@ -119,7 +129,7 @@ def _engine_checks(result: Preflight, builder: str | None, platform: str, min_fr
     add(
         Check("builder", True, f"{info.name} ({info.driver} driver, {info.endpoint}), BuildKit {info.buildkit_version}")
     )
-    result.checks += platform_checks(info, platform)
+    result.checks += platform_checks(info, platform, emulate)
     add(_attestations_check(info))
     add(_disk_check(info, result.engine, min_free_gb))
 
@@ -134,19 +144,33 @@ def _engine_check(result: Preflight) -> Check:
     return Check("engine", True, f"Docker {result.engine_version} (API {version.get('ApiVersion', '?')})")
 
 
-def platform_checks(info: BuilderInfo, platform: str) -> list[Check]:
-    """One check per platform: several (build.platforms) come as buildx names them, "linux/amd64,linux/arm64"."""
-    return [_platform_check(info, each) for each in platform.split(",")]
+def platform_checks(info: BuilderInfo, platform: str, emulate: bool | None = None) -> list[Check]:
+    """One check per platform, saying where it runs: several (build.platforms) come as buildx names them,
+    "linux/amd64,linux/arm64". A platform the builder only emulates fails unless `emulate` (None: said, not
+    judged): a 20-30 minute build under QEMU takes hours."""
+    return [_platform_check(info, each, emulate) for each in platform.split(",")]
 
 
-def _platform_check(info: BuilderInfo, platform: str) -> Check:
-    supported = platform in info.platforms or any(p.startswith(platform + "/") for p in info.platforms)
+def _platform_check(info: BuilderInfo, platform: str, emulate: bool | None) -> Check:
+    offers = f"builder offers {', '.join(info.platforms)}"
+    where = info.where(platform)
+    if where is None:
+        return Check("platform", False, f"{platform} not offered ({offers})",
+                     "use a builder for that platform, or set up emulation (binfmt)")  # fmt: skip
+    node, native = where
+    if native:
+        return Check("platform", True, f"{platform} supported (native on node {node}; {offers})")
+    emulated = f"emulated with QEMU on node {node}, {EMULATION_COST}"
+    if emulate is None:
+        return Check("platform", True, f"{platform} supported ({emulated}; `buildkit build` needs --emulate for it; "
+                     f"{offers})")  # fmt: skip
+    if emulate:
+        return Check("platform", True, f"{platform} supported ({emulated}, as --emulate allows; {offers})")
     return Check(
-        "platform",
-        supported,
-        f"{platform} {'supported' if supported else 'not offered'} (builder offers {', '.join(info.platforms)})",
-        "" if supported else "use a builder for that platform, or set up emulation (binfmt)",
-    )
+        "platform", False, f"{platform} runs only under emulation ({emulated}; {offers})",
+        f"pass --emulate to build it so anyway, or add a node whose CPU runs it natively: `docker buildx create "
+        f"--append --name {info.name} <endpoint of a {platform} machine>`",
+    )  # fmt: skip
 
 
 def _attestations_check(info: BuilderInfo) -> Check:

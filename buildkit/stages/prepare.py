@@ -39,7 +39,7 @@ from buildkit.errors import BuildkitError, GitFailed, InputError, UpstreamMismat
 from buildkit.files import MAX_RECORD_BYTES, read_local, utc_now, write_atomic, write_error
 from buildkit.models.lock import Lock, PatchFact
 from buildkit.models.pins import GitUrlRewrite
-from buildkit.stages.context import Context, StageStatus, one_platform
+from buildkit.stages.context import Context, StageStatus
 from buildkit.world.cache import prepared_tree
 from buildkit.world.git import (
     has_commit,
@@ -821,7 +821,6 @@ def current(ctx: Context) -> StageStatus:
 def run(ctx: Context) -> None:
     """NeMo-RL at the locked commit with the declared patches, in ctx.paths.cache_dir; writes build/prepare.json."""
     assert ctx.inputs is not None
-    one_platform(ctx.lock)  # a build of several platforms is refused before anything is fetched
     record = prepare(
         ctx.lock, ctx.inputs.lock_sha256, ctx.paths.project_dir, ctx.paths.cache_dir, ctx.inputs.pins.git_url_rewrites,
         submodules=ctx.submodules,

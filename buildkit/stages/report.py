@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import shlex
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -31,8 +32,9 @@ from buildkit.files import (
 from buildkit.models.choices import ReportFormat
 from buildkit.models.grammar import one_line_text
 from buildkit.models.lock import Lock, composition, lock_sha256
+from buildkit.models.lock.platforms import platform_rows
 from buildkit.models.paths import Paths
-from buildkit.models.records import Build, belongs
+from buildkit.models.records import Build, IndexRecord, belongs
 from buildkit.models.yamlload import load_yaml
 from buildkit.stages.attest import AttestRecord
 from buildkit.stages.build import BuildRecord, latest_build, plan_for_lock, shell_command
@@ -629,3 +631,73 @@ def render_markdown(data: dict[str, Any]) -> str:
     env.filters["mib"] = lambda size: f"{size / 2**20:,.1f} MiB" if isinstance(size, int) else "unknown"
     env.filters["bytes"] = _human_size
     return env.get_template("report.md.j2").render(**data)
+
+
+# -- several platforms (build.platforms) ----------------------------------------------------------------------------
+
+
+def several(paths: Paths, reports: dict[str, str], fmt: ReportFormat, smoke: bool) -> str:
+    """The report of a lock of several platforms: what differs between them (from the lock), the image index (from
+    build/index.json, when a build of them all ran), then each platform's own report, its headings one level down."""
+    lock = load_inputs(paths, whole=True).lock
+    rows = platform_rows(lock)
+    index = read_record(paths.index_record(smoke), IndexRecord)
+    if index is not None and index.lock_sha256 != lock_sha256(lock):
+        index = None
+    if fmt == "json":
+        data = {
+            "lock_sha256": lock_sha256(lock),
+            "platforms": {p: json.loads(text) for p, text in reports.items()},
+            "differences": [{"fact": r.fact, "values": r.values} for r in rows if r.differs],
+            "same": [{"fact": r.fact, "value": next(iter(r.values.values()))} for r in rows if not r.differs],
+            "index": index.model_dump(mode="json") if index else None,
+        }
+        return json.dumps(data, indent=2) + "\n"
+    names = list(reports)
+    out = [
+        f"# NeMo-RL image for {len(names)} platforms: {', '.join(names)}",
+        "",
+        f"One lock ({markdown.code(paths.lock.name)}, sha256 {markdown.code(lock_sha256(lock)[:12])}...) with one "
+        "NeMo-RL commit, one vLLM source and wheel commit, and one set of patches; each platform built in a folder "
+        "of its own. Each platform's report follows this comparison.",
+        "",
+        "## What differs between the platforms",
+        "",
+        "| fact | " + " | ".join(markdown.cell(p) for p in names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for r in rows:
+        if r.differs:
+            cells = " | ".join(markdown.code_cell(r.values[p]) for p in names)
+            out.append(f"| {markdown.cell(r.fact)} | {cells} |")
+    same = [r.fact for r in rows if not r.differs]
+    same_text = ", ".join(markdown.text(f) for f in same) or "nothing else"
+    out += ["", f"The same on every platform: {same_text}.", ""]
+    out += ["## Image index", ""]
+    if index is None:
+        out.append("No build of every platform recorded for this lock (`buildkit build` writes "
+                   f"{markdown.code(paths.index_record(smoke).name)}).")  # fmt: skip
+    else:
+        pushed = index.tag + "@" + index.index_digest if index.index_digest else None
+        out += [f"Index: {markdown.code(pushed) if pushed else markdown.text(index.index)}", ""]
+        for i in index.platforms:
+            out.append(f"- {markdown.text(i.platform)}: {markdown.code(i.tag)} {markdown.code(i.digest or '?')}")
+    for platform, text in reports.items():
+        out += ["", f"# {markdown.text(platform)}", "", demoted(text).rstrip("\n")]
+    return "\n".join(out) + "\n"
+
+
+def demoted(text: str) -> str:
+    """Markdown with every ATX heading one level down, fenced code left as it is."""
+    out, fence = [], ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        opening = re.match(r"(`{3,}|~{3,})", stripped)
+        if not fence and opening:
+            fence = opening.group(1)
+        elif fence and stripped.startswith(fence) and set(stripped) == {fence[0]}:
+            fence = ""
+        elif not fence and re.match(r"#{1,5} ", line):
+            line = "#" + line
+        out.append(line)
+    return "\n".join(out) + "\n"

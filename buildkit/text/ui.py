@@ -92,3 +92,19 @@ def print_transformations(transformations) -> None:
     """One line per transformation render applied to upstream's Dockerfile."""
     for t in transformations:
         err.print(f"transformed ({safe(t.name)}): {safe(t.summary)}")
+
+
+def platform_heading(platform: str | None, where: object, count: int) -> None:
+    """A rule naming the platform before its output, when a command runs for several (build.platforms)."""
+    if count > 1 and platform:
+        err.rule(safe(f"{platform} ({where})"), style="dim")
+
+
+def write_json_by_platform(results: dict) -> None:
+    """--json of a command run per platform: the one platform's document as it always was; several, keyed by
+    platform."""
+    import json
+    import sys
+
+    data = next(iter(results.values())) if len(results) == 1 else results
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")

@@ -6,14 +6,31 @@ list; this module reads what `docker buildx version` and `docker buildx inspect`
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from buildkit.errors import EngineNotReady, InputError
+from buildkit.errors import BuildFailed, EngineNotReady, InputError
 from buildkit.world import proc
 
 OUTPUT_MAX = 1 << 20  # `buildx version` and `buildx inspect` print a few lines
 BUILDER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # used with fullmatch
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class Node:
+    """One BuildKit of a builder (`docker buildx create --append` adds more) and the platforms it offers."""
+
+    name: str
+    platforms: list[str]
+
+    @property
+    def native(self) -> str | None:
+        """The platform the node's own CPU runs. BuildKit lists it first; those after it run under emulation
+        (QEMU registered through binfmt_misc), and `buildx create --platform` names come first too (marked *)."""
+        return self.platforms[0] if self.platforms else None
 
 
 @dataclass
@@ -22,12 +39,28 @@ class BuilderInfo:
     driver: str
     endpoint: str = ""
     buildkit_version: str = ""
-    platforms: list[str] = field(default_factory=list)
+    platforms: list[str] = field(default_factory=list)  # every node's, in order
+    nodes: list[Node] = field(default_factory=list)  # empty: one node, named as the builder, with `platforms`
 
     @property
     def attestations(self) -> bool:
         """Drivers with the image-attestation capability; the docker driver's classic store has none."""
         return self.driver in ("docker-container", "remote", "kubernetes")
+
+    def where(self, platform: str) -> tuple[str, bool] | None:
+        """(node, native) for the node that builds `platform`: one whose own CPU runs it first (buildx sends a
+        platform to a node that has it natively), else the first that emulates it; None when none offers it."""
+        nodes = self.nodes or [Node(self.name, self.platforms)]
+        offers = [n for n in nodes if any(_same(platform, p) for p in n.platforms)]
+        native = [n for n in offers if n.native and _same(platform, n.native)]
+        if native:
+            return native[0].name, True
+        return (offers[0].name, False) if offers else None
+
+
+def _same(platform: str, offered: str) -> bool:
+    """linux/amd64 is offered by linux/amd64 and by its variants (linux/amd64/v2)."""
+    return offered == platform or offered.startswith(platform + "/")
 
 
 @dataclass(frozen=True)
@@ -80,16 +113,57 @@ def inspect(builder: str | None) -> BuilderInfo:
 
 
 def parse_inspect(text: str) -> BuilderInfo:
+    """`buildx inspect`'s text: the builder's fields (the first of each name), then under "Nodes:" one block per
+    node, each opened by its Name line."""
     fields: dict[str, str] = {}
+    nodes: list[tuple[str, list[str]]] = []
+    in_nodes = False
     for line in text.splitlines():
         key, sep, value = line.partition(":")
-        if sep and key.strip() and key.strip() not in fields:
-            fields[key.strip()] = value.strip()
-    platforms = [p.strip().rstrip("*") for p in fields.get("Platforms", "").split(",") if p.strip()]
+        key, value = key.strip(), value.strip()
+        if line.strip() == "Nodes:":
+            in_nodes = True
+        elif sep and in_nodes and key == "Name" and not line.startswith(" "):
+            nodes.append((value, []))
+        elif sep and in_nodes and key == "Platforms" and nodes:
+            nodes[-1][1].extend(_platforms(value))
+        if sep and key and key not in fields:
+            fields[key] = value
+    every = [p for _, each in nodes for p in each] if nodes else _platforms(fields.get("Platforms", ""))
     return BuilderInfo(
         name=fields.get("Name", ""),
         driver=fields.get("Driver", ""),
         endpoint=fields.get("Endpoint", ""),
         buildkit_version=fields.get("BuildKit version", fields.get("Buildkit", "")),
-        platforms=platforms,
+        platforms=list(dict.fromkeys(every)),
+        nodes=[Node(name, each) for name, each in nodes],
     )
+
+
+def _platforms(value: str) -> list[str]:
+    return [p.strip().rstrip("*") for p in value.split(",") if p.strip()]
+
+
+def create_index(builder: str | None, tag: str, sources: list[str], metadata_file: Path) -> str:
+    """`docker buildx imagetools create`: one image index under `tag` of the pushed `sources` (name@digest, each an
+    image or an index of an image and its attestations), pushed by the registry; its digest, from the metadata
+    file buildx writes."""
+    args = ["buildx", "imagetools", "create"] + (["--builder", validate_builder_name(builder)] if builder else [])
+    args += ["--tag", tag, "--metadata-file", str(metadata_file), "--progress", "plain", *sources]
+    done = _run(args, timeout=600)
+    if done.returncode != 0:
+        last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit code {done.returncode}"
+        raise BuildFailed(
+            f"assembling the image index {tag}: {last}",
+            hint="each platform's image is pushed and recorded; run the same `docker buildx imagetools create` "
+            "again once the registry answers",
+        )
+    try:
+        with metadata_file.open("rb") as written:  # buildx's own few lines: bounded all the same
+            data = json.loads(written.read(OUTPUT_MAX))
+        digest = data["containerimage.descriptor"]["digest"]
+    except (OSError, ValueError, KeyError, TypeError):
+        digest = None
+    if not isinstance(digest, str) or not DIGEST_RE.fullmatch(digest):
+        raise BuildFailed(f"assembling the image index {tag}: buildx wrote no index digest to {metadata_file}")
+    return digest

@@ -10,6 +10,7 @@ from buildkit.models.lock.checks import (
     cuda_warning,
     differences,
     lock_sha256,
+    platform_lock,
 )
 from buildkit.models.lock.facts import (
     LOCK_VERSION,
@@ -44,5 +45,5 @@ __all__ = [
     "STALE", "V1_REASON", "V1_STALE", "V2_STALE", "V3_STALE", "V4_STALE", "CommitFact", "CudaCheck", "ImageFact",
     "Lock", "PatchFact", "PlatformFacts", "PullRequestFact", "PythonFiles", "Sha256Hex", "SourceComparison",
     "TorchCheck", "WheelCommitFact", "WheelFact", "composition", "consistency_problems", "content_warning",
-    "cuda_major", "cuda_warning", "differences", "lock_sha256", "read_lock", "strict_json",
+    "cuda_major", "cuda_warning", "differences", "lock_sha256", "platform_lock", "read_lock", "strict_json",
 ]  # fmt: skip

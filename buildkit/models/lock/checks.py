@@ -54,8 +54,19 @@ def _repo_name(url: str) -> str:
 
 
 def lock_sha256(lock: Lock) -> str:
-    """The hash later stages stamp into their outputs (labels, records): of the lock's canonical JSON."""
+    """The hash later stages stamp into their outputs (labels, records): of the lock's canonical JSON (of the whole
+    lock's, for a platform's view of it)."""
+    if lock._whole_sha256 is not None:
+        return lock._whole_sha256
     return hashlib.sha256(lock.to_json().encode()).hexdigest()
+
+
+def platform_lock(lock: Lock, platform: str) -> Lock:
+    """One platform of a lock as a single-platform lock (Lock.for_platform) that keeps the whole lock's hash: the
+    records and image labels of that platform's build name the lock file they came from."""
+    view = lock.for_platform(platform)
+    view._whole_sha256 = lock_sha256(lock)
+    return view
 
 
 def consistency_problems(pins: Pins, lock: Lock, patches: list[PatchFact]) -> list[str]:

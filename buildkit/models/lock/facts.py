@@ -318,6 +318,9 @@ class Lock(Fact):
 
     # An older lock as read_lock decoded it, before migration (None for a current one).
     _as_read: dict[str, Any] | None = PrivateAttr(default=None)
+    # A platform's view of a multi-platform lock (checks.platform_lock): the hash of the lock file it is a view of,
+    # which that platform's records and labels carry.
+    _whole_sha256: str | None = PrivateAttr(default=None)
 
     def to_json(self) -> str:
         # A migrated lock serializes as the lock it was read from, so its hash (lock_sha256, which labels and

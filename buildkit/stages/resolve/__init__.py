@@ -62,6 +62,7 @@ from buildkit.stages.context import (
     StageStatus,
     load_pins_and_patches,
     lock_state,
+    platform_inputs,
     warn_content,
 )
 from buildkit.stages.resolve import baselibs, cuda, download
@@ -569,6 +570,8 @@ def current(ctx: Context) -> StageStatus:
         what = f"{ctx.paths.lock} is stale ({problems[0]})" if lock is not None else problems[0]
         return StageStatus("resolve", False, f"{what}: would resolve the pins and write the lock")
     ctx.inputs = Inputs(ctx.paths, pins, patches, lock)
+    if ctx.paths.platform:  # one platform's dry run of a multi-platform lock
+        ctx.inputs = platform_inputs(ctx.inputs, ctx.paths.platform)
     return StageStatus("resolve", True, f"{ctx.paths.lock} is current")
 
 
