@@ -477,11 +477,11 @@ MOE_LIBRARY = "vllm/_moe_C.abi3.so"
 PADDING = "vllm/_padding.bin"  # the rest of the wheel's size: seeded random bytes, stored
 
 
-def minimal_elf(needed: tuple[str, ...] = ("libcudart.so.12",)) -> bytes:
+def minimal_elf(needed: tuple[str, ...] = ("libcudart.so.12",), machine: int = 62) -> bytes:
     """A minimal ELF64 little-endian shared object whose dynamic section names `needed` (DT_NEEDED): one PT_LOAD
     covering the whole file at address 0, one PT_DYNAMIC, the string table between them, and after the dynamic
     section the symbol table (the null symbol alone) and its DT_HASH table, which every shared object has. Nothing
-    loads it."""
+    loads it. `machine`: e_machine, EM_X86_64 (62) or EM_AARCH64 (183) as elf.h numbers them."""
     strtab = b"\0" + b"".join(name.encode() + b"\0" for name in needed)
     offsets, at = [], 1
     for name in needed:
@@ -498,7 +498,7 @@ def minimal_elf(needed: tuple[str, ...] = ("libcudart.so.12",)) -> bytes:
     symbols = bytes(24) + struct.pack("<IIII", 1, 1, 0, 0)  # the null symbol; nbucket 1, nchain 1
     total = hash_off + 16
     ident = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
-    header = struct.pack("<16sHHIQQQIHHHHHH", ident, 3, 62, 1, 0, 64, 0, 0, 64, 56, 2, 64, 0, 0)
+    header = struct.pack("<16sHHIQQQIHHHHHH", ident, 3, machine, 1, 0, 64, 0, 0, 64, 56, 2, 64, 0, 0)
     load = struct.pack("<IIQQQQQQ", 1, 5, 0, 0, 0, total, total, 0x1000)
     dyn = struct.pack("<IIQQQQQQ", 2, 6, dyn_off, dyn_off, dyn_off, len(dynamic), len(dynamic), 8)
     body = header + load + dyn + strtab

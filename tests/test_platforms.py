@@ -8,6 +8,7 @@ aarch64 name; the stand-in registry serves a two-platform index (tests/fake_upst
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -74,7 +75,8 @@ def test_one_lock_holds_h100_and_gb200(project, upstreams):
     and the arm64 manifest of the same index (GB200) beside them, each with its own GPU table: FlashAttention 3 has
     no kernel for GB200 (shown, not stopped: build.gpu_required names _C and _moe_C). NeMo-RL's uv.lock is served
     without its torch tables (the aarch64 torch is on download.pytorch.org, out of reach here): the ABI is not
-    checked, and each platform says so. `resolve --check` holds the lock to the pins; render refuses it (exit 2)."""
+    checked, and each platform says so. `resolve --check` holds the lock to the pins; the dry run plans one build
+    per platform and the report compares them."""
     root, cli = project
     upstreams.wheels.files[f"/{VLLM_SHA}/{WHEEL_ARM}"] = RealFile(
         real_wheel(VLLM_0_14_0_AARCH64), VLLM_0_14_0_AARCH64.sha256)  # fmt: skip
@@ -103,10 +105,42 @@ def test_one_lock_holds_h100_and_gb200(project, upstreams):
     check = cli("resolve", "--check")
     assert check.code == 0, check.output
     assert "  linux/arm64   wheel aarch64, 427.3 MiB; GPUs 10.0" in check.stdout  # a row pair per more platform
-    for refused in (("render",), ("prepare",), ("build", "--dry-run")):
-        result = cli(*refused)
-        assert result.code == 2 and "the lock holds 2 platforms (linux/amd64, linux/arm64" in result.stderr, (
-            refused, result.output)
+
+    # One build plan per platform, each with its own tag and folder (the builds: tests/test_platform_smoke.py).
+    dry = cli("build", "--dry-run")
+    assert dry.code == 0, dry.output
+    plans = [dict(zip(words, words[1:], strict=False)) for words in map(shlex.split, dry.stdout.splitlines())]
+    assert [(p["--platform"], p["--tag"]) for p in plans] == [
+        ("linux/amd64", "nemo-rl:v0.5.0-spec-decode-amd64"), ("linux/arm64", "nemo-rl:v0.5.0-spec-decode-arm64")]
+    assert [Path(p["--file"]).parent.name for p in plans] == ["linux-amd64", "linux-arm64"]
+    assert "linux/arm64 (in " in dry.stderr and "(no index: that needs --push)" in dry.stderr
+    # The report compares them from the lock, before anything is built: FlashAttention 3 has no GB200 kernel.
+    report = cli("report", "--format", "json")
+    assert report.code == 0, report.output
+    compared = json.loads(report.stdout)
+    differs = {d["fact"]: d["values"] for d in compared["differences"]}
+    assert differs[FA3] == {"linux/amd64": "absent", "linux/arm64": "sm_100: none"}  # the stand-in x86 wheel: _C only
+    assert differs["target GPUs"] == {"linux/amd64": "sm_90", "linux/arm64": "sm_100"}
+    assert set(compared["platforms"]) == {"linux/amd64", "linux/arm64"} and compared["index"] is None
+    markdown = cli("report")
+    assert "## What differs between the platforms" in markdown.stdout and "\n# linux/arm64\n" in markdown.stdout
+    one = cli("verify", "nemo-rl:x")
+    assert one.code == 2 and "IMAGE names one platform's" in one.stderr, one.output
+
+
+@pytest.mark.e2e
+def test_a_decoy_x86_64_wheel_under_the_aarch64_name_is_refused(project, upstreams):
+    """The two-platform pins, and the index serving x86-64 shared objects (the stand-in's minimal ELF, EM_X86_64)
+    under the aarch64 wheel's name: the name agrees with linux/arm64, the bytes do not. Refused (exit 4), the
+    library and both machines named, no lock."""
+    root, cli = project
+    (root / "pins.yaml").write_text(two_platforms((root / "pins.yaml").read_text()))
+    result = cli("resolve", timeout=300)
+    assert result.code == 4, result.output[-3000:]
+    line = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
+    assert line == (f"error: wheel {WHEEL_ARM}: vllm/_C.abi3.so is an ELF file for x86_64, not aarch64: it would not "
+                    "load on the pinned platform")  # fmt: skip
+    assert not (root / "pins.lock").exists()
 
 
 @pytest.mark.e2e

@@ -15,7 +15,7 @@ from buildkit.text import ui
 def export_command(paths: Paths, opts: ExportOptions, platform: str | None = None) -> None:
     """One squashfs per platform, each named after its own image tag (<tag>-<arch>), so a Slurm user cannot take
     one platform's for another's."""
-    each = each_platform(paths, platform, **{"--image": opts.image, "--output": opts.output,
+    each = each_platform(paths, platform, **{"IMAGE": opts.image, "--output": opts.output,
                                              "-o -": True if opts.streamed else None})  # fmt: skip
     results = {}
     for one in each:

@@ -13,7 +13,7 @@ from buildkit.text import ui
 
 
 def verify_command(paths: Paths, opts: VerifyOptions, platform: str | None = None) -> None:
-    each = each_platform(paths, platform, **{"--image": opts.image})
+    each = each_platform(paths, platform, **{"IMAGE": opts.image})
     failed: list[tuple[str, list[str]]] = []  # (image, the checks that failed on it)
     results = {}
     for one in each:

@@ -139,7 +139,7 @@ def platform_contexts(ctx: Context) -> list[Context]:
 
 def each_platform(paths: Paths, only: str | None, **one_thing: object) -> list[Paths]:
     """The paths a later command (render, verify, export, attest, report) runs from, one per platform (only
-    `only`'s when given). An option that names one thing (--image, --record, -o FILE; `one_thing` maps its name to
+    `only`'s when given). An argument that names one thing (IMAGE, --record, -o FILE; `one_thing` maps its name to
     its value) names one platform's, so with several it needs --platform."""
     each = platform_paths(paths, only)
     given = [name for name, value in one_thing.items() if value is not None]
