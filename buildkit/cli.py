@@ -497,6 +497,14 @@ CheckReproducibleOption = Annotated[
         "file by file: exit 0 when identical, 1 naming what differs. Needs disk for two more copies of the image.",
     ),
 ]
+PlatformBuilderOption = Annotated[
+    list[str],
+    typer.Option(
+        "--platform-builder", metavar="PLATFORM=NAME", show_default=False,
+        help="Build one platform of build.platforms on its own builder, e.g. linux/arm64=gb200 for a remote "
+        "BuildKit on an arm64 machine (repeatable; the others use --builder).",
+    ),
+]  # fmt: skip
 RebuildBuilderOption = Annotated[
     str | None,
     typer.Option(
@@ -551,6 +559,7 @@ def build(
     submodules: SubmodulesOption = True,
     json_out: JsonOutOption = False,
     emulate: EmulateOption = False,
+    platform_builder: PlatformBuilderOption = [],  # noqa: B006
 ) -> None:
     """Build the image: resolve, prepare and render as needed, then `docker buildx build`.
 
@@ -581,6 +590,7 @@ def build(
       buildkit build --push --compression zstd  # zstd layers, pushed
       buildkit build -- --no-cache              # extra buildx flags
       buildkit build --push --emulate           # every platform, QEMU where not native
+      buildkit build --push --platform-builder linux/arm64=gb200  # arm64 on its own builder
     """
     from buildkit.commands.build import BuildOptions, build_command
 
@@ -589,7 +599,8 @@ def build(
         progress=progress, cache_from=cache_from, cache_to=cache_to, shared_cache=shared_cache, compression=compression,
         syntax=syntax, check_reproducible=check_reproducible, rebuild_builder=rebuild_builder, submodules=submodules,
         force_compression=force_compression, min_free_gb=min_free_gb, allow_drift=allow_drift, extra=ctx.args,
-        json_out=json_out, submodules_from=_submodules_from(ctx, submodules), emulate=emulate)  # fmt: skip
+        json_out=json_out, submodules_from=_submodules_from(ctx, submodules), emulate=emulate,
+        platform_builders=platform_builder)  # fmt: skip
     build_command(_paths(pins, lock, build_dir, cache_dir), opts)
 
 
@@ -618,6 +629,7 @@ def doctor(
     ] = None,
     submodules: SubmodulesOption = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the checks as JSON on stdout.")] = False,
+    platform_builder: PlatformBuilderOption = [],  # noqa: B006
 ) -> None:
     """Check that this machine can build: engine, buildx, builder and driver, platform, disk, credentials.
 
@@ -626,9 +638,11 @@ def doctor(
     every check passes, 1 when one fails (each failure says what to do).
     """
     from buildkit.commands.build import DoctorOptions, doctor_command
+    from buildkit.stages.build import parse_platform_builders
 
-    opts = DoctorOptions(builder, min_free_gb, push, tag, platform, submodules, _submodules_from(ctx, submodules),
-                         json_out)  # fmt: skip
+    opts = _options(DoctorOptions, builder=builder, min_free_gb=min_free_gb, push=push, tag=tag, platform=platform,
+                    submodules=submodules, submodules_from=_submodules_from(ctx, submodules), json_out=json_out,
+                    platform_builders=_options(parse_platform_builders, given=platform_builder))  # fmt: skip
     doctor_command(_found_pins(pins), opts)
 
 

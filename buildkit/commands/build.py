@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from rich.console import Group
 from rich.live import Live
 from rich.text import Text
 
-from buildkit.errors import BuildFailed, CheckFailed, EngineNotReady, Interrupted
+from buildkit.errors import BuildFailed, CheckFailed, EngineNotReady, Interrupted, OptionError
 from buildkit.files import write_atomic
 from buildkit.models.choices import Compression, ProgressMode
 from buildkit.models.paths import Paths
@@ -59,6 +59,7 @@ class DoctorOptions:
     submodules: bool = True
     submodules_from: str = "default"
     json_out: bool = False
+    platform_builders: tuple[tuple[str, str], ...] = ()  # --platform-builder: a platform checked on its own builder
 
 
 def doctor_command(pins_path: Path | None, opts: DoctorOptions) -> None:
@@ -72,7 +73,13 @@ def doctor_command(pins_path: Path | None, opts: DoctorOptions) -> None:
         submodules_setting(opts.submodules, opts.submodules_from),
     ]
     tag = opts.tag or (pins.build.tag if pins is not None else "nemo-rl:latest")
-    result = run_preflight(opts.builder, settings[0].value, opts.min_free_gb, opts.push, tag)
+    own = dict(opts.platform_builders)
+    platforms = settings[0].value.split(",")
+    result = run_preflight(opts.builder, ",".join(p for p in platforms if p not in own), opts.min_free_gb, opts.push,
+                           tag)  # fmt: skip
+    for platform, builder in own.items():  # each on its own builder: that builder's checks, named
+        theirs = run_preflight(builder, platform, opts.min_free_gb, False, tag).checks
+        result.checks += [replace(c, name=f"{c.name} ({platform})") for c in theirs if c.name != "engine"]
     result.checks += tool_checks()
     if opts.json_out:
         checks = [{**asdict(c), "result": {True: "ok", False: "fail", None: "n/a"}[c.ok]} for c in result.checks]
@@ -94,17 +101,19 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     assert ctx.inputs is not None
     platforms = ctx.lock.platforms()
     say_settings(build_settings(ctx.inputs.pins, paths, opts))  # the inputs loaded, nothing long yet
-    engine = run.preflight(",".join(platforms))  # every platform's builder node, before the long stages
+    engines = run.preflight(platforms)  # every platform on its builder, before the long stages
     if len(platforms) == 1:
-        run.rest(engine)
+        ctx.options = own = replace(opts, builder=opts.builder_for(platforms[0]))
+        _Run(paths, own, ctx).rest(engines[platforms[0]])
         return
     made = []
     for platform in platforms:
-        each = _context(paths.for_platform(platform), opts)
+        own = replace(opts, builder=opts.builder_for(platform))
+        each = _context(paths.for_platform(platform), own)
         each.inputs = platform_inputs(ctx.inputs, platform)
-        ui.err.rule(f"{platform}: {each.lock.build.tag} in {each.paths.build_dir}", style="dim")
-        made.append(_Run(each.paths, opts, each).rest(engine))
-    index_record(paths, opts, ctx.inputs, engine, made)
+        ui.err.rule(ui.safe(f"{platform}: {each.lock.build.tag} in {each.paths.build_dir}"), style="dim")
+        made.append(_Run(each.paths, own, each).rest(engines[platform]))
+    index_record(paths, opts, ctx.inputs, engines[platforms[0]], made)
 
 
 def _context(paths: Paths, opts: BuildOptions) -> Context:
@@ -216,12 +225,26 @@ class _Run:
                 "[dim]note[/]: smoke build without a `# syntax=` line: the builder's own frontend, no internet"
             )
 
-    def preflight(self, platforms: str) -> Preflighted:
-        """The engine checked for every platform (as soon as the lock names them and the tag: before the long
-        stages)."""
+    def preflight(self, platforms: list[str]) -> dict[str, Preflighted]:
+        """The engine checked for every platform, each on its builder (as soon as the lock names them and the tag:
+        before the long stages)."""
+        unknown = [p for p, _ in self.opts.platform_builders if p not in platforms]
+        if unknown:
+            raise OptionError(f"{unknown[0]} is not a platform of this lock ({', '.join(platforms)})",
+                              param_hint="--platform-builder")  # fmt: skip
+        by_builder: dict[str | None, list[str]] = {}
+        for platform in platforms:
+            by_builder.setdefault(self.opts.builder_for(platform), []).append(platform)
+        engines = {}
+        for builder, theirs in by_builder.items():
+            engine = self._preflight(builder, ",".join(theirs))
+            engines.update(dict.fromkeys(theirs, engine))
+        return engines
+
+    def _preflight(self, builder: str | None, platforms: str) -> Preflighted:
         lock, opts = self.ctx.lock, self.opts
         tag = lock.build.tag + ("-smoke" if opts.smoke else "")
-        checks = run_preflight(opts.builder, platforms, opts.min_free, opts.push, tag, opts.emulate)
+        checks = run_preflight(builder, platforms, opts.min_free, opts.push, tag, opts.emulate)
         if checks.failed:
             ui.print_checks(checks.checks)
             first = checks.failed[0]

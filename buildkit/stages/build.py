@@ -29,6 +29,7 @@ from buildkit.image.diff import ImageComparison
 from buildkit.models.choices import Compression, ProgressMode
 from buildkit.models.lock import Lock
 from buildkit.models.paths import Paths
+from buildkit.models.pins import ARCH_OF_PLATFORM
 from buildkit.models.records import Build, RecordHeader, header
 from buildkit.stages.context import Context, one_platform
 from buildkit.stages.render import source_date_epoch, wheel_path
@@ -66,11 +67,16 @@ class BuildOptions:
     json_out: bool = False
     submodules_from: str = "default"  # the flag or variable that set `submodules`, as messages name it
     emulate: bool = False  # build a platform the builder runs only under QEMU (an order of magnitude slower)
+    platform_builders: tuple[tuple[str, str], ...] = ()  # --platform-builder PLATFORM=NAME: that platform's builder
+
+    def builder_for(self, platform: str) -> str | None:
+        """The builder a platform builds on: its --platform-builder, else --builder (None: the current one)."""
+        return dict(self.platform_builders).get(platform, self.builder)
 
     @classmethod
     def parse(
         cls, *, progress: ProgressMode | str | None, compression: Compression | str | None, cache_from: list[str],
-        cache_to: list[str], extra: list[str], **given,
+        cache_to: list[str], extra: list[str], platform_builders: list[str] | None = None, **given,
     ) -> BuildOptions:  # fmt: skip
         """The options as typed, checked: a wrong value is a usage error (exit 2) naming the option. (The CLI's
         typer checks the choices first; a caller that gives strings has them checked here.)"""
@@ -84,7 +90,8 @@ class BuildOptions:
             raise OptionError("expected gzip or zstd", param_hint="--compression")
         opts = cls(
             progress=ProgressMode(progress), compression=Compression(compression) if compression else None,
-            cache_from=tuple(cache_from), cache_to=tuple(cache_to), extra=tuple(extra), **given,
+            cache_from=tuple(cache_from), cache_to=tuple(cache_to), extra=tuple(extra),
+            platform_builders=parse_platform_builders(platform_builders or []), **given,
         )  # fmt: skip
         if opts.rebuild_builder and not opts.check_reproducible:
             raise OptionError("only with --check-reproducible", param_hint="--rebuild-builder")
@@ -123,6 +130,23 @@ class BuildOptions:
             "push": self.push,
             "extra": tuple(self.extra),
         }
+
+
+def parse_platform_builders(given: list[str]) -> tuple[tuple[str, str], ...]:
+    """--platform-builder linux/arm64=gb200: each a platform buildkit builds for and a builder name, once each."""
+    pairs: dict[str, str] = {}
+    for text in given:
+        platform, sep, name = text.partition("=")
+        if not sep or platform not in ARCH_OF_PLATFORM:
+            raise OptionError(f"expected PLATFORM=NAME with PLATFORM one of {', '.join(ARCH_OF_PLATFORM)}, found "
+                              f"{excerpt(text, 60)}", param_hint="--platform-builder")  # fmt: skip
+        if platform in pairs:
+            raise OptionError(f"{platform} given twice", param_hint="--platform-builder")
+        if not buildx.BUILDER_NAME_RE.fullmatch(name):
+            raise OptionError(f"expected a builder name like 'gb200' after {platform}=, found {excerpt(name, 60)}",
+                              param_hint="--platform-builder")  # fmt: skip
+        pairs[platform] = name
+    return tuple(pairs.items())
 
 
 class Rebuild(BaseModel):

@@ -148,7 +148,7 @@ def platform_checks(info: BuilderInfo, platform: str, emulate: bool | None = Non
     """One check per platform, saying where it runs: several (build.platforms) come as buildx names them,
     "linux/amd64,linux/arm64". A platform the builder only emulates fails unless `emulate` (None: said, not
     judged): a 20-30 minute build under QEMU takes hours."""
-    return [_platform_check(info, each, emulate) for each in platform.split(",")]
+    return [_platform_check(info, each, emulate) for each in platform.split(",") if each]
 
 
 def _platform_check(info: BuilderInfo, platform: str, emulate: bool | None) -> Check:
