@@ -115,12 +115,32 @@ class Fault:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+class _Counted:
+    """The handler's writer, adding every byte it sends (status lines, headers and bodies) to `Upstream.sent`."""
+
+    def __init__(self, raw: Any, upstream: Upstream) -> None:
+        self._raw, self._upstream = raw, upstream
+
+    def write(self, data: bytes) -> int:
+        written = self._raw.write(data)
+        with self._upstream._lock:
+            self._upstream.sent += len(data)
+        return written
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
 
     def log_message(self, *args: Any) -> None:  # quiet
         pass
+
+    def setup(self) -> None:
+        super().setup()
+        self.wfile = _Counted(self.wfile, self.server.upstream)  # type: ignore[assignment]
 
     def _serve(self, method: str) -> None:
         upstream = self.server.upstream
@@ -198,6 +218,7 @@ class Upstream:
         self.faults: list[Fault] = []
         self.log: list[tuple[str, str, dict[str, str]]] = []
         self.bodies: list[tuple[str, bytes]] = []  # what each POST sent
+        self.sent = 0  # bytes written to clients: every answer's status line, headers and body (bench/platforms.py)
         self._lock = threading.Lock()
         self._server = _Server((host, 0), _Handler)
         self._server.upstream = self
@@ -1118,6 +1139,21 @@ def pins_text(base_image: str, **overrides: str) -> str:
         assert old in text, old
         text = text.replace(old, new)
     return text
+
+
+# build.platforms for H100 (linux/amd64) and GB200 (linux/arm64), issue 30.
+TWO_PLATFORMS = '  platforms:\n    linux/amd64: {cuda_arch_list: "9.0"}\n    linux/arm64: {cuda_arch_list: "10.0"}\n'
+
+
+def two_platforms(text: str) -> str:
+    """The reference pins (pins_text) with TWO_PLATFORMS in place of build.platform and cuda_arch_list, and no
+    wheel.arch (it follows each platform)."""
+    for old in ("  arch: x86_64\n", "  platform: linux/amd64\n"):
+        assert old in text, old
+        text = text.replace(old, "")
+    lines = text.splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("  cuda_arch_list:"))
+    return "".join(lines[:at]) + TWO_PLATFORMS + "".join(lines[at + 1 :])
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ from buildkit.stages.context import Inputs, each_platform, platform_inputs, plat
 from buildkit.stages.preflight import platform_checks
 from buildkit.stages.report import demoted
 from buildkit.world.buildx import parse_inspect
-from tests.fake_upstreams import pins_text
-from tests.test_platforms import FA3, REPORT_LOCK, two_platforms
+from tests.fake_upstreams import pins_text, two_platforms
+from tests.test_platforms import FA3, REPORT_LOCK
 
 # `docker buildx inspect buildkit-engine` on this machine's engine (buildx v0.38.2, BuildKit v0.34.2, a remote
 # builder), 2026-11-27: linux/arm64 and the other emulated platforms come after the host's own, once

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_upstreams import VLLM_SHA, WHEEL_ARM, cudart_for, minimal_elf
+from tests.fake_upstreams import VLLM_SHA, WHEEL_ARM, cudart_for, minimal_elf, two_platforms
 from tests.projects import smoke_project
-from tests.test_platforms import two_platforms
 
 pytestmark = pytest.mark.e2e
 

@@ -27,23 +27,12 @@ from tests.fake_upstreams import (
     WHEEL_X86,
     RealFile,
     pins_text,
+    two_platforms,
 )
 from tests.realwheels import VLLM_0_14_0_AARCH64, real_wheel
 
 FA3 = "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"
 REPORT_LOCK = Path(__file__).parent / "fixtures" / "report" / "pins.lock"
-TWO = '  platforms:\n    linux/amd64: {cuda_arch_list: "9.0"}\n    linux/arm64: {cuda_arch_list: "10.0"}\n'
-
-
-def two_platforms(text: str) -> str:
-    """The reference pins with build.platforms for H100 and GB200 in place of build.platform and cuda_arch_list,
-    and no wheel.arch (it follows each platform)."""
-    for old in ("  arch: x86_64\n", "  platform: linux/amd64\n"):
-        assert old in text, old
-        text = text.replace(old, "")
-    lines = text.splitlines(keepends=True)
-    at = next(i for i, line in enumerate(lines) if line.startswith("  cuda_arch_list:"))
-    return "".join(lines[:at]) + TWO + "".join(lines[at + 1 :])
 
 
 def test_the_single_platform_form_keeps_its_hash_and_the_two_forms_never_mix(tmp_path):
