@@ -21,7 +21,10 @@ from buildkit.stages.preflight import platform_checks
 from buildkit.stages.report import demoted
 from buildkit.world.buildx import parse_inspect
 from tests.fake_upstreams import pins_text, two_platforms
-from tests.test_platforms import FA3, REPORT_LOCK
+from tests.projects import GOLDEN
+
+FA3 = "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"
+REPORT_LOCK = GOLDEN / "pins.lock"  # a real smoke build's lock (tests/fixtures/report)
 
 # `docker buildx inspect buildkit-engine` on this machine's engine (buildx v0.38.2, BuildKit v0.34.2, a remote
 # builder), 2026-11-27: linux/arm64 and the other emulated platforms come after the host's own, once
