@@ -166,6 +166,8 @@ class Registry:
         self.http = http
         self._credentials: dict[str, Credential | None] = {}
         self._logins: dict[str, Login] = {}  # image name -> its login, for the layer reads after resolve
+        # (registry, repository, digest) -> a platform manifest resolve read (its digest checked)
+        self._manifests: dict[tuple[str, str, str], dict[str, Any]] = {}
         self._lock = threading.Lock()
 
     def _get(self, image: ImageName, path: str, login: Login, accept: str | None) -> Reply:
@@ -337,6 +339,8 @@ class Registry:
             raise UpstreamMalformed(
                 f"registry {image.registry} sent an unknown manifest type {excerpt(media_type, 80)}"
             )
+        # Content-addressed, so kept: the base image's layers are listed from it (layers) without asking again.
+        self._manifests[(image.registry, image.repository, manifest_digest)] = manifest
         config_digest = parse(_Manifest, manifest, what).config.digest
         config = self._config(image, config_digest, login, platform, single=index_digest is None)
         pinned_digest = index_digest or manifest_digest
@@ -355,10 +359,12 @@ class Registry:
         )
 
     def layers(self, fact: ImageFact) -> list[LayerRef]:
-        """The layers of the platform manifest a resolved image names (read again by its digest, which is checked),
-        bottom first."""
+        """The layers of the platform manifest a resolved image names (as resolve read it, or read again by its
+        digest, which is checked), bottom first."""
         image = parse_image_ref(fact.pinned)
-        _, _, manifest = self._manifest(image, fact.manifest_digest, self._login_for(image))
+        manifest = self._manifests.get((image.registry, image.repository, fact.manifest_digest))
+        if manifest is None:
+            _, _, manifest = self._manifest(image, fact.manifest_digest, self._login_for(image))
         what = f"registry {image.registry}: the manifest of {image.name}@{fact.manifest_digest}"
         return [LayerRef(d.digest, d.size, d.mediaType) for d in parse(_Manifest, manifest, what).layers]
 

@@ -177,7 +177,8 @@ class Resolver:
         started, begun = utc_now(), time.monotonic()
         read_at: dict[str, str] = {}
         cancel = threading.Event()  # set when resolve fails: the download stops, its part stays for the next run
-        workers = 6 + 2 * len(pins.build.targets())  # each more platform: its base image, and its wheel's chain
+        # Each more platform: its base image, its base libraries, its torch, and its wheel's chain.
+        workers = 6 + 4 * len(pins.build.targets())
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="resolve") as pool:
 
             def timed(name: str, fn: Callable[[], T]) -> Callable[[], T]:
@@ -224,14 +225,21 @@ class Resolver:
 
             vllm = after(pr, timed("vllm", source_commit))
 
+            found_for: dict[str, dict[str, FoundWheel]] = {}  # wheel commit -> each more platform's wheel
+
             def find_wheel(commit: str) -> FoundWheel:
                 # Downloading, the GET is the existence check; otherwise HEAD. One wheel commit serves every
-                # platform: a commit without a wheel for one of them is passed over (the others' found by HEAD).
-                found = resolve_wheel(self.http, pins.wheel_index(), commit, pins.wheel.arch, pins.wheel.variant,
-                                      head=self.wheel_bytes != "download")  # fmt: skip
-                for other in others.values():
-                    resolve_wheel(self.http, pins.wheel_index(), commit, other.pins.wheel.arch, pins.wheel.variant,
-                                  head=True)  # fmt: skip
+                # platform: a commit without a wheel for one of them is passed over. Every platform's lookup runs
+                # at once, so a second platform adds no round trip here (bench/platforms.py).
+                def lookup(arch: str) -> FoundWheel:
+                    return resolve_wheel(self.http, pins.wheel_index(), commit, arch, pins.wheel.variant,
+                                         head=self.wheel_bytes != "download")  # fmt: skip
+
+                with ThreadPoolExecutor(max_workers=1 + len(others), thread_name_prefix="wheels") as lookups:
+                    mine = lookups.submit(lookup, pins.wheel.arch)
+                    theirs = {p: lookups.submit(lookup, other.pins.wheel.arch) for p, other in others.items()}
+                    found = mine.result()
+                    found_for[commit] = {p: future.result() for p, future in theirs.items()}
                 return found
 
             chooser = Chooser(pins, self.github, self.cache_dir, find_wheel, self.git.notes.append)
@@ -240,20 +248,40 @@ class Resolver:
             # The download starts as soon as the wheel is found, beside the registry chain (the longest): resolve's
             # wall time is that chain, not the chain and then the download (bench/resolve_depth.py).
             hashed = after(wheel, lambda: self._bytes_of(wheel.result(), cancel))
-            # NeMo-RL's uv.lock names the torch vLLM's symbols must resolve against: read beside the download.
-            torch = None if self.wheel_bytes == "none" else after(nemo, timed("uv_lock", lambda: self.locked_torch(
+            # NeMo-RL's uv.lock names the torch vLLM's symbols must resolve against: read once, beside the download;
+            # each platform takes its arch's torch from it.
+            uv_lock = None if self.wheel_bytes == "none" else after(nemo, timed("uv_lock", lambda: self.read_uv_lock(
                 nemo.result().commit)))  # fmt: skip
+            torch = None if uv_lock is None else after(uv_lock, lambda: self.torch_of(uv_lock.result()))
             # The glibc and libstdc++ the base image provides, from its layers (cached by its digest): beside the rest.
             system = None if self.wheel_bytes == "none" else after(base, timed("base_libraries", lambda: (
                 self.base_system(base.result(), cancel))))  # fmt: skip
+
+            # Each more platform the same way, beside the primary's: its torch, its base image's libraries as soon
+            # as its manifest is known, and its wheel's download as soon as the wheel commit is chosen.
+            def torch_for(platform: str) -> Callable[[], LockedTorch | str]:
+                return lambda: others[platform].torch_of(uv_lock.result())  # type: ignore[union-attr]
+
+            def system_for(platform: str) -> Callable[[], System | str]:
+                return timed(f"base_libraries {platform}", lambda: others[platform].base_system(
+                    other_base[platform].result(), cancel))  # fmt: skip
+
+            other_torch = {p: None if uv_lock is None else after(uv_lock, torch_for(p)) for p in others}
+            other_system = {p: None if system is None else after(other_base[p], system_for(p)) for p in others}
+
             def facts_of(platform: str) -> Callable[[], PlatformFacts]:
-                return timed(f"wheel {platform}", lambda: others[platform].platform_facts(
-                    choice.result().wheel.commit, other_base[platform].result(), nemo.result().commit, cancel))
+                def facts() -> PlatformFacts:
+                    found = found_for[choice.result().wheel.commit][platform]
+                    return others[platform].platform_facts(found, other_base[platform].result(), cancel,
+                                                           other_torch[platform], other_system[platform])  # fmt: skip
+
+                return timed(f"wheel {platform}", facts)
 
             other_facts = {platform: after(choice, facts_of(platform)) for platform in others}
             # Report the first failure in pin order, once every lookup has settled; the download is stopped then.
-            futures: list[Future] = [f for f in (nemo, vllm, pr, choice, wheel, base, torch, system) if f is not None]
+            futures: list[Future] = [f for f in (nemo, vllm, pr, choice, wheel, base, uv_lock, torch, system) if f]
             futures += [*other_base.values(), *other_facts.values()]
+            futures += [f for f in (*other_torch.values(), *other_system.values()) if f is not None]
             try:
                 wait(futures)  # (in the try: Ctrl-C here stops the download too)
                 for future in futures:
@@ -320,23 +348,22 @@ class Resolver:
             if said is not None:
                 said(dataclasses.replace(event, filename=f"{platform}: {event.filename}"))
 
-        return Resolver(self.pins.for_platform(platform), http=self.http, cache_dir=self.cache_dir,
-                        patches=self.patches, wheel_bytes=self.wheel_bytes, on_progress=on_progress)  # fmt: skip
+        other = Resolver(self.pins.for_platform(platform), http=self.http, cache_dir=self.cache_dir,
+                         patches=self.patches, wheel_bytes=self.wheel_bytes, on_progress=on_progress)  # fmt: skip
+        other.registry = self.registry  # one login per registry for every platform's manifests and layers
+        return other
 
-    def platform_facts(self, commit: str, base: ImageFact, nemo_commit: str, cancel: threading.Event) -> PlatformFacts:
-        """This platform's wheel of `commit` (the one wheel commit), its bytes, and the checks on them against its
-        manifest of the base image and the torch NeMo-RL's uv.lock installs for its arch."""
-        pins = self.pins
-        found = resolve_wheel(self.http, pins.wheel_index(), commit, pins.wheel.arch, pins.wheel.variant,
-                              head=self.wheel_bytes != "download")  # fmt: skip
+    def platform_facts(self, found: FoundWheel, base: ImageFact, cancel: threading.Event,
+                       torch: Future[LockedTorch | str] | None, system: Future[System | str] | None) -> PlatformFacts:
+        """This platform's wheel (found with the primary's, of the one wheel commit), its bytes, and the checks on
+        them against its manifest of the base image and the torch NeMo-RL's uv.lock installs for its arch (both
+        read beside the download: `torch` and `system`, None when resolve reads no bytes)."""
         named, name_source = cuda.cuda_of_name(found)
         cuda.check_majors(base, named, found.filename, name_source)  # before its bytes are read, as the primary's
         got = self._bytes_of(found, cancel)
         if got is not None and got.found is not None:
             found = got.found
-        torch = None if self.wheel_bytes == "none" else self.locked_torch(nemo_commit)
-        system = None if self.wheel_bytes == "none" else self.base_system(base, cancel)
-        return self.checked(found, got, base, torch, system)
+        return self.checked(found, got, base, torch.result() if torch else None, system.result() if system else None)
 
     def checked(self, found: FoundWheel, got: Hashed | None, base: ImageFact, torch: LockedTorch | str | None,
                 system: System | str | None) -> PlatformFacts:  # fmt: skip
@@ -359,9 +386,9 @@ class Resolver:
         return PlatformFacts(wheel=wheel, base_image=base, cuda=cuda_check, gpu=gpu, vllm_files=files,
                              torch=torch_check)  # fmt: skip
 
-    def locked_torch(self, commit: str) -> LockedTorch | str:
-        """The torch NeMo-RL's uv.lock installs at `commit` for the pinned arch, read through the GitHub API (the
-        token goes to the API host only) or, for another remote, with git; a string says why there is none."""
+    def read_uv_lock(self, commit: str) -> tuple[str, bytes | str]:
+        """NeMo-RL's uv.lock at `commit` (with the commit), read through the GitHub API (the token goes to the API
+        host only) or, for another remote, with git; a string in its place says why there is none."""
         repo = self.pins.nemo_rl.repo
         try:
             if self.github.owner_repo(repo):
@@ -372,9 +399,16 @@ class Resolver:
             raise  # past a limit, or not what the protocol promises: exit 3, never "not checked"
         except (UpstreamMismatch, UpstreamUnreachable) as exc:
             # GitHub's 404 cannot tell a missing file from one this token may not read: its answer is the reason.
-            return f"not checked: could not read NeMo-RL's uv.lock at {commit[:12]}: {exc.message}"
+            return commit, f"not checked: could not read NeMo-RL's uv.lock at {commit[:12]}: {exc.message}"
         if raw is None:  # git: the commit's tree holds no uv.lock
-            return f"not checked: NeMo-RL has no uv.lock at {commit[:12]} (git, {repo})"
+            return commit, f"not checked: NeMo-RL has no uv.lock at {commit[:12]} (git, {repo})"
+        return commit, raw
+
+    def torch_of(self, uv_lock: tuple[str, bytes | str]) -> LockedTorch | str:
+        """The torch uv.lock installs for this resolver's arch (its reason when read_uv_lock found none)."""
+        commit, raw = uv_lock
+        if isinstance(raw, str):
+            return raw
         torch = torch_of_uv_lock(raw, f"NeMo-RL's uv.lock at {commit[:12]}", self.pins.wheel.arch)
         return torch or f"not checked: NeMo-RL's uv.lock at {commit[:12]} lists no torch"
 

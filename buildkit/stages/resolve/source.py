@@ -19,6 +19,7 @@ code is built from differs between the two commits, so resolve proves it:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -90,8 +91,13 @@ class Chooser:
 
     def choose(self, source: CommitFact, pr: PullRequestFact | None) -> Choice:
         try:
-            choice = self._choose(source, pr)
-            return replace(choice, python=self._python_files(source))
+            # GitHub's listing of the source's Python files beside the comparison and the wheel lookups: one round
+            # trip off resolve's path (bench/resolve_depth.py); git's listing, when needed, after them.
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tree") as side:
+                listed = side.submit(self._listed_by_github, source)
+                choice = self._choose(source, pr)
+                by_git, python = listed.result()
+            return replace(choice, python=self._python_files(source) if by_git else python)
         finally:
             if self._history is not None:
                 self._history.close()
@@ -209,25 +215,39 @@ class Chooser:
         self._history.add(source.repo, source.commit)
         return self._history
 
-    def _python_files(self, source: CommitFact) -> PythonFiles | None:
-        """vLLM's Python files at the source commit by blob id (GitHub's tree API, or git's tree when GitHub cut
-        its listing or the source is elsewhere). A listing that cannot be had is said, and verify says why its
-        check did not run; it never stops resolve (the composition's proof is the comparison above)."""
+    def _listed_by_github(self, source: CommitFact) -> tuple[bool, PythonFiles | None]:
+        """(by git, files): vLLM's Python files at the source commit by blob id from GitHub's tree API; by git when
+        git must list them (GitHub cut its listing, or the source is elsewhere); None, said, when they cannot be
+        had."""
+        if not self.github.owner_repo(source.repo):
+            return True, None
         try:
-            if self.github.owner_repo(source.repo):
-                try:
-                    files, how = self.github.tree_files(source.repo, source.commit, is_vllm_python)
-                    return PythonFiles(commit=source.commit, source=how, files=files)
-                except (UpstreamMismatch, AnswerTooLarge) as exc:  # cut by GitHub, or past buildkit's limit
-                    self.note(f"vLLM's Python files listed with git instead: {exc.message}")
+            files, how = self.github.tree_files(source.repo, source.commit, is_vllm_python)
+            return False, PythonFiles(commit=source.commit, source=how, files=files)
+        except (UpstreamMismatch, AnswerTooLarge) as exc:  # cut by GitHub, or past buildkit's limit
+            self.note(f"vLLM's Python files listed with git instead: {exc.message}")
+            return True, None
+        except UpstreamMalformed:
+            raise  # a hostile answer is refused, never passed over
+        except UpstreamUnreachable as exc:
+            self._not_listed(source, exc)
+            return False, None
+
+    def _not_listed(self, source: CommitFact, exc: UpstreamMismatch | UpstreamUnreachable) -> None:
+        """A listing that cannot be had is said, and verify says why its check did not run; it never stops
+        resolve (the composition's proof is the comparison)."""
+        self.note(f"vLLM's Python files at {source.commit[:12]} not listed (verify cannot check them): {exc.message}")
+
+    def _python_files(self, source: CommitFact) -> PythonFiles | None:
+        """vLLM's Python files at the source commit by blob id, from git's tree (the fetch the comparison made)."""
+        try:
             history = self._git(source)
             files = history.tree_files(source.commit, is_vllm_python)
             return PythonFiles(commit=source.commit, source=f"git ls-tree -r {source.commit}", files=files)
         except UpstreamMalformed:
             raise  # a hostile answer is refused, never passed over
         except (UpstreamMismatch, UpstreamUnreachable) as exc:
-            self.note(f"vLLM's Python files at {source.commit[:12]} not listed (verify cannot check them): "
-                      f"{exc.message}")  # fmt: skip
+            self._not_listed(source, exc)
             return None
 
     # --- the proof -------------------------------------------------------------------------------------------------
