@@ -237,6 +237,9 @@ cp /bin/busybox "$ctx/busybox-amd64"
 dpkg-deb -x "$arm64_deb" "$ctx/arm64-deb"
 mv "$ctx/arm64-deb/bin/busybox" "$ctx/busybox-arm64"
 rm -rf "$ctx/arm64-deb"
+# Run here through binfmt_misc: a qemu-aarch64 entry that fails is caught now, whether or not the image is rebuilt.
+[ "$("$ctx/busybox-arm64" uname -m 2>/dev/null)" = aarch64 ] \
+  || die "the arm64 busybox does not run under qemu-aarch64 (see $BINFMT/qemu-aarch64)"
 printf '%s\n' "$STAND_IN_DOCKERFILE" >"$ctx/Dockerfile"
 stand_in_hash=$(cd "$ctx" && sha256sum Dockerfile busybox-amd64 busybox-arm64 | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$ENGINE_DIR/stand-in.sha256" 2>/dev/null)" != "$stand_in_hash" ] \
