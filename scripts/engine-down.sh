@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Take down what scripts/engine-up.sh started (only that: daemons it did not start are left alone).
 # Built binaries and the registry's storage stay in the cache directory for the next bring-up.
+# The qemu-aarch64 binfmt_misc entry stays registered: it is the kernel's, for every process on the machine (Docker
+# and other builders use it too), and a BuildKit daemon never drops linux/arm64 from its platforms once it has seen
+# it, so one started elsewhere would fail its arm64 builds with "exec format error". engine-up leaves it as it is.
 set -uo pipefail
 
 ENGINE_DIR=${BUILDKIT_ENGINE_DIR:-/var/cache/buildkit-engine}
