@@ -526,8 +526,8 @@ EmulateOption = Annotated[
     typer.Option(
         "--emulate",
         help="Build a platform the builder runs only under QEMU emulation (binfmt_misc). Without it such a platform "
-        "stops the build at preflight: emulation is about 10x slower (bench/emulation.py), hours for a real build. "
-        "`buildkit doctor` says where each platform runs.",
+        "stops the build at preflight: emulation is 4-10x slower for CPU-bound steps (bench/emulation.py), hours "
+        "for a real build. `buildkit doctor` says where each platform runs.",
     ),
 ]
 
