@@ -91,6 +91,13 @@ def test_two_platforms_build_verify_export_and_report_as_one(project, remote, up
     assert "## What differs between the platforms" in text and "\n# linux/arm64\n" in text
     assert "not assembled: --load gives one image per platform" in text
 
+    # Reproducible on each platform: each rebuilt with no cache from a second clone, and compared.
+    again = cli("build", "--smoke", "--emulate", "--check-reproducible", "--progress", "plain", timeout=900)
+    assert again.code == 0, again.output[-4000:]
+    for platform in ("linux-amd64", "linux-arm64"):
+        check = json.loads((root / "build" / platform / "smoke-record.json").read_text())["reproducibility"]
+        assert check["identical"] and check["rebuild"]["no_cache"] and check["rebuild"]["second_clone"], check
+
 
 def test_a_push_of_two_platforms_is_one_image_index(project, remote, upstreams, tmp_path, engine):
     repository = f"127.0.0.1:5000/multi-{hashlib.sha256(str(tmp_path).encode()).hexdigest()[:12]}/nemo-rl"

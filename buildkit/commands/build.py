@@ -132,7 +132,7 @@ def index_record(paths: Paths, opts: BuildOptions, inputs: Inputs, engine: Prefl
     images = [
         PlatformImage(platform=b.plan.platform, tag=b.plan.tag, digest=b.record.image.digest,
                       config_digest=b.record.image.config_digest,
-                      record=str(paths.for_platform(b.plan.platform).build_record(opts.smoke)))
+                      record=str(paths.for_platform(b.plan.platform).build_record(opts.smoke).resolve()))
         for b in made
     ]  # fmt: skip
     digest: str | None = None
