@@ -16,6 +16,7 @@ import pytest
 
 from tests.fake_upstreams import VLLM_SHA, WHEEL_ARM, cudart_for, minimal_elf, two_platforms
 from tests.projects import smoke_project
+from tests.signing import PASSWORD, key_pair
 
 pytestmark = pytest.mark.e2e
 
@@ -99,7 +100,7 @@ def test_two_platforms_build_verify_export_and_report_as_one(project, remote, up
         assert check["identical"] and check["rebuild"]["no_cache"] and check["rebuild"]["second_clone"], check
 
 
-def test_a_push_of_two_platforms_is_one_image_index(project, remote, upstreams, tmp_path, engine):
+def test_a_push_of_two_platforms_is_one_image_index(project, remote, upstreams, tmp_path, engine, cosign):
     repository = f"127.0.0.1:5000/multi-{hashlib.sha256(str(tmp_path).encode()).hexdigest()[:12]}/nemo-rl"
     root, cli = two_platform_smoke(project, remote, upstreams, tag=repository)
     built = cli("build", "--smoke", "--emulate", "--push", "--progress", "plain", "--no-syntax", timeout=900)
@@ -126,10 +127,26 @@ def test_a_push_of_two_platforms_is_one_image_index(project, remote, upstreams, 
         own = json.loads(Path(image["record"]).read_text())
         assert own["image"]["digest"] == image["digest"] and own["provenance"] == "attached (mode=max)"
 
-    attested = cli("attest", timeout=300)
+    # Each platform's statement, and the index's naming both images and both statements; signed and attached.
+    key, public = key_pair(cosign, tmp_path / "keys")
+    env = {"COSIGN_PASSWORD": PASSWORD, "BUILDKIT_COSIGN": cosign}
+    attested = cli("attest", "--key", str(key), env=env, timeout=300)
     assert attested.code == 0, attested.output[-3000:]
+    payloads = {}
     for platform in ("linux-amd64", "linux-arm64"):
-        statement = json.loads((root / "build" / platform / "smoke" / "provenance.intoto.json").read_text())
-        subject = statement["subject"][0]
+        statement_file = root / "build" / platform / "smoke" / "provenance.intoto.json"
+        payloads[platform.replace("-", "/")] = statement_file.read_bytes()
+        subject = json.loads(payloads[platform.replace("-", "/")])["subject"][0]
         assert f"sha256:{subject['digest']['sha256']}" == next(
             i["digest"] for i in record["platforms"] if i["platform"] == platform.replace("-", "/"))
+    index_statement = json.loads((root / "build" / "smoke-index.intoto.json").read_text())
+    assert index_statement["subject"][0]["digest"]["sha256"] == digest.removeprefix("sha256:")
+    dependencies = {d["name"]: d["digest"]["sha256"] for d in
+                    index_statement["predicate"]["buildDefinition"]["resolvedDependencies"]}  # fmt: skip
+    for platform, payload in payloads.items():
+        assert dependencies[f"provenance {platform}"] == hashlib.sha256(payload).hexdigest()
+        assert "sha256:" + dependencies[f"image {platform}"] in {i["digest"] for i in record["platforms"]}
+    checked = subprocess.run(
+        [cosign, "verify-attestation", "--key", str(public), "--type", "slsaprovenance1", "--insecure-ignore-tlog",
+         "--allow-http-registry", f"{repository}@{digest}"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert checked.returncode == 0, checked.stderr[-2000:]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import sys
 
+from buildkit.files import read_record
 from buildkit.models.paths import Paths
+from buildkit.models.records import IndexRecord
 from buildkit.stages import pipeline
-from buildkit.stages.attest import Attested, AttestOptions
+from buildkit.stages.attest import Attested, AttestOptions, attest_index
 from buildkit.stages.context import Context, each_platform
 from buildkit.stages.slsa import canonical
 from buildkit.text import ui
@@ -15,12 +17,27 @@ __all__ = ["AttestOptions", "attest_command"]
 
 
 def attest_command(paths: Paths, opts: AttestOptions, platform: str | None = None) -> None:
-    """Each platform's statement (its own image manifest the subject), signed and attached with a key."""
+    """Each platform's statement (its own image the subject), signed and attached with a key; for several
+    platforms pushed as one image index, the index's too (each platform's image and statement its dependencies)."""
     each = each_platform(paths, platform, **{"--record": opts.record})
-    statements = {}
+    statements: dict[str | None, dict] = {}
+    done: list[Attested] = []
     for one in each:
         ui.platform_heading(one.platform, one.build_dir, len(each))
-        statements[one.platform] = _attest(one, opts)
+        done.append(_attest(one, opts))
+        statements[one.platform] = done[-1].statement
+    if len(each) > 1 and platform is None:
+        smoke = done[0].statement_file == each[0].statement(True)
+        index = read_record(paths.index_record(smoke), IndexRecord)
+        ui.platform_heading("image index", paths.index_record(smoke), 2)
+        if index is None or index.index_digest is None:
+            why = "no build of every platform recorded" if index is None else index.index
+            ui.err.print(f"image index: not attested ({ui.safe(why)}); each platform's statement stands alone")
+        else:
+            payloads = {str(one.platform): canonical(d.statement) for one, d in zip(each, done, strict=True)}
+            indexed = attest_index(paths, smoke, opts.key, opts.builder_id, payloads)
+            _say(indexed)
+            statements["index"] = indexed.statement
     if opts.json_out:
         if len(each) == 1:  # the canonical bytes, as they were signed
             sys.stdout.write(canonical(statements[each[0].platform]).decode("utf-8") + "\n")
@@ -28,12 +45,12 @@ def attest_command(paths: Paths, opts: AttestOptions, platform: str | None = Non
             ui.write_json_by_platform(statements)
 
 
-def _attest(paths: Paths, opts: AttestOptions) -> dict:
+def _attest(paths: Paths, opts: AttestOptions) -> Attested:
     ctx = Context(paths, options=opts)
     pipeline.run_stage("attest", ctx)
     done: Attested = ctx.made["attest"]
     _say(done)
-    return done.statement
+    return done
 
 
 def _say(done: Attested) -> None:

@@ -97,6 +97,13 @@ class Paths(NamedTuple):
         """The record of a multi-platform build: each platform's image and, pushed, the image index."""
         return self.top_dir / ("smoke-index.json" if smoke else "index.json")
 
+    def index_statement(self, smoke: bool) -> Path:
+        """The SLSA statement `attest` writes for a pushed image index (each platform's is in its folder)."""
+        return self.top_dir / ("smoke-index.intoto.json" if smoke else "index.intoto.json")
+
+    def index_envelope(self, smoke: bool) -> Path:
+        return self.top_dir / ("smoke-index.dsse.json" if smoke else "index.dsse.json")
+
     @property
     def prepare_record(self) -> Path:
         return self.build_dir / "prepare.json"

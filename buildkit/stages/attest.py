@@ -10,14 +10,16 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from buildkit.errors import InputError, excerpt
-from buildkit.files import sha256_bytes, utc_now, write_atomic
+from buildkit.files import read_record, sha256_bytes, utc_now, write_atomic
 from buildkit.models.lock import lock_sha256
 from buildkit.models.paths import Paths
-from buildkit.models.records import RecordHeader, header
+from buildkit.models.records import IndexRecord, RecordHeader, header
 from buildkit.stages import slsa
-from buildkit.stages.context import Context
+from buildkit.stages.context import Context, load_inputs
 from buildkit.stages.provenance import served_image
 from buildkit.world import cosign
+from buildkit.world.http import Http
+from buildkit.world.registry import Registry
 
 
 class AttestRecord(BaseModel):
@@ -150,3 +152,41 @@ def built_from_this_lock(image: str, sources: slsa.Sources) -> None:
         f"{image} is not a build of this lock ({why}; the lock's sha256 is {want[:12]}…): not signed",
         hint="attest the record of the build that pushed this image, or build and push again",
     )
+
+
+def attest_index(paths: Paths, smoke: bool, key: str | None, builder: str, statements: dict[str, bytes]) -> Attested:
+    """The statement of the image index a multi-platform push assembled (build/index.json), naming each platform's
+    image and statement; with `key`, signed and attached to the index. Before anything is signed, the registry's
+    index must serve, for each platform, the image config its build recorded, and the record must be of this lock."""
+    where = paths.index_record(smoke)
+    index = read_record(where, IndexRecord)
+    if index is None:
+        raise InputError(f"no record of a build of every platform at {where}", hint="run `buildkit build --push`")
+    want = load_inputs(paths, whole=True).lock_sha256
+    if index.lock_sha256 != want:
+        raise InputError(f"{where} is of another lock (sha256 {index.lock_sha256[:12]}, the lock is {want[:12]})",
+                         hint="build every platform again: `buildkit build --push`")  # fmt: skip
+    statement = slsa.index_statement(index, statements, builder)
+    payload = slsa.canonical(statement)
+    name = slsa.image_name(index.tag)
+    subject = f"{name}@{index.index_digest}"
+    statement_file = paths.index_statement(smoke)
+    if key is None:
+        write_atomic(statement_file, payload.decode("utf-8"))
+        return Attested(statement, statement_file, subject, where.name)
+    image = cosign.pinned(name, index.index_digest or "")
+    for platform_image in index.platforms:  # the index as the registry serves it, held to the records
+        served = Registry(Http()).resolve(image, platform_image.platform)
+        if served.config_digest != platform_image.config_digest:
+            raise InputError(
+                f"{image} serves {platform_image.platform} with config {excerpt(served.config_digest, 80)}, the build "
+                f"recorded {excerpt(platform_image.config_digest, 80)}: not signed",
+                hint="build and push every platform again: `buildkit build --push`",
+            )
+    tool = cosign.binary()
+    signed = cosign.sign(tool, key, payload)
+    envelope_file = paths.index_envelope(smoke)
+    write_atomic(statement_file, payload.decode("utf-8"))
+    write_atomic(envelope_file, json.dumps(signed, sort_keys=True) + "\n")
+    cosign.attach(tool, envelope_file, image)
+    return Attested(statement, statement_file, subject, where.name, envelope_file, image, None, cosign.version(tool))

@@ -23,7 +23,7 @@ from buildkit.models.grammar import DIGEST_RE, IMAGE_REF_RE, one_line_text
 from buildkit.models.lock import Lock, composition
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
-from buildkit.models.records import Build, belongs
+from buildkit.models.records import Build, IndexRecord, belongs
 from buildkit.stages.build import BuildRecord, build_args, latest_build
 from buildkit.stages.checks import known_checks
 from buildkit.stages.context import load_inputs
@@ -419,3 +419,48 @@ def pushed(record: BuildRecord) -> bool:
 
 # DSSE (https://github.com/secure-systems-lab/dsse/blob/master/protocol.md): what is signed is the pre-authentication
 # encoding of the payload type and the payload, never the payload alone.
+
+
+# -- the image index of a multi-platform build (build.platforms) ----------------------------------------------------
+
+# What an index statement's parameters mean: the index assembled from the platform images of one lock, each of
+# which has its own statement (BUILD_TYPE); docs/how-to/sign-and-verify.md.
+INDEX_BUILD_TYPE = "https://buildkit.invalid/buildtypes/nemo-rl-image-index/v1"
+
+
+def index_statement(index: IndexRecord, statements: dict[str, bytes], builder: str = DEFAULT_BUILDER_ID) -> dict:
+    """The in-toto statement of the image index a multi-platform push assembled: its subject the index, its
+    dependencies each platform's image and that image's own statement (by the sha256 of its canonical bytes)."""
+    if index.index_digest is None or not DIGEST_RE.fullmatch(index.index_digest):
+        raise InputError("the index record names no pushed index digest: only a pushed index (--push) is attested")
+    for stamp in (index.created,):
+        if not _TIMESTAMP_RE.fullmatch(stamp):
+            raise InputError(f"the index record's time {stamp!r} is not an RFC 3339 UTC time")
+    name = image_name(index.tag)
+    dependencies: list[dict[str, Any]] = []
+    for image in index.platforms:
+        if image.digest is None or not DIGEST_RE.fullmatch(image.digest):
+            raise InputError(f"the index record names no digest for {image.platform}")
+        dependencies.append({"name": f"image {image.platform}", "uri": docker_purl(name, None, image.digest,
+                             image.platform), "digest": _sha256_of(image.digest)})  # fmt: skip
+        if image.platform in statements:
+            dependencies.append({"name": f"provenance {image.platform}",
+                                 "digest": {"sha256": sha256_bytes(statements[image.platform])}})  # fmt: skip
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": name, "digest": _sha256_of(index.index_digest)}],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "buildDefinition": {
+                "buildType": INDEX_BUILD_TYPE,
+                "externalParameters": {"tag": index.tag, "platforms": [i.platform for i in index.platforms]},
+                "internalParameters": {"lockSha256": index.lock_sha256, "assembled": index.index, "smoke": index.smoke},
+                "resolvedDependencies": dependencies,
+            },
+            "runDetails": {
+                "builder": {"id": builder, "version": {"buildkit": index.buildkit_version}},
+                "metadata": {"invocationId": f"index-{index.index_digest}", "startedOn": index.created,
+                             "finishedOn": index.created},  # fmt: skip
+            },
+        },
+    }
