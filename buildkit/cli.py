@@ -589,8 +589,8 @@ def build(
       buildkit build --smoke --check-reproducible  # rebuild, compare
       buildkit build --push --compression zstd  # zstd layers, pushed
       buildkit build -- --no-cache              # extra buildx flags
-      buildkit build --push --emulate           # every platform, QEMU where not native
-      buildkit build --push --platform-builder linux/arm64=gb200  # arm64 on its own builder
+      buildkit build --push --emulate           # QEMU where not native
+      buildkit build --platform-builder linux/arm64=gb200  # its own builder
     """
     from buildkit.commands.build import BuildOptions, build_command
 
