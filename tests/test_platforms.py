@@ -29,7 +29,7 @@ from tests.fake_upstreams import (
     pins_text,
     two_platforms,
 )
-from tests.realwheels import VLLM_0_14_0_AARCH64, real_wheel
+from tests.realwheels import VLLM_0_14_0, VLLM_0_14_0_AARCH64, real_wheel
 
 FA3 = "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"
 REPORT_LOCK = Path(__file__).parent / "fixtures" / "report" / "pins.lock"
@@ -60,15 +60,17 @@ def test_the_single_platform_form_keeps_its_hash_and_the_two_forms_never_mix(tmp
 
 @pytest.mark.e2e
 def test_one_lock_holds_h100_and_gb200(project, upstreams):
-    """One resolve: the x86_64 wheel and the amd64 manifest (H100) as the lock's own facts, the real aarch64 wheel
+    """One resolve: the real x86_64 wheel and the amd64 manifest (H100) as the lock's own facts, the real aarch64 wheel
     and the arm64 manifest of the same index (GB200) beside them, each with its own GPU table: FlashAttention 3 has
     no kernel for GB200 (shown, not stopped: build.gpu_required names _C and _moe_C). NeMo-RL's uv.lock is served
     without its torch tables (the aarch64 torch is on download.pytorch.org, out of reach here): the ABI is not
     checked, and each platform says so. `resolve --check` holds the lock to the pins; the dry run plans one build
     per platform and the report compares them."""
     root, cli = project
+    # Both of vLLM 0.14.0's real wheels from PyPI, under the per-commit index's names.
     upstreams.wheels.files[f"/{VLLM_SHA}/{WHEEL_ARM}"] = RealFile(
         real_wheel(VLLM_0_14_0_AARCH64), VLLM_0_14_0_AARCH64.sha256)  # fmt: skip
+    upstreams.wheels.files[f"/{VLLM_SHA}/{WHEEL_X86}"] = RealFile(real_wheel(VLLM_0_14_0), VLLM_0_14_0.sha256)
     upstreams.github.files[("NVIDIA-NeMo/RL", NEMO_RL_SHA, "uv.lock")] = NEMO_RL_UV_LOCK_HEADER.encode()
     (root / "pins.yaml").write_text(two_platforms((root / "pins.yaml").read_text()))
     result = cli("resolve", "--json", timeout=600)
@@ -108,7 +110,7 @@ def test_one_lock_holds_h100_and_gb200(project, upstreams):
     assert report.code == 0, report.output
     compared = json.loads(report.stdout)
     differs = {d["fact"]: d["values"] for d in compared["differences"]}
-    assert differs[FA3] == {"linux/amd64": "absent", "linux/arm64": "sm_100: none"}  # the stand-in x86 wheel: _C only
+    assert differs[FA3] == {"linux/amd64": "sm_90: SASS", "linux/arm64": "sm_100: none"}  # H100 loads it, GB200 not
     assert differs["target GPUs"] == {"linux/amd64": "sm_90", "linux/arm64": "sm_100"}
     assert set(compared["platforms"]) == {"linux/amd64", "linux/arm64"} and compared["index"] is None
     markdown = cli("report")
