@@ -8,7 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.engine import STAND_IN_BASE, engine_problem  # noqa: E402
-from tests.fake_upstreams import pins_text, reference_upstreams  # noqa: E402
+from tests.fake_upstreams import Upstreams, pins_text, reference_upstreams  # noqa: E402
 from tests.nemo_repo import make_remote  # noqa: E402
 
 BUILDKIT = [sys.executable, "-m", "buildkit.cli"]
@@ -30,12 +30,17 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
 
 
 @contextmanager
-def smoke_project() -> Iterator[tuple[Path, dict[str, str], Path]]:
-    """(project dir, environment for buildkit, a scratch directory); everything is removed afterwards."""
+def smoke_project(
+    upstreams: Callable[[Upstreams], None] | None = None,
+) -> Iterator[tuple[Path, dict[str, str], Path]]:
+    """(project dir, environment for buildkit, a scratch directory); everything is removed afterwards. `upstreams`
+    may change the stand-in upstreams before the first resolve."""
     problem = engine_problem()
     if problem:
         sys.exit(f"bench: {problem}; run scripts/engine-up.sh first")
     up = reference_upstreams()
+    if upstreams is not None:
+        upstreams(up)
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         remote = make_remote(tmp_path)
