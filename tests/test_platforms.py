@@ -26,9 +26,13 @@ from tests.fake_upstreams import (
     WHEEL_ARM,
     WHEEL_X86,
     RealFile,
+    WheelFile,
+    cudart_for,
+    minimal_elf,
     pins_text,
     two_platforms,
 )
+from tests.nemo_repo import use_remote
 from tests.realwheels import VLLM_0_14_0, VLLM_0_14_0_AARCH64, real_wheel
 
 FA3 = "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"
@@ -179,3 +183,25 @@ def test_a_lock_whose_build_names_other_platforms_than_its_facts_is_stale_not_a_
     edited = lock.model_copy(update={"other_platforms": {"linux/arm64": arm}})  # build still single-platform
     problems = consistency_problems(pins, edited, [])
     assert "build.platforms: the lock's build names linux/amd64, its facts linux/amd64, linux/arm64" in problems
+
+
+@pytest.mark.e2e
+def test_bump_of_a_two_platform_lock_renders_each_platform(project, remote, upstreams):
+    """bump on pins with build.platforms: one resolve of both, one prepared tree, and each platform's Dockerfile
+    (its own wheel) written with the rest, in its own folder."""
+    root, _ = project
+    arm = upstreams.wheels.files[f"/{VLLM_SHA}/{WHEEL_ARM}"]
+    assert isinstance(arm, WheelFile)
+    arm.library = minimal_elf(cudart_for("default"), 183)  # EM_AARCH64: the aarch64 stand-in holds aarch64 code
+    (root / "pins.yaml").write_text(two_platforms((root / "pins.yaml").read_text()))
+    root, cli = use_remote(project, remote)
+    later = remote.move_to_later_shape()
+    result = cli("bump", "--nemo-rl", "main", "--allow-drift", timeout=300)
+    assert result.code == 0, result.output[-3000:]
+    lock = json.loads((root / "pins.lock").read_text())
+    assert lock["nemo_rl"]["commit"] == later and list(lock["other_platforms"]) == ["linux/arm64"]
+    for folder, arch in (("linux-amd64", "x86_64"), ("linux-arm64", "aarch64")):
+        dockerfile = (root / "build" / folder / "Dockerfile").read_text()
+        assert f"manylinux_2_31_{arch}.whl" in dockerfile
+        rendered = json.loads((root / "build" / folder / "render.json").read_text())
+        assert rendered["nemo_rl_commit"] == later
