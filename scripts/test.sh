@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The test command: install buildkit with its test extras into .venv, lint (ruff), type-check buildkit/, tests/, bench/ and
-# scripts/docs.py (mypy: any error fails the command), build the docs strictly (mkdocs: a broken link or anchor fails the command), bring up the build engine (scripts/engine-up.sh: Docker, a loopback registry, BuildKit and buildx
-# built from their Go modules), run the tests hermetically, and take the engine down again. Extra arguments go to
-# pytest.
+# The test command: install buildkit with its test extras into .venv; bring up the build engine in the background
+# (scripts/engine-up.sh: Docker, a loopback registry, BuildKit and buildx built from their Go modules); meanwhile
+# type-check buildkit/, tests/, bench/ and scripts/docs.py (mypy: any error fails the command), lint (ruff), build
+# the docs strictly (mkdocs: a broken link or anchor fails the command) and run every test that does not need the
+# engine; then run the engine's tests, print one count for the whole suite, and take the engine down again. Extra
+# arguments go to pytest (both runs).
 #
 # Hermetic: pytest runs with fresh, empty HOME, XDG_CACHE_HOME, BUILDKIT_CACHE_DIR and TMPDIR, so nothing an
 # earlier run (or this machine) left behind can make the suite pass. Only Docker's client configuration, where
@@ -15,13 +17,34 @@ python3 -m venv .venv
 
 fresh=$(mktemp -d "${TMPDIR:-/tmp}/buildkit-test.XXXXXX")
 cleanup() {
+  # An engine still coming up (the command stopped early) is stopped first: its whole process group.
+  if [ -n "${engine_pid:-}" ] && kill -0 "$engine_pid" 2>/dev/null; then kill -- "-$engine_pid" 2>/dev/null || true; fi
   if [ -n "${engine_up:-}" ]; then bash scripts/engine-down.sh; fi
   rm -rf "$fresh"
 }
 trap cleanup EXIT
 
-# The type checker first (configured in pyproject.toml's [tool.mypy]): one error fails the test command before the
-# engine starts. Its cache starts empty too.
+# The report's build chart is checked with Mermaid's own parser, which runs in Node: tests/mermaid_check.py installs
+# it with `npm ci` from the pinned lock in tests/mermaid/ into the artifacts cache below. (Before the engine comes up
+# in the background: both install Debian packages, and apt takes one at a time.)
+if ! command -v npm >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+
+# The build engine comes up in the background (on a fresh machine that is BuildKit, buildx and cosign built from
+# their Go modules: many minutes) while everything that does not need it runs: the type checker, the linter, the
+# docs and every test not marked `engine` (tests/conftest.py). The engine's tests run once it is up.
+if [ "$(id -u)" = 0 ]; then
+  engine_up=1
+  setsid -w bash scripts/engine-up.sh >"$fresh/engine-up.log" 2>&1 &
+  engine_pid=$!
+  export BUILDKIT_ENGINE=required
+else
+  echo "test: not root, so no build engine; the tests that need one are skipped here (CI runs them)" >&2
+fi
+
+# The type checker (configured in pyproject.toml's [tool.mypy]; any error fails the test command), its cache empty.
 .venv/bin/mypy --cache-dir "$fresh/mypy-cache"
 
 # The linter (configured in pyproject.toml's [tool.ruff]) and the docs (mkdocs.yml: strict, so a broken link or
@@ -29,25 +52,48 @@ trap cleanup EXIT
 .venv/bin/ruff check --no-cache .
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$fresh/site"
 
-if [ "$(id -u)" = 0 ]; then
-  bash scripts/engine-up.sh
-  engine_up=1
-  export BUILDKIT_ENGINE=required
-else
-  echo "test: not root, so no build engine; the tests that need one are skipped here (CI runs them)" >&2
-fi
-
-# The report's build chart is checked with Mermaid's own parser, which runs in Node: tests/mermaid_check.py installs
-# it with `npm ci` from the pinned lock in tests/mermaid/ into the artifacts cache below.
-if ! command -v npm >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
-fi
-
 export DOCKER_CONFIG=${DOCKER_CONFIG:-$HOME/.docker}
 # Real wheels from PyPI (vLLM, torch; several GB) are fetched once into a cache outside the repository and reused on
 # this machine, each checked against PyPI's sha256 on every use (tests/realwheels.py); a fresh machine fetches them.
 export BUILDKIT_TEST_ARTIFACTS=${BUILDKIT_TEST_ARTIFACTS:-${XDG_CACHE_HOME:-$HOME/.cache}/buildkit-test-artifacts}
 mkdir -p "$fresh/home" "$fresh/cache" "$fresh/buildkit-cache" "$fresh/tmp"
-HOME=$fresh/home XDG_CACHE_HOME=$fresh/cache BUILDKIT_CACHE_DIR=$fresh/buildkit-cache TMPDIR=$fresh/tmp \
-  .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+tests() { # name marker-expression pytest-arguments...: one run of the suite, its results in $fresh/<name>.xml
+  local name=$1 marks=$2
+  shift 2
+  HOME=$fresh/home XDG_CACHE_HOME=$fresh/cache BUILDKIT_CACHE_DIR=$fresh/buildkit-cache TMPDIR=$fresh/tmp \
+    .venv/bin/python -m pytest -q -p no:cacheprovider -m "$marks" --junitxml="$fresh/$name.xml" "$@"
+}
+ok() { [ "$1" = 0 ] || [ "$1" = 5 ]; } # pytest's 5: no test selected (an argument that picks one kind only)
+first=0
+tests without-engine "not engine" "$@" || first=$?
+if [ -n "${engine_pid:-}" ]; then
+  if ! wait "$engine_pid"; then
+    cat "$fresh/engine-up.log" >&2
+    echo "test: the build engine did not come up (its log is above)" >&2
+    exit 1
+  fi
+  tail -n 1 "$fresh/engine-up.log" >&2
+fi
+second=0
+tests engine "engine" "$@" || second=$?
+
+# One count for the whole suite, so that a test that stopped running shows.
+.venv/bin/python - "$fresh/without-engine.xml" "$fresh/engine.xml" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+
+totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+for path in sys.argv[1:]:
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        continue
+    for suite in root.iter("testsuite"):
+        for key in totals:
+            totals[key] += int(suite.get(key, 0))
+ran = totals["tests"] - totals["skipped"]
+print(f"test: {ran} tests ran ({totals['failures']} failed, {totals['errors']} errors, {totals['skipped']} skipped) "
+      f"of {totals['tests']}")
+PY
+if ok "$first" && ok "$second"; then exit 0; fi
+exit 1

@@ -24,15 +24,22 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # A test that uses one of these (directly or through another fixture) is end to end: the build engine, or the CLI
 # run as a child process. Tests that read real PyPI wheels, or take seconds, are marked e2e where they are written.
 E2E_FIXTURES = frozenset({"engine", "engine_b", "cli", "project"})
+# A test that uses one of these needs scripts/engine-up.sh's engine (cosign is built there too): marked `engine`,
+# so `pytest -m "not engine"` runs everything else on a machine without it.
+ENGINE_FIXTURES = frozenset({"engine", "engine_b", "cosign"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test `e2e` or `unit` (registered in pyproject.toml), so `pytest -m unit` is the fast loop."""
+    """Mark every test `e2e` or `unit` (registered in pyproject.toml), so `pytest -m unit` is the fast loop, and
+    the tests that need the build engine `engine`."""
     for item in items:
-        if item.get_closest_marker("e2e") is None and E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if item.get_closest_marker("e2e") is None and E2E_FIXTURES & fixtures:
             item.add_marker(pytest.mark.e2e)
         if item.get_closest_marker("e2e") is None:
             item.add_marker(pytest.mark.unit)
+        if ENGINE_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.engine)
 
 
 @pytest.fixture

@@ -41,19 +41,29 @@ class GitDaemon:
 
     def __init__(self, root: Path):
         self.root = root
-        self.port = free_port()
-        self.process = subprocess.Popen(
-            ["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={self.port}", "--export-all",
-             f"--base-path={root}", "--informative-errors", str(root)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        for _ in range(5):  # a port another test process took between free_port and the bind: try another
+            self.port = free_port()
+            self.process = subprocess.Popen(
+                ["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={self.port}", "--export-all",
+                 f"--base-path={root}", "--informative-errors", str(root)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            if self._listening():
+                return
+        raise RuntimeError("git daemon did not start")
+
+    def _listening(self) -> bool:
+        """This daemon answers on its port (not another's: one that could not bind has exited)."""
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self.process.poll() is None:
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
+                    time.sleep(0.1)  # one that lost the port exits at once: still running, it is ours
+                    return self.process.poll() is None
             time.sleep(0.05)
-        raise RuntimeError("git daemon did not start")
+        self.process.kill()
+        self.process.wait()
+        return False
 
     @property
     def url(self) -> str:
