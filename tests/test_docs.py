@@ -147,11 +147,14 @@ def test_the_readme_is_a_front_door_and_keeps_the_test_command_ci_runs():
     assert lines[fence + 1] == "bash scripts/test.sh"
 
 
-def test_the_test_command_lints_and_builds_the_docs_strictly_before_the_engine():
+def test_the_test_command_lints_and_builds_the_docs_strictly_before_the_tests():
     script = (REPO_ROOT / "scripts" / "test.sh").read_text()
-    engine = script.index("scripts/engine-up.sh\n")
-    assert -1 < script.index(".venv/bin/ruff check") < engine
-    assert -1 < script.index("mkdocs build --strict") < engine
+    tests = script.index('tests without-engine "not engine"')
+    assert -1 < script.index(".venv/bin/ruff check") < tests
+    assert -1 < script.index("mkdocs build --strict") < tests
+    # The engine comes up beside them, and its tests run once it is up.
+    assert script.index("scripts/engine-up.sh >") < script.index(".venv/bin/mypy") < tests
+    assert tests < script.index('wait "$engine_pid"') < script.index('tests engine "engine"')
     config = (REPO_ROOT / "mkdocs.yml").read_text()
     assert "anchors: warn" in config and "unrecognized_links: warn" in config  # --strict fails on warnings
 
