@@ -402,7 +402,7 @@ def _umask() -> int:
     return umask
 
 
-# Which build record goes with a named image: the one rule of models/records.py (belongs), on the record of a real
+# Which build record goes with a named image: the one rule of models/records/ (belongs), on the record of a real
 # smoke build (tests/fixtures/report) and the engine's image as Docker inspects it (classic store: its Id is the
 # config digest, while the record's header names the manifest digest).
 
@@ -411,7 +411,7 @@ def _recorded(tmp_path):
     import shutil
 
     from buildkit.models.paths import Paths
-    from buildkit.stages.build import BuildRecord
+    from buildkit.models.records.build import BuildRecord
     from tests.conftest import REPO_ROOT
 
     project = tmp_path / "project"

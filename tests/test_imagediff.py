@@ -15,7 +15,8 @@ import pytest
 
 from buildkit.errors import InputError
 from buildkit.image import diff as imagediff
-from buildkit.image.diff import FieldDifference, ImageComparison, summary
+from buildkit.image.diff import summary
+from buildkit.models.comparison import FieldDifference, ImageComparison
 from tests.engine import STAND_IN_BASE
 from tests.images import EPOCH, GZIP, TAR, ZSTD, F, Spec, image, sha
 

@@ -219,7 +219,7 @@ def test_every_stage_gets_its_figure_and_resolve_reads_its_record(project, remot
 def test_with_each_record_every_stage_has_a_figure(cli, tmp_path):
     """The golden build's records (prepare, render, build, verify, export) and a resolve record of its lock: all
     six stages timed. An older record without `seconds` is timed by its start and end."""
-    from buildkit.stages.resolve.record import ResolveRecord, write_record
+    from buildkit.models.records.resolve import ResolveRecord, write_record
 
     project = golden_project(tmp_path)
     data, _ = _report(cli, project)

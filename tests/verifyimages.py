@@ -11,7 +11,7 @@ from pathlib import Path
 from buildkit.gpu.image import FIND
 from buildkit.image.vllmpackage import FIND_SPEC
 from buildkit.models.lock import read_lock
-from buildkit.stages.prepare import PrepareRecord
+from buildkit.models.records.prepare import PrepareRecord
 from buildkit.stages.verify import FINGERPRINT, WORKDIR
 from tests.memengine import MemoryImage
 

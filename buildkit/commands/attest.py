@@ -6,7 +6,7 @@ import sys
 
 from buildkit.files import read_record
 from buildkit.models.paths import Paths
-from buildkit.models.records import IndexRecord
+from buildkit.models.records.index import IndexRecord
 from buildkit.stages import pipeline
 from buildkit.stages.attest import Attested, AttestOptions, attest_index
 from buildkit.stages.context import Context, each_platform

@@ -17,7 +17,8 @@ from buildkit.files import write_atomic
 from buildkit.models.choices import Compression, ProgressMode
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins, load_pins
-from buildkit.models.records import IndexRecord, PlatformImage
+from buildkit.models.records.build import BuildRecord
+from buildkit.models.records.index import IndexRecord, PlatformImage
 from buildkit.models.settings import (
     Setting,
     platform_setting,
@@ -29,7 +30,6 @@ from buildkit.stages import pipeline
 from buildkit.stages.build import (
     BuildOptions,
     BuildPlan,
-    BuildRecord,
     Built,
     Preflighted,
     explain_failure,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from buildkit.errors import CheckFailed
 from buildkit.models.paths import Paths
-from buildkit.models.records import VerifyRecord
+from buildkit.models.records.verify import VerifyRecord
 from buildkit.stages import pipeline
 from buildkit.stages.context import Context, each_platform
 from buildkit.stages.verify import VerifyOptions

@@ -10,7 +10,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
@@ -19,23 +18,8 @@ from buildkit.files import MAX_PATCH_BYTES, read_local, sha256_bytes, sha256_fil
 from buildkit.models.grammar import REPO_PATH_RE
 from buildkit.models.lock import PatchFact
 from buildkit.models.pins import Pins
+from buildkit.models.records.prepare import AppliedPatch, TargetHashes
 from buildkit.world.git import run_git_bytes
-
-
-class TargetHashes(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    path: str
-    before: str
-    after: str
-
-
-class AppliedPatch(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    file: str
-    reason: str
-    sha256: str
-    diff: str
-    targets: list[TargetHashes]
 
 
 def _parse(text: str, name: str) -> PatchSet:

@@ -7,33 +7,19 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from buildkit.errors import InputError, excerpt
 from buildkit.files import read_record, sha256_bytes, utc_now, write_atomic
 from buildkit.models.lock import lock_sha256
 from buildkit.models.paths import Paths
-from buildkit.models.records import IndexRecord, RecordHeader, header
+from buildkit.models.records import header
+from buildkit.models.records.attest import AttestRecord
+from buildkit.models.records.index import IndexRecord
 from buildkit.stages import slsa
 from buildkit.stages.context import Context, load_inputs
 from buildkit.stages.provenance import served_image
 from buildkit.world import cosign
 from buildkit.world.http import Http
 from buildkit.world.registry import Registry
-
-
-class AttestRecord(BaseModel):
-    """attest.json beside the statement: which build it attests (the header), and what was done with it."""
-
-    model_config = ConfigDict(extra="forbid")
-    header: RecordHeader
-    statement: str  # the statement file's name
-    statement_sha256: str
-    subject: str  # name@digest
-    signed: bool
-    attached_to: str | None = None
-    not_attached: str | None = None
-    attested_at: str
 
 
 def _write_record(paths: Paths, sources, payload: bytes, subject: str, done: Attested) -> None:

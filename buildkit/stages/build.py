@@ -20,17 +20,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
-
 from buildkit import __version__
 from buildkit.errors import BuildkitError, EngineNotReady, InputError, OptionError, excerpt
 from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, utc_now, write_atomic
-from buildkit.image.diff import ImageComparison
 from buildkit.models.choices import Compression, ProgressMode
 from buildkit.models.lock import Lock
 from buildkit.models.paths import Paths
 from buildkit.models.pins import ARCH_OF_PLATFORM
-from buildkit.models.records import Build, RecordHeader, header
+from buildkit.models.records import header
+from buildkit.models.records.build import BuildRecord, CacheUse, ImageFacts, LayerFact, StepTime
 from buildkit.stages.context import Context, one_platform
 from buildkit.stages.render import source_date_epoch, wheel_path
 from buildkit.text.progress import Progress, Step
@@ -147,35 +145,6 @@ def parse_platform_builders(given: list[str]) -> tuple[tuple[str, str], ...]:
                               param_hint="--platform-builder")  # fmt: skip
         pairs[platform] = name
     return tuple(pairs.items())
-
-
-class Rebuild(BaseModel):
-    """The second build: where and how it ran."""
-
-    model_config = ConfigDict(extra="forbid")
-    builder: str
-    no_cache: bool
-    second_clone: bool  # from a tree prepared afresh in its own cache directory
-    started: str
-    ended: str
-    seconds: float
-    outcome: Literal["succeeded", "failed", "interrupted"]
-    steps_total: int
-    steps_cached: int
-    log: str
-
-
-class ReproCheck(BaseModel):
-    """The outcome that goes into the build record and the report's Reproducibility section."""
-
-    model_config = ConfigDict(extra="forbid")
-    identical: bool
-    manifest_digest: str | None  # the platform image manifest, when both builds agree
-    config_digest: str | None
-    rebuild: Rebuild
-    summary: list[str]
-    comparison: ImageComparison
-    layouts_kept: list[str]  # the OCI layouts left for inspection (none when identical)
 
 
 @dataclass(frozen=True)
@@ -386,37 +355,6 @@ def shell_command(plan: BuildPlan) -> str:
     return f"{env} {shlex.join(argv(plan))}"
 
 
-class LayerFact(BaseModel):
-    """One entry of the image's history: the size it added and the instruction that made it."""
-
-    model_config = ConfigDict(extra="forbid")
-    size: int
-    created_by: str
-
-
-class ImageFacts(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    tag: str
-    digest: str | None = None
-    config_digest: str | None = None
-    id: str | None = None
-    size: int | None = None
-    layers: int | None = None
-    labels: dict[str, str] = {}
-    history: list[LayerFact] = []  # oldest first, from the engine after --load ([]: not loaded, or older record)
-
-
-class StepTime(BaseModel):
-    """One BuildKit step with BuildKit's own times (for the report's timeline)."""
-
-    model_config = ConfigDict(extra="forbid")
-    name: str
-    started: str
-    completed: str
-    cached: bool = False
-    error: bool = False
-
-
 MAX_STEPS_KEPT = 300
 LINE_LIMIT = 1 << 20  # bytes of one line of buildx's output (a step's own output can be long)
 
@@ -445,65 +383,6 @@ def layer_facts(history: list[dict]) -> list[LayerFact]:
         if isinstance(size, int) and isinstance(created_by, str):
             out.append(LayerFact(size=size, created_by=strip_controls(created_by)[:2000]))
     return out
-
-
-class CacheUse(BaseModel):
-    """The registry caches a build imported from and exported to, and what failed with them (never fatal)."""
-
-    model_config = ConfigDict(extra="forbid")
-    cache_from: list[str]
-    cache_to: list[str]
-    problems: list[str] = []
-
-
-class BuildRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    record_version: Literal[1] = 1
-    buildkit_version: str
-    lock_sha256: str
-    smoke: bool
-    host: str | None = None  # the machine that ran buildx
-    command: str
-    argv: list[str]
-    source_date_epoch: int
-    builder: str
-    driver: str
-    endpoint: str
-    buildx_version: str
-    buildkit_daemon_version: str
-    docker_version: str
-    provenance: str = ""  # attached, or why not
-    metadata_provenance: bool = False  # the metadata file carries buildx.build.provenance
-    started: str
-    ended: str
-    seconds: float
-    outcome: Literal["succeeded", "failed", "interrupted"]
-    exit_code: int
-    error: str | None = None
-    failed_step: str | None = None  # the instruction (BuildKit's vertex name) whose failure stopped the build
-    failed_output: list[str] = []  # the last lines of that step's own output
-    steps: list[StepTime] = []  # BuildKit's steps with its own times ([]: a record from before they were kept)
-    image: ImageFacts
-    steps_total: int  # every vertex BuildKit reported, its internal ones (metadata, context, export) included
-    steps_cached: int
-    instructions_total: int | None = None  # the Dockerfile's instructions that ran, FROM aside (None: older record)
-    instructions_cached: int | None = None
-    cache: CacheUse | None = None
-    compression: str = "gzip"  # of the pushed layers
-    force_compression: bool = False
-    log: str
-    metadata_file: str
-    reproducibility: ReproCheck | None = None  # `build --check-reproducible`: the rebuild and the comparison
-    header: RecordHeader | None = None  # None in a record written before headers
-
-    def to_json(self) -> str:
-        return self.model_dump_json(indent=2) + "\n"
-
-    def build(self) -> Build:
-        """The build this record describes, as records.belongs matches records to it: its lock, smoke or release,
-        and its image's identities (manifest digest, image ID, config digest)."""
-        images = (self.image.digest, self.image.id, self.image.config_digest)
-        return Build(self.lock_sha256, self.smoke, frozenset(x for x in images if x))
 
 
 @dataclass

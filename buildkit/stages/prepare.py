@@ -29,16 +29,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
-from buildkit.dockerfile.patches import AppliedPatch, apply_patches, patch_targets, read_patch_text
+from buildkit.dockerfile.patches import apply_patches, patch_targets, read_patch_text
 from buildkit.errors import BuildkitError, GitFailed, InputError, UpstreamMismatch
 from buildkit.files import MAX_RECORD_BYTES, read_local, utc_now, write_atomic, write_error
 from buildkit.models.lock import Lock, PatchFact
 from buildkit.models.pins import GitUrlRewrite
+from buildkit.models.records.prepare import AppliedPatch, PrepareRecord, SubmoduleFact
 from buildkit.stages.context import Context, StageStatus
 from buildkit.world.cache import prepared_tree
 from buildkit.world.git import (
@@ -50,32 +48,6 @@ from buildkit.world.git import (
     run_git_bytes,
     written_by_init,
 )
-
-
-class SubmoduleFact(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    path: str
-    commit: str
-
-
-class PrepareRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    record_version: Literal[1, 2] = 2  # 2: the tree was made reproducible; a marker of 1 makes prepare run again
-    buildkit_version: str
-    lock_sha256: str
-    prepared_at: str
-    repo: str
-    commit: str
-    tree: str
-    reused: bool
-    fetched: list[str]
-    fetched_bytes: int
-    seconds: float
-    submodules: list[SubmoduleFact] | None  # None: skipped with --no-submodules
-    patches: list[AppliedPatch]
-
-    def to_json(self) -> str:
-        return self.model_dump_json(indent=2) + "\n"
 
 
 class _Damaged(Exception):

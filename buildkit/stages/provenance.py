@@ -21,10 +21,12 @@ from buildkit.errors import CheckFailed, InputError, UpstreamMalformed, Upstream
 from buildkit.files import utc_now
 from buildkit.models.grammar import DIGEST_RE
 from buildkit.models.lock import Lock, lock_sha256
-from buildkit.models.records import Build, CheckResult, VerifyRecord, belongs, header
+from buildkit.models.records import Build, belongs, header
+from buildkit.models.records.render import RenderRecord
+from buildkit.models.records.verify import CheckResult, VerifyRecord
 from buildkit.stages import slsa
 from buildkit.stages.build import build_args
-from buildkit.stages.render import RenderRecord, source_date_epoch
+from buildkit.stages.render import source_date_epoch
 from buildkit.text.sanitize import CONTROL_RE
 from buildkit.world import cosign
 from buildkit.world.http import Http

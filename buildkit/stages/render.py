@@ -12,10 +12,9 @@ import importlib.resources
 import re
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jinja2
-from pydantic import BaseModel, ConfigDict
 
 from buildkit import __version__
 from buildkit.dockerfile.text import apply_edits, parse
@@ -28,7 +27,8 @@ from buildkit.models.drift import base_image_drift
 from buildkit.models.labels import commit_time, image_labels
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.paths import Paths
-from buildkit.models.records import RecordHeader, header
+from buildkit.models.records import header
+from buildkit.models.records.render import RenderRecord, Transformation
 from buildkit.stages.context import Context, StageStatus, one_platform
 from buildkit.world.git import run_git
 
@@ -187,51 +187,6 @@ def unified_diff(upstream: str, rendered: str, upstream_name: str, rendered_name
             upstream.splitlines(keepends=True), rendered.splitlines(keepends=True), upstream_name, rendered_name
         )
     )
-
-
-class Transformation(BaseModel):
-    """One named change render made to upstream's Dockerfile: what it did, and which upstream lines it replaced
-    (none for a pure addition)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    name: str
-    summary: str
-    upstream_lines: list[int] = []
-    inserted_after: list[int] = []  # upstream lines after which it added lines of its own (0: before the first)
-
-
-class RenderRecord(BaseModel):
-    """What `render` produced and what it found upstream: the report's only source about the Dockerfile."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    record_version: Literal[1] = 1
-    buildkit_version: str
-    lock_sha256: str
-    nemo_rl_commit: str
-    dockerfile: str  # the file name in the build directory, e.g. "Dockerfile"
-    dockerfile_sha256: str
-    template_sha256: str
-    syntax: bool
-    smoke_base: str | None
-    upstream_path: str = "docker/Dockerfile"
-    upstream_sha256: str
-    diff: str  # the rendered Dockerfile against upstream's, unified
-    drift: list[str]  # findings that do not stop render but stop `build` without --allow-drift
-    transformations: list[Transformation] = []  # in the order applied (empty in a record from before them)
-    upstream_base_image: str | None = None  # upstream's own ARG BASE_IMAGE default at that commit
-    unpinned: list[str] = []  # what the rendered target fetches unpinned on build day (buildkit/dockerfile/unpinned.py)
-    header: RecordHeader | None = None  # None in a record written before headers
-    seconds: float | None = None  # how long render took (None: a record from before it was kept)
-
-    def to_json(self) -> str:
-        return self.model_dump_json(indent=2) + "\n"
-
-    def matches(self, dockerfile: Path) -> bool:
-        """Whether the file on disk is still the one this record describes."""
-        try:
-            return sha256_file(dockerfile) == self.dockerfile_sha256
-        except OSError:
-            return False
 
 
 def template_sha256(directory: Path | None = None) -> str:

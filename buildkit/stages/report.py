@@ -34,17 +34,21 @@ from buildkit.models.grammar import one_line_text
 from buildkit.models.lock import Lock, composition, lock_sha256
 from buildkit.models.lock.platforms import platform_rows
 from buildkit.models.paths import Paths
-from buildkit.models.records import Build, IndexRecord, belongs
+from buildkit.models.records import Build, belongs
+from buildkit.models.records.attest import AttestRecord
+from buildkit.models.records.build import BuildRecord
+from buildkit.models.records.index import IndexRecord
+from buildkit.models.records.prepare import PrepareRecord
+from buildkit.models.records.render import RenderRecord
+from buildkit.models.records.resolve import ResolveRecord
+from buildkit.models.records.squashfs import SquashfsRecord
+from buildkit.models.records.verify import VerifyRecord
 from buildkit.models.yamlload import load_yaml
-from buildkit.stages.attest import AttestRecord
-from buildkit.stages.build import BuildRecord, latest_build, plan_for_lock, shell_command
+from buildkit.stages.build import latest_build, plan_for_lock, shell_command
 from buildkit.stages.checks import counts, known_checks, row
 from buildkit.stages.context import Context, load_inputs
-from buildkit.stages.export import SquashfsRecord, srun_line
-from buildkit.stages.prepare import PrepareRecord
-from buildkit.stages.render import RenderRecord, commit_time, source_date_epoch, template_environment
-from buildkit.stages.resolve.record import ResolveRecord
-from buildkit.stages.verify import VerifyRecord
+from buildkit.stages.export import srun_line
+from buildkit.stages.render import commit_time, source_date_epoch, template_environment
 from buildkit.text import markdown
 from buildkit.text.markdown import safe_url
 from buildkit.text.timeline import gantt, stage_gantt

@@ -23,11 +23,14 @@ from buildkit.models.grammar import DIGEST_RE, IMAGE_REF_RE, one_line_text
 from buildkit.models.lock import Lock, composition
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
-from buildkit.models.records import Build, IndexRecord, belongs
-from buildkit.stages.build import BuildRecord, build_args, latest_build
+from buildkit.models.records import Build, belongs
+from buildkit.models.records.build import BuildRecord
+from buildkit.models.records.index import IndexRecord
+from buildkit.models.records.render import RenderRecord
+from buildkit.stages.build import build_args, latest_build
 from buildkit.stages.checks import known_checks
 from buildkit.stages.context import load_inputs
-from buildkit.stages.render import RenderRecord, source_date_epoch
+from buildkit.stages.render import source_date_epoch
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"

@@ -125,7 +125,7 @@ DIRECTIVES = [
 def test_a_step_name_never_becomes_a_chart_directive():
     """Every step name is one task of the chart, as Mermaid's own parser reads it (tests/mermaid_check.py): not a
     section, a title, a click handler or excluded days (issue 29)."""
-    from buildkit.stages.build import StepTime
+    from buildkit.models.records.build import StepTime
     from buildkit.text.timeline import gantt, stage_gantt
     from tests.mermaid_check import mermaid_gantt
 

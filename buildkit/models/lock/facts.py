@@ -3,7 +3,7 @@ the hash of the pins.
 
 Facts only: no time read from the clock, so resolving unchanged upstreams writes the same bytes on any machine, any
 day (its hash labels the image). When each fact was read goes into the resolve record beside it
-(buildkit/stages/resolve/record.py).
+(buildkit/models/records/resolve.py).
 
 Later stages trust only the lock, so reading one (read.py) validates it with the same strict grammars as the pins,
 and `consistency_problems` (checks.py) holds it to the pins before anything uses it. Written with files.write_atomic.

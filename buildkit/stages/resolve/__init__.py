@@ -19,7 +19,7 @@ and vLLM's undefined symbols against the torch NeMo-RL's uv.lock installs at the
 through the GitHub API, or git for another remote, beside the other lookups; torch's symbols from the cache, else
 its wheel downloaded and checked against uv.lock's sha256). A failed check stops resolve; no lock is written.
 
-The lock holds facts only; when each was read goes into `self.record` (buildkit/stages/resolve/record.py).
+The lock holds facts only; when each was read goes into `self.record` (buildkit/models/records/resolve.py).
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ from buildkit.models.lock import (
 )
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
+from buildkit.models.records.resolve import ResolveRecord, write_record
 from buildkit.stages.context import (
     Context,
     Inputs,
@@ -70,7 +71,6 @@ from buildkit.stages.resolve.download import Hashed, OnProgress, measure_afresh
 from buildkit.stages.resolve.git import GitResolver
 from buildkit.stages.resolve.github import GitHub, token_for
 from buildkit.stages.resolve.ours import check_lock_is_ours, pins_file_of
-from buildkit.stages.resolve.record import ResolveRecord, write_record
 from buildkit.stages.resolve.source import MAX_WHEEL_TRIES, Chooser, source_ref
 from buildkit.stages.resolve.wheels import FoundWheel, resolve_wheel, wheel_fact
 from buildkit.world.cache import default_cache_dir

@@ -1,0 +1,130 @@
+"""build/record.json (build/smoke-record.json): one run of buildx, whatever its outcome: the exact command, where it
+ran, BuildKit's steps with their times, the image made and, with `--check-reproducible`, the rebuild's comparison."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from buildkit.models.comparison import ImageComparison
+from buildkit.models.records import Build, RecordHeader
+
+
+class Rebuild(BaseModel):
+    """The second build: where and how it ran."""
+
+    model_config = ConfigDict(extra="forbid")
+    builder: str
+    no_cache: bool
+    second_clone: bool  # from a tree prepared afresh in its own cache directory
+    started: str
+    ended: str
+    seconds: float
+    outcome: Literal["succeeded", "failed", "interrupted"]
+    steps_total: int
+    steps_cached: int
+    log: str
+
+
+class ReproCheck(BaseModel):
+    """The outcome that goes into the build record and the report's Reproducibility section."""
+
+    model_config = ConfigDict(extra="forbid")
+    identical: bool
+    manifest_digest: str | None  # the platform image manifest, when both builds agree
+    config_digest: str | None
+    rebuild: Rebuild
+    summary: list[str]
+    comparison: ImageComparison
+    layouts_kept: list[str]  # the OCI layouts left for inspection (none when identical)
+
+
+class LayerFact(BaseModel):
+    """One entry of the image's history: the size it added and the instruction that made it."""
+
+    model_config = ConfigDict(extra="forbid")
+    size: int
+    created_by: str
+
+
+class ImageFacts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tag: str
+    digest: str | None = None
+    config_digest: str | None = None
+    id: str | None = None
+    size: int | None = None
+    layers: int | None = None
+    labels: dict[str, str] = {}
+    history: list[LayerFact] = []  # oldest first, from the engine after --load ([]: not loaded, or older record)
+
+
+class StepTime(BaseModel):
+    """One BuildKit step with BuildKit's own times (for the report's timeline)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    started: str
+    completed: str
+    cached: bool = False
+    error: bool = False
+
+
+class CacheUse(BaseModel):
+    """The registry caches a build imported from and exported to, and what failed with them (never fatal)."""
+
+    model_config = ConfigDict(extra="forbid")
+    cache_from: list[str]
+    cache_to: list[str]
+    problems: list[str] = []
+
+
+class BuildRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    record_version: Literal[1] = 1
+    buildkit_version: str
+    lock_sha256: str
+    smoke: bool
+    host: str | None = None  # the machine that ran buildx
+    command: str
+    argv: list[str]
+    source_date_epoch: int
+    builder: str
+    driver: str
+    endpoint: str
+    buildx_version: str
+    buildkit_daemon_version: str
+    docker_version: str
+    provenance: str = ""  # attached, or why not
+    metadata_provenance: bool = False  # the metadata file carries buildx.build.provenance
+    started: str
+    ended: str
+    seconds: float
+    outcome: Literal["succeeded", "failed", "interrupted"]
+    exit_code: int
+    error: str | None = None
+    failed_step: str | None = None  # the instruction (BuildKit's vertex name) whose failure stopped the build
+    failed_output: list[str] = []  # the last lines of that step's own output
+    steps: list[StepTime] = []  # BuildKit's steps with its own times ([]: a record from before they were kept)
+    image: ImageFacts
+    steps_total: int  # every vertex BuildKit reported, its internal ones (metadata, context, export) included
+    steps_cached: int
+    instructions_total: int | None = None  # the Dockerfile's instructions that ran, FROM aside (None: older record)
+    instructions_cached: int | None = None
+    cache: CacheUse | None = None
+    compression: str = "gzip"  # of the pushed layers
+    force_compression: bool = False
+    log: str
+    metadata_file: str
+    reproducibility: ReproCheck | None = None  # `build --check-reproducible`: the rebuild and the comparison
+    header: RecordHeader | None = None  # None in a record written before headers
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+    def build(self) -> Build:
+        """The build this record describes, as records.belongs matches records to it: its lock, smoke or release,
+        and its image's identities (manifest digest, image ID, config digest)."""
+        images = (self.image.digest, self.image.id, self.image.config_digest)
+        return Build(self.lock_sha256, self.smoke, frozenset(x for x in images if x))
