@@ -1,5 +1,5 @@
 """zstd against gzip layers: bytes pushed and the time to compress and push them, on the same image, through the
-exporter options `buildkit build --push --compression` passes (buildkit.stages.build.argv).
+exporter options `buildkit build --push --compression` passes (buildkit.models.plan.argv).
 
 Needs the engine from scripts/engine-up.sh (root) and its loopback registry.
 
@@ -30,7 +30,8 @@ from smoke_project import ROOT
 
 sys.path.insert(0, str(ROOT))
 
-from buildkit.stages.build import BuildPlan, run_buildx
+from buildkit.models.plan import BuildPlan
+from buildkit.stages.build import run_buildx
 from tests.engine import BUILDER_B, STAND_IN_BASE, empty_builder, engine_problem
 
 REGISTRY = "127.0.0.1:5000"

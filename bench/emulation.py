@@ -28,7 +28,8 @@ from smoke_project import ROOT
 
 sys.path.insert(0, str(ROOT))
 
-from buildkit.stages.build import BuildPlan, run_buildx
+from buildkit.models.plan import BuildPlan
+from buildkit.stages.build import run_buildx
 from tests.engine import BUILDER, STAND_IN_BASE, engine_problem
 
 STEPS = {

@@ -142,7 +142,8 @@ def test_failing_smoke_build_records_the_failure(project, remote, engine):
 
 def test_ctrl_c_cancels_buildx_cleanly(tmp_path, engine):
     """Ctrl-C while buildx runs: buildx is asked to cancel, and the run reports itself interrupted."""
-    from buildkit.stages.build import BuildPlan, run_buildx
+    from buildkit.models.plan import BuildPlan
+    from buildkit.stages.build import run_buildx
 
     (tmp_path / "Dockerfile").write_text(f"FROM {STAND_IN_BASE}\nRUN echo started-slow-step && sleep 60\n")
     plan = BuildPlan(

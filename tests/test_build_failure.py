@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from buildkit.stages.build import Builder, BuildPlan, execute, failure_hint
+from buildkit.models.plan import BuildPlan
+from buildkit.stages.build import Builder, execute, failure_hint
 from tests.engine import STAND_IN_BASE
 from tests.projects import interrupt_a_slow_smoke_build, smoke_project
 

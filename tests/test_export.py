@@ -18,7 +18,8 @@ import pytest
 
 from buildkit.errors import InputError
 from buildkit.models.records import belongs
-from buildkit.stages.export import bash_quote, configure, squash, squash_options
+from buildkit.stages.export import bash_quote, configure, squash_options
+from buildkit.world.mksquashfs import squash
 from tests.engine import unavailable
 from tests.projects import smoke_built
 from tests.trees import listing
@@ -120,7 +121,7 @@ def test_a_label_cannot_end_its_comment_line():
 def test_the_bytes_do_not_depend_on_the_number_of_processors(tmp_path):
     """mksquashfs 4.4+ orders its output the same with any number of processors (its default -reproducible), so
     the machine that exports does not change the .sqsh."""
-    from buildkit.stages.export import find_mksquashfs
+    from buildkit.world.mksquashfs import find_mksquashfs
 
     tool = find_mksquashfs()
     tree = tmp_path / "tree"
@@ -207,7 +208,8 @@ def test_export_the_smoke_image_for_slurm(project, remote, engine, tmp_path):
     assert hashlib.sha256((tmp_path / "again.sqsh").read_bytes()).hexdigest() == record["sha256"]
     from buildkit.models.lock import read_lock
     from buildkit.models.paths import Paths
-    from buildkit.stages.export import choose_source, export_squashfs, find_mksquashfs
+    from buildkit.stages.export import choose_source, export_squashfs
+    from buildkit.world.mksquashfs import find_mksquashfs
 
     paths = Paths.of(root / "pins.yaml")
     one, _ = export_squashfs(paths, read_lock(paths.lock), choose_source(paths, None), find_mksquashfs(),
@@ -336,7 +338,8 @@ def test_a_disk_that_fills_up_midway_leaves_nothing_half_written(project, remote
     unpacked tree or the .sqsh hits the full disk, the same message, exit 2, and nothing of the export is left."""
     from buildkit.models.lock import read_lock
     from buildkit.models.paths import Paths
-    from buildkit.stages.export import choose_source, export_squashfs, find_mksquashfs
+    from buildkit.stages.export import choose_source, export_squashfs
+    from buildkit.world.mksquashfs import find_mksquashfs
 
     root, cli = smoke_built(project, remote)
     disk = small_disk("300m")

@@ -346,7 +346,7 @@ def test_a_lock_date_with_no_utc_time_is_a_lock_error(tmp_path, date):
     """0001-01-01T00:00:00+14:00 is before year 1 in UTC: OverflowError (exit 70 in `build --dry-run`) until caught."""
     from buildkit.errors import InputError
     from buildkit.models.lock import read_lock
-    from buildkit.stages.render import source_date_epoch
+    from buildkit.models.plan import source_date_epoch
 
     lock = json.loads((REPO_ROOT / "tests/fixtures/report/pins.lock").read_text())
     lock["nemo_rl"]["date"] = date

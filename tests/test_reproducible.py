@@ -133,7 +133,8 @@ def test_rebuild_builder_must_name_a_builder_that_exists(project, remote, engine
 def test_a_step_that_writes_the_date_is_caught_and_the_file_named(tmp_path, engine):
     """The rebuild and comparison of `--check-reproducible`, on a Dockerfile with a deliberately
     non-deterministic step."""
-    from buildkit.stages.build import BuildPlan, run_buildx
+    from buildkit.models.plan import BuildPlan
+    from buildkit.stages.build import run_buildx
     from buildkit.stages.reproduce import first_layout, prepare_layouts, rebuild_and_compare
     from tests.engine import STAND_IN_BASE
 

@@ -55,7 +55,7 @@ def test_the_statement_is_slsa_provenance_v1_by_the_schemas(cli, tmp_path):
 
 def test_the_schemas_refuse_what_the_specs_forbid():
     """The schemas are not a formality: each of these breaks a rule of the specs and is refused."""
-    from buildkit.stages.slsa import PREDICATE_TYPE, STATEMENT_TYPE
+    from buildkit.models.slsa import PREDICATE_TYPE, STATEMENT_TYPE
 
     def statement(**changes):
         base = {

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from buildkit.models.lock import read_lock
-from buildkit.stages.build import build_args
+from buildkit.models.plan import build_args
 from tests.failures import assert_failed
 from tests.fake_upstreams import VLLM_SHA
 from tests.gitserver import GitDaemon, commit_all, git

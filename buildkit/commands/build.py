@@ -17,6 +17,7 @@ from buildkit.files import write_atomic
 from buildkit.models.choices import Compression, ProgressMode
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins, load_pins
+from buildkit.models.plan import BuildPlan, plan_for_lock, shell_command
 from buildkit.models.records.build import BuildRecord
 from buildkit.models.records.index import IndexRecord, PlatformImage
 from buildkit.models.settings import (
@@ -27,16 +28,7 @@ from buildkit.models.settings import (
     target_setting,
 )
 from buildkit.stages import pipeline
-from buildkit.stages.build import (
-    BuildOptions,
-    BuildPlan,
-    Built,
-    Preflighted,
-    explain_failure,
-    failure_hint,
-    plan_for_lock,
-    shell_command,
-)
+from buildkit.stages.build import BuildOptions, Built, Preflighted, explain_failure, failure_hint
 from buildkit.stages.context import Context, Inputs, platform_inputs, platform_paths
 from buildkit.stages.preflight import run_preflight, tool_checks
 from buildkit.text import ui

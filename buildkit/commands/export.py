@@ -6,9 +6,10 @@ import shutil
 import sys
 
 from buildkit.models.paths import Paths
+from buildkit.models.records.squashfs import srun_line
 from buildkit.stages import pipeline
 from buildkit.stages.context import Context, each_platform
-from buildkit.stages.export import ExportOptions, srun_line
+from buildkit.stages.export import ExportOptions
 from buildkit.text import ui
 
 

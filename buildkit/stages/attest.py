@@ -13,13 +13,14 @@ from buildkit.models.lock import lock_sha256
 from buildkit.models.paths import Paths
 from buildkit.models.records import header
 from buildkit.models.records.attest import AttestRecord
+from buildkit.models.records.build import pushed
 from buildkit.models.records.index import IndexRecord
 from buildkit.stages import slsa
 from buildkit.stages.context import Context, load_inputs
-from buildkit.stages.provenance import served_image
 from buildkit.world import cosign
 from buildkit.world.http import Http
 from buildkit.world.registry import Registry
+from buildkit.world.served import served_image
 
 
 def _write_record(paths: Paths, sources, payload: bytes, subject: str, done: Attested) -> None:
@@ -94,13 +95,13 @@ def attest(
     tool = cosign.binary()
     tool_version = cosign.version(tool)
     image = cosign.pinned(sources.repository, sources.record.image.digest or "")
-    if slsa.pushed(sources.record):
+    if pushed(sources.record):
         built_from_this_lock(image, sources)  # before anything is signed
     signed = cosign.sign(tool, key, payload)
     envelope_file = paths.envelope(smoke)
     write_atomic(statement_file, payload.decode("utf-8"))
     write_atomic(envelope_file, json.dumps(signed, sort_keys=True) + "\n")
-    if not slsa.pushed(sources.record):
+    if not pushed(sources.record):
         reason = "the build loaded the image into Docker instead of pushing it (`buildkit build --push`)"
         done = Attested(statement, statement_file, subject, sources.record_name, envelope_file, None, reason,
                         tool_version)  # fmt: skip

@@ -9,28 +9,26 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import socket
 import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, NamedTuple
 
 from buildkit import __version__
 from buildkit.errors import BuildkitError, EngineNotReady, InputError, OptionError, excerpt
-from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, utc_now, write_atomic
+from buildkit.files import MAX_RECORD_BYTES, read_local, utc_now, write_atomic
 from buildkit.models.choices import Compression, ProgressMode
 from buildkit.models.lock import Lock
-from buildkit.models.paths import Paths
 from buildkit.models.pins import ARCH_OF_PLATFORM
+from buildkit.models.plan import BuildPlan, argv, plan_for_lock, shell_command
 from buildkit.models.records import header
 from buildkit.models.records.build import BuildRecord, CacheUse, ImageFacts, LayerFact, StepTime
 from buildkit.stages.context import Context, one_platform
-from buildkit.stages.render import source_date_epoch, wheel_path
 from buildkit.text.progress import Progress, Step
 from buildkit.text.sanitize import strip_controls
 from buildkit.world import buildx, proc
@@ -147,152 +145,6 @@ def parse_platform_builders(given: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(pairs.items())
 
 
-@dataclass(frozen=True)
-class BuildPlan:
-    dockerfile: Path
-    tree: Path  # the prepared NeMo-RL tree: named context `nemo-rl`, and the main context as upstream's `.`
-    target: str
-    platform: str
-    tag: str
-    build_args: tuple[tuple[str, str], ...]
-    metadata_file: Path
-    source_date_epoch: int
-    builder: str | None = None
-    provenance: bool = True
-    sbom: bool = False
-    cache_from: tuple[str, ...] = ()
-    cache_to: tuple[str, ...] = ()
-    push: bool = False
-    export: bool = True  # load into Docker (or push, with `push`); a rebuild for comparison only writes a layout
-    oci_layout: Path | None = None  # also write the image as an OCI layout directory (reproducibility check)
-    no_cache: bool = False
-    compression: str = "gzip"  # of pushed layers and the OCI layout: gzip or zstd (the lock's build.compression)
-    force_compression: bool = False
-    extra: tuple[str, ...] = field(default_factory=tuple)
-
-    def env(self) -> dict[str, str]:
-        # Full provenance in the metadata file too, whether or not an attestation can be attached (buildx 0.14+).
-        return {"SOURCE_DATE_EPOCH": str(self.source_date_epoch), "BUILDX_METADATA_PROVENANCE": "max"}
-
-
-def build_args(lock: Lock) -> tuple[tuple[str, str], ...]:
-
-    return (
-        ("BUILD_CUSTOM_VLLM", "1"),
-        ("BUILD_CUSTOM_VLLM_URL", lock.vllm.repo),
-        ("BUILD_CUSTOM_VLLM_REF", lock.vllm.commit),
-        # The file the vllm-wheel stage fetched from the locked URL (and checked against the locked sha256).
-        ("BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION", wheel_path(lock)),
-        ("NEMO_RL_COMMIT", lock.nemo_rl.commit),
-    )
-
-
-def shared_cache(lock: Lock, target: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(--cache-from, --cache-to) for the lock's registry build cache: one tag per target, every stage's layers
-    (mode=max), and an export that cannot fail the build (ignore-error: a cache is an optimisation)."""
-    cache = lock.build.cache
-    if cache is None:
-        return (), ()
-    ref = f"{cache.ref}:{target}"  # both grammar-checked: no ',' or '=' can reach buildx's CSV
-    cache_from = (f"type=registry,ref={ref}",)
-    if not cache.export:
-        return cache_from, ()
-    return cache_from, (f"type=registry,ref={ref},mode=max,image-manifest=true,oci-mediatypes=true,ignore-error=true",)
-
-
-def plan_for_lock(
-    lock: Lock,
-    paths,
-    smoke: bool = False,
-    shared_cache_use: bool = True,
-    cache_from: tuple[str, ...] = (),
-    cache_to: tuple[str, ...] = (),
-    compression: str | None = None,
-    force_compression: bool | None = None,
-    **options,
-) -> BuildPlan:
-    """The build of a lock: its Dockerfile, prepared tree and metadata file where the pipeline keeps them; platform,
-    build args, SOURCE_DATE_EPOCH, the shared cache and the layer compression from the lock (options given here
-    win); the smoke target and tag with `smoke`."""
-
-    target = "smoke" if smoke else lock.build.target
-    locked_from, locked_to = shared_cache(lock, target) if shared_cache_use else ((), ())
-    return BuildPlan(
-        dockerfile=paths.dockerfile(smoke).resolve(),
-        tree=paths.tree(lock.nemo_rl.commit).resolve(),
-        target=target,
-        platform=lock.build.platform,
-        tag=lock.build.tag + ("-smoke" if smoke else ""),
-        build_args=build_args(lock),
-        metadata_file=paths.metadata(smoke).resolve(),
-        source_date_epoch=source_date_epoch(lock),
-        cache_from=locked_from + tuple(cache_from),
-        cache_to=locked_to + tuple(cache_to),
-        compression=compression or lock.build.compression,
-        force_compression=lock.build.force_compression if force_compression is None else force_compression,
-        **options,
-    )
-
-
-def argv(plan: BuildPlan) -> list[str]:
-    args = ["docker", "buildx", "build"]
-    if plan.builder:
-        args += ["--builder", plan.builder]
-    args += [
-        "--file", str(plan.dockerfile),
-        "--build-context", f"nemo-rl={plan.tree}",
-        "--platform", plan.platform,
-        "--tag", plan.tag,
-    ]  # fmt: skip
-    if plan.target:
-        args += ["--target", plan.target]
-    for name, value in plan.build_args:
-        args += ["--build-arg", f"{name}={value}"]
-    args += ["--metadata-file", str(plan.metadata_file)]
-    args.append("--provenance=mode=max" if plan.provenance else "--provenance=false")
-    if plan.sbom:
-        args.append("--sbom=true")
-    for spec in plan.cache_from:
-        args += ["--cache-from", spec]
-    for spec in plan.cache_to:
-        args += ["--cache-to", spec]
-    # Every exporter rewrites file times in the layers to SOURCE_DATE_EPOCH (BuildKit 0.13+): with the lock's
-    # epoch, builds at different times give the same layers.
-    if plan.export:
-        if plan.push:
-            args += ["--output", "type=image,push=true,rewrite-timestamp=true" + _compression(plan)]
-        else:
-            # Docker's classic image store (20.10) loads gzip layers only: compression is for pushed images.
-            args += ["--output", "type=docker,rewrite-timestamp=true"]
-    if plan.oci_layout is not None:
-        layout = f"type=oci,dest={_csv_safe(plan.oci_layout)},tar=false,rewrite-timestamp=true"
-        args += ["--output", layout + _compression(plan)]
-    if plan.no_cache:
-        args.append("--no-cache")
-    args.append("--progress=rawjson")  # one JSON status per line: buildkit.text.progress follows it
-    args += list(plan.extra)
-    args.append(str(plan.tree))
-    return args
-
-
-def _compression(plan: BuildPlan) -> str:
-    """Exporter options for zstd layers (OCI media types: Docker's own manifest types have no zstd)."""
-    if plan.compression == "gzip" and not plan.force_compression:
-        return ""
-    if plan.compression not in ("gzip", "zstd"):
-        raise InputError(f"compression {plan.compression!r}: expected gzip or zstd")
-    text = f",compression={plan.compression}" + (",oci-mediatypes=true" if plan.compression == "zstd" else "")
-    return text + (",force-compression=true" if plan.force_compression else "")
-
-
-def _csv_safe(path: Path) -> str:
-    """A path inside buildx's comma-separated --output value: refused if it would change the value's meaning."""
-    text = str(path)
-    if any(c in text for c in ",\"'\n\r="):
-        raise InputError(f"{text}: the build directory's path may not hold , = or quotes (buildx --output syntax)")
-    return text
-
-
 # BuildKit's words when an `ADD --checksum` source has other bytes (source/http/source.go), in its two forms:
 # "digest mismatch for URL: GOT (expected: WANT)" and "digest mismatch GOT: WANT".
 _DIGEST_MISMATCH_RE = re.compile(
@@ -347,12 +199,6 @@ def explain_failure(error: str | None, lock: Lock) -> tuple[str, str] | None:
         "the build stopped before using it; check with `buildkit resolve --check --deep`, and only if the new bytes "
         "are trusted run `buildkit resolve` to lock them",
     )
-
-
-def shell_command(plan: BuildPlan) -> str:
-    """The exact command, as a person would type it (for --dry-run and the report)."""
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in plan.env().items())
-    return f"{env} {shlex.join(argv(plan))}"
 
 
 MAX_STEPS_KEPT = 300
@@ -692,31 +538,3 @@ def prepare_layouts(repro_dir: Path) -> None:
         repro_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot empty {repro_dir}: {exc.strerror or exc}") from None
-
-
-def latest_build(paths: Paths) -> tuple[Path, BuildRecord] | None:
-    """The newest build record, real or smoke (by end time), with its path; None when nothing was built.
-
-    verify and report both pick the record this way, so they speak of the same build."""
-    found = []
-    for smoke in (False, True):
-        path = paths.build_record(smoke)
-        record = read_record(path, BuildRecord)
-        if record is not None:
-            found.append((record.ended, path, record))
-    if not found:
-        return None
-    _, path, record = max(found, key=lambda item: item[0])
-    return path, record
-
-
-def latest_successful_build(paths: Paths, what: str, no_build_hint: str, failed_hint: str) -> tuple[Path, BuildRecord]:
-    """The newest build record (as latest_build picks it), refused unless that build made an image: the one
-    choice `verify` and `export` make when no image is named. `what` says what the image was wanted for."""
-    latest = latest_build(paths)
-    if latest is None:
-        raise InputError("no image given and no build recorded", hint=no_build_hint)
-    path, record = latest
-    if record.outcome != "succeeded":
-        raise InputError(f"the latest build ({path}) {record.outcome}; it made no image {what}", hint=failed_hint)
-    return latest

@@ -29,6 +29,7 @@ from buildkit.dockerfile.stagediff import compare
 from buildkit.errors import BuildkitError, GitFailed, InputError, UpstreamMalformed, UpstreamMismatch
 from buildkit.files import write_all_atomic
 from buildkit.gpu.torchreq import TorchMismatch
+from buildkit.models.checks import known_checks
 from buildkit.models.drift import cuda_of_tag
 from buildkit.models.grammar import git_ref
 from buildkit.models.lock import (
@@ -56,7 +57,6 @@ from buildkit.stages.bumpsummary import (
     WheelInfo,
     markdown,
 )
-from buildkit.stages.checks import known_checks
 from buildkit.stages.context import Context, Inputs, platform_contexts
 from buildkit.stages.prepare import git_config
 from buildkit.stages.render import MAX_UPSTREAM_DOCKERFILE, UPSTREAM_PATH, upstream_dockerfile

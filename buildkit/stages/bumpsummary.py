@@ -110,7 +110,7 @@ class BumpReport(BaseModel):
     torch: list[str] = []  # the wheel's torch against the new uv.lock's (lock.torch, or resolve's mismatch)
     torch_stops: bool = False  # the wheel names another torch release line: resolve stopped (exit 4)
     advice: list[str] = []  # every pins.yaml change the next command needs, when build would stop
-    checks: list[dict[str, str]] = []  # the new lock's rows of every known check (stages/checks.py)
+    checks: list[dict[str, str]] = []  # the new lock's rows of every known check (models/checks.py)
     pins_diff: str | None = None
     comments_to_check: list[str] = []
     written: list[str] = []
@@ -339,7 +339,7 @@ def _torch(report: BumpReport) -> list[str]:
 
 
 def _checks(report: BumpReport) -> list[str]:
-    """Every check buildkit knows, for the new lock: the report's verdict rows (stages/checks.py)."""
+    """Every check buildkit knows, for the new lock: the report's verdict rows (models/checks.py)."""
     out = ["## Checks", ""]
     if not report.checks:
         return out + ["not reached (no lock was made)", ""]

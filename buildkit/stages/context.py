@@ -1,7 +1,7 @@
 """What every stage starts from: the pins and a lock that agrees with them (`Inputs`, `load_inputs`), and the
 `Context` the pipeline's stages run from. Stages import this module, never the registry (pipeline.py), which imports
-the stages. (The newest build record, which verify, attest, export and report start from, is stages/build.py's
-`latest_build`.)"""
+the stages. (The newest build record, which verify, attest, export and report start from, is
+models/records/build.py's `latest_build`.)"""
 
 from __future__ import annotations
 

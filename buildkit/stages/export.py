@@ -42,10 +42,7 @@ The same image gives the same bytes (with the same mksquashfs version, which the
 
 from __future__ import annotations
 
-import errno
-import os
 import re
-import shlex
 import shutil
 import time
 from collections.abc import Callable
@@ -55,7 +52,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from buildkit import __version__
-from buildkit.errors import BuildFailed, EngineNotReady, InputError, excerpt
+from buildkit.errors import InputError, excerpt
 from buildkit.files import (
     is_stdout,
     read_record,
@@ -71,17 +68,15 @@ from buildkit.image.unpack import Rootfs, Unpacked, unpack_image
 from buildkit.models.grammar import DIGEST_RE, image_ref
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.paths import Paths
+from buildkit.models.plan import source_date_epoch
 from buildkit.models.records import belongs, header
-from buildkit.models.records.build import BuildRecord
+from buildkit.models.records.build import BuildRecord, latest_successful_build
 from buildkit.models.records.squashfs import EnrootLayout, SquashfsRecord
-from buildkit.stages.build import latest_successful_build
 from buildkit.stages.context import Context, load_inputs
-from buildkit.stages.render import source_date_epoch
-from buildkit.world import proc
 from buildkit.world.engine import Engine, ImageEngine
+from buildkit.world.mksquashfs import Mksquashfs, find_mksquashfs, squash
 
 ENROOT_SQUASH_OPTIONS = ("-comp", "lzo", "-noD", "-exit-on-error")  # enroot.in: ENROOT_SQUASH_OPTIONS
-MIN_VERSION = (4, 5)  # -exit-on-error came with 4.5; -mkfs-time, -all-time and reproducible output with 4.4
 SPACE_MARGIN = 256 * 1024 * 1024  # beside twice the image: the archive's tar headers, the tree's directories
 FSTAB_OPTIONS = "none x-create=dir,bind,rw,nosuid,nodev"
 RC_LOCAL = (
@@ -89,9 +84,6 @@ RC_LOCAL = (
     "# It can be used to manipulate the entrypoint or the command of the container.\n"
 )
 
-_VERSION_RE = re.compile(
-    r"mksquashfs version (?P<version>(?P<major>[0-9]+)\.(?P<minor>[0-9]+)[0-9A-Za-z.+~-]*)(?: \([0-9/]{10}\))?"
-)
 # /etc/environment holds one entry a line; /etc/fstab separates its fields with blanks; /etc/rc has the working
 # directory in double quotes: what would break out of those is refused.
 _ENV_RE = re.compile(r"[^=\n\x00]+=[^\n\x00]*")
@@ -99,11 +91,6 @@ _WORKDIR_RE = re.compile(r"(?:/[^/\x00-\x1f\x7f\"$`\\]+)*/?")
 _VOLUME_RE = re.compile(r"(?:/[^/\s\x00-\x1f\x7f]+)+/?")
 # bash's ${word@Q} ($'...' quoting) for the control characters it names.
 _ANSI_C = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v", "\x1b": "\\E"}
-
-
-class Mksquashfs(NamedTuple):
-    path: str
-    version: str
 
 
 class Source(NamedTuple):
@@ -142,29 +129,6 @@ def run(ctx: Context) -> None:
     if source.record_path:
         ctx.say(f"image {source.ref}, from {source.record_path}")
     ctx.made["export"] = export_squashfs(ctx.paths, lock, source, tool, opts.output, on_step=ctx.on_step)
-
-
-def find_mksquashfs() -> Mksquashfs:
-    """mksquashfs from PATH, 4.5 or later; EngineNotReady (exit 5) with what to install otherwise."""
-    install = (
-        "install squashfs-tools 4.5 or later: `apt-get install squashfs-tools` (Debian 12, Ubuntu 22.04 and later)"
-    )
-    path = shutil.which("mksquashfs")
-    if path is None:
-        raise EngineNotReady("mksquashfs is not installed: it makes the squashfs file", hint=install)
-    try:
-        done = proc.run([path, "-version"], timeout=30, stdout_limit=4096, env=_tool_env())
-    except proc.ProcError as exc:
-        raise EngineNotReady(f"{path} -version did not run ({exc.message})", hint=install) from None
-    first = done.stdout.decode("utf-8", "replace").partition("\n")[0].strip()
-    match = _VERSION_RE.fullmatch(first)
-    if match is None:
-        raise EngineNotReady(
-            f"{path} -version said {excerpt(first, 80)}: not a mksquashfs buildkit knows", hint=install
-        )
-    if (int(match.group("major")), int(match.group("minor"))) < MIN_VERSION:
-        raise EngineNotReady(f"mksquashfs {match.group('version')} is older than 4.5", hint=install)
-    return Mksquashfs(path, match.group("version"))
 
 
 def choose_source(paths: Paths, image: str | None, engine: ImageEngine | None = None) -> Source:
@@ -368,38 +332,6 @@ def squash_options(epoch: int) -> list[str]:
     return ["-mkfs-time", str(epoch), "-all-time", str(epoch), "-all-root", *ENROOT_SQUASH_OPTIONS, "-no-xattrs"]
 
 
-def squash(
-    tool: Mksquashfs,
-    rootfs: Path,
-    dest: Path,
-    options: list[str],
-    processors: int | None,
-    output: Path,
-) -> None:
-    """mksquashfs `rootfs` into the (empty, existing) file `dest`, for `output`. A full disk is write_error(output)
-    (exit 2), any other failure BuildFailed (exit 6) with mksquashfs's last words; Ctrl-C stops it."""
-    count = processors or len(os.sched_getaffinity(0))  # enroot: -processors $(nproc)
-    argv = [tool.path, str(rootfs), str(dest), *options, "-processors", str(count)]
-    argv += ["-noappend", "-no-progress", "-quiet"]  # a fresh file; no progress bar or summary
-    # What it says is read through a pipe, not a file: on a full disk a file would hold nothing. Its last 4 KiB are
-    # kept (-exit-on-error stops it at the first error); Ctrl-C kills it.
-    try:
-        done = proc.stream(argv, lambda line: None, env=_tool_env(), tail_limit=4096)
-    except proc.NotStarted as exc:
-        raise EngineNotReady(exc.message, hint="install squashfs-tools 4.5 or later") from None
-    code, tail = done.returncode, done.tail
-    if code == 0:
-        return
-    said = tail.decode("utf-8", "replace")
-    if "No space left on device" in said or "Disk quota exceeded" in said:
-        raise write_error(output, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
-    lines = [line.strip() for line in said.splitlines() if line.strip()]
-    raise BuildFailed(
-        f"mksquashfs failed (exit {code}): {excerpt(lines[-1] if lines else 'no output', 200)}",
-        hint="nothing was written; if it fails the same way again, report it with mksquashfs's words above",
-    )
-
-
 def configure(config: dict[str, Any], uri: str) -> tuple[EnrootLayout, dict[tuple[str, ...], bytes]]:
     """enroot's `docker::configure` (src/docker.sh 338-397) on an image config: the four files it writes, by path,
     and what they say. Values that would break out of a line of /etc/environment or /etc/fstab, or out of /etc/rc's
@@ -479,12 +411,6 @@ def bash_quote(word: str) -> str:
     return "$'" + "".join(out) + "'"
 
 
-def srun_line(record: SquashfsRecord) -> str:
-    """How pyxis runs it: `srun --container-image=FILE`, in the image's working directory, with a shell."""
-    workdir = f" --container-workdir={shlex.quote(record.layout.workdir)}" if record.layout.workdir != "/" else ""
-    return f"srun --container-image={shlex.quote(record.path)}{workdir} --pty bash"
-
-
 def _strings(value: object, what: str) -> list[str]:
     if value is None:
         return []
@@ -540,8 +466,3 @@ def _every(interval: int, what: str, step: Callable[[str], None]) -> Callable[[i
 
 def _mib(size: int) -> str:
     return f"{size / 2**20:,.1f} MiB"
-
-
-def _tool_env() -> dict[str, str]:
-    """mksquashfs's environment: no SOURCE_DATE_EPOCH (it refuses that beside -mkfs-time), the C locale."""
-    return {"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C"}

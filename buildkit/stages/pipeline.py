@@ -28,8 +28,8 @@ from buildkit.models.paths import Paths
 if TYPE_CHECKING:
     from types import ModuleType
 
+    from buildkit.models.plan import BuildPlan
     from buildkit.models.records.build import BuildRecord
-    from buildkit.stages.build import BuildPlan
     from buildkit.stages.context import Context, Inputs, StageStatus
 
 

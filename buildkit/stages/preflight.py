@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from buildkit.errors import CredentialsError, EngineNotReady, UpstreamUnreachable
 from buildkit.models.grammar import is_loopback_host
 from buildkit.stages.build import Builder, provenance_choice
-from buildkit.stages.export import find_mksquashfs
 from buildkit.world import buildx, cosign
 from buildkit.world.buildx import BuilderInfo
 from buildkit.world.credentials import config_path, lookup
 from buildkit.world.engine import Engine, ImageEngine
+from buildkit.world.mksquashfs import find_mksquashfs
 from buildkit.world.registry import parse_image_ref
 
 GIB = 2**30

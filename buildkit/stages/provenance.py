@@ -13,24 +13,23 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 from typing import Any, Literal, NamedTuple
 
 from buildkit import __version__
-from buildkit.errors import CheckFailed, InputError, UpstreamMalformed, UpstreamMismatch, excerpt
+from buildkit.errors import CheckFailed, InputError, UpstreamMalformed, excerpt
 from buildkit.files import utc_now
 from buildkit.models.grammar import DIGEST_RE
 from buildkit.models.lock import Lock, lock_sha256
+from buildkit.models.plan import build_args, source_date_epoch
 from buildkit.models.records import Build, belongs, header
 from buildkit.models.records.render import RenderRecord
 from buildkit.models.records.verify import CheckResult, VerifyRecord
-from buildkit.stages import slsa
-from buildkit.stages.build import build_args
-from buildkit.stages.render import source_date_epoch
+from buildkit.models.slsa import BUILD_TYPE, PREDICATE_TYPE
 from buildkit.text.sanitize import CONTROL_RE
 from buildkit.world import cosign
 from buildkit.world.http import Http
-from buildkit.world.registry import INDEX_TYPES, MANIFEST_TYPES, ImageName, Login, Registry, parse_image_ref
+from buildkit.world.registry import INDEX_TYPES, MANIFEST_TYPES, ImageName, Login, parse_image_ref
+from buildkit.world.served import Index, IndexEntry, Reader, json_object
 from buildkit.world.shapes import Answer, parse
 
 ATTESTATION_REFERENCE = "attestation-manifest"
@@ -110,26 +109,9 @@ class ImageProvenance(NamedTuple):
     missing: str | None  # why there is no statement
 
 
-class _Reader(Registry):
-    """buildkit's registry client, with the two reads a provenance check needs beyond a digest lookup."""
-
-    def manifest(self, image: ImageName, reference: str, login: Login) -> tuple[str, str, dict[str, Any]]:
-        return self._manifest(image, reference, login)
-
-    def blob(self, image: ImageName, digest: str, login: Login) -> bytes:
-        reply = self._get(image, f"blobs/{digest}", login, None)
-        if reply.status != 200:
-            raise UpstreamMismatch(
-                f"{image.name}: blob {digest} not found in registry {image.registry} ({reply.status})"
-            )
-        if "sha256:" + hashlib.sha256(reply.body).hexdigest() != digest:
-            raise UpstreamMalformed(f"{image.name}: the registry served blob {digest} with other content")
-        return reply.body
-
-
 def read_buildkit_provenance(ref: str, platform: str, http: Http | None = None) -> ImageProvenance:
     image = parse_image_ref(ref)
-    reader = _Reader(http or Http())
+    reader = Reader(http or Http())
     login = Login()  # one login (token) for every read of this image
     top, media_type, manifest = reader.manifest(image, image.digest or image.tag or "latest", login)
     if media_type in MANIFEST_TYPES:
@@ -142,7 +124,7 @@ def read_buildkit_provenance(ref: str, platform: str, http: Http | None = None) 
         )
     if media_type not in INDEX_TYPES:
         raise UpstreamMalformed(f"{image.name}: {excerpt(media_type, 80)} is not an image index or manifest")
-    entries = parse(_Index, manifest, f"{image.name}: the image index").manifests
+    entries = parse(Index, manifest, f"{image.name}: the image index").manifests
     platform_digest = _platform_entry(entries, platform)
     if platform_digest is None or not DIGEST_RE.fullmatch(platform_digest):
         return ImageProvenance(top, None, None, f"the image index has no {platform} manifest")
@@ -155,11 +137,11 @@ def read_buildkit_provenance(ref: str, platform: str, http: Http | None = None) 
     if statement is not None:
         return ImageProvenance(top, platform_digest, statement, None)
     return ImageProvenance(
-        top, platform_digest, None, f"the attestation manifest holds no {slsa.PREDICATE_TYPE} statement"
+        top, platform_digest, None, f"the attestation manifest holds no {PREDICATE_TYPE} statement"
     )
 
 
-def _platform_entry(entries: list[_Entry], platform: str) -> str | None:
+def _platform_entry(entries: list[IndexEntry], platform: str) -> str | None:
     """The digest of the index's image manifest for `platform` (not an attestation manifest)."""
     os_name, arch = platform.split("/")[:2]
     return next(
@@ -175,7 +157,7 @@ def _platform_entry(entries: list[_Entry], platform: str) -> str | None:
     )
 
 
-def _attestation_digests(entries: list[_Entry], platform_digest: str) -> list[str]:
+def _attestation_digests(entries: list[IndexEntry], platform_digest: str) -> list[str]:
     """The attestation manifests that refer to the platform's manifest: each distinct digest once, and only the
     first MAX_ATTESTATIONS (BuildKit attaches one per platform, and a forged index of thousands of entries must not
     make thousands of requests)."""
@@ -189,7 +171,7 @@ def _attestation_digests(entries: list[_Entry], platform_digest: str) -> list[st
     )[:MAX_ATTESTATIONS]
 
 
-def _provenance_statement(reader: _Reader, image: ImageName, attestations: list[str], login: Login) -> dict | None:
+def _provenance_statement(reader: Reader, image: ImageName, attestations: list[str], login: Login) -> dict | None:
     """The first SLSA provenance statement in the attestation manifests (checked in shape), or None."""
     for digest in attestations:
         if not DIGEST_RE.fullmatch(digest):
@@ -197,74 +179,18 @@ def _provenance_statement(reader: _Reader, image: ImageName, attestations: list[
         _, _, answer = reader.manifest(image, digest, login)
         attestation = parse(_AttestationManifest, answer, f"{image.name}: the attestation manifest {digest}")
         for layer in attestation.layers:
-            if layer.mediaType != INTOTO_LAYER or layer.annotations.get(PREDICATE_ANNOTATION) != slsa.PREDICATE_TYPE:
+            if layer.mediaType != INTOTO_LAYER or layer.annotations.get(PREDICATE_ANNOTATION) != PREDICATE_TYPE:
                 continue
             if not DIGEST_RE.fullmatch(layer.digest):
                 raise UpstreamMalformed(f"{image.name}: an attestation layer has no valid digest")
             what = f"{image.name}: the provenance {layer.digest}"
-            statement = _json_object(reader.blob(image, layer.digest, login), what)
+            statement = json_object(reader.blob(image, layer.digest, login), what)
             parse(_Statement, statement, what)
             return statement
     return None
 
 
-class ServedImage(NamedTuple):
-    config_digest: str  # of the config the registry serves for name@digest (its `platform` manifest's, for an index)
-    lock_sha256: str | None  # that config's `buildkit.lock.sha256` label; None: no such label
-
-
-def served_image(name: str, digest: str, platform: str, http: Http | None = None) -> ServedImage:
-    """The config digest and `buildkit.lock.sha256` label of the image the registry serves as name@digest (for an
-    index, its `platform` manifest's config), read through buildkit's registry client (bounded, every digest
-    checked). `attest` signs only the image whose config is the one the build recorded."""
-    image = parse_image_ref(f"{name}@{digest}")
-    reader = _Reader(http or Http())
-    login = Login()
-    _, media_type, manifest = reader.manifest(image, digest, login)
-    if media_type in INDEX_TYPES:
-        os_name, arch = platform.split("/")[:2]
-        entries = parse(_Index, manifest, f"{name}@{digest}: the image index").manifests
-        platform_digest = next(
-            (
-                m.digest
-                for m in entries
-                if m.platform is not None
-                and (m.platform.os, m.platform.architecture) == (os_name, arch)
-                and m.annotations.get("vnd.docker.reference.type") is None
-                and DIGEST_RE.fullmatch(m.digest)
-            ),
-            None,
-        )
-        if platform_digest is None:
-            raise UpstreamMismatch(f"{name}@{digest}: the image index has no {platform} manifest")
-        _, media_type, manifest = reader.manifest(image, platform_digest, login)
-    if media_type not in MANIFEST_TYPES:
-        raise UpstreamMalformed(f"{name}@{digest}: {excerpt(media_type, 80)} is not an image manifest")
-    config_digest = parse(_ImageManifest, manifest, f"{name}@{digest}: the manifest").config.digest
-    if not DIGEST_RE.fullmatch(config_digest):
-        raise UpstreamMalformed(f"{name}@{digest}: the manifest names no valid config digest")
-    what = f"{name}@{digest}: the image config"
-    config = parse(_ImageConfig, _json_object(reader.blob(image, config_digest, login), what), what)
-    labels = (config.config.Labels if config.config else None) or {}
-    return ServedImage(config_digest, labels.get("buildkit.lock.sha256"))
-
-
-# The fields read from the registry's answers, typed (buildkit.world.shapes): a wrong shape is UpstreamMalformed.
-class _Platform(Answer):
-    os: str = ""
-    architecture: str = ""
-
-
-class _Entry(Answer):
-    digest: str = ""
-    platform: _Platform | None = None
-    annotations: dict[str, str] = {}
-
-
-class _Index(Answer):
-    manifests: list[_Entry] = []
-
-
+# The fields read from BuildKit's attestation, typed (buildkit.world.shapes): a wrong shape is UpstreamMalformed.
 class _Layer(Answer):
     mediaType: str = ""
     digest: str = ""
@@ -273,22 +199,6 @@ class _Layer(Answer):
 
 class _AttestationManifest(Answer):
     layers: list[_Layer] = []
-
-
-class _ConfigRef(Answer):
-    digest: str = ""
-
-
-class _ImageManifest(Answer):
-    config: _ConfigRef = _ConfigRef()
-
-
-class _Labels(Answer):
-    Labels: dict[str, str] | None = None
-
-
-class _ImageConfig(Answer):
-    config: _Labels | None = None
 
 
 class _Subject(Answer):
@@ -322,16 +232,6 @@ class _Statement(Answer):
 
     subject: list[_Subject] = []
     predicate: _Predicate = _Predicate()
-
-
-def _json_object(data: bytes, what: str) -> dict[str, Any]:
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError):
-        raise UpstreamMalformed(f"{what} is not JSON") from None
-    if not isinstance(value, dict):
-        raise UpstreamMalformed(f"{what} is not a JSON object")
-    return value
 
 
 def _get(data: Any, *path: str) -> Any:
@@ -415,7 +315,7 @@ def check_signed_statement(
     ours = [
         s
         for s in statements
-        if _get(s, "predicate", "buildDefinition", "buildType") == slsa.BUILD_TYPE
+        if _get(s, "predicate", "buildDefinition", "buildType") == BUILD_TYPE
         and any(
             f"sha256:{_get(x, 'digest', 'sha256')}" == top_digest for x in s.get("subject") or [] if isinstance(x, dict)
         )
@@ -424,7 +324,7 @@ def check_signed_statement(
         checks.add(
             "signature",
             False,
-            f"cosign accepted {len(statements)} statement(s), none of build type {slsa.BUILD_TYPE} for {top_digest}",
+            f"cosign accepted {len(statements)} statement(s), none of build type {BUILD_TYPE} for {top_digest}",
         )
         return checks.results
     statement = ours[-1]

@@ -8,7 +8,6 @@ against it and the drift findings, so that the report never has to read a source
 from __future__ import annotations
 
 import difflib
-import importlib.resources
 import re
 import time
 from pathlib import Path
@@ -27,25 +26,12 @@ from buildkit.models.drift import base_image_drift
 from buildkit.models.labels import commit_time, image_labels
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.paths import Paths
+from buildkit.models.plan import WHEEL_DIR, wheel_path
 from buildkit.models.records import header
 from buildkit.models.records.render import RenderRecord, Transformation
 from buildkit.stages.context import Context, StageStatus, one_platform
+from buildkit.text.templates import template_dir, template_environment
 from buildkit.world.git import run_git
-
-
-# What the release target's steps fetch as it is on build day: the report lists these instead of claiming that the
-# lock pins everything. The smoke target fetches nothing of the kind.
-def source_date_epoch(lock: Lock) -> int:
-    """SOURCE_DATE_EPOCH for the build: the NeMo-RL commit time, so equal locks give equal timestamps."""
-    return int(commit_time(lock).timestamp())
-
-
-def template_dir() -> Path:
-    """templates/ as shipped in the wheel (buildkit/templates), or at the top of a source checkout."""
-    shipped = Path(str(importlib.resources.files("buildkit") / "templates"))
-    if (shipped / "Dockerfile.j2").is_file():
-        return shipped
-    return Path(__file__).resolve().parents[2] / "templates"
 
 
 def context(
@@ -71,16 +57,7 @@ def context(
 
 
 UPSTREAM_PATH = "docker/Dockerfile"
-WHEEL_DIR = "/opt/vllm-wheel"  # where the build mounts the wheel stage
-_WHEEL_FILENAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+!-]{0,250}\.whl")  # fullmatch: a plain file name
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")  # fullmatch
-
-
-def wheel_path(lock: Lock) -> str:
-    """The wheel inside the build: the file BuildKit fetched (and checked) in the vllm-wheel stage."""
-    if not _WHEEL_FILENAME_RE.fullmatch(lock.wheel.filename):
-        raise InputError(f"lock: wheel.filename {lock.wheel.filename!r} is not a plain wheel file name")
-    return f"{WHEEL_DIR}/{lock.wheel.filename}"
 
 
 def wheel_context(lock: Lock) -> dict[str, Any]:
@@ -94,19 +71,6 @@ def wheel_context(lock: Lock) -> dict[str, Any]:
         "dir": WHEEL_DIR,
         "path": wheel_path(lock),
     }
-
-
-def template_environment(directory: Path | None = None, finalize=None) -> jinja2.Environment:
-    """The one Jinja2 setup for buildkit's templates: a missing value is an error, never an empty string."""
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(directory or template_dir()),
-        finalize=finalize,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,  # a Dockerfile and markdown, not HTML; values are grammar-checked instead
-    )
 
 
 def _blocks(lock: Lock, syntax: bool, smoke_base: str | None, patched, directory: Path | None):

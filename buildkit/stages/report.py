@@ -29,28 +29,28 @@ from buildkit.files import (
     read_record,
     sha256_bytes,
 )
+from buildkit.models.checks import counts, known_checks, row
 from buildkit.models.choices import ReportFormat
 from buildkit.models.grammar import one_line_text
+from buildkit.models.labels import commit_time
 from buildkit.models.lock import Lock, composition, lock_sha256
 from buildkit.models.lock.platforms import platform_rows
 from buildkit.models.paths import Paths
+from buildkit.models.plan import plan_for_lock, shell_command, source_date_epoch
 from buildkit.models.records import Build, belongs
 from buildkit.models.records.attest import AttestRecord
-from buildkit.models.records.build import BuildRecord
+from buildkit.models.records.build import BuildRecord, latest_build
 from buildkit.models.records.index import IndexRecord
 from buildkit.models.records.prepare import PrepareRecord
 from buildkit.models.records.render import RenderRecord
 from buildkit.models.records.resolve import ResolveRecord
-from buildkit.models.records.squashfs import SquashfsRecord
+from buildkit.models.records.squashfs import SquashfsRecord, srun_line
 from buildkit.models.records.verify import VerifyRecord
 from buildkit.models.yamlload import load_yaml
-from buildkit.stages.build import latest_build, plan_for_lock, shell_command
-from buildkit.stages.checks import counts, known_checks, row
 from buildkit.stages.context import Context, load_inputs
-from buildkit.stages.export import srun_line
-from buildkit.stages.render import commit_time, source_date_epoch, template_environment
 from buildkit.text import markdown
 from buildkit.text.markdown import safe_url
+from buildkit.text.templates import template_environment
 from buildkit.text.timeline import gantt, stage_gantt
 
 # Compute capability -> the GPUs people know it by.
@@ -277,7 +277,7 @@ def by_hand(lock: Lock, prepare: PrepareRecord | None, rendered: RenderRecord | 
 
 
 def verdict(lock, record, rendered, verify, provenance_checked, exported, attested=None) -> dict[str, Any]:
-    """The report's first block: what was built, the build, every check buildkit knows (stages/checks.py) with
+    """The report's first block: what was built, the build, every check buildkit knows (models/checks.py) with
     pass, fail or not checked and why, the image's own checks, and what is unpinned."""
     checks = [
         *_build_checks(record, rendered),

@@ -17,8 +17,9 @@ from pathlib import Path
 from buildkit.errors import BuildFailed, Interrupted
 from buildkit.files import utc_now
 from buildkit.image.diff import compare, summary
+from buildkit.models.plan import BuildPlan
 from buildkit.models.records.build import Rebuild, ReproCheck
-from buildkit.stages.build import BuildPlan, first_layout, prepare_layouts, run_buildx
+from buildkit.stages.build import first_layout, prepare_layouts, run_buildx
 
 __all__ = ["first_layout", "prepare_layouts", "rebuild_and_compare", "second_cache_dir"]
 

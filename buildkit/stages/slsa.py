@@ -19,26 +19,18 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from buildkit.errors import InputError, excerpt
 from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, sha256_bytes, sha256_file
+from buildkit.models.checks import known_checks
 from buildkit.models.grammar import DIGEST_RE, IMAGE_REF_RE, one_line_text
 from buildkit.models.lock import Lock, composition
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
+from buildkit.models.plan import build_args, source_date_epoch
 from buildkit.models.records import Build, belongs
-from buildkit.models.records.build import BuildRecord
+from buildkit.models.records.build import BuildRecord, argv_values, latest_build, pushed
 from buildkit.models.records.index import IndexRecord
 from buildkit.models.records.render import RenderRecord
-from buildkit.stages.build import build_args, latest_build
-from buildkit.stages.checks import known_checks
+from buildkit.models.slsa import BUILD_TYPE, DEFAULT_BUILDER_ID, INDEX_BUILD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE
 from buildkit.stages.context import load_inputs
-from buildkit.stages.render import source_date_epoch
-
-STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
-# This project's build type: what the parameters below mean (docs/how-to/sign-and-verify.md). The host
-# is reserved (RFC 2606): the URI identifies the type and resolves nowhere; move it to the project's published
-# documentation when there is one, with a new version if the meaning of a parameter changes.
-BUILD_TYPE = "https://buildkit.invalid/buildtypes/nemo-rl-image/v1"
-DEFAULT_BUILDER_ID = "https://buildkit.invalid/builders/local/v1"
 
 _BUILD_REF_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
 _TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z")
@@ -365,7 +357,7 @@ def _build_definition(sources: Sources, dependencies: list[dict[str, Any]]) -> d
             "lockSha256": record.lock_sha256,
             "provenanceAttestation": record.provenance,
             **({"gpuCheck": lock.gpu.model_dump(mode="json")} if lock.gpu else {}),  # buildkit.gpu, at resolve
-            # Every check buildkit knows, as the report's verdict shows it (stages/checks.py), from the lock and
+            # Every check buildkit knows, as the report's verdict shows it (models/checks.py), from the lock and
             # the build record: the statement is made before verify reads the image or the registry.
             "checks": known_checks(lock, None, record, None, unread="checked after this statement is made: "
                                    "buildkit verify (--driver VERSION, --provenance)"),
@@ -396,28 +388,18 @@ def _run_details(sources: Sources, builder: str, byproducts: list[dict[str, Any]
     }
 
 
-def _argv_values(record: BuildRecord, flag: str) -> list[str]:
-    argv = record.argv
-    return [argv[i + 1] for i, word in enumerate(argv[:-1]) if word == flag]
-
-
 def _target(record: BuildRecord) -> str:
-    targets = _argv_values(record, "--target")
+    targets = argv_values(record, "--target")
     return targets[-1] if targets else ""
 
 
 def _build_args(record: BuildRecord) -> list[tuple[str, str]]:
     """The build args the build ran with, from its argv (a later one wins, as in buildx)."""
     out: dict[str, str] = {}
-    for value in _argv_values(record, "--build-arg"):
+    for value in argv_values(record, "--build-arg"):
         name, _, arg = value.partition("=")
         out[name] = arg
     return sorted(out.items())
-
-
-def pushed(record: BuildRecord) -> bool:
-    """Whether the build pushed its image to a registry (and did not load it into Docker)."""
-    return any(v.startswith("type=image,") and "push=true" in v.split(",") for v in _argv_values(record, "--output"))
 
 
 # DSSE (https://github.com/secure-systems-lab/dsse/blob/master/protocol.md): what is signed is the pre-authentication
@@ -425,10 +407,6 @@ def pushed(record: BuildRecord) -> bool:
 
 
 # -- the image index of a multi-platform build (build.platforms) ----------------------------------------------------
-
-# What an index statement's parameters mean: the index assembled from the platform images of one lock, each of
-# which has its own statement (BUILD_TYPE); docs/how-to/sign-and-verify.md.
-INDEX_BUILD_TYPE = "https://buildkit.invalid/buildtypes/nemo-rl-image-index/v1"
 
 
 def index_statement(index: IndexRecord, statements: dict[str, bytes], builder: str = DEFAULT_BUILDER_ID) -> dict:

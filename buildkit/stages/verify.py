@@ -29,13 +29,12 @@ from buildkit.models.labels import verified_labels
 from buildkit.models.lock import Lock, composition, lock_sha256
 from buildkit.models.paths import Paths
 from buildkit.models.records import header
+from buildkit.models.records.build import latest_build, latest_successful_build, pushed
 from buildkit.models.records.prepare import PrepareRecord
 from buildkit.models.records.render import RenderRecord
 from buildkit.models.records.verify import CheckResult, VerifyRecord
 from buildkit.stages import context
-from buildkit.stages.build import latest_build, latest_successful_build
 from buildkit.stages.provenance import verify_provenance
-from buildkit.stages.slsa import pushed
 from buildkit.text.sanitize import strip_controls
 from buildkit.world.cosign import check_public_key
 from buildkit.world.credentials import lookup

@@ -164,7 +164,7 @@ def _build_args_check(recorded: dict[str, str]):
 
 def test_the_lock_build_args_and_its_source_date_epoch_pass():
     from buildkit.models.lock import read_lock
-    from buildkit.stages.render import source_date_epoch
+    from buildkit.models.plan import source_date_epoch
 
     want, _ = _build_args_check({})
     assert want.source_date_epoch == str(source_date_epoch(read_lock(LOCK)))

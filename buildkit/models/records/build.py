@@ -1,13 +1,18 @@
 """build/record.json (build/smoke-record.json): one run of buildx, whatever its outcome: the exact command, where it
-ran, BuildKit's steps with their times, the image made and, with `--check-reproducible`, the rebuild's comparison."""
+ran, BuildKit's steps with their times, the image made and, with `--check-reproducible`, the rebuild's comparison;
+and which record is the newest build's (`latest_build`: verify, attest, export and report all start from it)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from buildkit.errors import InputError
+from buildkit.files import read_record
 from buildkit.models.comparison import ImageComparison
+from buildkit.models.paths import Paths
 from buildkit.models.records import Build, RecordHeader
 
 
@@ -128,3 +133,42 @@ class BuildRecord(BaseModel):
         and its image's identities (manifest digest, image ID, config digest)."""
         images = (self.image.digest, self.image.id, self.image.config_digest)
         return Build(self.lock_sha256, self.smoke, frozenset(x for x in images if x))
+
+
+def latest_build(paths: Paths) -> tuple[Path, BuildRecord] | None:
+    """The newest build record, real or smoke (by end time), with its path; None when nothing was built.
+
+    verify and report both pick the record this way, so they speak of the same build."""
+    found = []
+    for smoke in (False, True):
+        path = paths.build_record(smoke)
+        record = read_record(path, BuildRecord)
+        if record is not None:
+            found.append((record.ended, path, record))
+    if not found:
+        return None
+    _, path, record = max(found, key=lambda item: item[0])
+    return path, record
+
+
+def latest_successful_build(paths: Paths, what: str, no_build_hint: str, failed_hint: str) -> tuple[Path, BuildRecord]:
+    """The newest build record (as latest_build picks it), refused unless that build made an image: the one
+    choice `verify` and `export` make when no image is named. `what` says what the image was wanted for."""
+    latest = latest_build(paths)
+    if latest is None:
+        raise InputError("no image given and no build recorded", hint=no_build_hint)
+    path, record = latest
+    if record.outcome != "succeeded":
+        raise InputError(f"the latest build ({path}) {record.outcome}; it made no image {what}", hint=failed_hint)
+    return latest
+
+
+def argv_values(record: BuildRecord, flag: str) -> list[str]:
+    """The values the build's argv gave `flag`, in order."""
+    argv = record.argv
+    return [argv[i + 1] for i, word in enumerate(argv[:-1]) if word == flag]
+
+
+def pushed(record: BuildRecord) -> bool:
+    """Whether the build pushed its image to a registry (and did not load it into Docker)."""
+    return any(v.startswith("type=image,") and "push=true" in v.split(",") for v in argv_values(record, "--output"))

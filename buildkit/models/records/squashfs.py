@@ -1,8 +1,9 @@
 """build/squashfs.json (build/smoke/squashfs.json for a smoke build): the enroot squashfs `buildkit export` made, from
-which image, and how enroot and pyxis start a container from it."""
+which image, and how enroot and pyxis start a container from it (`srun_line`: how a Slurm user runs it)."""
 
 from __future__ import annotations
 
+import shlex
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -52,3 +53,9 @@ class SquashfsRecord(BaseModel):
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
+
+
+def srun_line(record: SquashfsRecord) -> str:
+    """How pyxis runs it: `srun --container-image=FILE`, in the image's working directory, with a shell."""
+    workdir = f" --container-workdir={shlex.quote(record.layout.workdir)}" if record.layout.workdir != "/" else ""
+    return f"srun --container-image={shlex.quote(record.path)}{workdir} --pty bash"
