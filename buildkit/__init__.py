@@ -4,13 +4,14 @@ The package is a stack of layers; a module imports from its own layer and the la
 (tests/test_layers.py holds the rule). Top to bottom:
 
   buildkit/cli.py, buildkit/commands/  the CLI: parse options, call one stage, present the result
-  buildkit/stages/       the pipeline's stages (resolve, prepare, render, build, verify, attest, export, bump,
-                         report) and the registry that orders them (stages/pipeline.py)
+  buildkit/runs/         what runs several stages for one command: bump, the reproducibility check
+  buildkit/stages/       the pipeline's stages, one package each (resolve, prepare, render, build, verify, attest,
+                         export, report), and the registry that orders them (stages/pipeline.py)
   buildkit/image/        image files: OCI layouts, unpacking layers, comparing two images
   buildkit/dockerfile/   Dockerfile text: parsing, the declared transformations, unpinned inputs, patches
   buildkit/gpu/          ELF and CUDA fat binaries: kernels per GPU, dynamic symbols, driver tables
   buildkit/world/        the outside world: processes, HTTP, git, registries, credentials, the engine, cosign
-  buildkit/models/       the data: pins, the lock (one model per version), records, grammars
+  buildkit/models/       the data: pins, the lock (one model per version), the records, the build plan, grammars
   buildkit/text/         terminal and markdown text: sanitizing, escaping, progress, the timeline chart
   buildkit/errors.py, buildkit/files.py   errors with exit codes; bounded reads and atomic writes
   buildkit/environment.py   the environment variables buildkit reads, in one table

@@ -16,6 +16,7 @@ from tests.conftest import REPO_ROOT
 # Each package's layer, and each layer's rank: a module may import from its own layer or a lower rank.
 LAYER = {
     "buildkit.cli": "cli", "buildkit.commands": "cli",
+    "buildkit.runs": "runs",
     "buildkit.stages": "stages",
     "buildkit.image": "image", "buildkit.dockerfile": "dockerfile", "buildkit.gpu": "gpu",
     "buildkit.world": "world",
@@ -24,7 +25,8 @@ LAYER = {
     "buildkit": "base", "buildkit.errors": "base", "buildkit.files": "base", "buildkit.budget": "base",
     "buildkit.environment": "base",
 }  # fmt: skip
-RANK = {"cli": 6, "stages": 5, "image": 4, "dockerfile": 4, "gpu": 4, "world": 3, "models": 2, "text": 1, "base": 0}
+RANK = {"cli": 7, "runs": 6, "stages": 5, "image": 4, "dockerfile": 4, "gpu": 4, "world": 3, "models": 2, "text": 1,
+        "base": 0}  # fmt: skip
 
 
 def layer_of(module: str) -> str:
@@ -84,6 +86,27 @@ def test_imports_run_downward(module):
     assert not upward, f"{module} ({mine}) imports {upward}: move the shared code down a layer"
 
 
+def stage_of(module: str) -> str | None:
+    """The stage a module is part of (buildkit.stages.<stage>, a package), None outside one (context, pipeline)."""
+    parts = module.split(".")
+    if parts[:2] != ["buildkit", "stages"] or len(parts) < 3 or parts[2] in ("context", "pipeline"):
+        return None
+    return parts[2]
+
+
+@pytest.mark.parametrize("module", sorted(name for name in GRAPH if stage_of(name)))
+def test_no_stage_imports_another(module):
+    """A stage imports its own package, the context and the layers below; what two stages share lives below them."""
+    theirs = [other for other in GRAPH[module] if layer_of(other) == "stages" and stage_of(other) != stage_of(module)]
+    assert set(theirs) <= {"buildkit.stages.context"}, f"{module} imports {theirs}: move the shared code to models/"
+
+
+def test_only_the_commands_import_what_runs_the_stages():
+    importers = {name for name, imported in GRAPH.items() if any(layer_of(m) == "runs" for m in imported)}
+    assert {name for name in importers if layer_of(name) not in ("cli", "runs")} == set()
+    assert "buildkit.cli" not in importers, "cli.py parses options; a command runs them"
+
+
 def test_no_import_circles():
     seen: dict[str, int] = {}  # 1: on the current path, 2: done
 
@@ -103,5 +126,5 @@ def test_no_import_circles():
 
 def test_the_layers_are_written_where_a_reader_starts():
     doc = buildkit.__doc__ or ""
-    for package in ("commands", "stages", "models", "world", "image", "dockerfile", "gpu", "text"):
+    for package in ("commands", "runs", "stages", "models", "world", "image", "dockerfile", "gpu", "text"):
         assert f"buildkit/{package}" in doc, package

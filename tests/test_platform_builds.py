@@ -16,8 +16,8 @@ from buildkit.models.lock import LOCK_VERSION, PlatformFacts, lock_sha256, platf
 from buildkit.models.lock.platforms import platform_rows
 from buildkit.models.paths import Paths
 from buildkit.models.pins import pins_from_text
+from buildkit.stages.build.preflight import platform_checks
 from buildkit.stages.context import Inputs, each_platform, platform_inputs, platform_tag
-from buildkit.stages.preflight import platform_checks
 from buildkit.stages.report import demoted
 from buildkit.world.buildx import parse_inspect
 from tests.fake_upstreams import pins_text, two_platforms

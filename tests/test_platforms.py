@@ -15,7 +15,7 @@ import pytest
 
 from buildkit.errors import InputError
 from buildkit.models.pins import dump_build, pins_from_text
-from buildkit.stages.preflight import platform_checks
+from buildkit.stages.build.preflight import platform_checks
 from buildkit.world.buildx import BuilderInfo
 from tests.fake_upstreams import (
     BASE_REPO,

@@ -134,8 +134,8 @@ def test_a_step_that_writes_the_date_is_caught_and_the_file_named(tmp_path, engi
     """The rebuild and comparison of `--check-reproducible`, on a Dockerfile with a deliberately
     non-deterministic step."""
     from buildkit.models.plan import BuildPlan
-    from buildkit.stages.build import run_buildx
-    from buildkit.stages.reproduce import first_layout, prepare_layouts, rebuild_and_compare
+    from buildkit.runs.reproduce import first_layout, rebuild_and_compare
+    from buildkit.stages.build import prepare_layouts, run_buildx
     from tests.engine import STAND_IN_BASE
 
     context = tmp_path / "context"
@@ -242,7 +242,7 @@ def test_both_of_buildkits_digest_mismatch_messages_are_named(project, remote):
 
 def test_the_check_deletes_only_what_it_left_in_the_repro_dir(tmp_path):
     from buildkit.errors import InputError
-    from buildkit.stages.reproduce import prepare_layouts
+    from buildkit.stages.build import prepare_layouts
 
     repro = tmp_path / "repro"
     (repro / "first" / "blobs").mkdir(parents=True)

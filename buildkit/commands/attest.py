@@ -9,8 +9,8 @@ from buildkit.models.paths import Paths
 from buildkit.models.records.index import IndexRecord
 from buildkit.stages import pipeline
 from buildkit.stages.attest import Attested, AttestOptions, attest_index
+from buildkit.stages.attest.slsa import canonical
 from buildkit.stages.context import Context, each_platform
-from buildkit.stages.slsa import canonical
 from buildkit.text import ui
 
 __all__ = ["AttestOptions", "attest_command"]

@@ -27,10 +27,11 @@ from buildkit.models.settings import (
     submodules_setting,
     target_setting,
 )
+from buildkit.runs.reproduce import check_reproducible
 from buildkit.stages import pipeline
 from buildkit.stages.build import BuildOptions, Built, Preflighted, explain_failure, failure_hint
+from buildkit.stages.build.preflight import run_preflight, tool_checks
 from buildkit.stages.context import Context, Inputs, platform_inputs, platform_paths
-from buildkit.stages.preflight import run_preflight, tool_checks
 from buildkit.text import ui
 from buildkit.text.progress import Progress
 from buildkit.world import buildx
@@ -359,7 +360,7 @@ def _check_reproducible(inputs, plan: BuildPlan, record, paths: Paths, opts: Bui
         entered.append(view)
 
     try:
-        record = pipeline.check_reproducible(
+        record = check_reproducible(
             inputs,
             plan,
             record,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from buildkit.errors import BuildWouldStop
 from buildkit.models.paths import Paths
-from buildkit.stages.bump import BumpFailed, BumpReport, BumpRequest, bump, check_ref
-from buildkit.stages.bumpsummary import markdown
+from buildkit.runs.bump import BumpFailed, BumpReport, BumpRequest, bump, check_ref
+from buildkit.runs.bumpsummary import markdown
 from buildkit.text import ui
 
 

@@ -19,7 +19,6 @@ bench/cold_start.py).
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from buildkit.errors import InputError
@@ -28,8 +27,6 @@ from buildkit.models.paths import Paths
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from buildkit.models.plan import BuildPlan
-    from buildkit.models.records.build import BuildRecord
     from buildkit.stages.context import Context, Inputs, StageStatus
 
 
@@ -86,47 +83,6 @@ def status(paths: Paths, smoke: bool = False, submodules: bool = True) -> tuple[
         waits = out and ctx.inputs is None
         out.append(StageStatus(entry.name, False, "after resolve") if waits else current(ctx))
     return out, ctx.inputs
-
-
-def check_reproducible(
-    inputs: Inputs,
-    plan: BuildPlan,
-    record: BuildRecord,
-    record_path: Path,
-    *,
-    rebuild_builder: str | None,
-    submodules: bool,
-    log_path: Path,
-    on_prepared,
-    on_line,
-) -> BuildRecord:
-    """After a build that also wrote an OCI layout: the prepare stage again, in a fresh cache directory (its record
-    is not written), a rebuild from it with no cache (on `rebuild_builder` if given), the two images compared, and
-    the build record rewritten with the outcome (identical or not). A rebuild that fails raises BuildFailed and
-    leaves the record as the build wrote it."""
-    from dataclasses import replace
-
-    from buildkit.files import write_atomic
-    from buildkit.stages.context import Context
-    from buildkit.stages.reproduce import rebuild_and_compare, second_cache_dir
-
-    with second_cache_dir() as cache:
-        paths = inputs.paths._replace(cache_dir=Path(cache))
-        ctx = Context(paths, inputs._replace(paths=paths), smoke=record.smoke, submodules=submodules, hold=True)
-        run_stage("prepare", ctx)
-        second = ctx.made["prepare"]
-        on_prepared(second)
-        check = rebuild_and_compare(
-            replace(plan, builder=rebuild_builder or plan.builder),
-            Path(second.tree),
-            inputs.paths.repro_dir(record.smoke),
-            log_path,
-            rebuild_builder or record.builder,
-            on_line,
-        )
-    updated = record.model_copy(update={"reproducibility": check})
-    write_atomic(record_path, updated.to_json())
-    return updated
 
 
 def pin_smoke_base(ref: str, platform: str) -> str:

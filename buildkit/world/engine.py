@@ -1,7 +1,7 @@
 """The build engine as the stages see it (ImageEngine: inspect, run, read files, pull, save, and the engine's own
 facts), and its Docker implementation through the docker SDK (DockerEngine, also named Engine): reachability, version,
 disk, image inspection, saving, and pulls (with Docker's registry credentials, found by buildkit/world/credentials.py).
-Builds and pushes run through buildx (buildx.py, stages/build.py), which the SDK cannot drive (docker-py issue 2230).
+Builds and pushes run through buildx (buildx.py, stages/build/), which the SDK cannot drive (docker-py issue 2230).
 tests/memengine.py holds an in-memory ImageEngine, so the stages' judgement is tested without an engine."""
 
 from __future__ import annotations

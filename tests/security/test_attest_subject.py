@@ -116,8 +116,7 @@ def test_a_copied_lock_label_is_not_this_build(tmp_path, upstreams):
     In this process, without cosign: the check runs before anything is signed."""
     from buildkit.errors import InputError
     from buildkit.models.paths import Paths
-    from buildkit.stages import slsa
-    from buildkit.stages.attest import built_from_this_lock
+    from buildkit.stages.attest import built_from_this_lock, slsa
 
     project = golden_project(tmp_path)
     registry = upstreams.registry

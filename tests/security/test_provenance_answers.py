@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from buildkit.errors import UpstreamMalformed
-from buildkit.stages import slsa
-from buildkit.stages.provenance import (
+from buildkit.stages.attest import slsa
+from buildkit.stages.verify.provenance import (
     ATTESTATION_REFERENCE,
     INTOTO_LAYER,
     PREDICATE_ANNOTATION,
@@ -153,7 +153,7 @@ LOCK = Path(__file__).resolve().parent.parent / "fixtures" / "report" / "pins.lo
 
 def _build_args_check(recorded: dict[str, str]):
     from buildkit.models.lock import read_lock
-    from buildkit.stages.provenance import ImageProvenance, check_buildkit_provenance, expected
+    from buildkit.stages.verify.provenance import ImageProvenance, check_buildkit_provenance, expected
 
     want = expected(read_lock(LOCK), smoke=False, rendered=None)
     request = {"args": {f"build-arg:{k}": v for k, v in recorded.items()}}

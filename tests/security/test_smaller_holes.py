@@ -11,7 +11,7 @@ import json
 import pytest
 
 from buildkit.errors import UpstreamMalformed
-from buildkit.stages.provenance import MAX_ATTESTATIONS, read_buildkit_provenance
+from buildkit.stages.verify.provenance import MAX_ATTESTATIONS, read_buildkit_provenance
 from tests.gitserver import git
 from tests.nemo_repo import use_remote
 from tests.security.conftest import measured

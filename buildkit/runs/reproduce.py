@@ -5,6 +5,8 @@ optionally on a second builder; then compare the two images file by file (buildk
 The first image is the build the user asked for, which also writes an OCI layout; the rebuild writes only its OCI
 layout. Equal images: the layouts are deleted (they are as large as the image) and the record keeps the digests.
 Different images: both layouts stay in build/repro/ for a closer look, and the record names what differs.
+`check_reproducible` runs it all after the build: the prepare stage again (from the registry), the rebuild, the
+comparison, and the build record rewritten with the outcome.
 """
 
 from __future__ import annotations
@@ -15,13 +17,48 @@ from dataclasses import replace
 from pathlib import Path
 
 from buildkit.errors import BuildFailed, Interrupted
-from buildkit.files import utc_now
+from buildkit.files import utc_now, write_atomic
 from buildkit.image.diff import compare, summary
 from buildkit.models.plan import BuildPlan
-from buildkit.models.records.build import Rebuild, ReproCheck
-from buildkit.stages.build import first_layout, prepare_layouts, run_buildx
+from buildkit.models.records.build import BuildRecord, Rebuild, ReproCheck
+from buildkit.stages.build import first_layout, run_buildx
+from buildkit.stages.context import Context, Inputs
+from buildkit.stages.pipeline import run_stage
 
-__all__ = ["first_layout", "prepare_layouts", "rebuild_and_compare", "second_cache_dir"]
+
+def check_reproducible(
+    inputs: Inputs,
+    plan: BuildPlan,
+    record: BuildRecord,
+    record_path: Path,
+    *,
+    rebuild_builder: str | None,
+    submodules: bool,
+    log_path: Path,
+    on_prepared,
+    on_line,
+) -> BuildRecord:
+    """After a build that also wrote an OCI layout: the prepare stage again, in a fresh cache directory (its record
+    is not written), a rebuild from it with no cache (on `rebuild_builder` if given), the two images compared, and
+    the build record rewritten with the outcome (identical or not). A rebuild that fails raises BuildFailed and
+    leaves the record as the build wrote it."""
+    with second_cache_dir() as cache:
+        paths = inputs.paths._replace(cache_dir=Path(cache))
+        ctx = Context(paths, inputs._replace(paths=paths), smoke=record.smoke, submodules=submodules, hold=True)
+        run_stage("prepare", ctx)
+        second = ctx.made["prepare"]
+        on_prepared(second)
+        check = rebuild_and_compare(
+            replace(plan, builder=rebuild_builder or plan.builder),
+            Path(second.tree),
+            inputs.paths.repro_dir(record.smoke),
+            log_path,
+            rebuild_builder or record.builder,
+            on_line,
+        )
+    updated = record.model_copy(update={"reproducibility": check})
+    write_atomic(record_path, updated.to_json())
+    return updated
 
 
 def rebuild_and_compare(

@@ -4,8 +4,9 @@ Two statements are read. BuildKit's own SLSA provenance (mode=max) sits in the i
 manifest (`vnd.docker.reference.type: attestation-manifest`) whose in-toto layer names the platform manifest; it is
 fetched through buildkit's registry client (bounded answers, digests checked) and says what BuildKit saw: the build
 args, the target, the base image and the wheel it fetched (by digest), and the Dockerfile's bytes. buildkit's own
-statement (buildkit.stages.slsa) is read only as cosign verify-attestation hands it back, i.e. signed by the given key.
-Each is held to the lock field by field; a disagreement names the field, what the lock expects and what was found.
+statement (stages/attest/slsa.py) is read only as cosign verify-attestation hands it back, i.e. signed by the
+given key. Each is held to the lock field by field; a disagreement names the field, what the lock expects and what
+was found.
 """
 
 from __future__ import annotations

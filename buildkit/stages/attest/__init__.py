@@ -1,4 +1,4 @@
-"""`buildkit attest`: the SLSA statement of a build (buildkit.stages.slsa), written beside the build's other outputs;
+"""`buildkit attest`: the SLSA statement of a build (stages/attest/slsa.py), written beside the build's other outputs;
 with a key, signed in a DSSE envelope and attached to the pushed image (buildkit.world.cosign)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from buildkit.models.records import header
 from buildkit.models.records.attest import AttestRecord
 from buildkit.models.records.build import pushed
 from buildkit.models.records.index import IndexRecord
-from buildkit.stages import slsa
+from buildkit.stages.attest import slsa
 from buildkit.stages.context import Context, load_inputs
 from buildkit.world import cosign
 from buildkit.world.http import Http

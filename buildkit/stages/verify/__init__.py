@@ -34,7 +34,7 @@ from buildkit.models.records.prepare import PrepareRecord
 from buildkit.models.records.render import RenderRecord
 from buildkit.models.records.verify import CheckResult, VerifyRecord
 from buildkit.stages import context
-from buildkit.stages.provenance import verify_provenance
+from buildkit.stages.verify.provenance import verify_provenance
 from buildkit.text.sanitize import strip_controls
 from buildkit.world.cosign import check_public_key
 from buildkit.world.credentials import lookup

@@ -45,8 +45,7 @@ from buildkit.models.lock import (
 from buildkit.models.paths import Paths
 from buildkit.models.pins import pins_from_text, read_pins_text
 from buildkit.models.pinsedit import PinsEditor
-from buildkit.stages import pipeline
-from buildkit.stages.bumpsummary import (
+from buildkit.runs.bumpsummary import (
     BumpReport,
     CommitInfo,
     ConflictInfo,
@@ -57,6 +56,7 @@ from buildkit.stages.bumpsummary import (
     WheelInfo,
     markdown,
 )
+from buildkit.stages import pipeline
 from buildkit.stages.context import Context, Inputs, platform_contexts
 from buildkit.stages.prepare import git_config
 from buildkit.stages.render import MAX_UPSTREAM_DOCKERFILE, UPSTREAM_PATH, upstream_dockerfile
