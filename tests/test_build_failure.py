@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from buildkit.models.plan import BuildPlan
-from buildkit.stages.build import Builder, execute, failure_hint
+from buildkit.models.results import Builder
+from buildkit.stages.build import execute, failure_hint
 from tests.engine import STAND_IN_BASE
 from tests.projects import interrupt_a_slow_smoke_build, smoke_project
 

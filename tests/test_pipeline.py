@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -53,8 +52,7 @@ def test_dry_run_status_walks_the_registry_and_a_new_stage_is_one_entry(project,
     check: Any = types.ModuleType("buildkit.stages.fakecheck")  # a stage module made here: attributes set below
     check.current = lambda ctx: StageStatus("fakecheck", False, f"would check {ctx.lock.build.tag}")
     check.run = lambda ctx: seen.append(ctx.lock.build.tag)
-    monkeypatch.setitem(sys.modules, "buildkit.stages.fakecheck", check)
-    entry = pipeline.Stage("fakecheck", "pins.lock", "nothing", "fakecheck", True)
+    entry = pipeline.Entry("fakecheck", "pins.lock", "nothing", lambda: check, True)
     monkeypatch.setattr(pipeline, "STAGES", (*pipeline.STAGES[:2], entry, *pipeline.STAGES[2:]))
     todo, inputs = pipeline.status(paths, smoke=True, submodules=False)
     assert [s.stage for s in todo] == ["resolve", "prepare", "fakecheck", "render"]
@@ -111,10 +109,10 @@ def test_report_runs_from_the_registry_and_writes_where_its_options_say(tmp_path
     opts = ReportOptions.parse(record=None, output=output, fmt="markdown", results=None)
     ctx = Context(paths, options=opts, on_note=notes.append)
     pipeline.run_stage("report", ctx)
-    made = ctx.made["report"]
+    made = ctx.made.report
     assert made.record == "build/smoke-record.json" and output.read_text() == made.text
     assert made.text.startswith("# ") and "sha256:8aa2e3a9bb27" in made.text
     to_stdout = Context(paths, options=ReportOptions.parse(record=None, output=None, fmt="json", results=None))
     pipeline.run_stage("report", to_stdout)
     recorded = json.loads(paths.build_record(True).read_text())
-    assert json.loads(to_stdout.made["report"].text)["image"]["digest"] == recorded["image"]["digest"]
+    assert json.loads(to_stdout.made.report.text)["image"]["digest"] == recorded["image"]["digest"]

@@ -7,8 +7,9 @@ import sys
 from buildkit.files import read_record
 from buildkit.models.paths import Paths
 from buildkit.models.records.index import IndexRecord
+from buildkit.models.results import Attested
 from buildkit.stages import pipeline
-from buildkit.stages.attest import Attested, AttestOptions, attest_index
+from buildkit.stages.attest import AttestOptions, attest_index
 from buildkit.stages.attest.slsa import canonical
 from buildkit.stages.context import Context, each_platform
 from buildkit.text import ui
@@ -48,7 +49,7 @@ def attest_command(paths: Paths, opts: AttestOptions, platform: str | None = Non
 def _attest(paths: Paths, opts: AttestOptions) -> Attested:
     ctx = Context(paths, options=opts)
     pipeline.run_stage("attest", ctx)
-    done: Attested = ctx.made["attest"]
+    done = ctx.made.attest
     _say(done)
     return done
 

@@ -12,14 +12,16 @@ from rich.console import Group
 from rich.live import Live
 from rich.text import Text
 
-from buildkit.errors import BuildFailed, CheckFailed, EngineNotReady, Interrupted, OptionError
+from buildkit.errors import BuildFailed, CheckFailed, EngineNotReady, InputError, Interrupted, OptionError
 from buildkit.files import write_atomic
 from buildkit.models.choices import Compression, ProgressMode
+from buildkit.models.grammar import image_ref
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins, load_pins
 from buildkit.models.plan import BuildPlan, plan_for_lock, shell_command
 from buildkit.models.records.build import BuildRecord
 from buildkit.models.records.index import IndexRecord, PlatformImage
+from buildkit.models.results import Built, Preflighted
 from buildkit.models.settings import (
     Setting,
     platform_setting,
@@ -29,12 +31,14 @@ from buildkit.models.settings import (
 )
 from buildkit.runs.reproduce import check_reproducible
 from buildkit.stages import pipeline
-from buildkit.stages.build import BuildOptions, Built, Preflighted, explain_failure, failure_hint
+from buildkit.stages.build import BuildOptions, explain_failure, failure_hint
 from buildkit.stages.build.preflight import run_preflight, tool_checks
 from buildkit.stages.context import Context, Inputs, platform_inputs, platform_paths
 from buildkit.text import ui
 from buildkit.text.progress import Progress
 from buildkit.world import buildx
+from buildkit.world.http import Http
+from buildkit.world.registry import Registry
 
 __all__ = ["BuildOptions", "Compression", "DoctorOptions", "ProgressMode", "build_command", "doctor_command"]
 
@@ -211,7 +215,7 @@ class _Run:
     def resolve(self) -> None:
         with ui.err.status("checking the lock (resolving the pins if it is missing or stale)...", spinner="dots"):
             pipeline.run_stage("resolve", self.ctx)
-        if self.ctx.made["resolve"]:
+        if self.ctx.made.resolve:
             ui.err.print(f"[green]wrote[/] {ui.safe(str(self.paths.lock))}")
         if self.opts.smoke and not self.opts.with_syntax:
             ui.err.print(
@@ -263,9 +267,9 @@ class _Run:
     def rest(self, engine: Preflighted) -> Built:
         """One platform after resolve and preflight: prepare and render (work already done is left as it is),
         buildx, and the reproducibility check when asked."""
-        self.ctx.made["preflight"] = engine
+        self.ctx.made.preflight = engine
         if self.opts.smoke:
-            self.ctx.smoke_base = pipeline.pin_smoke_base(self.opts.smoke_base, self.ctx.lock.build.platform)
+            self.ctx.smoke_base = pin_smoke_base(self.opts.smoke_base, self.ctx.lock.build.platform)
         for stage in pipeline.before_build():
             if stage.name != "resolve":
                 self.stage(stage)
@@ -276,7 +280,7 @@ class _Run:
             )
         return built
 
-    def stage(self, stage: pipeline.Stage) -> None:
+    def stage(self, stage: pipeline.Entry) -> None:
         shown = {"prepare": self._prepare, "render": self._render}
         if stage.name in shown:
             shown[stage.name]()
@@ -287,17 +291,17 @@ class _Run:
     def _prepare(self) -> None:
         with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
             pipeline.run_stage("prepare", self.ctx)
-        ui.print_prepare(self.ctx.made["prepare"], self.paths.prepare_record, self.opts.submodules_from)
+        ui.print_prepare(self.ctx.made.prepare, self.paths.prepare_record, self.opts.submodules_from)
 
     def _render(self) -> None:
         pipeline.run_stage("render", self.ctx)
-        ui.print_drift(self.ctx.made["render"][1].drift)
+        ui.print_drift(self.ctx.made.render.record.drift)
         ui.err.print(f"[green]rendered[/] {ui.safe(str(self.paths.dockerfile(self.opts.smoke)))}")
 
     def build(self) -> Built:
         """The build stage (buildx, shown as opts.progress says), then what came of it."""
         pipeline.run_stage("build", self.ctx)
-        built: Built = self.ctx.made["build"]
+        built = self.ctx.made.build
         record, plan = built.record, built.plan
         ui.err.print(f"record: {ui.safe(str(self.paths.build_record(self.opts.smoke)))}")
         if self.opts.json_out:
@@ -484,3 +488,12 @@ class LiveView:
             for text in list(step.logs)[-5:]:
                 parts.append(Text(f"    {text}", style="dim", overflow="ellipsis", no_wrap=True))
         return Group(*parts)
+
+
+def pin_smoke_base(ref: str, platform: str) -> str:
+    """The smoke build's stand-in base image, pinned by digest like the real one."""
+    try:
+        image_ref(ref)
+    except ValueError as exc:
+        raise InputError(f"--smoke-base: {exc}") from None
+    return Registry(Http()).resolve(ref, platform).pinned

@@ -33,7 +33,7 @@ def _export(paths: Paths, opts: ExportOptions) -> dict:
             on_step=lambda text: status.update(ui.safe(text)),
         )  # fmt: skip
         pipeline.run_stage("export", ctx)
-    record, where = ctx.made["export"]
+    record, where = ctx.made.export
     if opts.streamed:
         with open(record.path, "rb") as made:
             shutil.copyfileobj(made, sys.stdout.buffer, 1 << 20)

@@ -21,7 +21,7 @@ def prepare_command(paths: Paths, submodules: bool, json_out: bool, submodules_f
     ctx = Context(paths, load_inputs(paths, on_note=ui.warn, whole=True), submodules=submodules)
     with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
         pipeline.run_stage("prepare", ctx)
-    record = ctx.made["prepare"]
+    record = ctx.made.prepare
     if json_out:
         sys.stdout.write(record.to_json())
     else:
@@ -75,11 +75,11 @@ def _render(paths: Paths, opts: RenderOptions) -> dict:
     )  # fmt: skip
     with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
         pipeline.run_stage("prepare", ctx)
-    prepared = ctx.made["prepare"]
+    prepared = ctx.made.prepare
     if not json_out:
         ui.print_prepare(prepared, paths.prepare_record, opts.submodules_from)
     pipeline.run_stage("render", ctx)
-    text, record = ctx.made["render"]
+    text, record = ctx.made.render
     if streamed:
         sys.stdout.write(text)
     if not json_out:

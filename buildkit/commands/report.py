@@ -8,9 +8,10 @@ import sys
 from buildkit.files import write_atomic
 from buildkit.models.choices import ReportFormat
 from buildkit.models.paths import Paths
+from buildkit.models.results import Reported
 from buildkit.stages import pipeline
 from buildkit.stages.context import Context, each_platform
-from buildkit.stages.report import Reported, ReportOptions, several
+from buildkit.stages.report import ReportOptions, several
 from buildkit.text import ui
 
 __all__ = ["ReportFormat", "ReportOptions", "report_command"]
@@ -37,7 +38,7 @@ def report_command(paths: Paths, opts: ReportOptions, platform: str | None = Non
 def _report(paths: Paths, opts: ReportOptions) -> Reported:
     ctx = Context(paths, options=opts, on_note=lambda text: ui.err.print(f"[yellow]note[/]: {ui.safe(text)}"))
     pipeline.run_stage("report", ctx)
-    made: Reported = ctx.made["report"]
+    made = ctx.made.report
     where = f" ({paths.platform})" if paths.platform else ""
     ui.err.print(f"build record{where}: {ui.safe(made.record) if made.record else 'none (nothing built yet)'}")
     return made

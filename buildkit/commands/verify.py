@@ -38,7 +38,7 @@ def _verify(paths: Paths, opts: VerifyOptions) -> VerifyRecord:
             on_step=lambda text: status.update(ui.safe(text)),
         )  # fmt: skip
         pipeline.run_stage("verify", ctx)
-    result, record_path = ctx.made["verify"]
+    result, record_path = ctx.made.verify
     marks = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "skip": "[yellow]skip[/]"}
     for check in result.results:
         ui.err.print(f"{marks[check.status]}  {ui.safe(check.name)}: {ui.safe(check.reason)}")

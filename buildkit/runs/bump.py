@@ -202,14 +202,14 @@ class _Bump:
         report.vllm_compiled = list(lock.vllm_compare.compiled)
         for each in platform_contexts(ctx):  # each platform's Dockerfile (build/<os>-<arch>/ for several)
             pipeline.run_stage("render", each)
-        record = each.made["render"][1]  # drift is upstream's Dockerfile against the pins: the same for each
+        record = each.made.render.record  # drift is upstream's Dockerfile against the pins: the same for each
         report.drift = record.drift
         report.build_would_stop = [f"drift: {finding}" for finding in record.drift]
         report.cuda = lock_cuda_facts(lock)
         report.advice = drift_advice(lock, record.upstream_base_image) if record.drift else []
         report.checks = known_checks(lock, image="no image built from these pins yet: buildkit build")
         report.torch = [lock.torch.detail] if lock.torch else ["not checked: resolve did not read the wheel's bytes"]
-        upstream = upstream_dockerfile(ctx.made["prepare"], lock.nemo_rl.commit)
+        upstream = upstream_dockerfile(ctx.made.prepare, lock.nemo_rl.commit)
         assert ctx.inputs is not None
         self._dockerfile_changes(old_nemo, new_nemo, upstream, ctx.inputs.pins)
 

@@ -46,7 +46,7 @@ def check_reproducible(
         paths = inputs.paths._replace(cache_dir=Path(cache))
         ctx = Context(paths, inputs._replace(paths=paths), smoke=record.smoke, submodules=submodules, hold=True)
         run_stage("prepare", ctx)
-        second = ctx.made["prepare"]
+        second = ctx.made.prepare
         on_prepared(second)
         check = rebuild_and_compare(
             replace(plan, builder=rebuild_builder or plan.builder),

@@ -5,6 +5,7 @@ models/records/build.py's `latest_build`.)"""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,6 +27,10 @@ from buildkit.models.lock import (
 )
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins, load_pins
+from buildkit.models.records.prepare import PrepareRecord
+from buildkit.models.records.squashfs import SquashfsRecord
+from buildkit.models.records.verify import VerifyRecord
+from buildkit.models.results import Attested, Built, Preflighted, Rendered, Reported
 from buildkit.text.progress import Progress
 
 OnNote = Callable[[str], None]
@@ -131,7 +136,7 @@ def platform_contexts(ctx: Context) -> list[Context]:
         return [ctx]
     inputs = ctx.inputs
     return [
-        replace(ctx, paths=ctx.paths.for_platform(p), inputs=platform_inputs(inputs, p), made=dict(ctx.made),
+        replace(ctx, paths=ctx.paths.for_platform(p), inputs=platform_inputs(inputs, p), made=copy.copy(ctx.made),
                 held=ctx.held)
         for p in ctx.lock.platforms()
     ]  # fmt: skip
@@ -194,11 +199,28 @@ class StageStatus(NamedTuple):
     detail: str
 
 
+class Made:
+    """What the stages made, each under its stage's name and type: set by the stage's `run`, read by the command that
+    ran it and by the stages after it. What no stage has made yet is not there (AttributeError): reading it is a
+    caller's mistake, as is running a stage before the one it needs."""
+
+    resolve: bool  # whether resolve wrote the lock (False: it was current)
+    preflight: Preflighted  # set by the build command, which checks the engine before the long stages
+    prepare: PrepareRecord
+    render: Rendered
+    build: Built
+    verify: tuple[VerifyRecord, Path]  # the record, and where it was written
+    attest: Attested
+    export: tuple[SquashfsRecord, Path]  # the record, and where it was written
+    report: Reported
+
+
 @dataclass
 class Context:
     """What a stage runs from: the paths and inputs, the options that shape the stages, what earlier stages made
-    (`made`, by stage name), and the files they wrote. A stage writes through `write`: at once (each file atomically),
-    or, with `hold` (bump, the reproducibility check), into `held`, which the caller writes all together or drops.
+    (`made`, typed by stage: `Made`), and the files they wrote. A stage writes through `write`: at once (each file
+    atomically), or, with `hold` (bump, the reproducibility check), into `held`, which the caller writes all together
+    or drops.
 
     `options` are the command's, parsed and frozen (a stage's own class, such as stages/build.py's BuildOptions; the
     stage takes them with `given`). The stage tells the CLI what it does through `note` (a warning), `say` (a line of
@@ -219,7 +241,7 @@ class Context:
     on_step: OnNote | None = None
     watch: Callable[[Any], Watch] | None = None  # the view of a long stage's output, given what it runs (a plan)
     hold: bool = False
-    made: dict[str, Any] = field(default_factory=dict)
+    made: Made = field(default_factory=Made)
     held: list[tuple[Path, str]] = field(default_factory=list)
 
     @property

@@ -1,67 +1,126 @@
 """The pipeline: the registry of stages, in order, with what each reads and writes.
 
-Each entry names the module (buildkit/stages/<module>) that runs the stage from one `Context`
-(stages/context.py): `run(ctx)` does the stage's work and leaves its result in `ctx.made[name]`; `current(ctx)`, where
-the files on disk can tell that the work is already done, says so (a `StageStatus`). Every stage runs from here
-(`run_stage`): `build` runs the stages marked `before_build` in order (resolve, then prepare, the GPU check and
-render) and then the build stage (buildx); `build --dry-run` asks each of them `current`; `bump` runs resolve, prepare
-and render with their writes held until every step succeeded; `build --check-reproducible` runs prepare again in a
-fresh cache; the commands of the later stages (verify, attest, export, report) each run theirs, with the command's
-options on the context (`ctx.options`, which the stage takes as the class it declares); `buildkit --help` lists the
-registry. Adding a stage is one module with `run` (and `current`) and one entry here (CONTRIBUTING.md, "Adding a
-stage").
+Each entry loads the package (buildkit/stages/<name>/) that runs the stage from one `Context` (stages/context.py): a
+`Stage`, whose `run(ctx)` does the stage's work and leaves its result on the context (`ctx.made.<name>`, typed in
+context.py's `Made`); a `Current` stage also has `current(ctx)`, which says whether the files on disk show its work
+done (a `StageStatus`). Every stage runs from here (`run_stage`): `build` runs the stages marked `before_build` in
+order (resolve, prepare, render) and then the build stage (buildx); `build --dry-run` asks each of them `current`;
+`bump` runs resolve, prepare and render with their writes held until every step succeeded; `build
+--check-reproducible` runs prepare again in a fresh cache (both in buildkit/runs/); the commands of the later stages
+(verify, attest, export, report) each run theirs, with the command's options on the context (`ctx.options`, which
+the stage takes as the class it declares); `buildkit --help` lists the registry. Adding a stage is one package with
+`run` (and `current`) and one entry here (CONTRIBUTING.md, "Adding a stage").
 
-The CLI imports this module for its --help (STAGES): the stage modules are imported when a stage runs, and the
-context only inside the functions that need it (importing them costs several times typer's start-up,
+The CLI imports this module for its --help (STAGES): a stage's package is imported when the stage runs (its entry's
+`load`), and the context only where a type needs it (importing them costs several times typer's start-up,
 bench/cold_start.py).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
-from buildkit.errors import InputError
 from buildkit.models.paths import Paths
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from buildkit.stages.context import Context, Inputs, StageStatus
 
 
-class Stage(NamedTuple):
+class Stage(Protocol):
+    """A stage's package: `run(ctx)` does the work and leaves the result on the context."""
+
+    def run(self, ctx: Context) -> None: ...
+
+
+@runtime_checkable
+class Current(Stage, Protocol):
+    """A stage whose files tell whether its work is done (`build --dry-run` lists it); one that leaves no file has no
+    `current` and runs every time."""
+
+    def current(self, ctx: Context) -> StageStatus: ...
+
+
+class Entry(NamedTuple):
     name: str
     reads: str
     writes: str
-    module: str  # buildkit.stages.<module>: run(ctx), and current(ctx) where files tell whether it is done
+    load: Callable[[], Stage]  # the stage's package, imported only when it runs (not for --help)
     before_build: bool = False  # `build` runs it before buildx
 
 
-STAGES: tuple[Stage, ...] = (
-    Stage("resolve", "pins.yaml, patches, upstream", "pins.lock", "resolve", True),
-    Stage("prepare", "pins.lock", "NeMo-RL tree (cache), build/prepare.json", "prepare", True),
-    Stage("render", "pins.lock, prepare.json", "build/Dockerfile, build/render.json", "render", True),
-    Stage("build", "Dockerfile, prepared tree", "image, build/record.json, build/logs/", "build"),
-    Stage("verify", "image, pins.lock, prepare.json", "build/verify.json", "verify"),
-    Stage("attest", "pins.lock, the records", "build/provenance.intoto.json", "attest"),
-    Stage("export", "image, build record", "build/<image>.sqsh, build/squashfs.json", "export"),
+def _resolve() -> Current:
+    from buildkit.stages import resolve
+
+    return resolve
+
+
+def _prepare() -> Current:
+    from buildkit.stages import prepare
+
+    return prepare
+
+
+def _render() -> Current:
+    from buildkit.stages import render
+
+    return render
+
+
+def _build() -> Stage:
+    from buildkit.stages import build
+
+    return build
+
+
+def _verify() -> Stage:
+    from buildkit.stages import verify
+
+    return verify
+
+
+def _attest() -> Stage:
+    from buildkit.stages import attest
+
+    return attest
+
+
+def _export() -> Stage:
+    from buildkit.stages import export
+
+    return export
+
+
+def _report() -> Stage:
+    from buildkit.stages import report
+
+    return report
+
+
+STAGES: tuple[Entry, ...] = (
+    Entry("resolve", "pins.yaml, patches, upstream", "pins.lock", _resolve, True),
+    Entry("prepare", "pins.lock", "NeMo-RL tree (cache), build/prepare.json", _prepare, True),
+    Entry("render", "pins.lock, prepare.json", "build/Dockerfile, build/render.json", _render, True),
+    Entry("build", "Dockerfile, prepared tree", "image, build/record.json, build/logs/", _build),
+    Entry("verify", "image, pins.lock, prepare.json", "build/verify.json", _verify),
+    Entry("attest", "pins.lock, the records", "build/provenance.intoto.json", _attest),
+    Entry("export", "image, build record", "build/<image>.sqsh, build/squashfs.json", _export),
     # On stdout, as scripts read it (`--format json | jq`); it is a view of the records, not a record of its own.
-    Stage("report", "pins.lock, the records", "stdout, or -o FILE (markdown or JSON)", "report"),
+    Entry("report", "pins.lock, the records", "stdout, or -o FILE (markdown or JSON)", _report),
 )
 
 
-def stage(name: str) -> Stage:
+def stage(name: str) -> Entry:
     return next(s for s in STAGES if s.name == name)
 
 
-def before_build() -> list[Stage]:
+def before_build() -> list[Entry]:
     """The stages `build` runs, in order, before buildx."""
     return [s for s in STAGES if s.before_build]
 
 
-def module_of(entry: Stage) -> ModuleType:
-    return importlib.import_module(f"buildkit.stages.{entry.module}")
+def module_of(entry: Entry) -> Stage:
+    return entry.load()
 
 
 def run_stage(name: str, ctx: Context) -> None:
@@ -77,22 +136,9 @@ def status(paths: Paths, smoke: bool = False, submodules: bool = True) -> tuple[
     ctx = Context(paths, smoke=smoke, submodules=submodules)
     out: list[StageStatus] = []
     for entry in before_build():
-        current = getattr(module_of(entry), "current", None)
-        if current is None:
+        module = module_of(entry)
+        if not isinstance(module, Current):
             continue
         waits = out and ctx.inputs is None
-        out.append(StageStatus(entry.name, False, "after resolve") if waits else current(ctx))
+        out.append(StageStatus(entry.name, False, "after resolve") if waits else module.current(ctx))
     return out, ctx.inputs
-
-
-def pin_smoke_base(ref: str, platform: str) -> str:
-    """The smoke build's stand-in base image, pinned by digest like the real one."""
-    from buildkit.models.grammar import image_ref
-    from buildkit.world.http import Http
-    from buildkit.world.registry import Registry
-
-    try:
-        image_ref(ref)
-    except ValueError as exc:
-        raise InputError(f"--smoke-base: {exc}") from None
-    return Registry(Http()).resolve(ref, platform).pinned

@@ -15,6 +15,7 @@ from buildkit.models.records import header
 from buildkit.models.records.attest import AttestRecord
 from buildkit.models.records.build import pushed
 from buildkit.models.records.index import IndexRecord
+from buildkit.models.results import Attested
 from buildkit.stages.attest import slsa
 from buildkit.stages.context import Context, load_inputs
 from buildkit.world import cosign
@@ -32,18 +33,6 @@ def _write_record(paths: Paths, sources, payload: bytes, subject: str, done: Att
         attested_at=utc_now(),
     )  # fmt: skip
     write_atomic(paths.attest_record(record.smoke), kept.model_dump_json(indent=2) + "\n")
-
-
-@dataclass(frozen=True)
-class Attested:
-    statement: dict
-    statement_file: Path
-    subject: str  # name@digest
-    record_name: str
-    envelope_file: Path | None = None  # when signed
-    attached_to: str | None = None  # name@digest in its registry, when attached
-    not_attached: str | None = None  # why a signed envelope was not attached
-    cosign_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,9 +59,9 @@ class AttestOptions:
 
 def run(ctx: Context) -> None:
     """The statement of the build the options name (AttestOptions), signed and attached with their key; `Attested`
-    in ctx.made["attest"]."""
+    in ctx.made.attest."""
     opts = ctx.given(AttestOptions)
-    ctx.made["attest"] = attest(ctx.paths, opts.record, opts.key, opts.builder_id, opts.repository)
+    ctx.made.attest = attest(ctx.paths, opts.record, opts.key, opts.builder_id, opts.repository)
 
 
 def attest(

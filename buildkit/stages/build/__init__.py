@@ -17,7 +17,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from buildkit import __version__
 from buildkit.errors import BuildkitError, EngineNotReady, InputError, OptionError, excerpt
@@ -28,6 +28,7 @@ from buildkit.models.pins import ARCH_OF_PLATFORM
 from buildkit.models.plan import BuildPlan, argv, plan_for_lock, shell_command
 from buildkit.models.records import header
 from buildkit.models.records.build import BuildRecord, CacheUse, ImageFacts, LayerFact, StepTime
+from buildkit.models.results import Builder, Built
 from buildkit.stages.context import Context, one_platform
 from buildkit.text.progress import Progress, Step
 from buildkit.text.sanitize import strip_controls
@@ -301,18 +302,6 @@ def provenance_choice(attestations: bool, driver: str, containerd_store: bool | 
     return True, "attached (mode=max)"
 
 
-@dataclass(frozen=True)
-class Builder:
-    """What the record says about where the build ran (from the preflight checks)."""
-
-    name: str
-    driver: str
-    endpoint: str
-    buildkit_version: str
-    buildx_version: str
-    docker_version: str
-
-
 def execute(
     plan: BuildPlan,
     *,
@@ -442,32 +431,13 @@ def build_record(
     )
 
 
-class Preflighted(NamedTuple):
-    """What the engine checks found that the build needs (the command runs them before the long stages, and leaves
-    this in ctx.made["preflight"]): the builder's facts, and whether a provenance attestation is attached."""
-
-    builder: Builder
-    provenance: bool
-    provenance_note: str  # attached, or why not: the record keeps it
-
-
-class Built(NamedTuple):
-    """What the build stage leaves in ctx.made["build"]: the record (written, whatever the outcome), the plan, the
-    full log and the start stamp that names it."""
-
-    record: BuildRecord
-    plan: BuildPlan
-    log_path: Path
-    stamp: str
-
-
 def run(ctx: Context) -> None:
     """buildx on the rendered Dockerfile as the options say (BuildOptions), on the builder the preflight checked
-    (ctx.made["preflight"]): the record written and `Built` in ctx.made["build"]. What the build will do goes to
+    (ctx.made.preflight): the record written and `Built` in ctx.made.build. What the build will do goes to
     ctx.note and ctx.say before it starts, buildx's output to ctx.watch's view. With check_reproducible, the image
     is also written as an OCI layout, for the rebuild to compare with."""
     opts, paths, inputs = ctx.given(BuildOptions), ctx.paths, ctx.inputs
-    engine: Preflighted = ctx.made["preflight"]
+    engine = ctx.made.preflight
     assert inputs is not None, "after resolve"
     one_platform(inputs.lock)
     plan = plan_for_lock(inputs.lock, paths, smoke=opts.smoke, **opts.plan_options(engine.provenance))
@@ -488,7 +458,7 @@ def run(ctx: Context) -> None:
             provenance_note=engine.provenance_note, log_path=log_path, record_path=paths.build_record(opts.smoke),
             on_line=view.update if view else lambda line, progress: None,
         )  # fmt: skip
-    ctx.made["build"] = Built(record, plan, log_path, stamp)
+    ctx.made.build = Built(record, plan, log_path, stamp)
 
 
 def compression_note(plan: BuildPlan) -> str | None:

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 from buildkit.errors import CredentialsError, EngineNotReady, UpstreamUnreachable
 from buildkit.models.grammar import is_loopback_host
-from buildkit.stages.build import Builder, provenance_choice
+from buildkit.models.results import Builder
+from buildkit.stages.build import provenance_choice
 from buildkit.world import buildx, cosign
 from buildkit.world.buildx import BuilderInfo
 from buildkit.world.credentials import config_path, lookup

@@ -120,7 +120,7 @@ class ExportOptions:
 
 def run(ctx: Context) -> None:
     """The image the options name (ExportOptions; the newest build's when none) as a .sqsh, and its record: the
-    record and where it was written in ctx.made["export"]. Which image and build it is goes to ctx.say, each step
+    record and where it was written in ctx.made.export. Which image and build it is goes to ctx.say, each step
     to ctx.step."""
     opts = ctx.given(ExportOptions)
     tool = find_mksquashfs()  # before anything else: without it nothing can be made
@@ -128,7 +128,7 @@ def run(ctx: Context) -> None:
     source = choose_source(ctx.paths, opts.image)
     if source.record_path:
         ctx.say(f"image {source.ref}, from {source.record_path}")
-    ctx.made["export"] = export_squashfs(ctx.paths, lock, source, tool, opts.output, on_step=ctx.on_step)
+    ctx.made.export = export_squashfs(ctx.paths, lock, source, tool, opts.output, on_step=ctx.on_step)
 
 
 def choose_source(paths: Paths, image: str | None, engine: ImageEngine | None = None) -> Source:

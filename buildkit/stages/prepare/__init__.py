@@ -798,4 +798,4 @@ def run(ctx: Context) -> None:
         submodules=ctx.submodules,
     )  # fmt: skip
     ctx.write(ctx.paths.prepare_record, record.to_json())
-    ctx.made["prepare"] = record
+    ctx.made.prepare = record

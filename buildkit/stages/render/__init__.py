@@ -29,6 +29,7 @@ from buildkit.models.paths import Paths
 from buildkit.models.plan import WHEEL_DIR, wheel_path
 from buildkit.models.records import header
 from buildkit.models.records.render import RenderRecord, Transformation
+from buildkit.models.results import Rendered
 from buildkit.stages.context import Context, StageStatus, one_platform
 from buildkit.text.templates import template_dir, template_environment
 from buildkit.world.git import run_git
@@ -251,7 +252,7 @@ def run(ctx: Context) -> None:
     ctx.refuse_drift, drift findings stop the stage before anything is written."""
     one_platform(ctx.lock)
     dockerfile = ctx.output or ctx.paths.dockerfile(ctx.smoke)
-    text, record = render_stage(ctx.lock, ctx.made["prepare"], dockerfile, syntax=ctx.syntax, smoke_base=ctx.smoke_base)
+    text, record = render_stage(ctx.lock, ctx.made.prepare, dockerfile, syntax=ctx.syntax, smoke_base=ctx.smoke_base)
     if ctx.refuse_drift and record.drift:
         raise CheckFailed(
             f"the pins drift from upstream docker/Dockerfile at {record.nemo_rl_commit[:12]} "
@@ -261,4 +262,4 @@ def run(ctx: Context) -> None:
         )
     ctx.write(dockerfile, text)
     ctx.write(Paths.render_record_beside(dockerfile), record.to_json())
-    ctx.made["render"] = (text, record)
+    ctx.made.render = Rendered(text, record)

@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import urlsplit
 
 from buildkit import __version__
@@ -46,6 +46,7 @@ from buildkit.models.records.render import RenderRecord
 from buildkit.models.records.resolve import ResolveRecord
 from buildkit.models.records.squashfs import SquashfsRecord, srun_line
 from buildkit.models.records.verify import VerifyRecord
+from buildkit.models.results import Reported
 from buildkit.models.yamlload import load_yaml
 from buildkit.stages.context import Context, load_inputs
 from buildkit.text import markdown
@@ -139,20 +140,15 @@ class ReportOptions:
         return cls(record, None if output is None or is_stdout(output) else output, ReportFormat(fmt), results)
 
 
-class Reported(NamedTuple):
-    text: str  # the report, markdown or JSON
-    record: str | None  # the build record it used, as the report shows it (None: nothing built yet)
-
-
 def run(ctx: Context) -> None:
     """The report the options ask for (ReportOptions), written to their output when they name one (else the CLI
-    prints it); `Reported` in ctx.made["report"]. Notes on the records left out go to ctx.note."""
+    prints it); `Reported` in ctx.made.report. Notes on the records left out go to ctx.note."""
     opts = ctx.given(ReportOptions)
     data, used = gather(ctx.paths, opts.record, opts.results, on_note=ctx.on_note)
     text = json.dumps(data, indent=2) + "\n" if opts.format == "json" else render_markdown(data)
     if opts.output is not None:
         ctx.write(opts.output, text)
-    ctx.made["report"] = Reported(text, used)
+    ctx.made.report = Reported(text, used)
 
 
 def gather(

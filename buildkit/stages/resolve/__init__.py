@@ -610,6 +610,6 @@ def current(ctx: Context) -> StageStatus:
 
 
 def run(ctx: Context) -> None:
-    """A current lock in ctx.inputs, resolved and written when it is missing or stale; ctx.made["resolve"] says
+    """A current lock in ctx.inputs, resolved and written when it is missing or stale; ctx.made.resolve says
     whether it was written."""
-    ctx.inputs, ctx.made["resolve"] = ensure_lock(ctx.paths, on_note=ctx.on_note)
+    ctx.inputs, ctx.made.resolve = ensure_lock(ctx.paths, on_note=ctx.on_note)

@@ -422,7 +422,7 @@ class VerifyOptions:
 def run(ctx: context.Context) -> None:
     """The checks the options ask for (VerifyOptions): the image's (the newest successful build's when none is
     named), or with `provenance` its two statements from its registry; the record written (build/verify.json, or
-    the provenance one) and (record, where) in ctx.made["verify"]. Which image goes to ctx.say, what runs to
+    the provenance one) and (record, where) in ctx.made.verify. Which image goes to ctx.say, what runs to
     ctx.step."""
     opts, paths = ctx.given(VerifyOptions), ctx.paths
     lock = context.load_inputs(paths, on_note=ctx.on_note).lock
@@ -439,7 +439,7 @@ def run(ctx: context.Context) -> None:
         result = verify_image(image, lock, prepare, gpus=opts.gpus, drivers=list(opts.drivers))
         where = paths.verify_record
     ctx.write(where, result.to_json())
-    ctx.made["verify"] = (result, where)
+    ctx.made.verify = (result, where)
 
 
 def _newest_image(paths: Paths, ctx: context.Context) -> str:
