@@ -194,7 +194,8 @@ def resolve(
       buildkit resolve --offline       # no network: pins valid, lock consistent?
       buildkit resolve --json | jq .wheel.url
     """
-    from buildkit.commands.resolve import ResolveOptions, run_resolve
+    from buildkit.commands.resolve import run_resolve
+    from buildkit.options import ResolveOptions
 
     opts = ResolveOptions.parse(
         json_out=json_out, check=check, offline=offline, deep=deep, no_wheel_download=no_wheel_download
@@ -257,7 +258,7 @@ def prepare(
 
     Mirrors: pins.yaml `git_url_rewrites` (git's insteadOf) apply to every fetch, submodules included.
     """
-    from buildkit.commands.render import prepare_command
+    from buildkit.commands.prepare import prepare_command
 
     prepare_command(_paths(pins, lock, build_dir, cache_dir), submodules, json_out, _submodules_from(ctx, submodules))
 
@@ -303,7 +304,8 @@ def render(
       buildkit render --diff | less       # what differs from upstream's
       buildkit render --strict --no-syntax
     """
-    from buildkit.commands.render import RenderOptions, render_command
+    from buildkit.commands.render import render_command
+    from buildkit.options import RenderOptions
 
     opts = RenderOptions.parse(
         output=output, submodules=submodules, diff=diff, strict=strict, syntax=syntax, json_out=json_out,
@@ -400,7 +402,8 @@ def bump(
       buildkit bump --nemo-rl main --vllm  # both; vLLM: newest with a wheel
       buildkit bump --vllm --vllm-branch releases/v0.15.0 --json | jq .moves
     """
-    from buildkit.commands.bump import BumpOptions, bump_command
+    from buildkit.commands.bump import bump_command
+    from buildkit.options import BumpOptions
 
     opts = BumpOptions.parse(
         nemo_rl=nemo_rl, vllm=vllm, vllm_branch=vllm_branch, dry_run=dry_run, summary=summary, submodules=submodules,
@@ -592,7 +595,8 @@ def build(
       buildkit build --push --emulate           # QEMU where not native
       buildkit build --platform-builder linux/arm64=gb200  # its own builder
     """
-    from buildkit.commands.build import BuildOptions, build_command
+    from buildkit.commands.build import build_command
+    from buildkit.options import BuildOptions
 
     opts = _options(
         BuildOptions.parse, builder=builder, push=push, sbom=sbom, smoke=smoke, smoke_base=smoke_base, dry_run=dry_run,
@@ -637,8 +641,8 @@ def doctor(
     and the submodule setting the build would take are printed first, each with where it came from. Exit 0 when
     every check passes, 1 when one fails (each failure says what to do).
     """
-    from buildkit.commands.build import DoctorOptions, doctor_command
-    from buildkit.stages.build import parse_platform_builders
+    from buildkit.commands.doctor import doctor_command
+    from buildkit.options import DoctorOptions, parse_platform_builders
 
     opts = _options(DoctorOptions, builder=builder, min_free_gb=min_free_gb, push=push, tag=tag, platform=platform,
                     submodules=submodules, submodules_from=_submodules_from(ctx, submodules), json_out=json_out,
@@ -704,7 +708,8 @@ def verify(
     Checks that cannot apply (vLLM in a smoke image) are skipped with the reason. Writes build/verify.json, which
     `buildkit report` reads. Exit 1 when a check fails.
     """
-    from buildkit.commands.verify import VerifyOptions, verify_command
+    from buildkit.commands.verify import verify_command
+    from buildkit.options import VerifyOptions
 
     opts = _options(
         VerifyOptions.parse, image=image, gpus=gpus, json_out=json_out, provenance=provenance, key=key, drivers=driver
@@ -752,7 +757,8 @@ def report(
       buildkit report --format json | jq .image.digest
       buildkit report --record build/smoke-record.json --results results.yaml
     """
-    from buildkit.commands.report import ReportOptions, report_command
+    from buildkit.commands.report import report_command
+    from buildkit.options import ReportOptions
 
     opts = ReportOptions.parse(record=record, output=output, fmt=fmt, results=results)
     report_command(_paths(pins, lock, build_dir), opts, platform)
@@ -810,7 +816,8 @@ def attest(
       buildkit attest --record build/smoke-record.json --json \\
         | jq .predicate.buildDefinition
     """
-    from buildkit.commands.attest import AttestOptions, attest_command
+    from buildkit.commands.attest import attest_command
+    from buildkit.options import AttestOptions
 
     opts = AttestOptions.parse(record=record, key=key, builder_id=builder_id, json_out=json_out, repository=repository)
     attest_command(_paths(pins, lock, build_dir), opts, platform)
@@ -856,7 +863,8 @@ def export(
       srun --container-image=/shared/nemo-rl.sqsh \\
         --container-workdir=/opt/nemo-rl --pty bash
     """
-    from buildkit.commands.export import ExportOptions, export_command
+    from buildkit.commands.export import export_command
+    from buildkit.options import ExportOptions
 
     opts = ExportOptions.parse(image=image, output=output, json_out=json_out)
     export_command(_paths(pins, lock, build_dir), opts, platform)
@@ -868,11 +876,9 @@ def schema() -> None:
 
     Example: buildkit schema > pins.schema.json, then point your editor's YAML language server at it.
     """
-    import json
+    from buildkit.commands.schema import schema_command
 
-    from buildkit.models.pins import json_schema
-
-    sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
+    schema_command()
 
 
 def _stop_as_ctrl_c(signum: int, frame: object) -> None:

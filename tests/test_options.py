@@ -8,10 +8,9 @@ import dataclasses
 import pytest
 import typer
 
-from buildkit.commands.build import BuildOptions, Compression, ProgressMode
-from buildkit.commands.report import ReportFormat, ReportOptions
-from buildkit.commands.resolve import ResolveOptions
 from buildkit.errors import InputError, OptionError
+from buildkit.models.choices import Compression, ProgressMode, ReportFormat
+from buildkit.options import BuildOptions, ReportOptions, ResolveOptions
 
 
 def build_options(**changes) -> BuildOptions:

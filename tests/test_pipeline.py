@@ -90,8 +90,7 @@ def test_every_stage_runs_from_a_context_with_the_options_it_declares():
     for stage in pipeline.STAGES:
         run = pipeline.module_of(stage).run
         assert list(inspect.signature(run).parameters) == ["ctx"], f"{stage.name}: run(ctx)"
-    from buildkit.stages.build import BuildOptions
-    from buildkit.stages.report import ReportOptions
+    from buildkit.options import BuildOptions, ReportOptions
 
     opts = ReportOptions.parse(record=None, output=None, fmt="json", results=None)
     ctx = Context(Paths.of(Path("pins.yaml")), options=opts)
@@ -101,7 +100,7 @@ def test_every_stage_runs_from_a_context_with_the_options_it_declares():
 
 
 def test_report_runs_from_the_registry_and_writes_where_its_options_say(tmp_path):
-    from buildkit.stages.report import ReportOptions
+    from buildkit.options import ReportOptions
 
     paths = recorded_project(tmp_path)
     output = tmp_path / "report.md"

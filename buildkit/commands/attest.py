@@ -8,13 +8,12 @@ from buildkit.files import read_record
 from buildkit.models.paths import Paths
 from buildkit.models.records.index import IndexRecord
 from buildkit.models.results import Attested
+from buildkit.options import AttestOptions
 from buildkit.stages import pipeline
-from buildkit.stages.attest import AttestOptions, attest_index
+from buildkit.stages.attest import attest_index
 from buildkit.stages.attest.slsa import canonical
 from buildkit.stages.context import Context, each_platform
 from buildkit.text import ui
-
-__all__ = ["AttestOptions", "attest_command"]
 
 
 def attest_command(paths: Paths, opts: AttestOptions, platform: str | None = None) -> None:

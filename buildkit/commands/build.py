@@ -1,11 +1,10 @@
-"""`buildkit build` and `buildkit doctor`: load inputs, run the pipeline's stages, present progress and results."""
+"""`buildkit build`: load inputs, run the pipeline's stages, present progress and results."""
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Group
@@ -14,7 +13,6 @@ from rich.text import Text
 
 from buildkit.errors import BuildFailed, CheckFailed, EngineNotReady, InputError, Interrupted, OptionError
 from buildkit.files import write_atomic
-from buildkit.models.choices import Compression, ProgressMode
 from buildkit.models.grammar import image_ref
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins, load_pins
@@ -25,67 +23,21 @@ from buildkit.models.results import Built, Preflighted
 from buildkit.models.settings import (
     Setting,
     platform_setting,
-    release_without_submodules,
+    settings_warning,
     submodules_setting,
     target_setting,
 )
+from buildkit.options import BuildOptions
 from buildkit.runs.reproduce import check_reproducible
 from buildkit.stages import pipeline
-from buildkit.stages.build import BuildOptions, explain_failure, failure_hint
-from buildkit.stages.build.preflight import run_preflight, tool_checks
+from buildkit.stages.build import explain_failure, failure_hint
+from buildkit.stages.build.preflight import run_preflight
 from buildkit.stages.context import Context, Inputs, platform_inputs, platform_paths
 from buildkit.text import ui
 from buildkit.text.progress import Progress
 from buildkit.world import buildx
 from buildkit.world.http import Http
 from buildkit.world.registry import Registry
-
-__all__ = ["BuildOptions", "Compression", "DoctorOptions", "ProgressMode", "build_command", "doctor_command"]
-
-
-@dataclass(frozen=True)
-class DoctorOptions:
-    """`buildkit doctor`'s options. platform and tag None: the pins' (build.platform, build.tag) when a pins file is
-    found, else linux/amd64 and nemo-rl:latest."""
-
-    builder: str | None
-    min_free_gb: float
-    push: bool
-    tag: str | None
-    platform: str | None
-    submodules: bool = True
-    submodules_from: str = "default"
-    json_out: bool = False
-    platform_builders: tuple[tuple[str, str], ...] = ()  # --platform-builder: a platform checked on its own builder
-
-
-def doctor_command(pins_path: Path | None, opts: DoctorOptions) -> None:
-    """The machine checked for the build the pins describe: their platform and tag unless given, and the target and
-    submodule setting said with where each came from (pins_path None: no pins file found)."""
-    pins = load_pins(pins_path) if pins_path is not None else None
-    name = str(pins_path) if pins_path is not None else "pins.yaml"
-    settings = [
-        platform_setting(pins, name, opts.platform),
-        target_setting(pins, name),
-        submodules_setting(opts.submodules, opts.submodules_from),
-    ]
-    tag = opts.tag or (pins.build.tag if pins is not None else "nemo-rl:latest")
-    own = dict(opts.platform_builders)
-    platforms = settings[0].value.split(",")
-    result = run_preflight(opts.builder, ",".join(p for p in platforms if p not in own), opts.min_free_gb, opts.push,
-                           tag)  # fmt: skip
-    for platform, builder in own.items():  # each on its own builder: that builder's checks, named
-        theirs = run_preflight(builder, platform, opts.min_free_gb, False, tag).checks
-        result.checks += [replace(c, name=f"{c.name} ({platform})") for c in theirs if c.name != "engine"]
-    result.checks += tool_checks()
-    if opts.json_out:
-        checks = [{**asdict(c), "result": {True: "ok", False: "fail", None: "n/a"}[c.ok]} for c in result.checks]
-        shown = [s._asdict() for s in settings]
-        sys.stdout.write(json.dumps({"ok": not result.failed, "settings": shown, "checks": checks}, indent=2) + "\n")
-    say_settings(settings)
-    ui.print_checks(result.checks)
-    if result.failed:
-        raise CheckFailed(f"{len(result.failed)} check(s) failed", hint=result.failed[0].fix or None)
 
 
 def build_command(paths: Paths, opts: BuildOptions) -> None:
@@ -97,7 +49,8 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     run.resolve()  # when needed: the one lock of every platform
     assert ctx.inputs is not None
     platforms = ctx.lock.platforms()
-    say_settings(build_settings(ctx.inputs.pins, paths, opts))  # the inputs loaded, nothing long yet
+    settings = build_settings(ctx.inputs.pins, paths, opts)
+    ui.print_settings(settings, settings_warning(settings))  # the inputs loaded, nothing long yet
     engines = run.preflight(platforms)  # every platform on its builder, before the long stages
     if len(platforms) == 1:
         ctx.options = own = replace(opts, builder=opts.builder_for(platforms[0]))
@@ -169,17 +122,6 @@ def build_settings(pins: Pins, paths: Paths, opts: BuildOptions) -> list[Setting
     ]
 
 
-def say_settings(settings: list[Setting]) -> None:
-    """One line each on stderr, then the warning for a real target without submodules (loud: it is on stderr
-    before anything long runs, dry run included)."""
-    for setting in settings:
-        ui.err.print(ui.safe(setting.line()))
-    by_name = {s.name: s for s in settings}
-    warning = release_without_submodules(by_name["target"], by_name["submodules"])
-    if warning:
-        ui.warn(warning)
-
-
 def _dry_run(paths: Paths, opts: BuildOptions) -> None:
     each = platform_paths(paths)  # one platform's paths per platform of build.platforms
     for one in each:
@@ -187,7 +129,8 @@ def _dry_run(paths: Paths, opts: BuildOptions) -> None:
         if one is each[0]:
             # Once the pins and patches have loaded: a refused input stays the only thing said.
             whole = inputs.pins if inputs and len(each) == 1 else load_pins(paths.pins)
-            say_settings(build_settings(whole, paths, opts))
+            settings = build_settings(whole, paths, opts)
+            ui.print_settings(settings, settings_warning(settings))
             ui.err.print("[bold]plan[/] (dry run: nothing is changed)")
         if one.platform:
             ui.err.print(f"[bold]{one.platform}[/] (in {ui.safe(str(one.build_dir))})")

@@ -3,41 +3,13 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 
 from buildkit.errors import BuildWouldStop
 from buildkit.models.paths import Paths
-from buildkit.runs.bump import BumpFailed, BumpReport, BumpRequest, bump, check_ref
+from buildkit.options import BumpOptions
+from buildkit.runs.bump import BumpFailed, BumpReport, bump
 from buildkit.runs.bumpsummary import markdown
 from buildkit.text import ui
-
-
-@dataclass(frozen=True)
-class BumpOptions:
-    """`buildkit bump`'s options, checked (`parse`) before any work: what to move (`request`) and how to answer."""
-
-    request: BumpRequest
-    json_out: bool
-    allow_drift: bool
-
-    @classmethod
-    def parse(
-        cls, *, nemo_rl: str | None, vllm: bool, vllm_branch: str | None, dry_run: bool, summary: Path | None,
-        submodules: bool, json_out: bool, allow_unrelated: bool, allow_drift: bool,
-    ) -> BumpOptions:  # fmt: skip
-        explicit_branch = vllm_branch is not None
-        vllm_branch = vllm_branch or ("main" if vllm else None)  # --vllm-branch implies --vllm
-        request = BumpRequest(
-            nemo_rl=check_ref(nemo_rl, "--nemo-rl") if nemo_rl is not None else None,
-            vllm_branch=check_ref(vllm_branch, "--vllm-branch") if vllm_branch is not None else None,
-            dry_run=dry_run,
-            summary=summary,
-            submodules=submodules,
-            allow_unrelated=allow_unrelated,
-            follow_pr=vllm and vllm_branch == "main" and not explicit_branch,
-        )
-        return cls(request, json_out, allow_drift)
 
 
 def bump_command(paths: Paths, opts: BumpOptions) -> None:

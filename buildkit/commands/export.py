@@ -7,9 +7,9 @@ import sys
 
 from buildkit.models.paths import Paths
 from buildkit.models.records.squashfs import srun_line
+from buildkit.options import ExportOptions
 from buildkit.stages import pipeline
 from buildkit.stages.context import Context, each_platform
-from buildkit.stages.export import ExportOptions
 from buildkit.text import ui
 
 

@@ -1,58 +1,16 @@
-"""`buildkit prepare` and `buildkit render`: the pinned, patched source tree, and the Dockerfile from the lock."""
+"""`buildkit render`: prepare the sources, then the Dockerfile from the lock (each platform's, for several)."""
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 
 from rich.syntax import Syntax
 
-from buildkit.errors import InputError
-from buildkit.files import check_replaceable, is_stdout
 from buildkit.models.paths import Paths
+from buildkit.options import RenderOptions
 from buildkit.stages import pipeline
 from buildkit.stages.context import Context, each_platform, load_inputs
 from buildkit.text import ui
-
-
-def prepare_command(paths: Paths, submodules: bool, json_out: bool, submodules_from: str = "default") -> None:
-    # The tree is the same for every platform of build.platforms: prepared once, recorded at the top.
-    ctx = Context(paths, load_inputs(paths, on_note=ui.warn, whole=True), submodules=submodules)
-    with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
-        pipeline.run_stage("prepare", ctx)
-    record = ctx.made.prepare
-    if json_out:
-        sys.stdout.write(record.to_json())
-    else:
-        ui.print_prepare(record, paths.prepare_record, submodules_from)
-
-
-@dataclass(frozen=True)
-class RenderOptions:
-    """`buildkit render`'s options, checked (`parse`) before any work."""
-
-    output: Path | None  # None: build/Dockerfile (also with `-o -`, which then streams it)
-    streamed: bool  # `-o -`: written where it goes by default, and streamed to stdout
-    submodules: bool
-    diff: bool
-    strict: bool
-    syntax: bool
-    json_out: bool
-    submodules_from: str = "default"  # the flag or variable that set `submodules`, as messages name it
-
-    @classmethod
-    def parse(
-        cls, *, output: Path | None, submodules: bool, diff: bool, strict: bool, syntax: bool, json_out: bool,
-        submodules_from: str = "default",
-    ) -> RenderOptions:  # fmt: skip
-        streamed = is_stdout(output)
-        if streamed and (json_out or diff):
-            raise InputError("-o - writes the Dockerfile to standard output: it cannot go with --json or --diff")
-        output = None if streamed else output
-        if output is not None:
-            check_replaceable(output)  # before the work: a device or FIFO is never replaced
-        return cls(output, streamed, submodules, diff, strict, syntax, json_out, submodules_from)
 
 
 def render_command(paths: Paths, opts: RenderOptions, platform: str | None = None) -> None:

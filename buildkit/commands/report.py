@@ -6,15 +6,13 @@ from __future__ import annotations
 import sys
 
 from buildkit.files import write_atomic
-from buildkit.models.choices import ReportFormat
 from buildkit.models.paths import Paths
 from buildkit.models.results import Reported
+from buildkit.options import ReportOptions
 from buildkit.stages import pipeline
 from buildkit.stages.context import Context, each_platform
-from buildkit.stages.report import ReportOptions, several
+from buildkit.stages.report import several
 from buildkit.text import ui
-
-__all__ = ["ReportFormat", "ReportOptions", "report_command"]
 
 
 def report_command(paths: Paths, opts: ReportOptions, platform: str | None = None) -> None:

@@ -6,11 +6,9 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import typer
 from rich import box
 from rich.console import RenderableType
 from rich.progress import (
@@ -40,34 +38,12 @@ from buildkit.models.lock import (
 )
 from buildkit.models.paths import Paths
 from buildkit.models.pins import ARCH_OF_PLATFORM, Pins
+from buildkit.options import ResolveOptions
 from buildkit.stages.context import load_pins_and_patches, lock_state
 from buildkit.stages.resolve import measure_wheel, resolve_lock, write_lock
 from buildkit.stages.resolve.download import DownloadEvent
 from buildkit.stages.resolve.ours import check_lock_is_ours
 from buildkit.text import ui
-
-
-@dataclass(frozen=True)
-class ResolveOptions:
-    """`buildkit resolve`'s options, checked together (`parse`) before any work. deep (with check): the wheel's bytes
-    are downloaded afresh and their sha256 compared with the lock. download_wheel False: the lock's wheel is hashed
-    only if the cache has it (else: not content-addressed)."""
-
-    json_out: bool
-    check: bool
-    offline: bool
-    deep: bool = False
-    download_wheel: bool = True
-
-    @classmethod
-    def parse(
-        cls, *, json_out: bool, check: bool, offline: bool, deep: bool, no_wheel_download: bool
-    ) -> ResolveOptions:
-        if deep and (not check or offline):
-            raise typer.BadParameter("needs --check, and the network (not --offline)", param_hint="--deep")
-        if no_wheel_download and (check or offline):
-            raise typer.BadParameter("only applies when resolve writes the lock", param_hint="--no-wheel-download")
-        return cls(json_out, check, offline, deep, not no_wheel_download)
 
 
 def run_resolve(paths: Paths, opts: ResolveOptions) -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from buildkit.errors import CheckFailed
 from buildkit.models.paths import Paths
 from buildkit.models.records.verify import VerifyRecord
+from buildkit.options import VerifyOptions
 from buildkit.stages import pipeline
 from buildkit.stages.context import Context, each_platform
-from buildkit.stages.verify import VerifyOptions
 from buildkit.text import ui
 
 

@@ -50,6 +50,12 @@ def submodules_setting(on: bool, source: str) -> Setting:
     return Setting("submodules", "checked out" if on else "skipped", source)
 
 
+def settings_warning(settings: list[Setting]) -> str | None:
+    """The warning these settings call for (a real target without submodules), if any."""
+    by_name = {s.name: s for s in settings}
+    return release_without_submodules(by_name["target"], by_name["submodules"])
+
+
 def release_without_submodules(target: Setting, submodules: Setting) -> str | None:
     """The warning for a build of a real target without NeMo-RL's submodules. A warning, not a refusal: skipping
     them was asked for by name (the flag or the variable, which the warning repeats), and a target of the user's own

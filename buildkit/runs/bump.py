@@ -20,7 +20,7 @@ import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from packaging.version import Version
 
@@ -31,7 +31,6 @@ from buildkit.files import write_all_atomic
 from buildkit.gpu.torchreq import TorchMismatch
 from buildkit.models.checks import known_checks
 from buildkit.models.drift import cuda_of_tag
-from buildkit.models.grammar import git_ref
 from buildkit.models.lock import (
     CommitFact,
     Lock,
@@ -45,6 +44,7 @@ from buildkit.models.lock import (
 from buildkit.models.paths import Paths
 from buildkit.models.pins import pins_from_text, read_pins_text
 from buildkit.models.pinsedit import PinsEditor
+from buildkit.options import BumpRequest
 from buildkit.runs.bumpsummary import (
     BumpReport,
     CommitInfo,
@@ -69,16 +69,6 @@ DEFAULT_NEMO_RL_REF = "main"  # what `buildkit bump` with no option moves nemo_r
 _CU_RE = re.compile(r"cu(?P<major>[0-9]{1,2})(?P<minor>[0-9])")  # fullmatch: cu130 -> CUDA 13.0
 
 
-class BumpRequest(NamedTuple):
-    nemo_rl: str | None  # branch or tag; None: nemo_rl stays (unless vllm_branch is None too: then main)
-    vllm_branch: str | None  # None: vllm stays
-    dry_run: bool
-    summary: Path | None  # default: build/bump.md
-    submodules: bool = True
-    allow_unrelated: bool = False  # move a pin even to a commit that does not contain the pinned one
-    follow_pr: bool = False  # --vllm without a branch: a pinned vllm.pr is followed (its head, or its merge commit)
-
-
 class BumpFailed(BuildkitError):
     """A step failed: the cause's message, hint and exit code, and the report of what was found before it."""
 
@@ -87,14 +77,6 @@ class BumpFailed(BuildkitError):
         self.exit_code = cause.exit_code
         self.cause = cause
         self.report = report
-
-
-def check_ref(value: str, option: str) -> str:
-    """A branch, tag or SHA from the command line, held to the pins' ref grammar before git or a URL sees it."""
-    try:
-        return git_ref(value)
-    except ValueError as exc:
-        raise InputError(f"{option}: {exc}") from None
 
 
 def _info(fact: CommitFact) -> CommitInfo:

@@ -222,7 +222,7 @@ class Context:
     atomically), or, with `hold` (bump, the reproducibility check), into `held`, which the caller writes all together
     or drops.
 
-    `options` are the command's, parsed and frozen (a stage's own class, such as stages/build.py's BuildOptions; the
+    `options` are the command's, parsed and frozen (one of buildkit/options.py's classes, such as BuildOptions; the
     stage takes them with `given`). The stage tells the CLI what it does through `note` (a warning), `say` (a line of
     what it found or does), `step` (what a long stage does now, for a spinner) and `watch` (a view of its output as
     it comes); the CLI decides how to show it."""

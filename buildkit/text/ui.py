@@ -64,6 +64,15 @@ def print_checks(checks) -> None:
     err.print(table)
 
 
+def print_settings(settings, warning: str | None) -> None:
+    """The settings a build takes, one line each on stderr, then the warning they call for (loud: said before
+    anything long runs, dry run included)."""
+    for setting in settings:
+        err.print(safe(setting.line()))
+    if warning:
+        warn(warning)
+
+
 def print_prepare(record, record_path, submodules_from: str = "--no-submodules") -> None:
     """submodules_from: the flag or variable that skipped the submodules (BUILDKIT_SUBMODULES=0), said as it is."""
     if record.fetched:

@@ -4,7 +4,6 @@ with a key, signed in a DSSE envelope and attached to the pushed image (buildkit
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from buildkit.errors import InputError, excerpt
@@ -16,6 +15,7 @@ from buildkit.models.records.attest import AttestRecord
 from buildkit.models.records.build import pushed
 from buildkit.models.records.index import IndexRecord
 from buildkit.models.results import Attested
+from buildkit.options import AttestOptions
 from buildkit.stages.attest import slsa
 from buildkit.stages.context import Context, load_inputs
 from buildkit.world import cosign
@@ -33,28 +33,6 @@ def _write_record(paths: Paths, sources, payload: bytes, subject: str, done: Att
         attested_at=utc_now(),
     )  # fmt: skip
     write_atomic(paths.attest_record(record.smoke), kept.model_dump_json(indent=2) + "\n")
-
-
-@dataclass(frozen=True)
-class AttestOptions:
-    """`buildkit attest`'s options, checked (`parse`) before anything is read: the builder ID a URI, the key one
-    cosign can use, the repository a name without tag or digest."""
-
-    record: Path | None
-    key: str | None
-    builder_id: str  # runDetails.builder.id
-    json_out: bool
-    repository: str | None
-
-    @classmethod
-    def parse(
-        cls, *, record: Path | None, key: str | None, builder_id: str | None, json_out: bool, repository: str | None
-    ) -> AttestOptions:
-        builder = slsa.builder_id(builder_id)
-        if key is not None:
-            cosign.check_key(key)  # a missing key is bad input before anything else is read
-        named = slsa.checked_repository(repository) if repository is not None else None
-        return cls(record, key, builder, json_out, named)
 
 
 def run(ctx: Context) -> None:

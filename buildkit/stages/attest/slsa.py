@@ -20,7 +20,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from buildkit.errors import InputError, excerpt
 from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, sha256_bytes, sha256_file
 from buildkit.models.checks import known_checks
-from buildkit.models.grammar import DIGEST_RE, IMAGE_REF_RE, one_line_text
+from buildkit.models.grammar import DIGEST_RE, one_line_text
 from buildkit.models.lock import Lock, composition
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
@@ -34,7 +34,6 @@ from buildkit.stages.context import load_inputs
 
 _BUILD_REF_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
 _TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z")
-_BUILDER_ID_RE = re.compile(r"[a-z][a-z0-9+.-]*:[A-Za-z0-9._~:/?#@!$&'()*+,;=%-]{1,500}")
 
 
 class Sources(NamedTuple):
@@ -58,15 +57,6 @@ class Sources(NamedTuple):
 def canonical(value: Any) -> bytes:
     """JSON with sorted keys, no insignificant whitespace, UTF-8: one value, one byte string."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def builder_id(value: str | None) -> str:
-    """runDetails.builder.id: a URI naming the platform trusted to run the build (a CI run's URL, say)."""
-    if value is None:
-        return DEFAULT_BUILDER_ID
-    if not _BUILDER_ID_RE.fullmatch(value) or urlsplit(value).scheme != urlsplit(value).scheme.lower():
-        raise InputError(f"--builder-id: expected an absolute URI (scheme:...), found {value[:120]!r}")
-    return value
 
 
 def gather(paths: Paths, record_path: Path | None = None, repository: str | None = None) -> Sources:
@@ -94,7 +84,7 @@ def gather(paths: Paths, record_path: Path | None = None, repository: str | None
             f"{paths.render_record(record.smoke)}: no render record of this build's Dockerfile (from this lock)",
             hint=f"build again (`buildkit build{' --smoke' if record.smoke else ''}` renders the Dockerfile first)",
         )
-    named = repository  # checked with the options (commands/attest.py: checked_repository)
+    named = repository  # checked with the options (buildkit/options.py: checked_repository)
     checked_record(record, record_path, inputs.lock)
     record_bytes = _read_bounded(record_path)
     log = Path(record.log)
@@ -134,14 +124,6 @@ def _build_record(paths: Paths, record_path: Path | None) -> tuple[Path, BuildRe
     if record is None:
         raise InputError(f"{record_path}: no such build record")
     return record_path, record
-
-
-def checked_repository(value: str) -> str:
-    """--repository: an image name (registry and path, the distribution grammar), no tag or digest."""
-    m = IMAGE_REF_RE.fullmatch(value)
-    if not m or m.group("tag") or m.group("digest"):
-        raise InputError(f"--repository: expected an image name without tag or digest, found {excerpt(value, 120)}")
-    return value
 
 
 def checked_record(record: BuildRecord, path: Path, lock: Lock) -> None:

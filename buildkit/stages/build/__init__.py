@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import socket
-import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -20,131 +19,21 @@ from pathlib import Path
 from typing import Literal
 
 from buildkit import __version__
-from buildkit.errors import BuildkitError, EngineNotReady, InputError, OptionError, excerpt
+from buildkit.errors import BuildkitError, EngineNotReady, InputError
 from buildkit.files import MAX_RECORD_BYTES, read_local, utc_now, write_atomic
-from buildkit.models.choices import Compression, ProgressMode
 from buildkit.models.lock import Lock
-from buildkit.models.pins import ARCH_OF_PLATFORM
 from buildkit.models.plan import BuildPlan, argv, plan_for_lock, shell_command
 from buildkit.models.records import header
 from buildkit.models.records.build import BuildRecord, CacheUse, ImageFacts, LayerFact, StepTime
 from buildkit.models.results import Builder, Built
+from buildkit.options import BuildOptions
 from buildkit.stages.context import Context, one_platform
 from buildkit.text.progress import Progress, Step
 from buildkit.text.sanitize import strip_controls
-from buildkit.world import buildx, proc
+from buildkit.world import proc
 from buildkit.world.engine import Engine
 from buildkit.world.http import Http
 from buildkit.world.registry import Registry
-
-
-@dataclass(frozen=True)
-class BuildOptions:
-    """`buildkit build`'s options, parsed and validated (`parse`) before any work."""
-
-    builder: str | None
-    push: bool
-    sbom: bool
-    cache_from: tuple[str, ...]
-    cache_to: tuple[str, ...]
-    progress: ProgressMode
-    dry_run: bool
-    smoke: bool
-    smoke_base: str
-    min_free_gb: float | None
-    submodules: bool
-    syntax: bool | None  # None: the default, which is no `# syntax=` line for --smoke (it must work offline)
-    extra: tuple[str, ...]
-    allow_drift: bool = False
-    check_reproducible: bool = False
-    rebuild_builder: str | None = None
-    shared_cache: bool = True  # the lock's build.cache, if it names one
-    compression: Compression | None = None  # None: the lock's build.compression
-    force_compression: bool | None = None
-    json_out: bool = False
-    submodules_from: str = "default"  # the flag or variable that set `submodules`, as messages name it
-    emulate: bool = False  # build a platform the builder runs only under QEMU (an order of magnitude slower)
-    platform_builders: tuple[tuple[str, str], ...] = ()  # --platform-builder PLATFORM=NAME: that platform's builder
-
-    def builder_for(self, platform: str) -> str | None:
-        """The builder a platform builds on: its --platform-builder, else --builder (None: the current one)."""
-        return dict(self.platform_builders).get(platform, self.builder)
-
-    @classmethod
-    def parse(
-        cls, *, progress: ProgressMode | str | None, compression: Compression | str | None, cache_from: list[str],
-        cache_to: list[str], extra: list[str], platform_builders: list[str] | None = None, **given,
-    ) -> BuildOptions:  # fmt: skip
-        """The options as typed, checked: a wrong value is a usage error (exit 2) naming the option. (The CLI's
-        typer checks the choices first; a caller that gives strings has them checked here.)"""
-        progress = progress or "auto"  # BUILDKIT_PROGRESS set but empty, as buildx reads it
-        if progress not in ProgressMode.__members__:
-            raise OptionError(
-                f"expected auto, tty, plain, quiet or rawjson, found {excerpt(progress, 60)}",
-                param_hint="--progress/$BUILDKIT_PROGRESS",
-            )
-        if compression not in (None, *Compression.__members__):
-            raise OptionError("expected gzip or zstd", param_hint="--compression")
-        opts = cls(
-            progress=ProgressMode(progress), compression=Compression(compression) if compression else None,
-            cache_from=tuple(cache_from), cache_to=tuple(cache_to), extra=tuple(extra),
-            platform_builders=parse_platform_builders(platform_builders or []), **given,
-        )  # fmt: skip
-        if opts.rebuild_builder and not opts.check_reproducible:
-            raise OptionError("only with --check-reproducible", param_hint="--rebuild-builder")
-        for name in (opts.builder, opts.rebuild_builder):
-            if name:
-                buildx.validate_builder_name(name)
-        return opts
-
-    @property
-    def with_syntax(self) -> bool:
-        return self.syntax if self.syntax is not None else not self.smoke
-
-    @property
-    def view_mode(self) -> str:
-        """tty, plain, quiet or rawjson: `auto` is tty on a terminal."""
-        mode = {"live": "tty"}.get(self.progress.value, self.progress.value)
-        if mode == "auto":
-            mode = "tty" if sys.stderr.isatty() else "plain"
-        return mode
-
-    @property
-    def min_free(self) -> float:
-        return self.min_free_gb if self.min_free_gb is not None else (1.0 if self.smoke else 100.0)
-
-    def plan_options(self, provenance: bool) -> dict:
-        """What plan_for_lock takes from the options."""
-        return {
-            "builder": self.builder,
-            "provenance": provenance,
-            "sbom": self.sbom,
-            "cache_from": tuple(self.cache_from),
-            "cache_to": tuple(self.cache_to),
-            "shared_cache_use": self.shared_cache,
-            "compression": str(self.compression) if self.compression else None,
-            "force_compression": self.force_compression,
-            "push": self.push,
-            "extra": tuple(self.extra),
-        }
-
-
-def parse_platform_builders(given: list[str]) -> tuple[tuple[str, str], ...]:
-    """--platform-builder linux/arm64=gb200: each a platform buildkit builds for and a builder name, once each."""
-    pairs: dict[str, str] = {}
-    for text in given:
-        platform, sep, name = text.partition("=")
-        if not sep or platform not in ARCH_OF_PLATFORM:
-            raise OptionError(f"expected PLATFORM=NAME with PLATFORM one of {', '.join(ARCH_OF_PLATFORM)}, found "
-                              f"{excerpt(text, 60)}", param_hint="--platform-builder")  # fmt: skip
-        if platform in pairs:
-            raise OptionError(f"{platform} given twice", param_hint="--platform-builder")
-        if not buildx.BUILDER_NAME_RE.fullmatch(name):
-            raise OptionError(f"expected a builder name like 'gb200' after {platform}=, found {excerpt(name, 60)}",
-                              param_hint="--platform-builder")  # fmt: skip
-        pairs[platform] = name
-    return tuple(pairs.items())
-
 
 # BuildKit's words when an `ADD --checksum` source has other bytes (source/http/source.go), in its two forms:
 # "digest mismatch for URL: GOT (expected: WANT)" and "digest mismatch GOT: WANT".

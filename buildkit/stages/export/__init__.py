@@ -46,7 +46,6 @@ import re
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -54,7 +53,6 @@ from typing import Any, NamedTuple
 from buildkit import __version__
 from buildkit.errors import InputError, excerpt
 from buildkit.files import (
-    is_stdout,
     read_record,
     replaced_atomically,
     sha256_file,
@@ -72,6 +70,7 @@ from buildkit.models.plan import source_date_epoch
 from buildkit.models.records import belongs, header
 from buildkit.models.records.build import BuildRecord, latest_successful_build
 from buildkit.models.records.squashfs import EnrootLayout, SquashfsRecord
+from buildkit.options import ExportOptions
 from buildkit.stages.context import Context, load_inputs
 from buildkit.world.engine import Engine, ImageEngine
 from buildkit.world.mksquashfs import Mksquashfs, find_mksquashfs, squash
@@ -99,23 +98,6 @@ class Source(NamedTuple):
     ref: str
     record_path: Path | None
     record: BuildRecord | None
-
-
-@dataclass(frozen=True)
-class ExportOptions:
-    """`buildkit export`'s options, checked (`parse`) before any work."""
-
-    image: str | None
-    output: Path | None  # None: build/<image>.sqsh (also with `-o -`, which then streams it)
-    streamed: bool  # `-o -`: made where it goes by default, then streamed to stdout
-    json_out: bool
-
-    @classmethod
-    def parse(cls, *, image: str | None, output: Path | None, json_out: bool) -> ExportOptions:
-        streamed = is_stdout(output)
-        if streamed and json_out:
-            raise InputError("-o - writes the squashfs to standard output: it cannot go with --json")
-        return cls(image, None if streamed else output, streamed, json_out)
 
 
 def run(ctx: Context) -> None:

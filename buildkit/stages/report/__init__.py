@@ -12,7 +12,7 @@ import io
 import json
 import re
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,8 +23,6 @@ from buildkit.errors import InputError, excerpt
 from buildkit.files import (
     MAX_PATCH_BYTES,
     MAX_RESULTS_BYTES,
-    check_replaceable,
-    is_stdout,
     read_local,
     read_record,
     sha256_bytes,
@@ -48,6 +46,7 @@ from buildkit.models.records.squashfs import SquashfsRecord, srun_line
 from buildkit.models.records.verify import VerifyRecord
 from buildkit.models.results import Reported
 from buildkit.models.yamlload import load_yaml
+from buildkit.options import ReportOptions
 from buildkit.stages.context import Context, load_inputs
 from buildkit.text import markdown
 from buildkit.text.markdown import safe_url
@@ -118,26 +117,6 @@ def read_results(path: Path) -> dict[str, Any]:
                 raise InputError(f"{path}: {key} must be under 20,000 characters, without a ```` fence")
             out[key] = text
     return out
-
-
-@dataclass(frozen=True)
-class ReportOptions:
-    """`buildkit report`'s options, checked (`parse`) before any work."""
-
-    record: Path | None
-    output: Path | None  # None or `-`: standard output
-    format: ReportFormat
-    results: Path | None
-
-    @classmethod
-    def parse(
-        cls, *, record: Path | None, output: Path | None, fmt: ReportFormat | str, results: Path | None
-    ) -> ReportOptions:
-        if fmt not in ReportFormat.__members__:
-            raise InputError(f"--format: expected markdown or json, found {fmt!r}")
-        if output is not None and not is_stdout(output):
-            check_replaceable(output)  # a device or FIFO is never replaced
-        return cls(record, None if output is None or is_stdout(output) else output, ReportFormat(fmt), results)
 
 
 def run(ctx: Context) -> None:

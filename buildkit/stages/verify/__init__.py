@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from buildkit import __version__
-from buildkit.errors import CredentialsError, EngineNotReady, InputError, OptionError, UpstreamMismatch, excerpt
+from buildkit.errors import CredentialsError, EngineNotReady, InputError, UpstreamMismatch, excerpt
 from buildkit.files import read_record, utc_now
 from buildkit.gpu import driver
 from buildkit.gpu.abi import stop_if_unresolved
@@ -33,10 +33,10 @@ from buildkit.models.records.build import latest_build, latest_successful_build,
 from buildkit.models.records.prepare import PrepareRecord
 from buildkit.models.records.render import RenderRecord
 from buildkit.models.records.verify import CheckResult, VerifyRecord
+from buildkit.options import VerifyOptions
 from buildkit.stages import context
 from buildkit.stages.verify.provenance import verify_provenance
 from buildkit.text.sanitize import strip_controls
-from buildkit.world.cosign import check_public_key
 from buildkit.world.credentials import lookup
 from buildkit.world.engine import ContainerRefused, Engine, ImageEngine
 from buildkit.world.registry import parse_image_ref
@@ -388,35 +388,6 @@ def version_reason(out: str, commit: str) -> str:
     """The vLLM version check's reason: the last line the image printed (from inside it: bounded, no controls)."""
     last = out.splitlines()[-1] if out.splitlines() else "?"
     return f"vllm.__version__ = {excerpt(strip_controls(last), 200)[1:-1]}; expected +g{commit[:9]}"
-
-
-@dataclass(frozen=True)
-class VerifyOptions:
-    """`buildkit verify`'s options, checked (`parse`) before any work."""
-
-    image: str | None
-    gpus: bool
-    json_out: bool
-    provenance: bool
-    key: str | None
-    drivers: tuple[str, ...]
-
-    @classmethod
-    def parse(
-        cls, *, image: str | None, gpus: bool, json_out: bool, provenance: bool, key: str | None, drivers: list[str]
-    ) -> VerifyOptions:
-        if provenance and gpus:
-            raise OptionError("not with --provenance", param_hint="--gpus")
-        for value in drivers:
-            try:
-                driver.parse_driver(value)
-            except ValueError as exc:
-                raise OptionError(str(exc), param_hint="--driver") from None
-        if provenance:
-            if not key:
-                raise InputError("--provenance needs --key: the public key buildkit's statement was signed with")
-            check_public_key(key)  # bad input before any check: a missing or private key is not a failed check
-        return cls(image, gpus, json_out, provenance, key, tuple(drivers))
 
 
 def run(ctx: context.Context) -> None:
