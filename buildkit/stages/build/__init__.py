@@ -1,7 +1,5 @@
-"""`docker buildx build` for the image: the argv from the lock, the run with progress and a full log, the record.
-
-Everything that reaches the argv comes from the lock (grammar-checked) or from typed options; buildx runs as an
-argv list, never through a shell. SOURCE_DATE_EPOCH goes in the environment (buildx copies it into the build).
+"""`docker buildx build` for the image: the plan from the lock (buildkit/models/plan.py: the argv, SOURCE_DATE_EPOCH),
+the run with progress and a full log, and the record, whatever the outcome. The checks before it are preflight.py.
 """
 
 from __future__ import annotations
