@@ -69,3 +69,13 @@ def test_report_goes_to_stdout_and_to_a_file_with_o(cli, tmp_path):
     assert written.code == 0 and written.stdout == ""
     assert (tmp_path / "report.md").read_text() == printed.stdout
     assert f"wrote {tmp_path / 'report.md'}" in written.stderr
+
+
+def test_every_package_is_shipped_in_the_wheel():
+    """pyproject.toml lists buildkit's packages one by one: a package left out would be missing from `pip install .`
+    while the checkout still works."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(REPO_ROOT).parts) for p in (REPO_ROOT / "buildkit").rglob("__init__.py")}
+    assert found - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
