@@ -20,21 +20,17 @@ def attest_command(paths: Paths, opts: AttestOptions, platform: str | None = Non
     """Each platform's statement (its own image the subject), signed and attached with a key; for several
     platforms pushed as one image index, the index's too (each platform's image and statement its dependencies)."""
     each = each_platform(paths, platform, **{"--record": opts.record})
-    statements: dict[str | None, dict] = {}
-    done: list[Attested] = []
-    for one in each:
-        ui.platform_heading(one.platform, one.build_dir, len(each))
-        done.append(_attest(one, opts))
-        statements[one.platform] = done[-1].statement
+    done = ui.per_platform(each, lambda one: _attest(one, opts))
+    statements = {p: d.statement for p, d in done.items()}
     if len(each) > 1 and platform is None:
-        smoke = done[0].statement_file == each[0].statement(True)
+        smoke = done[each[0].platform].statement_file == each[0].statement(True)
         index = read_record(paths.index_record(smoke), IndexRecord)
         ui.platform_heading("image index", paths.index_record(smoke), 2)
         if index is None or index.index_digest is None:
             why = "no build of every platform recorded" if index is None else index.index
             ui.err.print(f"image index: not attested ({ui.safe(why)}); each platform's statement stands alone")
         else:
-            payloads = {str(one.platform): canonical(d.statement) for one, d in zip(each, done, strict=True)}
+            payloads = {str(p): canonical(d.statement) for p, d in done.items()}
             indexed = attest_index(paths, smoke, opts.key, opts.builder_id, payloads)
             _say(indexed)
             statements["index"] = indexed.statement

@@ -18,10 +18,7 @@ def export_command(paths: Paths, opts: ExportOptions, platform: str | None = Non
     one platform's for another's."""
     each = each_platform(paths, platform, **{"IMAGE": opts.image, "--output": opts.output,
                                              "-o -": True if opts.streamed else None})  # fmt: skip
-    results = {}
-    for one in each:
-        ui.platform_heading(one.platform, one.build_dir, len(each))
-        results[one.platform] = _export(one, opts)
+    results = ui.per_platform(each, lambda one: _export(one, opts))
     if opts.json_out:
         ui.write_json_by_platform(results)
 

@@ -16,10 +16,7 @@ from buildkit.text import ui
 def render_command(paths: Paths, opts: RenderOptions, platform: str | None = None) -> None:
     """The Dockerfile of each platform (build/<os>-<arch>/Dockerfile for several: each names its own wheel)."""
     each = each_platform(paths, platform, **{"--output": opts.output, "-o -": True if opts.streamed else None})
-    summaries = {}
-    for one in each:
-        ui.platform_heading(one.platform, one.build_dir, len(each))
-        summaries[one.platform] = _render(one, opts)
+    summaries = ui.per_platform(each, lambda one: _render(one, opts))
     if opts.json_out:
         ui.write_json_by_platform(summaries)
 

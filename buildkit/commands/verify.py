@@ -14,17 +14,14 @@ from buildkit.text import ui
 
 def verify_command(paths: Paths, opts: VerifyOptions, platform: str | None = None) -> None:
     each = each_platform(paths, platform, **{"IMAGE": opts.image})
+    records = ui.per_platform(each, lambda one: _verify(one, opts))
     failed: list[tuple[str, list[str]]] = []  # (image, the checks that failed on it)
-    results = {}
-    for one in each:
-        ui.platform_heading(one.platform, one.build_dir, len(each))
-        result = _verify(one, opts)
-        results[one.platform] = result.model_dump(mode="json")
-        names = [c.name for c in result.results if c.status == "fail"]
+    for record in records.values():
+        names = [c.name for c in record.results if c.status == "fail"]
         if names:
-            failed.append((result.image, names))
+            failed.append((record.image, names))
     if opts.json_out:
-        ui.write_json_by_platform(results)
+        ui.write_json_by_platform({p: r.model_dump(mode="json") for p, r in records.items()})
     if failed:
         count = sum(len(names) for _, names in failed)
         where = "; ".join(f"on {image}: {', '.join(names)}" for image, names in failed)

@@ -4,7 +4,9 @@ printouts more than one command shows (preflight checks, the prepare summary, dr
 from __future__ import annotations
 
 import os
-from typing import Literal
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal, Protocol, TypeVar
 
 from rich.console import Console
 from rich.markup import escape
@@ -101,6 +103,29 @@ def print_transformations(transformations) -> None:
     """One line per transformation render applied to upstream's Dockerfile."""
     for t in transformations:
         err.print(f"transformed ({safe(t.name)}): {safe(t.summary)}")
+
+
+class OnePlatform(Protocol):
+    """One platform's paths (models/paths.Paths): what a per-platform run is headed with."""
+
+    @property
+    def platform(self) -> str | None: ...
+
+    @property
+    def build_dir(self) -> Path: ...
+
+
+Each = TypeVar("Each", bound=OnePlatform)
+Result = TypeVar("Result")
+
+
+def per_platform(each: Sequence[Each], run: Callable[[Each], Result]) -> dict[str | None, Result]:
+    """`run` for each platform's paths in turn, under its heading when there are several: results by platform."""
+    results = {}
+    for one in each:
+        platform_heading(one.platform, one.build_dir, len(each))
+        results[one.platform] = run(one)
+    return results
 
 
 def platform_heading(platform: str | None, where: object, count: int) -> None:

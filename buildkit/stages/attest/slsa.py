@@ -396,9 +396,8 @@ def index_statement(index: IndexRecord, statements: dict[str, bytes], builder: s
     dependencies each platform's image and that image's own statement (by the sha256 of its canonical bytes)."""
     if index.index_digest is None or not DIGEST_RE.fullmatch(index.index_digest):
         raise InputError("the index record names no pushed index digest: only a pushed index (--push) is attested")
-    for stamp in (index.created,):
-        if not _TIMESTAMP_RE.fullmatch(stamp):
-            raise InputError(f"the index record's time {stamp!r} is not an RFC 3339 UTC time")
+    if not _TIMESTAMP_RE.fullmatch(index.created):
+        raise InputError(f"the index record's time {index.created!r} is not an RFC 3339 UTC time")
     name = image_name(index.tag)
     dependencies: list[dict[str, Any]] = []
     for image in index.platforms:
