@@ -129,8 +129,10 @@ def main() -> None:
     if not args.no_mypy:
         print(f"mypy errors                          {mypy_errors()}")
     ours, base = startup(args.repeat)
-    print(f"buildkit --help start-up             {ours * 1000:.0f} ms vs import typer {base * 1000:.0f} ms: "
-          f"{ours / base:.2f}x (goal <= 1.3)")  # fmt: skip
+    print(
+        f"buildkit --help start-up             {ours * 1000:.0f} ms vs import typer {base * 1000:.0f} ms: "
+        f"{ours / base:.2f}x (goal <= 1.3)"
+    )
 
 
 if __name__ == "__main__":

@@ -79,8 +79,10 @@ def main() -> None:
     assert not isinstance(baselibs.system(found), str)
     print(f"layers: {size / 1e6:.0f} MB compressed ({len(layers)}), libraries in the bottom one")
     print(f"baseline (gunzip + tar headers, from memory): {baseline:.2f} s, {size / 1e6 / baseline:.0f} MB/s")
-    print(f"resolve's read (HTTP, checked, scanned):      {cold:.2f} s, {size / 1e6 / cold:.0f} MB/s, "
-          f"{cold / baseline:.2f} x the baseline")  # fmt: skip
+    print(
+        f"resolve's read (HTTP, checked, scanned):      {cold:.2f} s, {size / 1e6 / cold:.0f} MB/s, "
+        f"{cold / baseline:.2f} x the baseline"
+    )
     print(f"warm (the cache):                              {warm * 1000:.1f} ms")
 
 

@@ -59,11 +59,20 @@ def push(context: Path, tmp: Path, compression: str) -> tuple[int, float]:
     empty_builder(BUILDER_B)
     repo = f"bench-{uuid.uuid4().hex[:12]}/image"
     plan = BuildPlan(
-        dockerfile=context / "Dockerfile", tree=context, target="", platform="linux/amd64",
-        tag=f"{REGISTRY}/{repo}:{compression}", build_args=(), metadata_file=tmp / "metadata.json",
-        source_date_epoch=1770316331, builder=BUILDER_B, provenance=False, push=True, compression=compression,
+        dockerfile=context / "Dockerfile",
+        tree=context,
+        target="",
+        platform="linux/amd64",
+        tag=f"{REGISTRY}/{repo}:{compression}",
+        build_args=(),
+        metadata_file=tmp / "metadata.json",
+        source_date_epoch=1770316331,
+        builder=BUILDER_B,
+        provenance=False,
+        push=True,
+        compression=compression,
         force_compression=True,
-    )  # fmt: skip
+    )
     result = run_buildx(plan, tmp / "push.log", lambda line, progress: None)
     if result.exit_code:
         sys.exit((tmp / "push.log").read_text()[-3000:])

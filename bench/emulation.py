@@ -47,10 +47,19 @@ def _seconds(start: str, end: str) -> float:
 def step_time(context: Path, platform: str) -> float:
     """Seconds the Dockerfile's RUN step takes, built with no cache for `platform`."""
     plan = BuildPlan(
-        dockerfile=context / "Dockerfile", tree=context, target="", platform=platform, tag="bench-emulation:1",
-        build_args=(), metadata_file=context.parent / "metadata.json", source_date_epoch=1770316331,
-        builder=BUILDER, provenance=False, export=False, no_cache=True,
-    )  # fmt: skip
+        dockerfile=context / "Dockerfile",
+        tree=context,
+        target="",
+        platform=platform,
+        tag="bench-emulation:1",
+        build_args=(),
+        metadata_file=context.parent / "metadata.json",
+        source_date_epoch=1770316331,
+        builder=BUILDER,
+        provenance=False,
+        export=False,
+        no_cache=True,
+    )
     log = context.parent / "build.log"
     result = run_buildx(plan, log, lambda line, progress: None)
     if result.exit_code:

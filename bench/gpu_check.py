@@ -46,8 +46,9 @@ def whole_check(vllm: Path, torch: Path, cache: Path) -> float:
     start = time.perf_counter()
     build = load_pins(ROOT / "pins.yaml").build
     locked = torch_of_uv_lock((NEMO_RL_UV_LOCK_HEADER + NEMO_RL_TORCH_PYPI).encode(), "uv.lock", "x86_64")
-    gpu, notes = check.wheel_check(vllm, VLLM_0_14_0.filename, build, locked,
-                                  lambda t: abi.torch_defined(torch, t.sha256, cache))  # fmt: skip
+    gpu, notes = check.wheel_check(
+        vllm, VLLM_0_14_0.filename, build, locked, lambda t: abi.torch_defined(torch, t.sha256, cache)
+    )
     assert notes == [] and gpu.abi is not None and gpu.abi.unresolved == [], (notes, gpu.abi)
     return time.perf_counter() - start
 

@@ -35,8 +35,11 @@ def aarch64_wheel(up: Upstreams) -> None:
 
 def arm64_only(text: str) -> str:
     """The reference pins for GB200 alone: linux/arm64, its GPUs and its wheel's arch."""
-    for old, new in (("platform: linux/amd64", "platform: linux/arm64"), ("arch: x86_64", "arch: aarch64"),
-                     ('cuda_arch_list: "9.0"', 'cuda_arch_list: "10.0"')):  # fmt: skip
+    for old, new in (
+        ("platform: linux/amd64", "platform: linux/arm64"),
+        ("arch: x86_64", "arch: aarch64"),
+        ('cuda_arch_list: "9.0"', 'cuda_arch_list: "10.0"'),
+    ):
         assert old in text, old
         text = text.replace(old, new)
     return text
@@ -46,9 +49,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    shapes = {"linux/amd64 alone (native)": (lambda t: t, []),
-              "linux/arm64 alone (QEMU)": (arm64_only, ["--emulate"]),
-              "both (build.platforms)": (two_platforms, ["--emulate"])}  # fmt: skip
+    shapes = {
+        "linux/amd64 alone (native)": (lambda t: t, []),
+        "linux/arm64 alone (QEMU)": (arm64_only, ["--emulate"]),
+        "both (build.platforms)": (two_platforms, ["--emulate"]),
+    }
     times: dict[str, list[float]] = {name: [] for name in shapes}
     with smoke_project(aarch64_wheel) as (project, env, _):
         pins = (project / "pins.yaml").read_text()

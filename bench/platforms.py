@@ -104,8 +104,14 @@ def timeline(up: Upstreams, pins: Pins, cache: Path, latency: float) -> list[str
     seen: list[tuple[float, str, str, str]] = []
     started = time.perf_counter()
     for name, server in upstreams_of(up).items():
-        def record(method: str, path: str, headers: dict[str, str], name: str = name,
-                   original: Callable[..., Any] = server.record) -> None:  # fmt: skip
+
+        def record(
+            method: str,
+            path: str,
+            headers: dict[str, str],
+            name: str = name,
+            original: Callable[..., Any] = server.record,
+        ) -> None:
             seen.append((time.perf_counter() - started, name, method, path))
             original(method, path, headers)
 
@@ -147,8 +153,10 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             pins: dict[str, Pins] = {}
-            for name, text in (("1 platform", pins_text(up.base_image)),
-                               ("2 platforms", two_platforms(pins_text(up.base_image)))):  # fmt: skip
+            for name, text in (
+                ("1 platform", pins_text(up.base_image)),
+                ("2 platforms", two_platforms(pins_text(up.base_image))),
+            ):
                 path = Path(tmp) / f"{name.replace(' ', '-')}.yaml"
                 path.write_text(text)
                 pins[name] = load_pins(path)
@@ -170,16 +178,17 @@ def main() -> None:
         up.stop()
 
     one, two = configs["1 platform"], configs["2 platforms"]
-    print(f"latency injected per request: {args.latency * 1000:.0f} ms; median of {args.repeat} runs each, every run "
-          f"from an empty cache; wheels {args.wheel_kib} KiB, base layer {args.layer_kib} KiB")  # fmt: skip
+    print(
+        f"latency injected per request: {args.latency * 1000:.0f} ms; median of {args.repeat} runs each, every run "
+        f"from an empty cache; wheels {args.wheel_kib} KiB, base layer {args.layer_kib} KiB"
+    )
     print(f"{'':24} {'1 platform':>12} {'2 platforms':>12} {'ratio 2/1':>10}")
     rows: list[tuple[str, float, float, str]] = [
         ("t(0), seconds", statistics.median(one.t0), statistics.median(two.t0), "{:12.3f}"),
         ("t(L), seconds", statistics.median(one.tl), statistics.median(two.tl), "{:12.3f}"),
         ("round trips (depth)", one.depth(args.latency), two.depth(args.latency), "{:12.2f}"),
         ("requests", one.median_requests(), two.median_requests(), "{:12.0f}"),
-        *((f"  {name}", one.median_requests(name), two.median_requests(name), "{:12.0f}")
-          for name in upstreams_of(up)),  # fmt: skip
+        *((f"  {name}", one.median_requests(name), two.median_requests(name), "{:12.0f}") for name in upstreams_of(up)),
         ("bytes received", one.median_sent(), two.median_sent(), "{:12,.0f}"),
         *((f"  {name}", one.median_sent(name), two.median_sent(name), "{:12,.0f}") for name in upstreams_of(up)),
     ]
@@ -187,8 +196,10 @@ def main() -> None:
         print(f"{label:24} {shape.format(a)} {shape.format(b)} {ratio(b, a):>10}")
     depth = ratio(two.depth(args.latency), one.depth(args.latency))
     bytes_ratio = ratio(two.median_sent(), one.median_sent())
-    print(f"depth ratio 2/1: {depth} (goal: close to 1, the second platform beside the first); "
-          f"bytes ratio 2/1: {bytes_ratio} (goal: about 2)")
+    print(
+        f"depth ratio 2/1: {depth} (goal: close to 1, the second platform beside the first); "
+        f"bytes ratio 2/1: {bytes_ratio} (goal: about 2)"
+    )
     if lines:
         print(f"\none two-platform run at {args.latency * 1000:.0f} ms, each request as it arrived:")
         print("\n".join(lines))

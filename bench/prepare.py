@@ -60,8 +60,14 @@ def make_history(path: Path, commits: int, files: int, size: int, seed: int = 7)
 
 def fake_lock(url: str, commit: str) -> Lock:
     """A lock naming only what prepare reads; the other facts are placeholders that pass the grammars."""
-    fact = {"repo": url, "ref": commit, "commit": commit, "date": "2026-01-01T00:00:00Z", "subject": "s",
-            "source": "bench"}  # fmt: skip
+    fact = {
+        "repo": url,
+        "ref": commit,
+        "commit": commit,
+        "date": "2026-01-01T00:00:00Z",
+        "subject": "s",
+        "source": "bench",
+    }
     digest = "sha256:" + "0" * 64
     return Lock.model_validate(
         {
@@ -70,21 +76,42 @@ def fake_lock(url: str, commit: str) -> Lock:
             "nemo_rl": fact,
             "vllm": {**fact, "repo": "https://github.com/vllm-project/vllm.git"},
             "vllm_pr": None,
-            "wheel": {"index": "https://wheels.vllm.ai", "variant": "default", "arch": "x86_64",
-                      "filename": "w.whl", "version": "0", "url": "https://wheels.vllm.ai/w.whl", "size": 1,
-                      "sha256": "0" * 64, "index_sha256": None, "content_addressed": True,
-                      "not_content_addressed": None, "listed_in": "https://wheels.vllm.ai", "verified_by": "HEAD",
-                      "cuda": None, "cuda_source": "bench"},
-            "base_image": {"ref": "a/b:c", "registry": "docker.io", "repository": "a/b", "tag": "c",
-                           "index_digest": None, "manifest_digest": digest, "platform": "linux/amd64",
-                           "pinned": f"a/b@{digest}", "source": "bench",
-                           "cuda_version": None, "config_digest": None},
+            "wheel": {
+                "index": "https://wheels.vllm.ai",
+                "variant": "default",
+                "arch": "x86_64",
+                "filename": "w.whl",
+                "version": "0",
+                "url": "https://wheels.vllm.ai/w.whl",
+                "size": 1,
+                "sha256": "0" * 64,
+                "index_sha256": None,
+                "content_addressed": True,
+                "not_content_addressed": None,
+                "listed_in": "https://wheels.vllm.ai",
+                "verified_by": "HEAD",
+                "cuda": None,
+                "cuda_source": "bench",
+            },
+            "base_image": {
+                "ref": "a/b:c",
+                "registry": "docker.io",
+                "repository": "a/b",
+                "tag": "c",
+                "index_digest": None,
+                "manifest_digest": digest,
+                "platform": "linux/amd64",
+                "pinned": f"a/b@{digest}",
+                "source": "bench",
+                "cuda_version": None,
+                "config_digest": None,
+            },
             "cuda": {"base_image": None, "wheel": None, "outcome": "not checked", "detail": "bench"},
             "build": {"cuda_arch_list": "9.0", "tag": "x:y"},
             "patches": [],
             "known_issues": [],
         }
-    )  # fmt: skip
+    )
 
 
 def main() -> None:

@@ -122,9 +122,19 @@ EXPECTED: dict[str, str] = {}  # the sha256 the bytes must hash to, when known (
 
 def buildkit(url: str, size: int, cache: Path) -> None:
     chosen = FoundWheel(
-        index="http://127.0.0.1", variant="default", arch="x86_64", filename=NAME, version="0", url=url, size=None,
-        etag=None, last_modified=None, index_sha256=None, listed_in="", verified_by="GET",
-    )  # fmt: skip
+        index="http://127.0.0.1",
+        variant="default",
+        arch="x86_64",
+        filename=NAME,
+        version="0",
+        url=url,
+        size=None,
+        etag=None,
+        last_modified=None,
+        index_sha256=None,
+        listed_in="",
+        verified_by="GET",
+    )
     hashed = download.fetch_by_get(Http(), cache, chosen)
     assert hashed.size == size and not hashed.reused
     assert hashed.sha256 == EXPECTED.get("sha256", hashed.sha256)
@@ -167,12 +177,16 @@ def main() -> None:
         if seconds is None:
             continue
         print(title)
-        for name, label in (("plain", "requests iter_content to /dev/null (baseline)"),
-                            ("buildkit", "buildkit download + sha256 + cache write")):  # fmt: skip
+        for name, label in (
+            ("plain", "requests iter_content to /dev/null (baseline)"),
+            ("buildkit", "buildkit download + sha256 + cache write"),
+        ):
             print(f"  {label:46} {seconds[name]:6.3f} s  {mib / seconds[name]:7.1f} MiB/s")
         print(f"  throughput ratio buildkit/plain: {seconds['plain'] / seconds['buildkit']:.2f}  (goal: >= 0.9)")
-    print(f"sha256 alone, in memory: {hashing:.3f} s, {mib / hashing:.1f} MiB/s; the best loopback ratio a "
-          f"download that hashes can reach here: {loopback['plain'] / hashing:.2f}")  # fmt: skip
+    print(
+        f"sha256 alone, in memory: {hashing:.3f} s, {mib / hashing:.1f} MiB/s; the best loopback ratio a "
+        f"download that hashes can reach here: {loopback['plain'] / hashing:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -18,4 +18,8 @@ The package is a stack of layers; a module imports from its own layer and the la
   buildkit/environment.py   the environment variables buildkit reads, in one table
 """
 
-__version__ = "0.1.0"
+# Stamped from git at install by setuptools-scm (pyproject.toml); a checkout run without installing has none.
+try:
+    from buildkit._version import __version__
+except ImportError:
+    __version__ = "0+unknown"

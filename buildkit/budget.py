@@ -45,8 +45,9 @@ def _gib(n: float) -> int:
 WHEEL = Limits(inflated=_gib(16), ratio=100, entries=100_000, kept=_gib(1), seconds=1800)
 # The base image's layers read at resolve: cuda-dl-base is about 8 GB compressed (docs/explanation/gpu-checks.md).
 # Its time: 8 GB within an hour is 2.2 MB/s; a slower link raises BUILDKIT_BASE_DEADLINE.
-LAYERS = Limits(inflated=_gib(64), ratio=100, entries=4_000_000, kept=256 << 20, seconds=3600,
-                env="BUILDKIT_BASE_DEADLINE")  # fmt: skip
+LAYERS = Limits(
+    inflated=_gib(64), ratio=100, entries=4_000_000, kept=256 << 20, seconds=3600, env="BUILDKIT_BASE_DEADLINE"
+)
 # The download of torch's wheel (NeMo-RL's uv.lock: 900 MB for x86_64) before its symbols are read.
 TORCH_DOWNLOAD = Limits(inflated=0, ratio=1, entries=0, kept=0, seconds=1800, env="BUILDKIT_TORCH_DEADLINE")
 # The shared objects of a built image's Python environments, read by verify (uncompressed: the ratio never binds).
@@ -61,8 +62,13 @@ CACHE = Limits(inflated=256 << 20, ratio=100, entries=4_000_000, kept=256 << 20,
 class Budget:
     """What one read of `what` may still spend. Call the counters as the read goes; each raises LimitExceeded."""
 
-    def __init__(self, what: str, limits: Limits, clock: Callable[[], float] = time.monotonic,
-                 cancel: threading.Event | None = None):  # fmt: skip
+    def __init__(
+        self,
+        what: str,
+        limits: Limits,
+        clock: Callable[[], float] = time.monotonic,
+        cancel: threading.Event | None = None,
+    ):
         """`cancel`: set by the caller on Ctrl-C or SIGTERM; the next count raises Interrupted (exit 130)."""
         self.what, self.limits, self._clock, self._cancel = what, limits, clock, cancel
         self.seconds = seconds(limits)
@@ -77,15 +83,19 @@ class Budget:
         if self.inflated > self.limits.inflated:
             self._over(f"more than {_size(self.limits.inflated)} decompressed")
         if self.inflated > RATIO_FLOOR and self.compressed and self.inflated > self.limits.ratio * self.compressed:
-            self._over(f"{_size(self.inflated)} decompressed from {_size(self.compressed)}, a ratio over "
-                       f"{self.limits.ratio}:1 (a decompression bomb)")  # fmt: skip
+            self._over(
+                f"{_size(self.inflated)} decompressed from {_size(self.compressed)}, a ratio over "
+                f"{self.limits.ratio}:1 (a decompression bomb)"
+            )
         self.tick()
 
     def declare(self, inflated: int, compressed: int, name: str = "a member") -> None:
         """A member's declared sizes, held to the limits before a byte of it is decompressed."""
         if inflated > RATIO_FLOOR and inflated > self.limits.ratio * max(compressed, 1):
-            self._over(f"{name}: {_size(inflated)} stored in {_size(compressed)}, a ratio over "
-                       f"{self.limits.ratio}:1 (a decompression bomb)")  # fmt: skip
+            self._over(
+                f"{name}: {_size(inflated)} stored in {_size(compressed)}, a ratio over "
+                f"{self.limits.ratio}:1 (a decompression bomb)"
+            )
         if self.inflated + inflated > self.limits.inflated:
             self._over(f"{name}: more than {_size(self.limits.inflated)} to decompress in all")
 
@@ -106,13 +116,15 @@ class Budget:
             raise Interrupted(f"{self.what}: interrupted")
         if self._clock() > self._deadline:
             env = self.limits.env
-            self._over(f"more than {self.seconds:,.0f} s to read",
-                       f"on a slow link, raise {env}=<seconds>" if env else None)  # fmt: skip
+            self._over(
+                f"more than {self.seconds:,.0f} s to read", f"on a slow link, raise {env}=<seconds>" if env else None
+            )
 
     def _over(self, why: str, hint: str | None = None) -> None:
         raise LimitExceeded(
             f"{self.what}: {why}: refused",
-            hint=hint or "no real upstream comes near this limit (docs/explanation/security.md lists them): the "
+            hint=hint
+            or "no real upstream comes near this limit (docs/explanation/security.md lists them): the "
             "input is hostile or damaged; check where it came from",
         )
 
@@ -127,8 +139,10 @@ def seconds(limits: Limits) -> float:
     except ValueError:
         value = -1.0
     if not 0 < value < 1e9:  # (also NaN)
-        raise InputError(f"{limits.env}={text[:40]!r}: expected a positive number of seconds",
-                         hint=f"unset {limits.env} for the default of {limits.seconds:,.0f} s")  # fmt: skip
+        raise InputError(
+            f"{limits.env}={text[:40]!r}: expected a positive number of seconds",
+            hint=f"unset {limits.env} for the default of {limits.seconds:,.0f} s",
+        )
     return value
 
 

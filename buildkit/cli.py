@@ -214,11 +214,13 @@ CacheDirOption = Annotated[
 OnePlatformOption = Annotated[
     str | None,
     typer.Option(
-        "--platform", metavar="PLATFORM", show_default=False,
+        "--platform",
+        metavar="PLATFORM",
+        show_default=False,
         help="With build.platforms: only this platform's image and records (build/<os>-<arch>/) [default: each "
         "platform in turn].",
     ),
-]  # fmt: skip
+]
 BuildDirOption = Annotated[
     Path | None,
     typer.Option(
@@ -308,9 +310,14 @@ def render(
     from buildkit.options import RenderOptions
 
     opts = RenderOptions.parse(
-        output=output, submodules=submodules, diff=diff, strict=strict, syntax=syntax, json_out=json_out,
+        output=output,
+        submodules=submodules,
+        diff=diff,
+        strict=strict,
+        syntax=syntax,
+        json_out=json_out,
         submodules_from=_submodules_from(ctx, submodules),
-    )  # fmt: skip
+    )
     render_command(_paths(pins, lock, build_dir, cache_dir), opts, platform)
 
 
@@ -406,9 +413,16 @@ def bump(
     from buildkit.options import BumpOptions
 
     opts = BumpOptions.parse(
-        nemo_rl=nemo_rl, vllm=vllm, vllm_branch=vllm_branch, dry_run=dry_run, summary=summary, submodules=submodules,
-        json_out=json_out, allow_unrelated=allow_unrelated, allow_drift=allow_drift,
-    )  # fmt: skip
+        nemo_rl=nemo_rl,
+        vllm=vllm,
+        vllm_branch=vllm_branch,
+        dry_run=dry_run,
+        summary=summary,
+        submodules=submodules,
+        json_out=json_out,
+        allow_unrelated=allow_unrelated,
+        allow_drift=allow_drift,
+    )
     bump_command(_paths(pins, lock, build_dir, cache_dir), opts)
 
 
@@ -503,11 +517,13 @@ CheckReproducibleOption = Annotated[
 PlatformBuilderOption = Annotated[
     list[str],
     typer.Option(
-        "--platform-builder", metavar="PLATFORM=NAME", show_default=False,
+        "--platform-builder",
+        metavar="PLATFORM=NAME",
+        show_default=False,
         help="Build one platform of build.platforms on its own builder, e.g. linux/arm64=gb200 for a remote "
         "BuildKit on an arm64 machine (repeatable; the others use --builder).",
     ),
-]  # fmt: skip
+]
 RebuildBuilderOption = Annotated[
     str | None,
     typer.Option(
@@ -599,12 +615,31 @@ def build(
     from buildkit.options import BuildOptions
 
     opts = _options(
-        BuildOptions.parse, builder=builder, push=push, sbom=sbom, smoke=smoke, smoke_base=smoke_base, dry_run=dry_run,
-        progress=progress, cache_from=cache_from, cache_to=cache_to, shared_cache=shared_cache, compression=compression,
-        syntax=syntax, check_reproducible=check_reproducible, rebuild_builder=rebuild_builder, submodules=submodules,
-        force_compression=force_compression, min_free_gb=min_free_gb, allow_drift=allow_drift, extra=ctx.args,
-        json_out=json_out, submodules_from=_submodules_from(ctx, submodules), emulate=emulate,
-        platform_builders=platform_builder)  # fmt: skip
+        BuildOptions.parse,
+        builder=builder,
+        push=push,
+        sbom=sbom,
+        smoke=smoke,
+        smoke_base=smoke_base,
+        dry_run=dry_run,
+        progress=progress,
+        cache_from=cache_from,
+        cache_to=cache_to,
+        shared_cache=shared_cache,
+        compression=compression,
+        syntax=syntax,
+        check_reproducible=check_reproducible,
+        rebuild_builder=rebuild_builder,
+        submodules=submodules,
+        force_compression=force_compression,
+        min_free_gb=min_free_gb,
+        allow_drift=allow_drift,
+        extra=ctx.args,
+        json_out=json_out,
+        submodules_from=_submodules_from(ctx, submodules),
+        emulate=emulate,
+        platform_builders=platform_builder,
+    )
     build_command(_paths(pins, lock, build_dir, cache_dir), opts)
 
 
@@ -620,15 +655,19 @@ def doctor(
     tag: Annotated[
         str | None,
         typer.Option(
-            "--tag", metavar="TAG", help="Image tag to check credentials for [default: the pins' build.tag, else "
-            "nemo-rl:latest].", show_default=False,
+            "--tag",
+            metavar="TAG",
+            help="Image tag to check credentials for [default: the pins' build.tag, else nemo-rl:latest].",
+            show_default=False,
         ),
     ] = None,
     platform: Annotated[
         str | None,
         typer.Option(
-            "--platform", metavar="PLATFORM", help="Platform the builder must offer [default: the pins' "
-            "build.platform, else linux/amd64].", show_default=False,
+            "--platform",
+            metavar="PLATFORM",
+            help="Platform the builder must offer [default: the pins' build.platform, else linux/amd64].",
+            show_default=False,
         ),
     ] = None,
     submodules: SubmodulesOption = True,
@@ -644,9 +683,18 @@ def doctor(
     from buildkit.commands.doctor import doctor_command
     from buildkit.options import DoctorOptions, parse_platform_builders
 
-    opts = _options(DoctorOptions, builder=builder, min_free_gb=min_free_gb, push=push, tag=tag, platform=platform,
-                    submodules=submodules, submodules_from=_submodules_from(ctx, submodules), json_out=json_out,
-                    platform_builders=_options(parse_platform_builders, given=platform_builder))  # fmt: skip
+    opts = _options(
+        DoctorOptions,
+        builder=builder,
+        min_free_gb=min_free_gb,
+        push=push,
+        tag=tag,
+        platform=platform,
+        submodules=submodules,
+        submodules_from=_submodules_from(ctx, submodules),
+        json_out=json_out,
+        platform_builders=_options(parse_platform_builders, given=platform_builder),
+    )
     doctor_command(_found_pins(pins), opts)
 
 

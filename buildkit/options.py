@@ -66,9 +66,16 @@ class RenderOptions:
 
     @classmethod
     def parse(
-        cls, *, output: Path | None, submodules: bool, diff: bool, strict: bool, syntax: bool, json_out: bool,
+        cls,
+        *,
+        output: Path | None,
+        submodules: bool,
+        diff: bool,
+        strict: bool,
+        syntax: bool,
+        json_out: bool,
         submodules_from: str = "default",
-    ) -> RenderOptions:  # fmt: skip
+    ) -> RenderOptions:
         streamed = is_stdout(output)
         if streamed and (json_out or diff):
             raise InputError("-o - writes the Dockerfile to standard output: it cannot go with --json or --diff")
@@ -106,9 +113,18 @@ class BumpOptions:
 
     @classmethod
     def parse(
-        cls, *, nemo_rl: str | None, vllm: bool, vllm_branch: str | None, dry_run: bool, summary: Path | None,
-        submodules: bool, json_out: bool, allow_unrelated: bool, allow_drift: bool,
-    ) -> BumpOptions:  # fmt: skip
+        cls,
+        *,
+        nemo_rl: str | None,
+        vllm: bool,
+        vllm_branch: str | None,
+        dry_run: bool,
+        summary: Path | None,
+        submodules: bool,
+        json_out: bool,
+        allow_unrelated: bool,
+        allow_drift: bool,
+    ) -> BumpOptions:
         explicit_branch = vllm_branch is not None
         vllm_branch = vllm_branch or ("main" if vllm else None)  # --vllm-branch implies --vllm
         request = BumpRequest(
@@ -157,9 +173,16 @@ class BuildOptions:
 
     @classmethod
     def parse(
-        cls, *, progress: ProgressMode | str | None, compression: Compression | str | None, cache_from: list[str],
-        cache_to: list[str], extra: list[str], platform_builders: list[str] | None = None, **given,
-    ) -> BuildOptions:  # fmt: skip
+        cls,
+        *,
+        progress: ProgressMode | str | None,
+        compression: Compression | str | None,
+        cache_from: list[str],
+        cache_to: list[str],
+        extra: list[str],
+        platform_builders: list[str] | None = None,
+        **given,
+    ) -> BuildOptions:
         """The options as typed, checked: a wrong value is a usage error (exit 2) naming the option. (The CLI's
         typer checks the choices first; a caller that gives strings has them checked here.)"""
         progress = progress or "auto"  # BUILDKIT_PROGRESS set but empty, as buildx reads it
@@ -171,10 +194,14 @@ class BuildOptions:
         if compression not in (None, *Compression.__members__):
             raise OptionError("expected gzip or zstd", param_hint="--compression")
         opts = cls(
-            progress=ProgressMode(progress), compression=Compression(compression) if compression else None,
-            cache_from=tuple(cache_from), cache_to=tuple(cache_to), extra=tuple(extra),
-            platform_builders=parse_platform_builders(platform_builders or []), **given,
-        )  # fmt: skip
+            progress=ProgressMode(progress),
+            compression=Compression(compression) if compression else None,
+            cache_from=tuple(cache_from),
+            cache_to=tuple(cache_to),
+            extra=tuple(extra),
+            platform_builders=parse_platform_builders(platform_builders or []),
+            **given,
+        )
         if opts.rebuild_builder and not opts.check_reproducible:
             raise OptionError("only with --check-reproducible", param_hint="--rebuild-builder")
         for name in (opts.builder, opts.rebuild_builder):
@@ -220,13 +247,17 @@ def parse_platform_builders(given: list[str]) -> tuple[tuple[str, str], ...]:
     for text in given:
         platform, sep, name = text.partition("=")
         if not sep or platform not in ARCH_OF_PLATFORM:
-            raise OptionError(f"expected PLATFORM=NAME with PLATFORM one of {', '.join(ARCH_OF_PLATFORM)}, found "
-                              f"{excerpt(text, 60)}", param_hint="--platform-builder")  # fmt: skip
+            raise OptionError(
+                f"expected PLATFORM=NAME with PLATFORM one of {', '.join(ARCH_OF_PLATFORM)}, found {excerpt(text, 60)}",
+                param_hint="--platform-builder",
+            )
         if platform in pairs:
             raise OptionError(f"{platform} given twice", param_hint="--platform-builder")
         if not buildx.BUILDER_NAME_RE.fullmatch(name):
-            raise OptionError(f"expected a builder name like 'gb200' after {platform}=, found {excerpt(name, 60)}",
-                              param_hint="--platform-builder")  # fmt: skip
+            raise OptionError(
+                f"expected a builder name like 'gb200' after {platform}=, found {excerpt(name, 60)}",
+                param_hint="--platform-builder",
+            )
         pairs[platform] = name
     return tuple(pairs.items())
 

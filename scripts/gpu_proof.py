@@ -152,19 +152,19 @@ def device_cc() -> tuple[int, int] | None:
 # Each prints one JSON line: the runtime's CUDA version and whether it initialised CUDA and ran a kernel.
 RUNTIME_PROBES = {
     "torch": "import json, torch\n"
-             "ok = torch.cuda.is_available() and float((torch.ones(4, device='cuda') + 1).sum()) == 8.0\n"
-             "print(json.dumps({'cuda': torch.version.cuda, 'started': bool(ok)}))",
+    "ok = torch.cuda.is_available() and float((torch.ones(4, device='cuda') + 1).sum()) == 8.0\n"
+    "print(json.dumps({'cuda': torch.version.cuda, 'started': bool(ok)}))",
     "cupy": "import json, cupy\n"
-            "v = cupy.cuda.runtime.runtimeGetVersion()\n"
-            "ok = cupy.cuda.runtime.getDeviceCount() > 0 and int((cupy.ones(4) + 1).sum()) == 8\n"
-            "print(json.dumps({'cuda': f'{v // 1000}.{v % 1000 // 10}', 'started': bool(ok)}))",
+    "v = cupy.cuda.runtime.runtimeGetVersion()\n"
+    "ok = cupy.cuda.runtime.getDeviceCount() > 0 and int((cupy.ones(4) + 1).sum()) == 8\n"
+    "print(json.dumps({'cuda': f'{v // 1000}.{v % 1000 // 10}', 'started': bool(ok)}))",
     "toolkit libcudart": "import ctypes, glob, json\n"
-                         "lib = ctypes.CDLL(sorted(glob.glob('/usr/local/cuda/lib64/libcudart.so.*'))[0])\n"
-                         "v, n = ctypes.c_int(), ctypes.c_int()\n"
-                         "lib.cudaRuntimeGetVersion(ctypes.byref(v))\n"
-                         "rc = lib.cudaGetDeviceCount(ctypes.byref(n))\n"
-                         "print(json.dumps({'cuda': f'{v.value // 1000}.{v.value % 1000 // 10}', "
-                         "'started': rc == 0 and n.value > 0, 'rc': rc}))",
+    "lib = ctypes.CDLL(sorted(glob.glob('/usr/local/cuda/lib64/libcudart.so.*'))[0])\n"
+    "v, n = ctypes.c_int(), ctypes.c_int()\n"
+    "lib.cudaRuntimeGetVersion(ctypes.byref(v))\n"
+    "rc = lib.cudaGetDeviceCount(ctypes.byref(n))\n"
+    "print(json.dumps({'cuda': f'{v.value // 1000}.{v.value % 1000 // 10}', "
+    "'started': rc == 0 and n.value > 0, 'rc': rc}))",
 }
 
 
@@ -205,8 +205,10 @@ def driver_proof() -> dict:
 
 
 def driver_lines(proof: dict) -> list[str]:
-    return [f"(c) {r['runtime']:18} {r.get('line') or r.get('error')} {'OK' if r.get('agree') else 'MISMATCH'}"
-            for r in proof["runtimes"]]
+    return [
+        f"(c) {r['runtime']:18} {r.get('line') or r.get('error')} {'OK' if r.get('agree') else 'MISMATCH'}"
+        for r in proof["runtimes"]
+    ]
 
 
 def main() -> int:
@@ -215,8 +217,11 @@ def main() -> int:
         out.mkdir(parents=True, exist_ok=True)
         proof = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "driver_proof": driver_proof()}
         (out / "driver_proof.json").write_text(json.dumps(proof, indent=1, sort_keys=True))
-        lines = [f"date {proof['date']}", f"driver {proof['driver_proof']['driver']}",
-                 *driver_lines(proof["driver_proof"])]
+        lines = [
+            f"date {proof['date']}",
+            f"driver {proof['driver_proof']['driver']}",
+            *driver_lines(proof["driver_proof"]),
+        ]
         (out / "driver_proof.txt").write_text("\n".join(lines) + "\n")
         print("\n".join(lines))
         return 0 if proof["driver_proof"]["ok"] else 1
@@ -230,8 +235,12 @@ def main() -> int:
         "torch": [sys.executable, "-c", "import torch; print(torch.__version__, torch.version.cuda)"],
         "cupy": [sys.executable, "-c", "import cupy; print(cupy.__version__)"],
         "nvidia_smi_header": ["sh", "-c", "nvidia-smi | head -4"],
-        "cuda_runtime": ["sh", "-c", "ls /usr/local/cuda/lib64/libcudart.so.* 2>&1; grep -A3 '\"cuda\"' "
-                         "/usr/local/cuda/version.json 2>&1 | head -4"],
+        "cuda_runtime": [
+            "sh",
+            "-c",
+            "ls /usr/local/cuda/lib64/libcudart.so.* 2>&1; grep -A3 '\"cuda\"' "
+            "/usr/local/cuda/version.json 2>&1 | head -4",
+        ],
         "compat": ["sh", "-c", "ls -d /usr/local/cuda*/compat 2>&1; ls /usr/local/cuda*/compat 2>&1 | head"],
     }.items():
         done = sh(argv)
@@ -268,8 +277,9 @@ def main() -> int:
         if cc is not None:
             predicted = verdict(found, cc).load
             seen, rc_jit, rc_nojit = observed(so)
-            case.update(predicted=predicted, observed=seen, rc_with_jit=rc_jit, rc_without_jit=rc_nojit,
-                        match=predicted == seen)
+            case.update(
+                predicted=predicted, observed=seen, rc_with_jit=rc_jit, rc_without_jit=rc_nojit, match=predicted == seen
+            )
         cases.append(case)
     result["kernels"] = cases
     with tarfile.open(out / "kernels.tar.gz", "w:gz") as tar:
@@ -284,16 +294,23 @@ def main() -> int:
     driver_ok = result["driver_proof"]["ok"]
     result["ok"] = {"listing": listing_ok, "kernels": kernels_ok, "driver": driver_ok}
     (out / "proof.json").write_text(json.dumps(result, indent=1, sort_keys=True))
-    lines = [f"date {result['date']}", f"gpu {result['nvidia_smi']}", f"torch {result['torch']}",
-             f"cupy {result['cupy']}", f"compat: {result['compat']}",
-             f"(a) {sum(r['agree'] for r in rows)} of {len(rows)} .so files: reader == cuobjdump; entries: "
-             f"{sum(sum(r.get('sass', {}).values()) + sum(r.get('ptx', {}).values()) for r in rows)}; reader "
-             f"{sum(r.get('reader_s', 0) for r in rows):.2f} s, cuobjdump {sum(r['cuobjdump_s'] for r in rows):.2f} s"]
+    lines = [
+        f"date {result['date']}",
+        f"gpu {result['nvidia_smi']}",
+        f"torch {result['torch']}",
+        f"cupy {result['cupy']}",
+        f"compat: {result['compat']}",
+        f"(a) {sum(r['agree'] for r in rows)} of {len(rows)} .so files: reader == cuobjdump; entries: "
+        f"{sum(sum(r.get('sass', {}).values()) + sum(r.get('ptx', {}).values()) for r in rows)}; reader "
+        f"{sum(r.get('reader_s', 0) for r in rows):.2f} s, cuobjdump {sum(r['cuobjdump_s'] for r in rows):.2f} s",
+    ]
     lines += [f"    DISAGREE {r['file']}: {r}" for r in rows if not r["agree"]]
     for c in cases:
-        lines.append(f"(b) {c['case']:16} {' '.join(c['gencode']):60} predicted {c.get('predicted')!s:8} observed "
-                     f"{c.get('observed')!s:8} (rc {c.get('rc_with_jit')}/{c.get('rc_without_jit')}) "
-                     f"{'OK' if c.get('match') else 'MISMATCH'} {c.get('build_error', '')}")
+        lines.append(
+            f"(b) {c['case']:16} {' '.join(c['gencode']):60} predicted {c.get('predicted')!s:8} observed "
+            f"{c.get('observed')!s:8} (rc {c.get('rc_with_jit')}/{c.get('rc_without_jit')}) "
+            f"{'OK' if c.get('match') else 'MISMATCH'} {c.get('build_error', '')}"
+        )
     lines += driver_lines(result["driver_proof"])
     (out / "proof.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

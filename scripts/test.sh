@@ -47,9 +47,11 @@ fi
 # The type checker (configured in pyproject.toml's [tool.mypy]; any error fails the test command), its cache empty.
 .venv/bin/mypy --cache-dir "$fresh/mypy-cache"
 
-# The linter (configured in pyproject.toml's [tool.ruff]) and the docs (mkdocs.yml: strict, so a broken link or
-# anchor, a page left out of the nav or a missing page fails here). The site goes outside the repository.
+# The linter and the formatter (pyproject.toml's [tool.ruff]: a file `ruff format` would change fails) and the
+# docs (mkdocs.yml: strict, so a broken link or anchor, a page left out of the nav or a missing page fails here).
+# The site goes outside the repository.
 .venv/bin/ruff check --no-cache .
+.venv/bin/ruff format --check --no-cache .
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$fresh/site"
 
 export DOCKER_CONFIG=${DOCKER_CONFIG:-$HOME/.docker}

@@ -96,7 +96,6 @@ wheels = [
 LATER_UV_LOCK = NEMO_RL_UV_LOCK_HEADER + NEMO_RL_TORCH_CU130
 
 
-
 class _Drop(enum.Enum):
     DROP = "drop"
 
@@ -301,8 +300,16 @@ class FakeGitHub(Upstream):
         self.trees: dict[str, dict[str, str]] = {}
         self.truncated_trees: set[str] = set()
 
-    def add_commit(self, repo: str, sha: str, message: str, date: str, branch: str | None = None,
-                   parents: list[str] | None = None, files: list[str] | None = None) -> None:  # fmt: skip
+    def add_commit(
+        self,
+        repo: str,
+        sha: str,
+        message: str,
+        date: str,
+        branch: str | None = None,
+        parents: list[str] | None = None,
+        files: list[str] | None = None,
+    ) -> None:
         previous = self.history.get(repo, [])
         self.parents[sha] = parents if parents is not None else previous[-1:]
         self.changed[sha] = list(files or [])
@@ -311,8 +318,15 @@ class FakeGitHub(Upstream):
         if branch:
             self.branches.setdefault(repo, {})[branch] = sha
 
-    def add_pull(self, repo: str, number: int, title: str, merge_commit: str | None, merged_at: str | None,
-                 head: tuple[str, str, str | None] | None = None) -> None:  # fmt: skip
+    def add_pull(
+        self,
+        repo: str,
+        number: int,
+        title: str,
+        merge_commit: str | None,
+        merged_at: str | None,
+        head: tuple[str, str, str | None] | None = None,
+    ) -> None:
         """head: (sha, branch, repository "user/vllm" or None when the fork was deleted), as GitHub's `head`."""
         merged = merge_commit is not None and merged_at is not None
         sha, ref, head_repo = head or (merge_commit or "0" * 40, "feature", repo)
@@ -324,12 +338,21 @@ class FakeGitHub(Upstream):
             "merged_at": merged_at,
             "merge_commit_sha": merge_commit,
             "html_url": f"https://github.com/{repo}/pull/{number}",
-            "head": {"label": f"{(head_repo or 'ghost').split('/')[0]}:{ref}", "ref": ref, "sha": sha,
-                     "repo": None if head_repo is None else {
-                         "full_name": head_repo, "clone_url": f"https://github.com/{head_repo}.git",
-                         "html_url": f"https://github.com/{head_repo}", "fork": head_repo != repo}},
+            "head": {
+                "label": f"{(head_repo or 'ghost').split('/')[0]}:{ref}",
+                "ref": ref,
+                "sha": sha,
+                "repo": None
+                if head_repo is None
+                else {
+                    "full_name": head_repo,
+                    "clone_url": f"https://github.com/{head_repo}.git",
+                    "html_url": f"https://github.com/{head_repo}",
+                    "fork": head_repo != repo,
+                },
+            },
             "base": {"ref": "main", "repo": {"full_name": repo, "clone_url": f"https://github.com/{repo}.git"}},
-        }  # fmt: skip
+        }
 
     def _network(self, repo: str) -> list[str]:
         root = repo
@@ -356,16 +379,26 @@ class FakeGitHub(Upstream):
     def _compare(self, repo: str, base: str, head: str) -> dict[str, Any]:
         below_base, below_head = self._ancestors(base), self._ancestors(head)
         merge_base = next((c for c in below_head if c in below_base), None)
-        status = ("identical" if base == head else "ahead" if base in below_head else "behind" if head in below_base
-                  else "diverged")  # fmt: skip
+        status = (
+            "identical"
+            if base == head
+            else "ahead"
+            if base in below_head
+            else "behind"
+            if head in below_base
+            else "diverged"
+        )
         new = [c for c in below_head if c not in (self._ancestors(merge_base) if merge_base else [])]
         files: dict[str, dict[str, str]] = {}
         for commit in reversed(new):
             for path in self.changed.get(commit, []):
                 files[path] = {"filename": path, "status": "modified"}
                 if path in self.renamed.get(commit, {}):
-                    files[path] = {"filename": path, "status": "renamed",
-                                   "previous_filename": self.renamed[commit][path]}  # fmt: skip
+                    files[path] = {
+                        "filename": path,
+                        "status": "renamed",
+                        "previous_filename": self.renamed[commit][path],
+                    }
         owner = next(r for r in self._network(repo) if merge_base in self.commits.get(r, {})) if merge_base else repo
         return {
             "url": f"https://api.github.com/repos/{repo}/compare/{base}...{head}",
@@ -433,9 +466,19 @@ class FakeGitHub(Upstream):
             if headers.get("Accept") == "application/vnd.github.raw+json":
                 return 200, {"Content-Type": "application/vnd.github.raw+json", **limit_headers}, data
             # Without the raw media type GitHub answers JSON, its content base64-encoded (files up to 1 MB).
-            return _json(200, {"type": "file", "name": name.rsplit("/", 1)[-1], "path": name, "sha": sha,
-                               "size": len(data), "encoding": "base64",
-                               "content": base64.b64encode(data).decode()}, limit_headers)  # fmt: skip
+            return _json(
+                200,
+                {
+                    "type": "file",
+                    "name": name.rsplit("/", 1)[-1],
+                    "path": name,
+                    "sha": sha,
+                    "size": len(data),
+                    "encoding": "base64",
+                    "content": base64.b64encode(data).decode(),
+                },
+                limit_headers,
+            )
         if len(parts) == 5 and parts[0] == "repos" and parts[3] == "pulls" and parts[4].isdigit():
             pull = self.pulls.get((f"{parts[1]}/{parts[2]}", int(parts[4])))
             if pull is None:
@@ -453,10 +496,12 @@ class FakeGitHub(Upstream):
         return {
             "sha": sha,
             "url": f"{api}/trees/{sha}",
-            "tree": [{"path": path, "mode": "100644", "type": "blob", "sha": blob, "url": f"{api}/blobs/{blob}"}
-                     for path, blob in sorted(files.items())],
+            "tree": [
+                {"path": path, "mode": "100644", "type": "blob", "sha": blob, "url": f"{api}/blobs/{blob}"}
+                for path, blob in sorted(files.items())
+            ],
             "truncated": sha in self.truncated_trees,
-        }  # fmt: skip
+        }
 
     def _find(self, repo: str, ref: str) -> str | None:
         """The commit a branch name, full SHA or unique prefix (4+ hex) names, as GitHub finds it; a full SHA
@@ -513,8 +558,14 @@ def minimal_elf(needed: tuple[str, ...] = ("libcudart.so.12",), machine: int = 6
     tail = 6 * 16  # DT_STRTAB, DT_STRSZ, DT_SYMTAB, DT_SYMENT, DT_HASH, DT_NULL
     sym_off = dyn_off + 16 * len(offsets) + tail
     hash_off = sym_off + 24
-    entries = [(1, o) for o in offsets] + [(5, str_off), (10, len(strtab)), (6, sym_off), (11, 24), (4, hash_off),
-                                           (0, 0)]  # fmt: skip
+    entries = [(1, o) for o in offsets] + [
+        (5, str_off),
+        (10, len(strtab)),
+        (6, sym_off),
+        (11, 24),
+        (4, hash_off),
+        (0, 0),
+    ]
     dynamic = b"".join(struct.pack("<qQ", tag, value) for tag, value in entries)
     symbols = bytes(24) + struct.pack("<IIII", 1, 1, 0, 0)  # the null symbol; nbucket 1, nchain 1
     total = hash_off + 16
@@ -559,7 +610,7 @@ def _central_entry(name: bytes, crc: int, size: int, offset: int) -> bytes:
             0,
             0,
             offset,
-        )  # fmt: skip
+        )
         + name
     )
 
@@ -573,8 +624,9 @@ def _pad_crc(seed: int, length: int) -> int:
 
 
 @lru_cache(maxsize=16)
-def _zip_layout(seed: int, size: int, library: bytes | None, member: str,
-                extra: tuple[tuple[str, bytes], ...] = ()) -> tuple[bytes, int, bytes]:  # fmt: skip
+def _zip_layout(
+    seed: int, size: int, library: bytes | None, member: str, extra: tuple[tuple[str, bytes], ...] = ()
+) -> tuple[bytes, int, bytes]:
     """(the bytes before the padding's data, its length, the bytes after it) of a stored zip `size` bytes long:
     the library member and vllm/_moe_C.abi3.so (when there is one), the `extra` members (the dist-info METADATA),
     then the padding member, then the central directory."""
@@ -730,13 +782,26 @@ def dist_info_metadata(filename: str, requires_torch: str | None = WHEEL_REQUIRE
     """A wheel's `{name}-{version}.dist-info/METADATA`, shaped as vLLM 0.14.0's (its first headers, the lines
     around torch's as they stand there, then the description after a blank line)."""
     version = filename.split("-")[1]
-    lines = ["Metadata-Version: 2.4", "Name: vllm", f"Version: {version}",
-             "Summary: A high-throughput and memory-efficient inference and serving engine for LLMs",
-             "Requires-Python: <3.14,>=3.10", "Requires-Dist: regex", 'Requires-Dist: ray[cgraph]>=2.48.0']
+    lines = [
+        "Metadata-Version: 2.4",
+        "Name: vllm",
+        f"Version: {version}",
+        "Summary: A high-throughput and memory-efficient inference and serving engine for LLMs",
+        "Requires-Python: <3.14,>=3.10",
+        "Requires-Dist: regex",
+        "Requires-Dist: ray[cgraph]>=2.48.0",
+    ]
     if requires_torch is not None:
         lines.append(f"Requires-Dist: {requires_torch}")
-    lines += ["Requires-Dist: torchaudio==2.9.1", "Requires-Dist: torchvision==0.24.1",
-              'Requires-Dist: pandas; extra == "bench"', "Provides-Extra: bench", "", "vLLM is a fast library.", ""]
+    lines += [
+        "Requires-Dist: torchaudio==2.9.1",
+        "Requires-Dist: torchvision==0.24.1",
+        'Requires-Dist: pandas; extra == "bench"',
+        "Provides-Extra: bench",
+        "",
+        "vLLM is a fast library.",
+        "",
+    ]
     return f"vllm-{version}.dist-info/METADATA", "\n".join(lines).encode()
 
 

@@ -44,10 +44,20 @@ class GitDaemon:
         for _ in range(5):  # a port another test process took between free_port and the bind: try another
             self.port = free_port()
             self.process = subprocess.Popen(
-                ["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={self.port}", "--export-all",
-                 f"--base-path={root}", "--informative-errors", str(root)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )  # fmt: skip
+                [
+                    "git",
+                    "daemon",
+                    "--reuseaddr",
+                    "--listen=127.0.0.1",
+                    f"--port={self.port}",
+                    "--export-all",
+                    f"--base-path={root}",
+                    "--informative-errors",
+                    str(root),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             if self._listening():
                 return
         raise RuntimeError("git daemon did not start")

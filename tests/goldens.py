@@ -40,8 +40,10 @@ def machine_neutral(text: str) -> str:
     buildx, buildkitd, docker = machine["{buildx version}"], machine["{buildkitd version}"], machine["{docker version}"]
     version, host = machine["{buildkit version}"], machine["{host}"]
     for was, now in (
-        (f"buildx {buildx}, BuildKit {buildkitd}, Docker {docker}", "buildx {buildx version}, BuildKit "
-         "{buildkitd version}, Docker {docker version}"),
+        (
+            f"buildx {buildx}, BuildKit {buildkitd}, Docker {docker}",
+            "buildx {buildx version}, BuildKit {buildkitd version}, Docker {docker version}",
+        ),
         (f'"buildx_version": "{buildx}"', '"buildx_version": "{buildx version}"'),
         (f'"buildkit_daemon_version": "{buildkitd}"', '"buildkit_daemon_version": "{buildkitd version}"'),
         (f'"docker_version": "{docker}"', '"docker_version": "{docker version}"'),
@@ -50,6 +52,6 @@ def machine_neutral(text: str) -> str:
         (f"by buildkit {version},", "by buildkit {buildkit version},"),
         (f" on {host} (", " on {host} ("),
         (f'"host": "{host}"', '"host": "{host}"'),
-    ):  # fmt: skip
+    ):
         text = text.replace(was, now)
     return text

@@ -31,8 +31,11 @@ def _installed() -> Path:
     # npm ci installs exactly the lock (and checks each package's integrity); no install scripts run.
     subprocess.run(
         ["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
-        cwd=work, check=True, capture_output=True, timeout=600,
-    )  # fmt: skip
+        cwd=work,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     try:
         work.rename(target)
     except OSError:  # another test process installed it first

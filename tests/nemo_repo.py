@@ -113,11 +113,15 @@ def make_remote(tmp_path: Path) -> Remote:
         (work / path).write_text(text)
     # .gitmodules records the github.com URL, as upstream's does; the rewrite sends it to the daemon.
     git(
-        "-c", f"url.{daemon.url}test/.insteadOf=https://github.com/test/",
-        "submodule", "add", "-q",
-        "https://github.com/test/Megatron-LM.git", "3rdparty/Megatron-LM-workspace/Megatron-LM",
+        "-c",
+        f"url.{daemon.url}test/.insteadOf=https://github.com/test/",
+        "submodule",
+        "add",
+        "-q",
+        "https://github.com/test/Megatron-LM.git",
+        "3rdparty/Megatron-LM-workspace/Megatron-LM",
         cwd=work,
-    )  # fmt: skip
+    )
     commit = commit_all(work, "docs: add release runs to front page readme for 0.5 (#1879)")
     daemon.publish(work, "RL.git")
     return Remote(daemon, work, commit, sub_commit)

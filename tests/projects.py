@@ -63,10 +63,27 @@ def interrupt_a_slow_smoke_build(root: Path, env: dict[str, str], engine: str, s
     """Run `buildkit build --smoke` (uncached, with a slow step) as a child process, send it `sig` once buildx
     reports its first step, and return its exit code and the rest of its stderr."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "buildkit.cli", "build", "--smoke", "--builder", engine, "--progress", "plain",
-         "--no-syntax", "--", "--no-cache", "--build-arg", "SLOW=1"],
-        cwd=root, env=env, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "buildkit.cli",
+            "build",
+            "--smoke",
+            "--builder",
+            engine,
+            "--progress",
+            "plain",
+            "--no-syntax",
+            "--",
+            "--no-cache",
+            "--build-arg",
+            "SLOW=1",
+        ],
+        cwd=root,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert process.stderr is not None
     for line in process.stderr:
         if line.startswith("=> "):  # buildx is running and reporting steps

@@ -146,6 +146,10 @@ def ubuntu_layers(release: str) -> list[tuple[str, bytes]]:
     else:
         bottom = layer(package_entries(BIONIC))
     nsight = next(c for i, c in package_entries(NOBLE[1:2]) if i.name.endswith("libstdc++.so.6.0.33"))
-    cuda = layer([file("usr/local/cuda/version.json", b'{"cuda": {"version": "12.9.0"}}\n'),
-                  file("opt/nvidia/nsight-systems/host-linux-x64/libstdc++.so.6", nsight or b"")])  # fmt: skip
+    cuda = layer(
+        [
+            file("usr/local/cuda/version.json", b'{"cuda": {"version": "12.9.0"}}\n'),
+            file("opt/nvidia/nsight-systems/host-linux-x64/libstdc++.so.6", nsight or b""),
+        ]
+    )
     return [bottom, cuda, layer([])]

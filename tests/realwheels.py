@@ -114,10 +114,30 @@ def real_wheel(wheel: RealWheel) -> Path:
         requirements = root / f".{wheel.filename}.req"
         requirements.write_text(f"{wheel.requirement} --hash=sha256:{wheel.sha256}\n")
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--require-hashes",
-             "--python-version", wheel.python_version, "--platform", wheel.platform, "--implementation", "cp",
-             "--no-cache-dir", "-d", str(root), "-r", str(requirements)],
-            capture_output=True, text=True, timeout=1800,
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--require-hashes",
+                "--python-version",
+                wheel.python_version,
+                "--platform",
+                wheel.platform,
+                "--implementation",
+                "cp",
+                "--no-cache-dir",
+                "-d",
+                str(root),
+                "-r",
+                str(requirements),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1800,
         )
         requirements.unlink(missing_ok=True)
         if done.returncode != 0 or not _good(path, wheel):

@@ -13,6 +13,9 @@ def key_pair(cosign: str, directory: Path, password: str = PASSWORD) -> tuple[Pa
     directory.mkdir(parents=True, exist_ok=True)
     subprocess.run(
         [cosign, "generate-key-pair", f"--output-key-prefix={directory / 'cosign'}"],
-        env={**os.environ, "COSIGN_PASSWORD": password}, capture_output=True, check=True, timeout=60,
-    )  # fmt: skip
+        env={**os.environ, "COSIGN_PASSWORD": password},
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
     return directory / "cosign.key", directory / "cosign.pub"

@@ -124,9 +124,15 @@ def test_a_directory_named_only_as_a_parent_does_not_replace_a_lower_symlink():
 
 
 def test_dotdot_after_a_symlink_goes_to_the_parent_of_its_target_as_the_kernel_does():
-    layer = blob([symlink("opt/link", "/srv/deep/dir"), entry("srv/deep/dir"),
-                  file("srv/deep/glibc/libc-2.99.so", b"the kernel's"), file("opt/glibc/libc-2.99.so", b"textual"),
-                  symlink(LIBC, "/opt/link/../glibc/libc-2.99.so")])  # fmt: skip
+    layer = blob(
+        [
+            symlink("opt/link", "/srv/deep/dir"),
+            entry("srv/deep/dir"),
+            file("srv/deep/glibc/libc-2.99.so", b"the kernel's"),
+            file("opt/glibc/libc-2.99.so", b"textual"),
+            symlink(LIBC, "/opt/link/../glibc/libc-2.99.so"),
+        ]
+    )
     assert libc(layer) == ("srv/deep/glibc/libc-2.99.so", 0, b"the kernel's")
 
 
@@ -148,8 +154,12 @@ def test_hardlinks_loops_dotdot_above_the_root_and_rhels_libgcc():
     fifo = blob([entry(LIBC, "fifo")])
     assert libc(fifo) is None
     # RHEL 8's (and UBI's, Rocky's) libgcc_s.so.1 is a symlink to a versioned name.
-    rhel = blob([symlink("usr/lib64/libgcc_s.so.1", "libgcc_s-8-20210514.so.1"),
-                 file("usr/lib64/libgcc_s-8-20210514.so.1", b"gcc 8")])  # fmt: skip
+    rhel = blob(
+        [
+            symlink("usr/lib64/libgcc_s.so.1", "libgcc_s-8-20210514.so.1"),
+            file("usr/lib64/libgcc_s-8-20210514.so.1", b"gcc 8"),
+        ]
+    )
     assert libc(rhel, path="usr/lib64/libgcc_s.so.1") == ("usr/lib64/libgcc_s-8-20210514.so.1", 0, b"gcc 8")
 
 
@@ -241,13 +251,24 @@ def _serve(handler) -> HTTPServer:
 
 def test_every_copy_counts_and_the_oldest_decides():
     """The loader may take any copy in its directories (ld.so.cache, LD_LIBRARY_PATH), so the oldest decides."""
-    copies = [baselibs.BaseLibrary(name="libc.so.6", path=LIBC, layer=0, versions=["GLIBC_2.2.5", "GLIBC_2.39"]),
-              baselibs.BaseLibrary(name="libstdc++.so.6", path="usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.33",
-                                   layer=0, versions=["GLIBCXX_3.4", "GLIBCXX_3.4.33", "CXXABI_1.3.15"]),
-              baselibs.BaseLibrary(name="libstdc++.so.6", path="usr/local/lib/libstdc++.so.6.0.25", layer=2,
-                                   versions=["GLIBCXX_3.4", "GLIBCXX_3.4.25", "CXXABI_1.3.11"])]  # fmt: skip
-    found = baselibs.BaseLibraries(manifest_digest="sha256:" + "1" * 64, libraries=copies, layers=3, layers_read=3,
-                                   bytes_read=0)  # fmt: skip
+    copies = [
+        baselibs.BaseLibrary(name="libc.so.6", path=LIBC, layer=0, versions=["GLIBC_2.2.5", "GLIBC_2.39"]),
+        baselibs.BaseLibrary(
+            name="libstdc++.so.6",
+            path="usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.33",
+            layer=0,
+            versions=["GLIBCXX_3.4", "GLIBCXX_3.4.33", "CXXABI_1.3.15"],
+        ),
+        baselibs.BaseLibrary(
+            name="libstdc++.so.6",
+            path="usr/local/lib/libstdc++.so.6.0.25",
+            layer=2,
+            versions=["GLIBCXX_3.4", "GLIBCXX_3.4.25", "CXXABI_1.3.11"],
+        ),
+    ]
+    found = baselibs.BaseLibraries(
+        manifest_digest="sha256:" + "1" * 64, libraries=copies, layers=3, layers_read=3, bytes_read=0
+    )
     system = baselibs.system(found)
     assert not isinstance(system, str)
     assert system.versions == {"GLIBC": (2, 39), "GLIBCXX": (3, 4, 25), "CXXABI": (1, 3, 11)}
@@ -273,16 +294,26 @@ def _registry_with(tag: str, release: str) -> tuple[FakeRegistry, str]:
 @pytest.mark.parametrize(
     ("release", "expected", "paths"),
     [
-        ("noble", {"GLIBC": (2, 39), "GLIBCXX": (3, 4, 33), "CXXABI": (1, 3, 15), "GCC": (14, 0, 0)},
-         {"libc.so.6": "usr/lib/x86_64-linux-gnu/libc.so.6",
-          "libstdc++.so.6": "usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.33",
-          "libgcc_s.so.1": "usr/lib/x86_64-linux-gnu/libgcc_s.so.1"}),
-        ("bionic", {"GLIBC": (2, 27), "GLIBCXX": (3, 4, 25), "CXXABI": (1, 3, 11), "GCC": (7, 0, 0)},
-         {"libc.so.6": "lib/x86_64-linux-gnu/libc-2.27.so",
-          "libstdc++.so.6": "usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.25",
-          "libgcc_s.so.1": "lib/x86_64-linux-gnu/libgcc_s.so.1"}),
+        (
+            "noble",
+            {"GLIBC": (2, 39), "GLIBCXX": (3, 4, 33), "CXXABI": (1, 3, 15), "GCC": (14, 0, 0)},
+            {
+                "libc.so.6": "usr/lib/x86_64-linux-gnu/libc.so.6",
+                "libstdc++.so.6": "usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.33",
+                "libgcc_s.so.1": "usr/lib/x86_64-linux-gnu/libgcc_s.so.1",
+            },
+        ),
+        (
+            "bionic",
+            {"GLIBC": (2, 27), "GLIBCXX": (3, 4, 25), "CXXABI": (1, 3, 11), "GCC": (7, 0, 0)},
+            {
+                "libc.so.6": "lib/x86_64-linux-gnu/libc-2.27.so",
+                "libstdc++.so.6": "usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.25",
+                "libgcc_s.so.1": "lib/x86_64-linux-gnu/libgcc_s.so.1",
+            },
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_base_images_real_glibc_and_libstdcxx_are_read_from_its_layers_and_cached(
     release, expected, paths, tmp_path
 ):
@@ -313,8 +344,15 @@ def test_an_older_copy_in_usr_local_lib_decides(tmp_path):
 
     old = next((i, c) for i, c in package_entries(BIONIC[1:2]) if i.name.endswith("libstdc++.so.6.0.25"))
     old[0].name = "usr/local/lib/libstdc++.so.6.0.25"
-    local = layer([entry("usr"), entry("usr/local"), entry("usr/local/lib"), old,
-                   symlink("usr/local/lib/libstdc++.so.6", "libstdc++.so.6.0.25")])  # fmt: skip
+    local = layer(
+        [
+            entry("usr"),
+            entry("usr/local"),
+            entry("usr/local/lib"),
+            old,
+            symlink("usr/local/lib/libstdc++.so.6", "libstdc++.so.6.0.25"),
+        ]
+    )
     registry = FakeRegistry().start()
     try:
         registry.add_image(BASE_REPO, "local", platforms=("linux/amd64",), layers=[*ubuntu_layers("noble"), local])
@@ -371,9 +409,13 @@ def test_resolve_reads_the_base_layers_once_and_not_at_all_with_no_wheel_downloa
     first = cli("resolve", "--json")
     assert first.code == 0, first.output[-3000:]
     abi = json.loads(first.stdout)["gpu"]["abi"]
-    assert abi["against"][-1] == (
-        "glibc/libstdc++/libgcc_s of the base image (newest: CXXABI_1.3.15, GCC_14.0.0, GLIBC_2.39, GLIBCXX_3.4.33)"
-    ) and abi["unresolved"] == []
+    assert (
+        abi["against"][-1]
+        == (
+            "glibc/libstdc++/libgcc_s of the base image (newest: CXXABI_1.3.15, GCC_14.0.0, GLIBC_2.39, GLIBCXX_3.4.33)"
+        )
+        and abi["unresolved"] == []
+    )
     assert "base image: libc.so.6 from layer 1 (usr/lib/x86_64-linux-gnu/libc.so.6)" in first.stderr
     assert "base image: reading its layers from the top for its glibc and libstdc++ (" in first.stderr
     blobs = [p for m, p, _h in upstreams.registry.log if "/blobs/" in p]

@@ -64,8 +64,7 @@ def served(*layers: tuple[str, bytes]):
 
 
 @pytest.mark.parametrize(("media_type", "make"), [(GZIP_LAYER, gzip_bomb), (ZSTD_LAYER, zstd_bomb)])
-def test_a_decompression_bomb_is_refused_by_its_ratio_within_seconds_and_nothing_is_cached(media_type, make,
-                                                                                         tmp_path):  # fmt: skip
+def test_a_decompression_bomb_is_refused_by_its_ratio_within_seconds_and_nothing_is_cached(media_type, make, tmp_path):
     """The default limits: a layer that inflates past RATIO_FLOOR at more than LAYERS.ratio bytes per compressed
     byte is refused there, whatever its size (1 GiB here; the same layer of 32 GiB stops at the same point)."""
     body = make(1 << 30)
@@ -88,12 +87,11 @@ def test_inflated_bytes_entries_kept_memory_and_time_are_each_limits_of_the_whol
     """LAYERS is looked up at each read, so a test lowers one limit at a time; each is one clear LimitExceeded."""
     real = ubuntu_layers("noble")
     cases = {
-        "inflated": (Limits(**{**vars(budget.LAYERS), "inflated": 4 << 20}), "more than 4.0 MiB "
-                     "decompressed"),
+        "inflated": (Limits(**{**vars(budget.LAYERS), "inflated": 4 << 20}), "more than 4.0 MiB decompressed"),
         "entries": (Limits(**{**vars(budget.LAYERS), "entries": 50}), "more than 50 entries"),
         "kept": (Limits(**{**vars(budget.LAYERS), "kept": 2000}), "more than 2,000 bytes to keep in memory"),
         "seconds": (Limits(**{**vars(budget.LAYERS), "seconds": 0.0}), "more than 0 s to read"),
-    }  # fmt: skip
+    }
     registry, client, fact = served(*real)
     try:
         for name, (limits, said) in cases.items():
@@ -122,8 +120,9 @@ def test_the_deadline_names_the_variable_that_moves_it(monkeypatch):
 
 def test_a_limit_crossed_is_never_not_checked_but_a_dropped_connection_is(monkeypatch, tmp_path):
     """base_system turns an unreachable registry into "not checked" (the lock is still good), never a bomb."""
-    resolver = SimpleNamespace(wheel_bytes="download", cache_dir=tmp_path, registry=None, on_progress=None,
-                               git=SimpleNamespace(notes=[]))  # fmt: skip
+    resolver = SimpleNamespace(
+        wheel_bytes="download", cache_dir=tmp_path, registry=None, on_progress=None, git=SimpleNamespace(notes=[])
+    )
     fact = SimpleNamespace(manifest_digest="sha256:" + "4" * 64)
 
     def bomb(*args, **kwargs):
@@ -265,8 +264,14 @@ def test_ctrl_c_or_sigterm_during_the_base_read_ends_resolve_at_once_with_130_an
     use_base(root, upstreams, "slow", cuda_version="12.9.0.043", layers=[big])
     slow(upstreams.registry, per_chunk=0.1)  # 13 s for the layer
     blob_path = "/blobs/sha256:" + hashlib.sha256(big[1]).hexdigest()
-    process = subprocess.Popen([sys.executable, "-m", "buildkit.cli", "resolve"], cwd=root, env=cli.env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "buildkit.cli", "resolve"],
+        cwd=root,
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not any(p.endswith(blob_path) for _m, p, _h in list(upstreams.registry.log)):

@@ -17,11 +17,24 @@ def test_platforms_bench_resolves_one_and_two_platforms_and_prints_the_ratios(tm
     two-platform one with the aarch64 stand-in wheel), and each platform's wheel and base are read once more for
     the second (bytes of the wheel index and the registry: 2x)."""
     done = subprocess.run(
-        [sys.executable, "bench/platforms.py", "--repeat", "1", "--latency", "0.02", "--wheel-kib", "64",
-         "--layer-kib", "16"],
-        cwd=REPO_ROOT, env={**base_env(tmp_path), "DOCKER_CONFIG": str(tmp_path / "docker-config")},
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "bench/platforms.py",
+            "--repeat",
+            "1",
+            "--latency",
+            "0.02",
+            "--wheel-kib",
+            "64",
+            "--layer-kib",
+            "16",
+        ],
+        cwd=REPO_ROOT,
+        env={**base_env(tmp_path), "DOCKER_CONFIG": str(tmp_path / "docker-config")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     labels = [line[:24].strip() for line in lines]

@@ -110,11 +110,22 @@ def test_smoke_build_on_the_real_engine(project, remote, engine):
 
     # What the build args and the applied patch put into the image.
     run = subprocess.run(
-        ["docker", "run", "--rm", "--network", "none", image["tag"], "sh", "-c",
-         "cat /opt/nemo-rl/3rdparty/vllm/nemo-rl.env /opt/nemo_rl_container_fingerprint; "
-         "sha256sum /opt/nemo-rl/tools/build-custom-vllm.sh"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            image["tag"],
+            "sh",
+            "-c",
+            "cat /opt/nemo-rl/3rdparty/vllm/nemo-rl.env /opt/nemo_rl_container_fingerprint; "
+            "sha256sum /opt/nemo-rl/tools/build-custom-vllm.sh",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     prepared = json.loads((root / "build" / "prepare.json").read_text())
     assert f"export VLLM_GIT_REF={lock['vllm']['commit']}" in run.stdout
     # The wheel the vllm-wheel stage fetched (BuildKit checked its sha256), mounted where the build args say.
@@ -131,8 +142,19 @@ def test_smoke_build_on_the_real_engine(project, remote, engine):
 def test_failing_smoke_build_records_the_failure(project, remote, engine):
     root, cli = smoke_project(project, remote)
     # An empty BUILD_CUSTOM_VLLM (a later --build-arg wins) fails the smoke step's check inside the build.
-    result = cli("build", "--smoke", "--builder", engine, "--progress", "plain", "--no-syntax", "--",
-                 "--build-arg", "BUILD_CUSTOM_VLLM=", timeout=600)  # fmt: skip
+    result = cli(
+        "build",
+        "--smoke",
+        "--builder",
+        engine,
+        "--progress",
+        "plain",
+        "--no-syntax",
+        "--",
+        "--build-arg",
+        "BUILD_CUSTOM_VLLM=",
+        timeout=600,
+    )
     assert result.code == 6, result.output
     assert "the build failed" in result.stderr and "full log:" in result.stderr
     record = json.loads((root / "build" / "smoke-record.json").read_text())
@@ -147,10 +169,18 @@ def test_ctrl_c_cancels_buildx_cleanly(tmp_path, engine):
 
     (tmp_path / "Dockerfile").write_text(f"FROM {STAND_IN_BASE}\nRUN echo started-slow-step && sleep 60\n")
     plan = BuildPlan(
-        dockerfile=tmp_path / "Dockerfile", tree=tmp_path, target="", platform="linux/amd64", tag="interrupt:1",
-        build_args=(), metadata_file=tmp_path / "metadata.json", source_date_epoch=0, builder=engine,
-        provenance=False, extra=("--no-cache",),
-    )  # fmt: skip
+        dockerfile=tmp_path / "Dockerfile",
+        tree=tmp_path,
+        target="",
+        platform="linux/amd64",
+        tag="interrupt:1",
+        build_args=(),
+        metadata_file=tmp_path / "metadata.json",
+        source_date_epoch=0,
+        builder=engine,
+        provenance=False,
+        extra=("--no-cache",),
+    )
 
     def interrupt_when_slow_step_runs(line, progress):
         if any(step.name.startswith("[2/2] RUN") and step.running for step in progress.steps.values()):
@@ -169,19 +199,37 @@ def test_smoke_push_attaches_provenance_and_the_registry_confirms_the_digest(pro
     (root / "pins.yaml").write_text(text)
     assert cli("resolve").code == 0
     result = cli(
-        "build", "--smoke", "--push", "--builder", engine, "--progress", "plain", "--no-syntax", timeout=600,
-    )  # fmt: skip
+        "build",
+        "--smoke",
+        "--push",
+        "--builder",
+        engine,
+        "--progress",
+        "plain",
+        "--no-syntax",
+        timeout=600,
+    )
     assert result.code == 0, result.output
     record = json.loads((root / "build" / "smoke-record.json").read_text())
     assert record["provenance"] == "attached (mode=max)"
     assert "type=image,push=true,rewrite-timestamp=true" in record["argv"]
     digest = record["image"]["digest"]
     manifest = subprocess.run(
-        ["curl", "-fsS", "-H", "Accept: application/vnd.oci.image.index.v1+json",
-         "http://127.0.0.1:5000/v2/test/nemo-rl/manifests/v0.5.0-spec-decode-smoke", "-o", "/dev/null",
-         "-w", "%header{docker-content-digest}"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        [
+            "curl",
+            "-fsS",
+            "-H",
+            "Accept: application/vnd.oci.image.index.v1+json",
+            "http://127.0.0.1:5000/v2/test/nemo-rl/manifests/v0.5.0-spec-decode-smoke",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%header{docker-content-digest}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert manifest == digest
     index = json.loads(
         subprocess.run(
@@ -195,7 +243,7 @@ def test_smoke_push_attaches_provenance_and_the_registry_confirms_the_digest(pro
             capture_output=True,
             text=True,
             check=True,
-        ).stdout  # fmt: skip
+        ).stdout
     )
     kinds = [m.get("annotations", {}).get("vnd.docker.reference.type") for m in index["manifests"]]
     assert "attestation-manifest" in kinds
@@ -220,8 +268,12 @@ def test_live_view_on_a_terminal(project, remote, engine):
     env = {k: v for k, v in cli.env.items() if k != "NO_COLOR"}
     process = subprocess.Popen(
         [sys.executable, "-m", "buildkit.cli", "build", "--smoke", "--builder", engine, "--no-syntax"],
-        cwd=root, env={**env, "TERM": "xterm"}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower,
-    )  # fmt: skip
+        cwd=root,
+        env={**env, "TERM": "xterm"},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+    )
     os.close(follower)
     screen = b""
     while True:
@@ -309,7 +361,7 @@ def test_verify_vllm_and_sglang_checks_run_in_the_image(project, remote, engine)
             (ctx / path).write_bytes(data + (b"# edited\n" if name == "bad" and path == "vllm/envs.py" else b""))
         (ctx / "python").write_text(
             f'#!/bin/sh\ncase "$2" in\n  *"import vllm"*) echo "{version}" ;;\n  *"import sglang"*) {sglang} ;;\n'
-            f'  *"find_spec(\'vllm\')"*) echo {PACKAGE} ;;\nesac\n'
+            f"  *\"find_spec('vllm')\"*) echo {PACKAGE} ;;\nesac\n"
         )
         (ctx / "Dockerfile").write_text(
             "FROM nemo-rl:v0.5.0-spec-decode-smoke\nCOPY python /bin/python\nRUN chmod 0755 /bin/python\n"
@@ -333,8 +385,7 @@ def test_verify_vllm_and_sglang_checks_run_in_the_image(project, remote, engine)
     assert bad.code == 1, bad.output
     assert "FAIL  vllm version names the locked commit: vllm.__version__ = 0.14.0rc2.dev155+g0123456789" in bad.stderr
     assert "FAIL  sglang is not importable: import sglang succeeded" in bad.stderr
-    assert "FAIL  vLLM's Python files are the source commit's: 1 differ from 4a5299c93ff9's: vllm/envs.py" in \
-        bad.stderr
+    assert "FAIL  vLLM's Python files are the source commit's: 1 differ from 4a5299c93ff9's: vllm/envs.py" in bad.stderr
 
 
 def test_verify_gpus_on_an_engine_without_gpus_fails_and_says_why(project, remote, engine):

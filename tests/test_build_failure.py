@@ -31,17 +31,32 @@ COPY --from=broken /etc/hostname /broken
 def test_the_failing_step_and_its_output_win_over_the_cancelled_ones(tmp_path, engine):
     (tmp_path / "Dockerfile").write_text(PARALLEL_FAILURE)
     plan = BuildPlan(
-        dockerfile=tmp_path / "Dockerfile", tree=tmp_path, target="", platform="linux/amd64", tag="parallel-fail:1",
-        build_args=(), metadata_file=tmp_path / "metadata.json", source_date_epoch=0, builder=engine,
-        provenance=False, export=False, extra=("--no-cache",),
-    )  # fmt: skip
+        dockerfile=tmp_path / "Dockerfile",
+        tree=tmp_path,
+        target="",
+        platform="linux/amd64",
+        tag="parallel-fail:1",
+        build_args=(),
+        metadata_file=tmp_path / "metadata.json",
+        source_date_epoch=0,
+        builder=engine,
+        provenance=False,
+        export=False,
+        extra=("--no-cache",),
+    )
     builder = Builder(engine, "remote", "unix:///run/buildkit", "v0.34.2", "v0.38.2", "20.10")
     record_path = tmp_path / "record.json"
     seen = []
     record = execute(
-        plan, lock_sha256="0" * 64, smoke=True, builder=builder, provenance_note="", log_path=tmp_path / "b.log",
-        record_path=record_path, on_line=lambda line, progress: seen.append(progress),
-    )  # fmt: skip
+        plan,
+        lock_sha256="0" * 64,
+        smoke=True,
+        builder=builder,
+        provenance_note="",
+        log_path=tmp_path / "b.log",
+        record_path=record_path,
+        on_line=lambda line, progress: seen.append(progress),
+    )
     assert record.outcome == "failed"
     assert record.failed_step is not None and record.failed_step.startswith("[broken 2/2] RUN echo compiling")
     assert "exit code: 7" in (record.error or "") and "context canceled" not in (record.error or "")

@@ -68,8 +68,13 @@ def test_bump_to_the_later_upstream_shape(project, remote):
     assert "- check: match: " in summary
     assert "line 8, above nemo\\_rl.ref:" in summary  # the comment that names the old commit's subject
     # How far the pin moved: git's own count on the served repository (not GitHub: no compare link).
-    count = subprocess.run(["git", "rev-list", "--count", f"{remote.commit}..{later}"], cwd=remote.work,
-                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    count = subprocess.run(
+        ["git", "rev-list", "--count", f"{remote.commit}..{later}"],
+        cwd=remote.work,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert f"- nemo_rl: {count} commit" in summary and "compare on GitHub" not in summary
     for written in ("pins.yaml", "pins.lock", "build/prepare.json", "build/Dockerfile", "build/render.json"):
         assert f"- `{written}`" in summary
@@ -139,10 +144,12 @@ def test_a_ref_outside_the_grammar_is_refused_before_git_sees_it(project, remote
 def test_vllm_moves_to_the_newest_commit_with_a_wheel_and_the_pr_goes(project, remote, upstreams):
     root, cli = use_remote(project, remote)
     with_wheel, without = "b" * 40, "c" * 40
-    upstreams.github.add_commit("vllm-project/vllm", with_wheel, "[Core] a commit with a wheel (#30001)",
-                                "2026-03-01T10:00:00Z")  # fmt: skip
-    upstreams.github.add_commit("vllm-project/vllm", without, "[CI] a commit without one (#30002)",
-                                "2026-03-02T10:00:00Z", branch="main")  # fmt: skip
+    upstreams.github.add_commit(
+        "vllm-project/vllm", with_wheel, "[Core] a commit with a wheel (#30001)", "2026-03-01T10:00:00Z"
+    )
+    upstreams.github.add_commit(
+        "vllm-project/vllm", without, "[CI] a commit without one (#30002)", "2026-03-02T10:00:00Z", branch="main"
+    )
     upstreams.wheels.add(with_wheel, f"vllm-0.15.0rc1.dev12+g{with_wheel[:9]}-cp38-abi3-manylinux_2_31_x86_64.whl")
     before = (root / "pins.yaml").read_text()
 
@@ -155,8 +162,12 @@ def test_vllm_moves_to_the_newest_commit_with_a_wheel_and_the_pr_goes(project, r
     assert [s["commit"]["commit"] for s in report["vllm_skipped"]] == [without]
     assert "no wheel index for this commit" in report["vllm_skipped"][0]["reason"]
     assert report["pull_request"] == {
-        "number": VLLM_PR, "merge_commit": VLLM_SHA, "compare": "ahead", "contained": True, "detail": "",
-    }  # fmt: skip
+        "number": VLLM_PR,
+        "merge_commit": VLLM_SHA,
+        "compare": "ahead",
+        "contained": True,
+        "detail": "",
+    }
     assert report["wheel"]["commit"] == with_wheel and report["wheel"]["filename"].endswith("x86_64.whl")
     assert [p["status"] for p in report["patches"]] == ["applies"]
 
@@ -176,8 +187,9 @@ def test_vllm_moves_to_the_newest_commit_with_a_wheel_and_the_pr_goes(project, r
 def test_vllm_without_any_wheel_names_how_many_were_tried(project, remote, upstreams):
     root, cli = use_remote(project, remote)
     for n in range(3):
-        upstreams.github.add_commit("vllm-project/vllm", f"{n + 1}" * 40, f"commit {n}", "2026-03-01T10:00:00Z",
-                                    branch="main")  # fmt: skip
+        upstreams.github.add_commit(
+            "vllm-project/vllm", f"{n + 1}" * 40, f"commit {n}", "2026-03-01T10:00:00Z", branch="main"
+        )
     upstreams.wheels.listings.pop(VLLM_SHA)  # not even the pinned commit's wheel is there now
     state = project_state(root)
     result = cli("bump", "--vllm")
@@ -212,10 +224,21 @@ def test_following_the_advice_after_a_bump_to_a_cuda_13_upstream_passes_resolve(
     summary = (root / "build" / "bump.md").read_text()
     upstream_default = "nvcr.io/nvidia/cuda-dl-base:26.05-cuda13.2-devel-ubuntu24.04"
     assert f"- `base_image`: an image of CUDA 13 (upstream's default: `{upstream_default}`)" in summary
-    assert "- `wheel.variant`: a variant built for CUDA 13, e.g. `cu130` (CUDA 13.0); the pinned variant " \
-           "`default` is CUDA 12" in summary  # fmt: skip
-    for known in ("CUDA", "torch", "kernels", "ABI", "glibc", "driver", "content address", "reproducibility",
-                  "provenance"):
+    assert (
+        "- `wheel.variant`: a variant built for CUDA 13, e.g. `cu130` (CUDA 13.0); the pinned variant "
+        "`default` is CUDA 12" in summary
+    )
+    for known in (
+        "CUDA",
+        "torch",
+        "kernels",
+        "ABI",
+        "glibc",
+        "driver",
+        "content address",
+        "reproducibility",
+        "provenance",
+    ):
         assert f"\n| {known} | " in summary, known
     assert "| reproducibility | not checked | no image built from these pins yet: buildkit build |" in summary
 
@@ -256,25 +279,35 @@ def test_following_the_advice_after_a_bump_to_another_torch_passes(project, remo
     # vLLM's main moved on: a commit whose cu130 wheel requires torch 2.11.0 (NeMo-RL at 7ea279ab locks vLLM 0.25.1
     # with torch 2.11.0: upstream-facts.md). Wheels moved to manylinux_2_28 by then.
     newer = "d" * 40
-    upstreams.github.add_commit("vllm-project/vllm", newer, "[Build] torch 2.11 (#40001)", "2026-08-01T10:00:00Z",
-                                branch="main")  # fmt: skip
-    upstreams.wheels.add(newer, f"vllm-0.25.1.dev3+g{newer[:9]}.cu130-cp38-abi3-manylinux_2_28_x86_64.whl",
-                         variant="cu130", requires_torch="torch==2.11.0")  # fmt: skip
+    upstreams.github.add_commit(
+        "vllm-project/vllm", newer, "[Build] torch 2.11 (#40001)", "2026-08-01T10:00:00Z", branch="main"
+    )
+    upstreams.wheels.add(
+        newer,
+        f"vllm-0.25.1.dev3+g{newer[:9]}.cu130-cp38-abi3-manylinux_2_28_x86_64.whl",
+        variant="cu130",
+        requires_torch="torch==2.11.0",
+    )
     state = project_state(root)
 
     result = cli("bump", "--nemo-rl", "main")
     assert result.code == 4, result.output
     assert "torch mismatch" in result.stderr and "Traceback" not in result.output
     summary = result.stdout
-    assert "**failed**: torch mismatch: the vLLM wheel vllm-0.14.0rc2.dev156+g4a5299c93-cp38-abi3-manylinux\\_2\\_31" \
-           "\\_x86\\_64.whl was built for torch==2.9.1 (its METADATA), but NeMo-RL's uv.lock installs torch " \
-           "2.11.0+cu130: vLLM's compiled extensions link against torch's C++ ABI" in summary  # fmt: skip
-    advice = summary[summary.index("To resolve, change pins.yaml"):]
-    assert "- `wheel.variant`: `cu130`, the CUDA of torch 2.11.0+cu130 (the pinned variant `default` is CUDA " \
-           "12)" in advice  # fmt: skip
+    assert (
+        "**failed**: torch mismatch: the vLLM wheel vllm-0.14.0rc2.dev156+g4a5299c93-cp38-abi3-manylinux\\_2\\_31"
+        "\\_x86\\_64.whl was built for torch==2.9.1 (its METADATA), but NeMo-RL's uv.lock installs torch "
+        "2.11.0+cu130: vLLM's compiled extensions link against torch's C++ ABI" in summary
+    )
+    advice = summary[summary.index("To resolve, change pins.yaml") :]
+    assert (
+        "- `wheel.variant`: `cu130`, the CUDA of torch 2.11.0+cu130 (the pinned variant `default` is CUDA 12)" in advice
+    )
     assert "- `base_image`: an image of CUDA 13 (the pinned one is CUDA 12.9.0.043;" in advice
-    assert "- `vllm.ref`: a commit whose wheel requires torch 2.11: `buildkit bump --nemo-rl main --vllm-branch main`" \
-           in advice  # fmt: skip
+    assert (
+        "- `vllm.ref`: a commit whose wheel requires torch 2.11: `buildkit bump --nemo-rl main --vllm-branch main`"
+        in advice
+    )
     assert project_state(root) == state  # nothing written
 
     # The pins changes without moving vLLM: the wheel (4a5299c93's cu130 one) still names torch 2.9.

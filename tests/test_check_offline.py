@@ -21,8 +21,14 @@ def no_network_env():
     # Every HTTP request goes through a proxy that refuses connections: --offline must not try any. (The endpoints
     # stay as they were: they are inputs the lock is checked against.)
     proxy = "http://127.0.0.1:9"
-    return {"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "http_proxy": proxy, "https_proxy": proxy, "NO_PROXY": "",
-            "no_proxy": ""}  # fmt: skip
+    return {
+        "HTTP_PROXY": proxy,
+        "HTTPS_PROXY": proxy,
+        "http_proxy": proxy,
+        "https_proxy": proxy,
+        "NO_PROXY": "",
+        "no_proxy": "",
+    }
 
 
 def test_check_passes_on_a_fresh_lock_and_writes_nothing(project):

@@ -207,8 +207,16 @@ def test_rules_are_well_formed():
         assert rule.kind in KINDS and rule.why and rule.source, rule
     # the brief's minimum: these are all declared
     patterns = {r.pattern for r in RULES}
-    assert {"csrc/", "cmake/", "CMakeLists.txt", "setup.py", "requirements/cuda.txt", "requirements/build.txt",
-            "pyproject.toml", "cmake/external_projects/"} <= patterns  # fmt: skip
+    assert {
+        "csrc/",
+        "cmake/",
+        "CMakeLists.txt",
+        "setup.py",
+        "requirements/cuda.txt",
+        "requirements/build.txt",
+        "pyproject.toml",
+        "cmake/external_projects/",
+    } <= patterns
 
 
 def test_the_docstring_lists_every_rule():
@@ -256,10 +264,14 @@ def test_every_compiled_file_of_the_real_wheel_is_covered():
         names = wheel.namelist()
     shared = [n for n in names if n.endswith(".so")]
     assert sorted(shared) == [
-        "vllm/_C.abi3.so", "vllm/_flashmla_C.abi3.so", "vllm/_flashmla_extension_C.abi3.so", "vllm/_moe_C.abi3.so",
-        "vllm/cumem_allocator.abi3.so", "vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so",
+        "vllm/_C.abi3.so",
+        "vllm/_flashmla_C.abi3.so",
+        "vllm/_flashmla_extension_C.abi3.so",
+        "vllm/_moe_C.abi3.so",
+        "vllm/cumem_allocator.abi3.so",
+        "vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so",
         "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so",
-    ]  # fmt: skip
+    ]
     assert [p for p, _ in compiled_changes(shared)] == sorted(shared)
     copied = [n for n in names if n.startswith(("vllm/vllm_flash_attn/", "vllm/third_party/triton_kernels/"))]
     assert len(copied) > 40 and all(rule.kind == "from-wheel" for _, rule in compiled_changes(copied))
@@ -285,8 +297,14 @@ def test_a_build_pr_hits():
 
 
 def test_hits_are_sorted_once_each_with_their_first_rule():
-    paths = ["setup.py", "vllm/config/speculative.py", "csrc/torch_bindings.cpp", "setup.py",
-             "cmake/external_projects/vllm_flash_attn.cmake", "requirements/cuda.txt"]  # fmt: skip
+    paths = [
+        "setup.py",
+        "vllm/config/speculative.py",
+        "csrc/torch_bindings.cpp",
+        "setup.py",
+        "cmake/external_projects/vllm_flash_attn.cmake",
+        "requirements/cuda.txt",
+    ]
     assert [(p, r.pattern) for p, r in compiled_changes(paths)] == [
         ("cmake/external_projects/vllm_flash_attn.cmake", "cmake/external_projects/"),
         ("csrc/torch_bindings.cpp", "csrc/"),

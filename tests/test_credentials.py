@@ -397,8 +397,10 @@ def test_a_failing_helper_that_printed_the_credential_is_not_quoted(cli, tmp_pat
     bin_dir.mkdir()
     secret = "glpat-S3cretValue-0123456789"
     helper = bin_dir / "docker-credential-broken"
-    helper.write_text(f"#!/bin/sh\necho '{{\"ServerURL\":\"x\",\"Username\":\"ci\",\"Secret\":\"{secret}\"}}'\n"
-                      "echo 'keychain locked' >&2\nexit 1\n")  # fmt: skip
+    helper.write_text(
+        f'#!/bin/sh\necho \'{{"ServerURL":"x","Username":"ci","Secret":"{secret}"}}\'\n'
+        "echo 'keychain locked' >&2\nexit 1\n"
+    )
     helper.chmod(0o755)
     config = write_config(tmp_path / "docker-config", {"credHelpers": {"registry.example.com": "broken"}})
     env = {**env_for(config, bin_dir), "COLUMNS": "1000"}

@@ -93,9 +93,24 @@ def test_a_run_step_runs_on_the_platform_built_for(engine, tmp_path, platform):
         f"FROM {STAND_IN_BASE} AS run\nRUN uname -m > /m\nFROM scratch\nCOPY --from=run /m /m\n"
     )
     done = subprocess.run(
-        ["docker", "buildx", "build", "--builder", engine, "--platform", platform, "--no-cache", "--progress",
-         "plain", "--output", f"type=local,dest={out}", str(context)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            "docker",
+            "buildx",
+            "build",
+            "--builder",
+            engine,
+            "--platform",
+            platform,
+            "--no-cache",
+            "--progress",
+            "plain",
+            "--output",
+            f"type=local,dest={out}",
+            str(context),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert (out / "m").read_text() == PLATFORMS[platform] + "\n"

@@ -172,8 +172,18 @@ def test_export_the_smoke_image_for_slurm(project, remote, engine, tmp_path):
     built = json.loads((root / "build/smoke-record.json").read_text())
     assert record["image_id"] == built["image"]["id"] and record["config_digest"] == built["image"]["config_digest"]
     assert record["manifest_digest"] == built["image"]["digest"] and record["source_date_epoch"] == 1770316331
-    assert record["options"] == ["-mkfs-time", "1770316331", "-all-time", "1770316331", "-all-root", "-comp", "lzo",
-                                 "-noD", "-exit-on-error", "-no-xattrs"]  # fmt: skip
+    assert record["options"] == [
+        "-mkfs-time",
+        "1770316331",
+        "-all-time",
+        "1770316331",
+        "-all-root",
+        "-comp",
+        "lzo",
+        "-noD",
+        "-exit-on-error",
+        "-no-xattrs",
+    ]
     assert f"wrote {sqsh}" in result.stderr and "srun --container-image=" in result.stderr
 
     # The image's files: the patched script, the fingerprint the smoke target writes, every one root's, with the
@@ -193,8 +203,9 @@ def test_export_the_smoke_image_for_slurm(project, remote, engine, tmp_path):
     assert "Xattrs are not stored" in superblock and "Thu Feb  5 18:32:11 2026" in superblock
 
     # enroot's files: the image's ENV, its working directory and command, where enroot puts them.
-    inspected = json.loads(subprocess.run(["docker", "image", "inspect", SMOKE_TAG], capture_output=True,
-                                          check=True).stdout)[0]  # fmt: skip
+    inspected = json.loads(
+        subprocess.run(["docker", "image", "inspect", SMOKE_TAG], capture_output=True, check=True).stdout
+    )[0]
     assert unsquashfs("-cat", str(sqsh), "etc/environment") == "".join(e + "\n" for e in inspected["Config"]["Env"])
     rc = unsquashfs("-cat", str(sqsh), "etc/rc")
     assert rc.startswith(f"# enroot-provenance: dockerd://{SMOKE_TAG}\n# buildkit.lock.sha256 ")
@@ -212,8 +223,9 @@ def test_export_the_smoke_image_for_slurm(project, remote, engine, tmp_path):
     from buildkit.world.mksquashfs import find_mksquashfs
 
     paths = Paths.of(root / "pins.yaml")
-    one, _ = export_squashfs(paths, read_lock(paths.lock), choose_source(paths, None), find_mksquashfs(),
-                             tmp_path / "one.sqsh", processors=1)  # fmt: skip
+    one, _ = export_squashfs(
+        paths, read_lock(paths.lock), choose_source(paths, None), find_mksquashfs(), tmp_path / "one.sqsh", processors=1
+    )
     assert one.sha256 == record["sha256"]
 
     # The report's Slurm section: the file, its sha256 and size, the srun line. (The last export wrote the record.)
@@ -252,8 +264,11 @@ def test_an_image_with_whiteouts_is_what_docker_shows_of_it(project, remote, eng
     context = tmp_path / "ctx"
     context.mkdir()
     (context / "Dockerfile").write_text(WHITEOUTS.format(base=SMOKE_TAG))
-    subprocess.run(["docker", "build", "--network", "none", "-q", "-t", "whiteouts:1", str(context)], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["docker", "build", "--network", "none", "-q", "-t", "whiteouts:1", str(context)],
+        check=True,
+        capture_output=True,
+    )
     result = cli("export", "whiteouts:1", "-o", str(tmp_path / "w.sqsh"), "--json", timeout=300)
     assert result.code == 0, result.output
     record = json.loads(result.stdout)
@@ -261,8 +276,9 @@ def test_an_image_with_whiteouts_is_what_docker_shows_of_it(project, remote, eng
     assert record["layout"]["entrypoint"] == ["/bin/sh", "-c"] and record["layout"]["volumes"] == ["/data"]
 
     extracted = tmp_path / "x"
-    subprocess.run(["unsquashfs", "-no-xattrs", "-d", str(extracted), str(tmp_path / "w.sqsh")], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["unsquashfs", "-no-xattrs", "-d", str(extracted), str(tmp_path / "w.sqsh")], check=True, capture_output=True
+    )
     ours = listing(extracted)
     docker = _docker_export("whiteouts:1")
     enroot = {"etc/environment", "etc/fstab", "etc/rc", "etc/rc.local"}
@@ -310,8 +326,11 @@ def small_disk(tmp_path):
     def mount(size: str) -> Path:
         where = tmp_path / f"disk{len(mounted)}"
         where.mkdir()
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(where)],
-                              capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(where)],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             unavailable(f"cannot mount a small tmpfs to fill ({done.stderr.strip()}): needs root")
         mounted.append(where)
@@ -357,8 +376,9 @@ def test_a_disk_that_fills_up_midway_leaves_nothing_half_written(project, remote
 
     paths = Paths.of(root / "pins.yaml")
     with pytest.raises(InputError) as caught:
-        export_squashfs(paths, read_lock(paths.lock), choose_source(paths, None), find_mksquashfs(), output,
-                        on_step=fill_the_disk)  # fmt: skip
+        export_squashfs(
+            paths, read_lock(paths.lock), choose_source(paths, None), find_mksquashfs(), output, on_step=fill_the_disk
+        )
     assert caught.value.exit_code == 2
     assert caught.value.message == f"cannot write {output}: No space left on device"
     assert caught.value.hint == "the disk is full: free some space"

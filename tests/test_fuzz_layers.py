@@ -47,9 +47,16 @@ def corpus() -> list[bytes]:
     whiteout.size = opaque.size = 0
     link = tarfile.TarInfo("lib64/libc.so.6")
     link.type, link.linkname = tarfile.LNKTYPE, "usr/lib/x86_64-linux-gnu/libc.so.6"
-    forged = tar_of([symlink("lib", "usr/lib"), file("usr/lib/x86_64-linux-gnu/libc.so.6", b"\x7fELF" + bytes(60)),
-                     (whiteout, b""), (opaque, b""), (link, None),
-                     symlink("usr/lib/x86_64-linux-gnu/libstdc++.so.6", "libstdc++.so.6.0.33")])  # fmt: skip
+    forged = tar_of(
+        [
+            symlink("lib", "usr/lib"),
+            file("usr/lib/x86_64-linux-gnu/libc.so.6", b"\x7fELF" + bytes(60)),
+            (whiteout, b""),
+            (opaque, b""),
+            (link, None),
+            symlink("usr/lib/x86_64-linux-gnu/libstdc++.so.6", "libstdc++.so.6.0.33"),
+        ]
+    )
     libc6 = [(i, c) for i, c in package_entries(NOBLE[:1]) if i.isdir() or i.issym() or "libc.so" in i.name]
     return [forged, tar_of(libc6)]
 
@@ -87,8 +94,15 @@ def read(media_type: str, body: bytes):
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
     chunks = [body[i : i + 4096] for i in range(0, len(body), 4096)]
     blob = LayerBlob(digest, len(body), media_type, lambda: nullcontext(chunks))
-    return find([blob], PATHS, baselibs.CAPTURE, baselibs._version_nodes, "base image", baselibs.MAX_FILE,
-                budget=Budget("base image", LIMITS))  # fmt: skip
+    return find(
+        [blob],
+        PATHS,
+        baselibs.CAPTURE,
+        baselibs._version_nodes,
+        "base image",
+        baselibs.MAX_FILE,
+        budget=Budget("base image", LIMITS),
+    )
 
 
 def test_mutated_real_layers_end_in_a_result_or_a_buildkit_error_within_the_bound():

@@ -83,8 +83,12 @@ def mutate_text(text: str, rng: random.Random) -> str:
     return "".join(out)
 
 
-def fuzz(corpus: list[bytes], mutator: Callable[[bytes, random.Random], bytes], read: Callable[[bytes], object],
-         allowed: tuple[type[Exception], ...]) -> int:  # fmt: skip
+def fuzz(
+    corpus: list[bytes],
+    mutator: Callable[[bytes, random.Random], bytes],
+    read: Callable[[bytes], object],
+    allowed: tuple[type[Exception], ...],
+) -> int:
     """Feed mutations until SECONDS pass; each must return or raise one of `allowed` within PER_INPUT. Returns
     how many inputs ran."""
     rng = random.Random(SEED)

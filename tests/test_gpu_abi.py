@@ -61,9 +61,11 @@ def test_vllm_0_14_0_does_not_link_against_torch_2_8_0(vllm_modules, cache):
     assert found == {
         (f"vllm/vllm_flash_attn/_vllm_fa{n}_C.abi3.so", symbol, "libc10.so")
         for n in (2, 3)
-        for symbol in ("c10::SymInt::maybe_as_int_slow_path() const",
-                       "c10::SymInt::sym_ne_slow_path(c10::SymInt const&) const")
-    }  # fmt: skip
+        for symbol in (
+            "c10::SymInt::maybe_as_int_slow_path() const",
+            "c10::SymInt::sym_ne_slow_path(c10::SymInt const&) const",
+        )
+    }
     with pytest.raises(UpstreamMismatch) as stopped:
         abi.stop_if_unresolved(result, "vllm")
     assert stopped.value.message == (
@@ -80,9 +82,21 @@ def test_symbol_versions_held_to_the_base_image(vllm_modules):
     result = abi.check(vllm_modules, set(), old, ["centos7"])
     versions = {u.version for u in result.unresolved if u.version}
     assert "GLIBC_2.27" in versions or any(v.startswith("GLIBCXX_3.4.2") for v in versions)
-    assert all(u.expected_in in ("libc.so.6", "libstdc++.so.6", "libgcc_s.so.1", "libm.so.6", "libdl.so.2",
-                                 "libpthread.so.0", "ld-linux-x86-64.so.2", "librt.so.1")
-               for u in result.unresolved if u.version)  # fmt: skip
+    assert all(
+        u.expected_in
+        in (
+            "libc.so.6",
+            "libstdc++.so.6",
+            "libgcc_s.so.1",
+            "libm.so.6",
+            "libdl.so.2",
+            "libpthread.so.0",
+            "ld-linux-x86-64.so.2",
+            "librt.so.1",
+        )
+        for u in result.unresolved
+        if u.version
+    )
 
 
 def test_provided_versions_of_a_real_libc():
@@ -102,20 +116,26 @@ def _dyn_elf(tags: list[tuple[int, int]], extra: bytes = b"") -> bytes:
     dyn_at = 64 + 2 * 56
     dynamic = b"".join(struct.pack("<qQ", t, v) for t, v in [*tags, (0, 0)])
     total = dyn_at + len(dynamic) + len(extra)
-    header = struct.pack("<16sHHIQQQIHHHHHH", b"\x7fELF\x02\x01\x01" + b"\0" * 9, 3, 62, 1, 0, 64, 0, 0, 64, 56, 2,
-                         64, 0, 0)  # fmt: skip
+    header = struct.pack(
+        "<16sHHIQQQIHHHHHH", b"\x7fELF\x02\x01\x01" + b"\0" * 9, 3, 62, 1, 0, 64, 0, 0, 64, 56, 2, 64, 0, 0
+    )
     phdrs = struct.pack("<IIQQQQQQ", 1, 5, 0, 0, 0, total, total, 4096)
     phdrs += struct.pack("<IIQQQQQQ", 2, 6, dyn_at, dyn_at, 0, len(dynamic), len(dynamic), 8)
     return header + phdrs + dynamic + extra
 
 
-@pytest.mark.parametrize("tags,message", [
-    ([(dynsym.DT_SYMTAB, 0), (dynsym.DT_STRTAB, 0), (dynsym.DT_STRSZ, 1 << 40)], "dynamic string table of"),
-    ([(dynsym.DT_SYMTAB, 0), (dynsym.DT_STRTAB, 0), (dynsym.DT_STRSZ, 8)], "without a hash table"),
-    ([(dynsym.DT_SYMTAB, 0), (dynsym.DT_STRTAB, 0), (dynsym.DT_STRSZ, 8), (dynsym.DT_HASH, 1 << 50)],
-     "in no loaded segment"),
-    ([(dynsym.DT_STRTAB, 0)], "without a symbol or string table"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "tags,message",
+    [
+        ([(dynsym.DT_SYMTAB, 0), (dynsym.DT_STRTAB, 0), (dynsym.DT_STRSZ, 1 << 40)], "dynamic string table of"),
+        ([(dynsym.DT_SYMTAB, 0), (dynsym.DT_STRTAB, 0), (dynsym.DT_STRSZ, 8)], "without a hash table"),
+        (
+            [(dynsym.DT_SYMTAB, 0), (dynsym.DT_STRTAB, 0), (dynsym.DT_STRSZ, 8), (dynsym.DT_HASH, 1 << 50)],
+            "in no loaded segment",
+        ),
+        ([(dynsym.DT_STRTAB, 0)], "without a symbol or string table"),
+    ],
+)
 def test_hostile_dynamic_sections(tags, message):
     data = _dyn_elf(tags)
     with pytest.raises(GpuFileError, match=message):
@@ -124,8 +144,10 @@ def test_hostile_dynamic_sections(tags, message):
 
 def test_absurd_symbol_count():
     hash_at = 64 + 2 * 56 + 16 * 5
-    data = _dyn_elf([(dynsym.DT_SYMTAB, 0), (dynsym.DT_STRTAB, 0), (dynsym.DT_STRSZ, 8), (dynsym.DT_HASH, hash_at)],
-                    struct.pack("<II", 1, 0xFFFFFFFF))  # fmt: skip
+    data = _dyn_elf(
+        [(dynsym.DT_SYMTAB, 0), (dynsym.DT_STRTAB, 0), (dynsym.DT_STRSZ, 8), (dynsym.DT_HASH, hash_at)],
+        struct.pack("<II", 1, 0xFFFFFFFF),
+    )
     with pytest.raises(GpuFileError, match="dynamic symbols"):
         read_symbols(io.BytesIO(data), len(data))
 
@@ -157,8 +179,11 @@ EVIL = "_ZN2at4evilEv\n_ZN2at4_ops3add4callEv"  # one name holding a newline: tw
 def test_a_newline_in_a_symbol_name_never_shifts_the_demangled_names():
     names = ["_ZNK3c106SymInt22maybe_as_int_slow_pathEv", EVIL, "_ZN2at4_ops5empty4callEv", "f\x1b]0;x\x07"]
     assert abi.demangle(names) == [
-        "c10::SymInt::maybe_as_int_slow_path() const", repr(EVIL), "at::_ops::empty::call()", repr(names[3]),
-    ]  # fmt: skip
+        "c10::SymInt::maybe_as_int_slow_path() const",
+        repr(EVIL),
+        "at::_ops::empty::call()",
+        repr(names[3]),
+    ]
     undefined = [dynsym.Symbol(name=n, version=None, library=None, weak=False) for n in names[:3]]
     modules = [("vllm/_C.abi3.so", dynsym.DynamicSymbols(needed=[], defined=[], undefined=undefined, version_defs=[]))]
     found = abi.check(modules, torch={"_ZN2at4_ops3add4callEv"}, system={}, against=["torch 2.9.0"])
@@ -210,8 +235,14 @@ def test_a_bad_torch_cache_entry_is_read_again_from_the_wheel(tmp_path):
         elif kind == "symlink":
             path.symlink_to(planted)  # never followed
         else:
-            path.write_bytes({"garbage": b"\x00" * 100, "truncated": good[: len(good) // 2],
-                              "not utf-8": gzip.compress(b"\xff\xfe"), "two members": good + good}[kind])  # fmt: skip
+            path.write_bytes(
+                {
+                    "garbage": b"\x00" * 100,
+                    "truncated": good[: len(good) // 2],
+                    "not utf-8": gzip.compress(b"\xff\xfe"),
+                    "two members": good + good,
+                }[kind]
+            )
 
     for kind in ("bomb", "fifo", "symlink", "garbage", "truncated", "not utf-8", "two members"):
         plant(kind)

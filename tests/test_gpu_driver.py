@@ -31,22 +31,35 @@ def test_minimum_drivers_from_the_release_notes():
 
 
 # The drivers are RN Table 3's (470.82.01: "CUDA 11.4 Update 3", 550.54.15: "CUDA 12.4 Update 1", ...).
-@pytest.mark.parametrize("cuda,have,compat,expected", [
-    ("12.9", "575.57.08", False, driver.NATIVE),  # RN Table 3: >= 575.51.03
-    ("12.9", "570.124.06", False, driver.MINOR),  # NeMo-RL #1517's kind of node; RN Table 2 / MVC Table 1: 12.x >= 525
-    ("13.2", "590.48.01", False, driver.MINOR),  # < 595.45.04 (RN Table 3), >= 580 (RN Table 2: 13.x >= 580)
-    ("13.4", "580.65.06", False, driver.MINOR),  # past the toolkit table, still 13.x >= 580
-    ("12.0", "520.61.05", False, driver.NO),  # < 525: RN Table 2 "11.x >= 450, < 525" (an 11.x driver)
-    ("13.0", "570.124.06", True, driver.FORWARD),  # FC table: cuda-compat-13-0 on 570+ (CUDA 12.8): C
-    ("13.0", "535.104.05", True, driver.FORWARD),  # FC table: cuda-compat-13-0 on 535+ (CUDA 12.2): C
-    ("13.4", "570.124.06", True, driver.FORWARD),  # FC table: cuda-compat-13-4 on 570+: C
-    ("13.0", "570.124.06", False, driver.NO),  # no cuda-compat package in the image
-    ("13.0", "550.54.15", True, driver.NO),  # FC: R550 is not in the table ("end of life ... not supported targets")
-    ("13.0", "470.82.01", True, driver.NO),  # FC: R470 likewise
-    ("12.9", "470.82.01", True, driver.NO),  # FC: cuda-compat-12-x targets only 535 and 570, not R470
-    ("12.9", "470.82.01", False, driver.NO),
-    ("10.2", "580.65.06", False, driver.NO),  # not in buildkit's table
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "cuda,have,compat,expected",
+    [
+        ("12.9", "575.57.08", False, driver.NATIVE),  # RN Table 3: >= 575.51.03
+        (
+            "12.9",
+            "570.124.06",
+            False,
+            driver.MINOR,
+        ),  # NeMo-RL #1517's kind of node; RN Table 2 / MVC Table 1: 12.x >= 525
+        ("13.2", "590.48.01", False, driver.MINOR),  # < 595.45.04 (RN Table 3), >= 580 (RN Table 2: 13.x >= 580)
+        ("13.4", "580.65.06", False, driver.MINOR),  # past the toolkit table, still 13.x >= 580
+        ("12.0", "520.61.05", False, driver.NO),  # < 525: RN Table 2 "11.x >= 450, < 525" (an 11.x driver)
+        ("13.0", "570.124.06", True, driver.FORWARD),  # FC table: cuda-compat-13-0 on 570+ (CUDA 12.8): C
+        ("13.0", "535.104.05", True, driver.FORWARD),  # FC table: cuda-compat-13-0 on 535+ (CUDA 12.2): C
+        ("13.4", "570.124.06", True, driver.FORWARD),  # FC table: cuda-compat-13-4 on 570+: C
+        ("13.0", "570.124.06", False, driver.NO),  # no cuda-compat package in the image
+        (
+            "13.0",
+            "550.54.15",
+            True,
+            driver.NO,
+        ),  # FC: R550 is not in the table ("end of life ... not supported targets")
+        ("13.0", "470.82.01", True, driver.NO),  # FC: R470 likewise
+        ("12.9", "470.82.01", True, driver.NO),  # FC: cuda-compat-12-x targets only 535 and 570, not R470
+        ("12.9", "470.82.01", False, driver.NO),
+        ("10.2", "580.65.06", False, driver.NO),  # not in buildkit's table
+    ],
+)
 def test_judge(cuda, have, compat, expected):
     verdict, why = driver.judge(cuda, have, compat)
     assert verdict == expected and why
@@ -57,10 +70,19 @@ def test_forward_compatibility_follows_nvidias_table_row_by_row():
     cell: a package runs on each listed branch older than its own CUDA, on no other."""
     branches = [535, 570, 580, 590, 595, 610, 615]
     published = {  # row -> the branches with C
-        "13-4": {535, 570, 580, 590, 595, 610}, "13-3": {535, 570, 580, 590, 595}, "13-2": {535, 570, 580, 590},
-        "13-1": {535, 570, 580}, "13-0": {535, 570}, "12-9": {535, 570}, "12-8": {535}, "12-6": {535},
-        "12-5": {535}, "12-4": {535}, "12-3": {535}, "12-2": set(),
-    }  # fmt: skip
+        "13-4": {535, 570, 580, 590, 595, 610},
+        "13-3": {535, 570, 580, 590, 595},
+        "13-2": {535, 570, 580, 590},
+        "13-1": {535, 570, 580},
+        "13-0": {535, 570},
+        "12-9": {535, 570},
+        "12-8": {535},
+        "12-6": {535},
+        "12-5": {535},
+        "12-4": {535},
+        "12-3": {535},
+        "12-2": set(),
+    }
     for row, compatible in published.items():
         major, minor = (int(p) for p in row.split("-"))
         found = {b for b in branches if driver._forward_compat(major, minor, (b, 0, 0))}

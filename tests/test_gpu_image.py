@@ -43,11 +43,13 @@ def _chunks(data: bytes, size: int = 7777):
 
 def test_tar_stream_libraries():
     data = _tar(
-        {"site-packages/vllm/_C.abi3.so": (FIXTURES / "libk_sm90a.so").read_bytes(),
-         "site-packages/x/libc.so": b"/* GNU ld script */ GROUP ( libc.so.6 )",  # a linker script, not ELF
-         "site-packages/x/readme.txt": b"hello"},
+        {
+            "site-packages/vllm/_C.abi3.so": (FIXTURES / "libk_sm90a.so").read_bytes(),
+            "site-packages/x/libc.so": b"/* GNU ld script */ GROUP ( libc.so.6 )",  # a linker script, not ELF
+            "site-packages/x/readme.txt": b"hello",
+        },
         links={"site-packages/vllm/_moe_C.abi3.so": "_C.abi3.so"},
-    )  # fmt: skip
+    )
     found = list(tar_libraries(_chunks(data), "image"))
     assert [(name, [k.arch for k in ks or ()]) for name, ks, _s in found] == [
         ("site-packages/vllm/_C.abi3.so", ["sm_90a", "sm_90a"])
@@ -77,11 +79,14 @@ def test_compiled_files_are_held_to_the_wheels_hashes():
     required = ["vllm/_C.abi3.so", "vllm/_moe_C.abi3.so"]
     assert compiled_files(locked, dict(locked), required) == (True, "2 file(s) match the wheel's sha256")
     ok, reason = compiled_files(locked, {"vllm/_C.abi3.so": "c" * 64}, required)
-    assert ok is False and reason == ("vllm/_C.abi3.so is cccccccccccc..., the wheel's is aaaaaaaaaaaa...; "
-                                      "vllm/_moe_C.abi3.so is not in the image")  # fmt: skip
+    assert ok is False and reason == (
+        "vllm/_C.abi3.so is cccccccccccc..., the wheel's is aaaaaaaaaaaa...; vllm/_moe_C.abi3.so is not in the image"
+    )
     # A file the pins do not require may be absent (said); none there at all is "not checked", never a pass.
     assert compiled_files(locked, {"vllm/_C.abi3.so": "a" * 64}, ["vllm/_C.abi3.so"]) == (
-        True, "1 file(s) match the wheel's sha256; vllm/_moe_C.abi3.so is not in the image")
+        True,
+        "1 file(s) match the wheel's sha256; vllm/_moe_C.abi3.so is not in the image",
+    )
     assert compiled_files(locked, {}, [])[0] is None
     ok, reason = compiled_files(None, {})
     assert ok is None and "run `buildkit resolve`" in reason
@@ -117,10 +122,18 @@ def test_verify_gpu_checks_on_the_engine(engine, tmp_path):  # noqa: F811
     try:
         results = []
         c_sha = hashlib.sha256((FIXTURES / "libk_sm90a.so").read_bytes()).hexdigest()
-        lock = Lock.model_construct(build=Build(cuda_arch_list="9.0", tag="x:1"),  # only the fields the checks read
-                                    vllm_files={"vllm/_C.abi3.so": c_sha, "vllm/_moe_C.abi3.so": "0" * 64})  # fmt: skip
-        gpu = gpu_checks(Engine(), tag, lock, "12.9.0.043", ["575.57.08"],
-                         lambda name, ok, reason: results.append((name, ok, reason)))  # fmt: skip
+        lock = Lock.model_construct(
+            build=Build(cuda_arch_list="9.0", tag="x:1"),  # only the fields the checks read
+            vllm_files={"vllm/_C.abi3.so": c_sha, "vllm/_moe_C.abi3.so": "0" * 64},
+        )
+        gpu = gpu_checks(
+            Engine(),
+            tag,
+            lock,
+            "12.9.0.043",
+            ["575.57.08"],
+            lambda name, ok, reason: results.append((name, ok, reason)),
+        )
     finally:
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
     rows = {r.library: r for r in gpu.libraries}
@@ -128,11 +141,16 @@ def test_verify_gpu_checks_on_the_engine(engine, tmp_path):  # noqa: F811
     assert rows[f"/{SITE}/vllm/_moe_C.abi3.so"].loads == {"sm_90": "none"}
     by_name = {name: (ok, reason) for name, ok, reason in results}
     ok, reason = by_name["required libraries have kernels for sm_90"]
-    assert ok is False and f"/{SITE}/vllm/_moe_C.abi3.so has no kernel for sm_90 (build.cuda_arch_list); it has " \
-        "sm_80" in reason
+    assert (
+        ok is False
+        and f"/{SITE}/vllm/_moe_C.abi3.so has no kernel for sm_90 (build.cuda_arch_list); it has sm_80" in reason
+    )
     assert by_name["vLLM's symbols resolve against the image's torch"][0] is True
     ok, reason = by_name["vLLM's compiled files are the locked wheel's"]  # _C is the wheel's; _moe_C is not
-    assert ok is False and reason == f"vllm/_moe_C.abi3.so is {_sha(FIXTURES / 'libk_sm80.so')[:12]}..., the " \
-        "wheel's is 000000000000..."
+    assert (
+        ok is False
+        and reason
+        == f"vllm/_moe_C.abi3.so is {_sha(FIXTURES / 'libk_sm80.so')[:12]}..., the wheel's is 000000000000..."
+    )
     assert by_name["CUDA 12.9 runs on driver 575.57.08"][0] is True
     assert gpu.driver is not None and gpu.driver.forward_compat is False

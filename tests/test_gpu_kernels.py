@@ -81,8 +81,19 @@ def vllm_libraries():
 def test_vllm_wheel_kernels(vllm_libraries):
     rows = {r.library: r for r in kernel_table(iter(vllm_libraries), "9.0 10.0", list(DEFAULT_REQUIRED))}
     c = rows["vllm/_C.abi3.so"]
-    assert c.required and c.sass == ["sm_52", "sm_70", "sm_75", "sm_80", "sm_89", "sm_90", "sm_90a", "sm_100",
-                                     "sm_100a", "sm_120", "sm_120a"]  # fmt: skip
+    assert c.required and c.sass == [
+        "sm_52",
+        "sm_70",
+        "sm_75",
+        "sm_80",
+        "sm_89",
+        "sm_90",
+        "sm_90a",
+        "sm_100",
+        "sm_100a",
+        "sm_120",
+        "sm_120a",
+    ]
     assert c.ptx == ["compute_52", "compute_80", "compute_89", "compute_90"]
     assert c.loads["sm_90"].startswith("SASS (59 of 107 modules")
     fa2 = rows["vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so"]
@@ -109,16 +120,24 @@ def test_required_library_without_kernel_stops(vllm_libraries):
         check_required(rows, "wheel")
     rows = kernel_table(iter(vllm_libraries), "9.0", ["vllm/_nope.so"])
     assert rows[-1].library == "vllm/_nope.so" and rows[-1].loads == {"sm_90": "missing (no such library)"}
-    with pytest.raises(UpstreamMismatch, match=r"^wheel: the required library vllm/_nope.so \(build.gpu_required\) is "
-                       r"not in it, so it has no kernel for sm_90$"):  # fmt: skip
+    with pytest.raises(
+        UpstreamMismatch,
+        match=r"^wheel: the required library vllm/_nope.so \(build.gpu_required\) is "
+        r"not in it, so it has no kernel for sm_90$",
+    ):
         check_required(rows, "wheel")  # like a library without kernels: vLLM would not start
 
 
 # --- hostile input (point 6): forged ELF files and fatbins --------------------------------------------------
 
 
-def elf(sections: list[tuple[str, int, bytes]], *, shnum: int | None = None, shoff: int | None = None,
-        overrides: dict[str, tuple[int, int]] | None = None) -> bytes:  # fmt: skip
+def elf(
+    sections: list[tuple[str, int, bytes]],
+    *,
+    shnum: int | None = None,
+    shoff: int | None = None,
+    overrides: dict[str, tuple[int, int]] | None = None,
+) -> bytes:
     """An ELF64 LE file: header, the sections' bytes, .shstrtab, the section header table. overrides: name ->
     (offset, size) written in its header instead of the real ones."""
     names = b"\0" + b"".join(n.encode() + b"\0" for n, _, _ in sections) + b".shstrtab\0"
@@ -131,15 +150,32 @@ def elf(sections: list[tuple[str, int, bytes]], *, shnum: int | None = None, sho
         name_at += len(name) + 1
     table_at = 64 + len(body) if shoff is None else shoff
     count = len(headers) if shnum is None else shnum
-    header = struct.pack("<16sHHIQQQIHHHHHH", b"\x7fELF\x02\x01\x01" + b"\0" * 9, 3, 62, 1, 0, 0, table_at, 0, 64,
-                         56, 0, 64, count, len(headers) - 1)  # fmt: skip
+    header = struct.pack(
+        "<16sHHIQQQIHHHHHH",
+        b"\x7fELF\x02\x01\x01" + b"\0" * 9,
+        3,
+        62,
+        1,
+        0,
+        0,
+        table_at,
+        0,
+        64,
+        56,
+        0,
+        64,
+        count,
+        len(headers) - 1,
+    )
     return header + bytes(body) + b"".join(headers)
 
 
 def fatbin_bytes(entries: list[tuple[int, int, int, int]]) -> bytes:
     """A fatbin container of (kind, arch, flags, payload size) entries."""
-    body = b"".join(struct.pack("<HHIQIIIIIIQQQ", kind, 0x101, 64, size, 0, 0, 0x10008, arch, 0, 0, flags, 0, 0)
-                    + b"\0" * size for kind, arch, flags, size in entries)  # fmt: skip
+    body = b"".join(
+        struct.pack("<HHIQIIIIIIQQQ", kind, 0x101, 64, size, 0, 0, 0x10008, arch, 0, 0, flags, 0, 0) + b"\0" * size
+        for kind, arch, flags, size in entries
+    )
     return struct.pack("<IHHQ", fatbin.MAGIC, 1, 16, len(body)) + body
 
 
@@ -166,26 +202,62 @@ HOSTILE = {
     "32-bit": (b"\x7fELF\x01\x01" + b"\0" * 100, "not a 64-bit"),
     "absurd section count": (elf([], shnum=65535), "65535 section headers"),
     "section table past the end": (elf([], shoff=1 << 40), "section header table"),
-    "section past the end": (elf([(".nv_fatbin", 1, b"")], overrides={".nv_fatbin": (64, 1 << 62)}),
-                             "lies past the end"),
+    "section past the end": (
+        elf([(".nv_fatbin", 1, b"")], overrides={".nv_fatbin": (64, 1 << 62)}),
+        "lies past the end",
+    ),
     "huge name table": (elf([], overrides={".shstrtab": (64, 1 << 40)}), "section name table of"),
-    "overlapping sections": (elf([(".a", 1, b"x" * 32), (".nv_fatbin", 1, b"y" * 32)],
-                                 overrides={".nv_fatbin": (80, 32)}), "sections overlap: .a and .nv_fatbin"),
-    "section over the ELF header": (elf([(".nv_fatbin", 1, b"y" * 32)], overrides={".nv_fatbin": (0, 32)}),
-                                    "sections overlap: .nv_fatbin and the ELF header"),
+    "overlapping sections": (
+        elf([(".a", 1, b"x" * 32), (".nv_fatbin", 1, b"y" * 32)], overrides={".nv_fatbin": (80, 32)}),
+        "sections overlap: .a and .nv_fatbin",
+    ),
+    "section over the ELF header": (
+        elf([(".nv_fatbin", 1, b"y" * 32)], overrides={".nv_fatbin": (0, 32)}),
+        "sections overlap: .nv_fatbin and the ELF header",
+    ),
     "bad fatbin magic": (elf([(".nv_fatbin", 1, b"\x01\x02\x03\x04" + b"\0" * 12)]), "no fatbin at offset 0"),
-    "huge fatbin": (elf([(".nv_fatbin", 1, struct.pack("<IHHQ", fatbin.MAGIC, 1, 16, 1 << 60))]),
-                    "does not fit in the fatbin section"),
-    "huge entry": (elf([(".nv_fatbin", 1, fatbin_bytes([(2, 90, 0, 0)])[:24] + struct.pack("<Q", 1 << 60)
-                         + fatbin_bytes([(2, 90, 0, 0)])[32:])]), "runs past its fatbin"),
-    "entry header too large": (elf([(".nv_fatbin", 1, fatbin_bytes([(2, 90, 0, 0)]).replace(
-        struct.pack("<HHI", 2, 0x101, 64), struct.pack("<HHI", 2, 0x101, 1 << 30)))]), "entry header of"),
-    "not a CUDA architecture": (elf([(".nv_fatbin", 1, fatbin_bytes([(2, 0xFFFFFFF, 0, 0)]))]),
-                                "architecture 268435455"),
+    "huge fatbin": (
+        elf([(".nv_fatbin", 1, struct.pack("<IHHQ", fatbin.MAGIC, 1, 16, 1 << 60))]),
+        "does not fit in the fatbin section",
+    ),
+    "huge entry": (
+        elf(
+            [
+                (
+                    ".nv_fatbin",
+                    1,
+                    fatbin_bytes([(2, 90, 0, 0)])[:24]
+                    + struct.pack("<Q", 1 << 60)
+                    + fatbin_bytes([(2, 90, 0, 0)])[32:],
+                )
+            ]
+        ),
+        "runs past its fatbin",
+    ),
+    "entry header too large": (
+        elf(
+            [
+                (
+                    ".nv_fatbin",
+                    1,
+                    fatbin_bytes([(2, 90, 0, 0)]).replace(
+                        struct.pack("<HHI", 2, 0x101, 64), struct.pack("<HHI", 2, 0x101, 1 << 30)
+                    ),
+                )
+            ]
+        ),
+        "entry header of",
+    ),
+    "not a CUDA architecture": (
+        elf([(".nv_fatbin", 1, fatbin_bytes([(2, 0xFFFFFFF, 0, 0)]))]),
+        "architecture 268435455",
+    ),
     "cut-short entry": (elf([(".nv_fatbin", 1, fatbin_bytes([(2, 90, 0, 0)])[:40])]), "does not fit"),
-    "endless padding": (elf([(".nv_fatbin", 1, b"\0" * 8192 + fatbin_bytes([(2, 90, 0, 0)]))]),
-                        "zero bytes between two fatbins"),
-}  # fmt: skip
+    "endless padding": (
+        elf([(".nv_fatbin", 1, b"\0" * 8192 + fatbin_bytes([(2, 90, 0, 0)]))]),
+        "zero bytes between two fatbins",
+    ),
+}
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))

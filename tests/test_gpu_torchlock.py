@@ -19,7 +19,9 @@ def test_the_cuda_build_of_946862e7_is_the_one_linux_installs(monkeypatch):
     assert torch is not None
     assert (torch.version, torch.index, torch.size) == ("2.9.0+cu129", "https://download.pytorch.org/whl/cu129", None)
     assert torch.filename == "torch-2.9.0+cu129-cp312-cp312-manylinux_2_28_x86_64.whl"
-    assert torch.url == "https://download.pytorch.org/whl/cu129/torch-2.9.0%2Bcu129-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert (
+        torch.url == "https://download.pytorch.org/whl/cu129/torch-2.9.0%2Bcu129-cp312-cp312-manylinux_2_28_x86_64.whl"
+    )
     assert torch.sha256 == "6a2f119afeefe66eef75484f008b1a240952e45b24899d27d281961e8a395458"
     arm = torch_of_uv_lock(NEMO_RL_UV_LOCK.encode(), "uv.lock", "aarch64")
     assert arm is not None and arm.sha256 == "106f9619d43edbd7087bc89b5fd1e4d9f491d9ec8ce91e84378a79b0a7c2b586"
@@ -28,9 +30,14 @@ def test_the_cuda_build_of_946862e7_is_the_one_linux_installs(monkeypatch):
 def test_the_torch_index_is_moved(monkeypatch):
     monkeypatch.setenv("BUILDKIT_TORCH_INDEX", "http://127.0.0.1:9/mirror/")
     cu = torch_of_uv_lock(NEMO_RL_UV_LOCK.encode(), "uv.lock", "x86_64")
-    assert cu is not None and cu.url == "http://127.0.0.1:9/mirror/torch-2.9.0%2Bcu129-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert (
+        cu is not None
+        and cu.url == "http://127.0.0.1:9/mirror/torch-2.9.0%2Bcu129-cp312-cp312-manylinux_2_28_x86_64.whl"
+    )
     pypi = torch_of_uv_lock((NEMO_RL_UV_LOCK_HEADER + NEMO_RL_TORCH_PYPI).encode(), "uv.lock", "x86_64")
-    assert pypi is not None and pypi.url == "http://127.0.0.1:9/mirror/torch-2.9.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert (
+        pypi is not None and pypi.url == "http://127.0.0.1:9/mirror/torch-2.9.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    )
     assert pypi.size == 899738273
     monkeypatch.setenv("BUILDKIT_TORCH_INDEX", "http://mirror.example/")  # plain http off loopback
     with pytest.raises(InputError, match=r"^\$BUILDKIT_TORCH_INDEX: plain http:// is allowed only for loopback"):
@@ -44,11 +51,14 @@ def test_no_torch_and_no_file(tmp_path):
         torch_of_uv_lock(NEMO_RL_UV_LOCK.encode(), "uv.lock", "riscv64")
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("version = [", "not a readable uv.lock"),
-    ("package = 3", "`package` is not a list"),
-    (NEMO_RL_UV_LOCK.replace("https://download.pytorch.org/whl/cu129/torch", "ftp://x/torch"), "not an https://"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("version = [", "not a readable uv.lock"),
+        ("package = 3", "`package` is not a list"),
+        (NEMO_RL_UV_LOCK.replace("https://download.pytorch.org/whl/cu129/torch", "ftp://x/torch"), "not an https://"),
+    ],
+)
 def test_hostile_uv_locks(text, needle):
     with pytest.raises(UpstreamMalformed, match=needle):
         torch_of_uv_lock(text.encode(), "uv.lock", "x86_64")
@@ -72,8 +82,12 @@ def test_resolve_reads_uv_lock_at_the_locked_commit(project, upstreams):
     result = cli("resolve", "--json", env={"GITHUB_TOKEN": "ghp_test_token_for_the_api_only"})
     assert result.code == 0, result.output
     abi = json.loads(result.stdout)["gpu"]["abi"]
-    assert abi == {"against": ["torch 2.9.0+cu129 (torch-2.9.0+cu129-cp312-cp312-manylinux_2_28_x86_64.whl, NeMo-RL's "
-                               "uv.lock)"], "checked": 0, "unresolved_count": 0, "unresolved": []}  # fmt: skip
+    assert abi == {
+        "against": ["torch 2.9.0+cu129 (torch-2.9.0+cu129-cp312-cp312-manylinux_2_28_x86_64.whl, NeMo-RL's uv.lock)"],
+        "checked": 0,
+        "unresolved_count": 0,
+        "unresolved": [],
+    }
     asked = [(p, h) for m, p, h in upstreams.github.log if "/contents/" in p]
     assert [p for p, _h in asked] == [f"/repos/NVIDIA-NeMo/RL/contents/uv.lock?ref={NEMO_RL_SHA}"]
     assert asked[0][1]["Accept"] == "application/vnd.github.raw+json"
@@ -91,8 +105,10 @@ def test_resolve_without_uv_lock_says_the_abi_was_not_checked_and_why(project, u
     upstreams.github.files.clear()
     result = cli("resolve")
     assert result.code == 0, result.output
-    why = f"could not read NeMo-RL's uv.lock at 946862e7755f: NVIDIA-NeMo/RL uv.lock at 946862e7755f: not found " \
-          f"on GitHub (404 from {url})"  # fmt: skip
+    why = (
+        f"could not read NeMo-RL's uv.lock at 946862e7755f: NVIDIA-NeMo/RL uv.lock at 946862e7755f: not found "
+        f"on GitHub (404 from {url})"
+    )
     assert f"ABI not checked: {why}" in result.stderr
     lock = json.loads((root / "pins.lock").read_text())
     assert lock["gpu"]["not_checked"]["abi"] == why
@@ -105,6 +121,8 @@ def test_resolve_without_uv_lock_says_the_abi_was_not_checked_and_why(project, u
     result = cli("resolve")
     assert result.code == 0, result.output
     abi = json.loads((root / "pins.lock").read_text())["gpu"]["not_checked"]["abi"]
-    assert abi == f"could not read NeMo-RL's uv.lock at 946862e7755f: GET {url.split('?')[0]}: HTTP 502 Bad " \
-                  f"Gateway (host {upstreams.github.netloc}, 3 attempts)", abi  # fmt: skip
+    assert (
+        abi == f"could not read NeMo-RL's uv.lock at 946862e7755f: GET {url.split('?')[0]}: HTTP 502 Bad "
+        f"Gateway (host {upstreams.github.netloc}, 3 attempts)"
+    ), abi
     assert "no uv.lock" not in result.stderr

@@ -49,8 +49,7 @@ def test_hostile_metadata_is_refused(tmp_path):
     with pytest.raises(UpstreamMalformed, match="an unreadable requirement"):
         requires_torch(_wheel(tmp_path, {name: b"Requires-Dist: torch==[2\n\n"}), WHEEL_X86)
     with pytest.raises(UpstreamMalformed, match="2 unconditional torch requirements"):
-        requires_torch(_wheel(tmp_path, {name: b"Requires-Dist: torch==2.9.1\nRequires-Dist: torch>=2\n\n"}),
-                       WHEEL_X86)  # fmt: skip
+        requires_torch(_wheel(tmp_path, {name: b"Requires-Dist: torch==2.9.1\nRequires-Dist: torch>=2\n\n"}), WHEEL_X86)
     bad = tmp_path / "bad.whl"
     bad.write_bytes(b"not a zip")
     with pytest.raises(UpstreamMalformed, match="not a readable wheel"):

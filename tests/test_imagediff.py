@@ -377,10 +377,23 @@ def buildx_oci(engine: str, tmp_path: Path, name: str, dockerfile: str) -> Path:
     (context / "Dockerfile").write_text(dockerfile)
     dest = tmp_path / f"{name}.tar"
     done = subprocess.run(
-        ["docker", "buildx", "build", "--builder", engine, "--no-cache", "--provenance=mode=max",
-         "--output", f"type=oci,dest={dest},rewrite-timestamp=true", str(context)],
-        env={**os.environ, "SOURCE_DATE_EPOCH": "0"}, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            "docker",
+            "buildx",
+            "build",
+            "--builder",
+            engine,
+            "--no-cache",
+            "--provenance=mode=max",
+            "--output",
+            f"type=oci,dest={dest},rewrite-timestamp=true",
+            str(context),
+        ],
+        env={**os.environ, "SOURCE_DATE_EPOCH": "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return dest
 

@@ -24,10 +24,21 @@ LAYER = {
     "buildkit.models": "models",
     "buildkit.text": "text",
     "buildkit": "base", "buildkit.errors": "base", "buildkit.files": "base", "buildkit.budget": "base",
-    "buildkit.environment": "base",
+    "buildkit.environment": "base", "buildkit._version": "base",
 }  # fmt: skip
-RANK = {"cli": 8, "runs": 7, "stages": 6, "options": 5, "image": 4, "dockerfile": 4, "gpu": 4, "world": 3, "models": 2,
-        "text": 1, "base": 0}  # fmt: skip
+RANK = {
+    "cli": 8,
+    "runs": 7,
+    "stages": 6,
+    "options": 5,
+    "image": 4,
+    "dockerfile": 4,
+    "gpu": 4,
+    "world": 3,
+    "models": 2,
+    "text": 1,
+    "base": 0,
+}
 
 
 def layer_of(module: str) -> str:
@@ -74,7 +85,7 @@ GRAPH = {name: with_packages(name, imports(path, modules())) for name, path in m
 def test_every_module_is_in_a_layer():
     assert not [name for name in GRAPH if ".".join(name.split(".")[:2]) not in LAYER], "a module outside the layers"
     modules = {"buildkit", "buildkit.cli", "buildkit.options"}
-    modules |= {f"buildkit.{m}" for m in ("errors", "files", "budget", "environment")}
+    modules |= {f"buildkit.{m}" for m in ("errors", "files", "budget", "environment", "_version")}
     for package in LAYER:
         if package not in modules:
             doc = ast.get_docstring(ast.parse((REPO_ROOT / package.replace(".", "/") / "__init__.py").read_text()))

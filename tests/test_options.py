@@ -15,10 +15,21 @@ from buildkit.options import BuildOptions, ReportOptions, ResolveOptions
 
 def build_options(**changes) -> BuildOptions:
     given = dict(
-        builder=None, push=False, sbom=False, cache_from=["type=local,src=/c"], cache_to=[], progress="auto",
-        dry_run=False, smoke=True, smoke_base="127.0.0.1:5000/buildkit/stand-in-base:1", min_free_gb=None,
-        submodules=True, syntax=None, extra=["--no-cache"], compression=None,
-    )  # fmt: skip
+        builder=None,
+        push=False,
+        sbom=False,
+        cache_from=["type=local,src=/c"],
+        cache_to=[],
+        progress="auto",
+        dry_run=False,
+        smoke=True,
+        smoke_base="127.0.0.1:5000/buildkit/stand-in-base:1",
+        min_free_gb=None,
+        submodules=True,
+        syntax=None,
+        extra=["--no-cache"],
+        compression=None,
+    )
     return BuildOptions.parse(**{**given, **changes})
 
 

@@ -45,25 +45,30 @@ Labels:
 """
 # The same builder with a node appended on an arm64 machine (`docker buildx create --append`): buildx prints one
 # block per node, each opened by its Name line.
-APPENDED = INSPECT + """
+APPENDED = (
+    INSPECT
+    + """
 Name:             buildkit-engine1
 Endpoint:         ssh://gb200-login
 Status:           running
 BuildKit version: v0.34.2
 Platforms:        linux/arm64, linux/arm/v7, linux/arm/v6
 """
+)
 
 
 def two_platform_lock(tmp_path: Path):
     """The report fixture's lock (a real smoke build's) with a linux/arm64 platform beside it, and its pins."""
     lock = read_lock(REPORT_LOCK)
     pins = pins_from_text(two_platforms(pins_text("127.0.0.1:5000/buildkit/stand-in-base:1")), tmp_path / "p.yaml")
-    arm_wheel = lock.wheel.model_copy(update={"filename": lock.wheel.filename.replace("x86_64", "aarch64"),
-                                              "arch": "aarch64"})  # fmt: skip
+    arm_wheel = lock.wheel.model_copy(
+        update={"filename": lock.wheel.filename.replace("x86_64", "aarch64"), "arch": "aarch64"}
+    )
     arm = PlatformFacts(wheel=arm_wheel, base_image=lock.base_image, cuda=lock.cuda)
     build = lock.build.model_copy(update={"platforms": pins.build.platforms})
-    both = lock.model_copy(update={"other_platforms": {"linux/arm64": arm}, "build": build,
-                                    "lock_version": LOCK_VERSION})  # fmt: skip
+    both = lock.model_copy(
+        update={"other_platforms": {"linux/arm64": arm}, "build": build, "lock_version": LOCK_VERSION}
+    )
     both._as_read = None  # a lock of its own, not the fixture's bytes (to_json gives these facts)
     return both, pins
 
@@ -75,7 +80,8 @@ def test_each_platform_has_a_folder_and_the_lock_and_resolve_record_stay_at_the_
     assert arm.build_record(False) == Path("/p/build-pins-gb200/linux-arm64/record.json")
     assert arm.dockerfile(True) == Path("/p/build-pins-gb200/linux-arm64/smoke/Dockerfile")
     assert arm.lock == paths.lock and arm.resolve_record == paths.resolve_record == Path(
-        "/p/build-pins-gb200/resolve.json")  # fmt: skip
+        "/p/build-pins-gb200/resolve.json"
+    )
     assert arm.index_record(False) == paths.index_record(False) == Path("/p/build-pins-gb200/index.json")
     assert arm.tree("a" * 40) == paths.tree("a" * 40)  # one prepared NeMo-RL tree for every platform
     assert arm.for_platform("linux/amd64").build_dir == Path("/p/build-pins-gb200/linux-amd64")
@@ -128,16 +134,17 @@ def test_the_builder_says_where_each_platform_runs_and_emulation_needs_asking():
     assert appended.where("linux/arm64") == ("buildkit-engine1", True)  # the appended arm64 node, natively
     assert appended.platforms == [*one.platforms, "linux/arm/v7", "linux/arm/v6"]  # every node's, once each
 
-    refused, = platform_checks(one, "linux/arm64", emulate=False)
-    assert refused.ok is False and refused.detail.startswith("linux/arm64 runs only under emulation (emulated with "
-                                                             "QEMU on node buildkit-engine0, 4-10x slower")  # fmt: skip
+    (refused,) = platform_checks(one, "linux/arm64", emulate=False)
+    assert refused.ok is False and refused.detail.startswith(
+        "linux/arm64 runs only under emulation (emulated with QEMU on node buildkit-engine0, 4-10x slower"
+    )
     assert "pass --emulate" in refused.fix and "docker buildx create --append --name buildkit-engine" in refused.fix
     allowed = platform_checks(one, "linux/amd64,linux/arm64", emulate=True)
     assert [c.ok for c in allowed] == [True, True]
     assert "native on node buildkit-engine0" in allowed[0].detail and "as --emulate allows" in allowed[1].detail
-    said, = platform_checks(one, "linux/arm64")  # doctor: where it runs, not judged
+    (said,) = platform_checks(one, "linux/arm64")  # doctor: where it runs, not judged
     assert said.ok is True and "`buildkit build` needs --emulate for it" in said.detail
-    native, = platform_checks(appended, "linux/arm64", emulate=False)
+    (native,) = platform_checks(appended, "linux/arm64", emulate=False)
     assert native.ok is True and "native on node buildkit-engine1" in native.detail
 
 
@@ -162,7 +169,8 @@ def test_the_platforms_are_compared_fact_by_fact(tmp_path):
 def test_a_platforms_report_goes_one_heading_level_down_and_its_code_stays():
     text = "# Title\n\nline\n\n## Part\n\n```\n# not a heading\n```\n\n````md\n```\n# inside\n````\n### Deep\n"
     assert demoted(text) == (
-        "## Title\n\nline\n\n### Part\n\n```\n# not a heading\n```\n\n````md\n```\n# inside\n````\n#### Deep\n")
+        "## Title\n\nline\n\n### Part\n\n```\n# not a heading\n```\n\n````md\n```\n# inside\n````\n#### Deep\n"
+    )
 
 
 def test_inspect_json_is_not_needed_for_one_node():

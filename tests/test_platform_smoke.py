@@ -36,8 +36,12 @@ def two_platform_smoke(project, remote, upstreams, tag: str | None = None):
 
 def machine_of(image: str, platform: str, path: str = "/bin/busybox") -> int:
     """e_machine of a file in the image, read by the image's own `head` (under QEMU for arm64 on this host)."""
-    done = subprocess.run(["docker", "run", "--rm", "--network", "none", "--platform", platform, image,
-                           "head", "-c", "20", path], capture_output=True, check=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", "--platform", platform, image, "head", "-c", "20", path],
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
     assert done.stdout[:4] == b"\x7fELF", done.stdout[:4]
     return struct.unpack_from("<H", done.stdout, 18)[0]
 
@@ -63,8 +67,9 @@ def test_two_platforms_build_verify_export_and_report_as_one(project, remote, up
         tag = f"nemo-rl:v0.5.0-spec-decode-{arch}-smoke"
         assert record["image"]["tag"] == images[platform]["tag"] == tag
         assert "--platform" in record["argv"] and record["argv"][record["argv"].index("--platform") + 1] == platform
-        inspected = json.loads(subprocess.run(["docker", "image", "inspect", tag], capture_output=True, text=True,
-                                              check=True).stdout)[0]  # fmt: skip
+        inspected = json.loads(
+            subprocess.run(["docker", "image", "inspect", tag], capture_output=True, text=True, check=True).stdout
+        )[0]
         assert inspected["Architecture"] == arch and inspected["Id"] == record["image"]["config_digest"]
         assert machine_of(tag, platform) == machine  # the arm64 image really holds (and runs) arm64 binaries
         dockerfile = (folder / "smoke" / "Dockerfile").read_text()
@@ -80,8 +85,10 @@ def test_two_platforms_build_verify_export_and_report_as_one(project, remote, up
     exported = cli("export", "--json", timeout=600)
     assert exported.code == 0, exported.output[-3000:]
     squashfs = {p: Path(r["path"]).name for p, r in json.loads(exported.stdout).items()}
-    assert squashfs == {"linux/amd64": "nemo-rl+v0.5.0-spec-decode-amd64-smoke.sqsh",
-                        "linux/arm64": "nemo-rl+v0.5.0-spec-decode-arm64-smoke.sqsh"}  # fmt: skip
+    assert squashfs == {
+        "linux/amd64": "nemo-rl+v0.5.0-spec-decode-amd64-smoke.sqsh",
+        "linux/arm64": "nemo-rl+v0.5.0-spec-decode-arm64-smoke.sqsh",
+    }
     one = cli("export", "-o", "-", timeout=60)
     assert one.code == 2 and "pass --platform" in one.stderr, one.output
 
@@ -109,18 +116,42 @@ def test_a_push_of_two_platforms_is_one_image_index(project, remote, upstreams, 
     digest = record["index_digest"]
     assert record["tag"] == f"{repository}:v0.5.0-spec-decode-smoke" and digest.startswith("sha256:")
     name = repository.removeprefix("127.0.0.1:5000/")
-    served = json.loads(subprocess.run(
-        ["curl", "-fsS", "-H", "Accept: application/vnd.oci.image.index.v1+json",
-         f"http://127.0.0.1:5000/v2/{name}/manifests/v0.5.0-spec-decode-smoke"],
-        capture_output=True, text=True, check=True).stdout)  # fmt: skip
-    platforms = [f"{m['platform']['os']}/{m['platform']['architecture']}" for m in served["manifests"]
-                 if m.get("annotations", {}).get("vnd.docker.reference.type") != "attestation-manifest"]
+    served = json.loads(
+        subprocess.run(
+            [
+                "curl",
+                "-fsS",
+                "-H",
+                "Accept: application/vnd.oci.image.index.v1+json",
+                f"http://127.0.0.1:5000/v2/{name}/manifests/v0.5.0-spec-decode-smoke",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    platforms = [
+        f"{m['platform']['os']}/{m['platform']['architecture']}"
+        for m in served["manifests"]
+        if m.get("annotations", {}).get("vnd.docker.reference.type") != "attestation-manifest"
+    ]
     assert platforms == ["linux/amd64", "linux/arm64"]
     canonical = subprocess.run(
-        ["curl", "-fsS", "-o", "/dev/null", "-w", "%header{docker-content-digest}", "-H",
-         "Accept: application/vnd.oci.image.index.v1+json",
-         f"http://127.0.0.1:5000/v2/{name}/manifests/v0.5.0-spec-decode-smoke"],
-        capture_output=True, text=True, check=True).stdout  # fmt: skip
+        [
+            "curl",
+            "-fsS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%header{docker-content-digest}",
+            "-H",
+            "Accept: application/vnd.oci.image.index.v1+json",
+            f"http://127.0.0.1:5000/v2/{name}/manifests/v0.5.0-spec-decode-smoke",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert canonical == digest
     # Each platform's image is its own push too, its digest in the index record as in its build record.
     for image in record["platforms"]:
@@ -138,15 +169,31 @@ def test_a_push_of_two_platforms_is_one_image_index(project, remote, upstreams, 
         payloads[platform.replace("-", "/")] = statement_file.read_bytes()
         subject = json.loads(payloads[platform.replace("-", "/")])["subject"][0]
         assert f"sha256:{subject['digest']['sha256']}" == next(
-            i["digest"] for i in record["platforms"] if i["platform"] == platform.replace("-", "/"))
+            i["digest"] for i in record["platforms"] if i["platform"] == platform.replace("-", "/")
+        )
     index_statement = json.loads((root / "build" / "smoke-index.intoto.json").read_text())
     assert index_statement["subject"][0]["digest"]["sha256"] == digest.removeprefix("sha256:")
-    dependencies = {d["name"]: d["digest"]["sha256"] for d in
-                    index_statement["predicate"]["buildDefinition"]["resolvedDependencies"]}  # fmt: skip
+    dependencies = {
+        d["name"]: d["digest"]["sha256"]
+        for d in index_statement["predicate"]["buildDefinition"]["resolvedDependencies"]
+    }
     for platform, payload in payloads.items():
         assert dependencies[f"provenance {platform}"] == hashlib.sha256(payload).hexdigest()
         assert "sha256:" + dependencies[f"image {platform}"] in {i["digest"] for i in record["platforms"]}
     checked = subprocess.run(
-        [cosign, "verify-attestation", "--key", str(public), "--type", "slsaprovenance1", "--insecure-ignore-tlog",
-         "--allow-http-registry", f"{repository}@{digest}"], capture_output=True, text=True, timeout=120)  # fmt: skip
+        [
+            cosign,
+            "verify-attestation",
+            "--key",
+            str(public),
+            "--type",
+            "slsaprovenance1",
+            "--insecure-ignore-tlog",
+            "--allow-http-registry",
+            f"{repository}@{digest}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert checked.returncode == 0, checked.stderr[-2000:]

@@ -52,11 +52,13 @@ def test_the_single_platform_form_keeps_its_hash_and_the_two_forms_never_mix(tmp
     assert gb200.build.platforms is None and gb200.build.tag == multi.build.tag
     assert "platform" not in dump_build(multi.build) and "cuda_arch_list" not in dump_build(multi.build)
     for bad, said in (
-        (two_platforms(single).replace("  platforms:", "  platform: linux/amd64\n  platforms:"),
-         "build.platforms replaces build.platform"),
+        (
+            two_platforms(single).replace("  platforms:", "  platform: linux/amd64\n  platforms:"),
+            "build.platforms replaces build.platform",
+        ),
         (two_platforms(single).replace("wheel:\n", "wheel:\n  arch: aarch64\n"), "wheel.arch follows build.platforms"),
         (two_platforms(single).replace("linux/arm64: {", "linux/riscv64: {"), "expected linux/amd64 or linux/arm64"),
-    ):  # fmt: skip
+    ):
         with pytest.raises(InputError) as caught:
             pins_from_text(bad, tmp_path / "pins.yaml")
         assert said in caught.value.message
@@ -73,7 +75,8 @@ def test_one_lock_holds_h100_and_gb200(project, upstreams):
     root, cli = project
     # Both of vLLM 0.14.0's real wheels from PyPI, under the per-commit index's names.
     upstreams.wheels.files[f"/{VLLM_SHA}/{WHEEL_ARM}"] = RealFile(
-        real_wheel(VLLM_0_14_0_AARCH64), VLLM_0_14_0_AARCH64.sha256)  # fmt: skip
+        real_wheel(VLLM_0_14_0_AARCH64), VLLM_0_14_0_AARCH64.sha256
+    )
     upstreams.wheels.files[f"/{VLLM_SHA}/{WHEEL_X86}"] = RealFile(real_wheel(VLLM_0_14_0), VLLM_0_14_0.sha256)
     upstreams.github.files[("NVIDIA-NeMo/RL", NEMO_RL_SHA, "uv.lock")] = NEMO_RL_UV_LOCK_HEADER.encode()
     (root / "pins.yaml").write_text(two_platforms((root / "pins.yaml").read_text()))
@@ -106,7 +109,9 @@ def test_one_lock_holds_h100_and_gb200(project, upstreams):
     assert dry.code == 0, dry.output
     plans = [dict(zip(words, words[1:], strict=False)) for words in map(shlex.split, dry.stdout.splitlines())]
     assert [(p["--platform"], p["--tag"]) for p in plans] == [
-        ("linux/amd64", "nemo-rl:v0.5.0-spec-decode-amd64"), ("linux/arm64", "nemo-rl:v0.5.0-spec-decode-arm64")]
+        ("linux/amd64", "nemo-rl:v0.5.0-spec-decode-amd64"),
+        ("linux/arm64", "nemo-rl:v0.5.0-spec-decode-arm64"),
+    ]
     assert [Path(p["--file"]).parent.name for p in plans] == ["linux-amd64", "linux-arm64"]
     assert "linux/arm64 (in " in dry.stderr and "(no index: that needs --push)" in dry.stderr
     # The report compares them from the lock, before anything is built: FlashAttention 3 has no GB200 kernel.
@@ -133,8 +138,10 @@ def test_a_decoy_x86_64_wheel_under_the_aarch64_name_is_refused(project, upstrea
     result = cli("resolve", timeout=300)
     assert result.code == 4, result.output[-3000:]
     line = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
-    assert line == (f"error: wheel {WHEEL_ARM}: vllm/_C.abi3.so is an ELF file for x86_64, not aarch64: it would not "
-                    "load on the pinned platform")  # fmt: skip
+    assert line == (
+        f"error: wheel {WHEEL_ARM}: vllm/_C.abi3.so is an ELF file for x86_64, not aarch64: it would not "
+        "load on the pinned platform"
+    )
     assert not (root / "pins.lock").exists()
 
 
@@ -160,15 +167,23 @@ def test_doctor_says_the_platforms_and_checks_each_on_the_builder(project, tmp_p
     (root / "pins.yaml").write_text(two_platforms((root / "pins.yaml").read_text()))
     # buildx records its selected builder per engine address in DOCKER_CONFIG: another address in the real one would
     # unselect the engine's builder for every later test, so the config is this test's own.
-    doctor = cli("doctor", "--json", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock",
-                                          "DOCKER_CONFIG": str(tmp_path / "docker-config")})  # fmt: skip
+    doctor = cli(
+        "doctor",
+        "--json",
+        env={"DOCKER_HOST": "unix:///nonexistent/docker.sock", "DOCKER_CONFIG": str(tmp_path / "docker-config")},
+    )
     settings = {s["name"]: (s["value"], s["source"]) for s in json.loads(doctor.stdout)["settings"]}
     assert settings["platform"] == ("linux/amd64,linux/arm64", "pins.yaml build.platforms")
-    host = BuilderInfo("buildkit-engine", "docker-container", platforms=["linux/amd64", "linux/amd64/v2",
-                                                                         "linux/amd64/v3", "linux/386"])  # fmt: skip
+    host = BuilderInfo(
+        "buildkit-engine",
+        "docker-container",
+        platforms=["linux/amd64", "linux/amd64/v2", "linux/amd64/v3", "linux/386"],
+    )
     checks = platform_checks(host, settings["platform"][0])
     assert [(c.ok, c.detail.split(" (")[0]) for c in checks] == [
-        (True, "linux/amd64 supported"), (False, "linux/arm64 not offered")]
+        (True, "linux/amd64 supported"),
+        (False, "linux/arm64 not offered"),
+    ]
     assert "emulation (binfmt)" in checks[1].fix
 
 

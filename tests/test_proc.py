@@ -47,14 +47,19 @@ def test_argv_only():
     with pytest.raises(TypeError):
         proc.stream("echo hi", lambda line: None)  # a str is a Sequence[str] to mypy: only proc refuses it
     # Shell syntax in an argument is just bytes to the program, never interpreted.
-    done = proc.run([PY, "-c", "import sys; print(sys.argv[1])", "$(touch /tmp/x); `id` | cat"], timeout=30,
-                    stdout_limit=1000)  # fmt: skip
+    done = proc.run(
+        [PY, "-c", "import sys; print(sys.argv[1])", "$(touch /tmp/x); `id` | cat"], timeout=30, stdout_limit=1000
+    )
     assert done.returncode == 0 and done.stdout == b"$(touch /tmp/x); `id` | cat\n"
 
 
 def test_stdin_stdout_stderr_and_exit_status():
-    done = proc.run([PY, "-c", "import sys; d = sys.stdin.read(); print(d.upper()); print('oops', file=sys.stderr); "
-                     "sys.exit(3)"], stdin=b"abc", timeout=30, stdout_limit=1000)  # fmt: skip
+    done = proc.run(
+        [PY, "-c", "import sys; d = sys.stdin.read(); print(d.upper()); print('oops', file=sys.stderr); sys.exit(3)"],
+        stdin=b"abc",
+        timeout=30,
+        stdout_limit=1000,
+    )
     assert (done.returncode, done.stdout, done.stderr, done.over) == (3, b"ABC\n", b"oops\n", False)
     assert done.said() == "oops"
 
@@ -86,8 +91,12 @@ def test_the_deadline_kills_the_child():
 def test_a_streamed_run_has_a_deadline_too():
     started = time.monotonic()
     with pytest.raises(proc.TimedOut):
-        proc.stream([PY, "-c", "import time; print('a', flush=True); time.sleep(60)"], lambda line: None,
-                    timeout=0.5, new_session=True)  # fmt: skip
+        proc.stream(
+            [PY, "-c", "import time; print('a', flush=True); time.sleep(60)"],
+            lambda line: None,
+            timeout=0.5,
+            new_session=True,
+        )
     assert time.monotonic() - started < 30
 
 
@@ -106,8 +115,9 @@ def test_secrets_never_in_its_messages(tmp_path):
         proc.run([PY, str(script)], timeout=0.2, stdout_limit=10, secrets=[secret])
     with pytest.raises(proc.NotStarted) as missing:
         proc.run([str(tmp_path / secret)], timeout=5, stdout_limit=10, secrets=[secret])
-    done = proc.run([PY, "-c", f"import sys; sys.exit('denied for token {secret}')"], timeout=30, stdout_limit=10,
-                    secrets=[secret])  # fmt: skip
+    done = proc.run(
+        [PY, "-c", f"import sys; sys.exit('denied for token {secret}')"], timeout=30, stdout_limit=10, secrets=[secret]
+    )
     for message in (str(caught.value), str(missing.value), done.said()):
         assert secret not in message and proc.REDACTED in message, message
     assert proc.redact("a-b a", ["a", "a-b"]) == "<redacted> <redacted>"  # the longer secret first

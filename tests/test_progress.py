@@ -49,9 +49,14 @@ def test_failed_build_names_the_step_its_error_and_the_plain_summary():
 
 def test_garbage_and_unknown_keys_are_tolerated():
     progress = Progress()
-    for line in ['{"vertexes": [{"digest": "d1", "name": "x", "started": "t"}]}\n', "not json at all\n", "{broken\n",
-                 '{"future_key": [1, 2], "vertexes": [{"name": "no digest"}]}\n', '[1, 2, 3]\n',
-                 '{"logs": [{"vertex": "d1", "data": "!!not base64!!"}]}\n']:  # fmt: skip
+    for line in [
+        '{"vertexes": [{"digest": "d1", "name": "x", "started": "t"}]}\n',
+        "not json at all\n",
+        "{broken\n",
+        '{"future_key": [1, 2], "vertexes": [{"name": "no digest"}]}\n',
+        "[1, 2, 3]\n",
+        '{"logs": [{"vertex": "d1", "data": "!!not base64!!"}]}\n',
+    ]:
         progress.feed(line)
     assert progress.total == 1 and [s.name for s in progress.running()] == ["x"]
     assert progress.plain == ["not json at all", "{broken", "[1, 2, 3]"]

@@ -106,16 +106,23 @@ def test_the_aarch64_wheels_kernels(arm):
         ["compute_52", "compute_80", "compute_89", "compute_90"],
     )
     assert _sass_ptx(rows, "vllm/_moe_C.abi3.so") == (
-        ["sm_80", "sm_87", "sm_89", "sm_90", "sm_100", "sm_120"], ["compute_80"])  # fmt: skip
+        ["sm_80", "sm_87", "sm_89", "sm_90", "sm_100", "sm_120"],
+        ["compute_80"],
+    )
     assert _sass_ptx(rows, FA3) == (["sm_90a"], [])
     assert _sass_ptx(rows, FA2) == (["sm_80"], ["compute_80"])
     assert _sass_ptx(rows, "vllm/_flashmla_C.abi3.so") == (["sm_90a", "sm_100f"], [])
     assert _sass_ptx(rows, "vllm/_flashmla_extension_C.abi3.so") == (["sm_90a", "sm_100f"], [])
     # How many fatbins (translation units, roughly) and entries each holds: fewer than x86_64's 107/352 for _C.
     shape = {n: (len({k.container for k in ks}), len(ks)) for n, ks in arm.items() if ks}
-    assert shape == {"vllm/_C.abi3.so": (100, 279), "vllm/_flashmla_C.abi3.so": (9, 18),
-                     "vllm/_flashmla_extension_C.abi3.so": (2, 4), "vllm/_moe_C.abi3.so": (26, 70),
-                     FA2: (60, 120), FA3: (222, 222)}  # fmt: skip
+    assert shape == {
+        "vllm/_C.abi3.so": (100, 279),
+        "vllm/_flashmla_C.abi3.so": (9, 18),
+        "vllm/_flashmla_extension_C.abi3.so": (2, 4),
+        "vllm/_moe_C.abi3.so": (26, 70),
+        FA2: (60, 120),
+        FA3: (222, 222),
+    }
 
 
 def test_fa3_has_no_kernel_on_gb200_and_loads_by_sass_on_h100(arm, x86):
@@ -138,8 +145,11 @@ def test_fa3_has_no_kernel_on_gb200_and_loads_by_sass_on_h100(arm, x86):
     assert gb200["vllm/_flashmla_C.abi3.so"].loads == {"sm_100": "SASS"}
     # Required, FlashAttention 3 stops a GB200 lock, and not an H100 one.
     more = [*DEFAULT_REQUIRED, FA3]
-    with pytest.raises(UpstreamMismatch, match=r"^wheel: vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so has no kernel for "
-                       r"sm_100 \(build.cuda_arch_list\); it has sm_90a$"):  # fmt: skip
+    with pytest.raises(
+        UpstreamMismatch,
+        match=r"^wheel: vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so has no kernel for "
+        r"sm_100 \(build.cuda_arch_list\); it has sm_90a$",
+    ):
         check_required(kernel_table(iter(arm.items()), "10.0", more), "wheel")
     check_required(kernel_table(iter(x86.items()), "9.0", more), "wheel")
 
@@ -172,8 +182,11 @@ def _pin_arm64(root) -> None:
     """pins.yaml for GB200 in today's single-platform form: build.platform, wheel.arch and the GPUs changed."""
     pins = root / "pins.yaml"
     text = pins.read_text()
-    for old, new in (("arch: x86_64", "arch: aarch64"), ("platform: linux/amd64", "platform: linux/arm64"),
-                     ('cuda_arch_list: "9.0"', 'cuda_arch_list: "10.0"')):  # fmt: skip
+    for old, new in (
+        ("arch: x86_64", "arch: aarch64"),
+        ("platform: linux/amd64", "platform: linux/arm64"),
+        ('cuda_arch_list: "9.0"', 'cuda_arch_list: "10.0"'),
+    ):
         assert old in text, old
         text = text.replace(old, new)
     pins.write_text(text)
@@ -185,7 +198,8 @@ def test_resolve_locks_the_real_aarch64_wheel_for_a_linux_arm64_pin(project, ups
     installs (+cu129, download.pytorch.org) cannot be fetched here, and resolve would stop on it (exit 3)."""
     root, cli = project
     upstreams.wheels.files[f"/{VLLM_SHA}/{WHEEL_ARM}"] = RealFile(
-        real_wheel(VLLM_0_14_0_AARCH64), VLLM_0_14_0_AARCH64.sha256)  # fmt: skip
+        real_wheel(VLLM_0_14_0_AARCH64), VLLM_0_14_0_AARCH64.sha256
+    )
     upstreams.github.files[("NVIDIA-NeMo/RL", NEMO_RL_SHA, "uv.lock")] = NEMO_RL_UV_LOCK_HEADER.encode()
     _pin_arm64(root)
     result = cli("resolve", "--json", timeout=600)
@@ -214,10 +228,13 @@ def test_resolve_refuses_the_aarch64_bytes_under_an_x86_64_name(project, upstrea
     machine of the bytes does not; refused (exit 4), the first library named, no lock."""
     root, cli = project
     upstreams.wheels.files[f"/{VLLM_SHA}/{WHEEL_X86}"] = RealFile(
-        real_wheel(VLLM_0_14_0_AARCH64), VLLM_0_14_0_AARCH64.sha256)  # fmt: skip
+        real_wheel(VLLM_0_14_0_AARCH64), VLLM_0_14_0_AARCH64.sha256
+    )
     result = cli("resolve", timeout=600)
     assert result.code == 4, result.output[-3000:]
     line = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
-    assert line == (f"error: wheel {WHEEL_X86}: vllm/_C.abi3.so is an ELF file for aarch64, not x86_64: it would not "
-                    "load on the pinned platform")  # fmt: skip
+    assert line == (
+        f"error: wheel {WHEEL_X86}: vllm/_C.abi3.so is an ELF file for aarch64, not x86_64: it would not "
+        "load on the pinned platform"
+    )
     assert not (root / "pins.lock").exists()

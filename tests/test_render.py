@@ -126,8 +126,11 @@ def test_patch_drift_stops_with_file_hunk_and_line(project, remote):
 def test_patch_already_upstream_is_not_a_silent_no_op(project, remote):
     applied = subprocess.run(
         ["patch", "-p1", "-o", "-", "tools/build-custom-vllm.sh", str(PATCH)],
-        cwd=remote.work, capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        cwd=remote.work,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     moved = remote.new_commit("tools/build-custom-vllm.sh", applied, "upstream takes the change")
     root, cli = use_remote(project, remote, ref=moved)
     result = cli("render")
@@ -191,9 +194,19 @@ def test_render_follows_upstream_946862e7_shape_line_by_line(project, remote):
         "nemo_rl_commit": {"ARG NEMO_RL_COMMIT", "ENV NEMO_RL_COMMIT=${NEMO_RL_COMMIT:-<unknown>}"},
     }
     names = [t["name"] for t in record["transformations"]]
-    assert names == ["syntax_directive", "base_image_by_digest", "nemo_rl_source_ref", "wheel_stage",
-                     "source_date_epoch", "apt_log_cleanup", "torch_cuda_arch_list", "custom_vllm", "drop_extras",
-                     "nemo_rl_commit", "labels"]  # fmt: skip
+    assert names == [
+        "syntax_directive",
+        "base_image_by_digest",
+        "nemo_rl_source_ref",
+        "wheel_stage",
+        "source_date_epoch",
+        "apt_log_cleanup",
+        "torch_cuda_arch_list",
+        "custom_vllm",
+        "drop_extras",
+        "nemo_rl_commit",
+        "labels",
+    ]
     assert "transformed (custom_vllm): RUN at line" in result.stderr
     assert record["drift"] == [] and record["upstream_base_image"].endswith("25.05-cuda12.9-devel-ubuntu24.04")
     # The declared patch carries the wheel: the script is called with the env var the patched script reads.
@@ -212,8 +225,10 @@ def test_render_follows_upstream_946862e7_shape_line_by_line(project, remote):
     ]
     # The report says which upstream sync render dropped, from the render record.
     report = cli("report").stdout.replace("\\", "")
-    assert "(transformation `drop_extras`): dropped sglang at line 60 ('uv sync --link-mode symlink --locked " \
-        "--extra sglang --no-install-project'): commented out." in report  # fmt: skip
+    assert (
+        "(transformation `drop_extras`): dropped sglang at line 60 ('uv sync --link-mode symlink --locked "
+        "--extra sglang --no-install-project'): commented out." in report
+    )
 
 
 def later_pins(root: Path) -> None:
@@ -244,7 +259,7 @@ def test_render_follows_upstream_7ea279ab_shape_line_by_line(project, remote):
             "ARG BUILD_CUSTOM_VLLM_URL",
             "ARG BUILD_CUSTOM_VLLM_REF",
             "ARG BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION",
-        },  # fmt: skip
+        },
         "drop_extras": {"UV_LINK_MODE=hardlink uv sync --frozen --extra sglang --no-install-project"},
         "nemo_rl_commit": {"ARG NEMO_RL_COMMIT", "ENV NEMO_RL_COMMIT=${NEMO_RL_COMMIT:-<unknown>}"},
     }
@@ -315,10 +330,23 @@ def test_buildkit_itself_reads_the_rendered_dockerfile(project, remote, engine):
     assert result.code == 0, result.output
     summary = json.loads(result.stdout)
     done = subprocess.run(
-        ["docker", "buildx", "build", "--builder", engine, "--call=targets", "-f", summary["dockerfile"],
-         "--build-context", f"nemo-rl={summary['prepared_tree']}", summary["prepared_tree"]],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            "docker",
+            "buildx",
+            "build",
+            "--builder",
+            engine,
+            "--call=targets",
+            "-f",
+            summary["dockerfile"],
+            "--build-context",
+            f"nemo-rl={summary['prepared_tree']}",
+            summary["prepared_tree"],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     targets = [line.split()[0] for line in done.stdout.splitlines()[1:] if line.strip()]
     assert targets == ["nemo-rl", "vllm-wheel", "base", "hermetic", "release"]

@@ -45,8 +45,15 @@ def test_golden_markdown_and_json(cli, tmp_path):
 
 def test_report_facts_come_from_the_records(cli, tmp_path):
     project = golden_project(tmp_path)
-    result = cli("report", "--pins", str(project / "pins.yaml"), "--record", str(project / "build/smoke-record.json"),
-                 "--format", "json")  # fmt: skip
+    result = cli(
+        "report",
+        "--pins",
+        str(project / "pins.yaml"),
+        "--record",
+        str(project / "build/smoke-record.json"),
+        "--format",
+        "json",
+    )
     data = json.loads(result.stdout)
     lock = json.loads((project / "pins.lock").read_text())
     record = json.loads((project / "build/smoke-record.json").read_text())
@@ -162,10 +169,23 @@ def test_the_markdown_parses_cleanly():
     fences = [t for t in tokens if t.type == "fence"]
     headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h2"]
     assert headings == [
-        "Verdict", "Build timeline", "Stage timings", "Image layers", "Overview", "Source components",
-        "Commit provenance", "Local modifications", "Build", "Image",
-        "Slurm (enroot/pyxis)", "Reproducibility", "Verification", "Reproduction", "Verified results", "Known issues",
-    ]  # fmt: skip
+        "Verdict",
+        "Build timeline",
+        "Stage timings",
+        "Image layers",
+        "Overview",
+        "Source components",
+        "Commit provenance",
+        "Local modifications",
+        "Build",
+        "Image",
+        "Slurm (enroot/pyxis)",
+        "Reproducibility",
+        "Verification",
+        "Reproduction",
+        "Verified results",
+        "Known issues",
+    ]
     # verdict, its checks, stage timings, layers, components, image, labels, squashfs, verification, results
     assert len(tables) == 10
     assert any(
@@ -234,15 +254,26 @@ def test_the_rendered_smoke_report_describes_the_smoke_build(cli, tmp_path):
     # The first screen is the verdict; the layer list, the Dockerfile diff and the by-hand script fold.
     folded = re.findall(r"<details>\s*<summary>(.*?)</summary>(.*?)</details>", html, re.DOTALL)
     assert [summary for summary, _ in folded] == [
-        "5 layers, 1.9 MiB in all", "The diff (157 lines)", "The script (8 commands)",
-    ]  # fmt: skip
+        "5 layers, 1.9 MiB in all",
+        "The diff (157 lines)",
+        "The script (8 commands)",
+    ]
     assert "<td>COPY busybox" in folded[0][1] or "<code>COPY busybox /bin/busybox # buildkit</code>" in folded[0][1]
     assert 'class="language-diff"' in folded[1][1] and "docker buildx build" in folded[2][1]
     verdict = html.split("<h2>Verdict</h2>", 1)[1].split("<h2>", 1)[0]
     rows = re.findall(r"<tr>\s*<td>(.*?)</td>\s*<td>(.*?)</td>", verdict, re.DOTALL)
     checks = {name: status for name, status in rows}
-    for known in ("CUDA", "torch", "kernels", "ABI", "glibc", "driver", "content address", "reproducibility",
-                  "provenance"):
+    for known in (
+        "CUDA",
+        "torch",
+        "kernels",
+        "ABI",
+        "glibc",
+        "driver",
+        "content address",
+        "reproducibility",
+        "provenance",
+    ):
         assert checks[known] in ("pass", "<strong>FAIL</strong>", "not checked"), known
     assert "the <code># syntax=</code> frontend image: render ran with --no-syntax" in verdict
 

@@ -44,10 +44,17 @@ def test_records_of_another_build_are_left_out_kind_by_kind(cli, tmp_path):
     _with_header(build / "provenance-verify.json", "provenance-verify", record["image"]["digest"])
     _with_header(build / "smoke" / "squashfs.json", "squashfs", image_id)
     _with_header(build / "smoke" / "render.json", "render", None)
-    (build / "smoke" / "attest.json").write_text(json.dumps({
-        "statement": "provenance.intoto.json", "statement_sha256": "a" * 64,
-        "subject": "nemo-rl@" + record["image"]["digest"], "signed": False, "attested_at": "2026-11-24T00:00:00Z",
-    }))  # fmt: skip
+    (build / "smoke" / "attest.json").write_text(
+        json.dumps(
+            {
+                "statement": "provenance.intoto.json",
+                "statement_sha256": "a" * 64,
+                "subject": "nemo-rl@" + record["image"]["digest"],
+                "signed": False,
+                "attested_at": "2026-11-24T00:00:00Z",
+            }
+        )
+    )
     _with_header(build / "smoke" / "attest.json", "attest", record["image"]["digest"], lock)
     data, _ = _report(cli, project)
     assert data["verification"] and data["provenance_verification"] and data["slurm"] and data["dockerfile"]
@@ -136,8 +143,13 @@ def test_a_smoke_build_reported_top_down_and_reproduced_by_hand(project, remote,
     data = json.loads(cli("report", "--format", "json").stdout)
     assert data["verdict"]["unpinned"] == {"target": "smoke", "items": render["unpinned"]}
     assert {s["stage"]: s["seconds"] is not None for s in data["stages"]} == {
-        "resolve": True, "prepare": True, "render": True, "build": True, "verify": False, "export": False,
-    }  # fmt: skip
+        "resolve": True,
+        "prepare": True,
+        "render": True,
+        "build": True,
+        "verify": False,
+        "export": False,
+    }
 
     # By hand, from an empty directory, with nothing of buildkit's: the script as the report gives it. Without
     # internet the submodule comes from the mirror git's own insteadOf names (README "No internet").
@@ -147,11 +159,15 @@ def test_a_smoke_build_reported_top_down_and_reproduced_by_hand(project, remote,
     empty = tmp_path / "by-hand"
     empty.mkdir()
     env = {
-        **cli.env, "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{remote.daemon.url}test/.insteadOf",
-        "GIT_CONFIG_VALUE_0": "https://github.com/test/", "BUILDX_BUILDER": engine,
-    }  # fmt: skip
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=empty, env=env, capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
+        **cli.env,
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": f"url.{remote.daemon.url}test/.insteadOf",
+        "GIT_CONFIG_VALUE_0": "https://github.com/test/",
+        "BUILDX_BUILDER": engine,
+    }
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script], cwd=empty, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     made = empty / "nemo-rl-build"
     assert (made / "Dockerfile").read_bytes() == (root / "build" / "smoke" / "Dockerfile").read_bytes()
@@ -164,9 +180,12 @@ def test_a_failed_build_reports_the_failing_step_and_its_output(cli, tmp_path):
     record = json.loads(path.read_text())
     output = ["compiling", "```", "## not a heading", "unable to find user root: no matching entries in passwd file"]
     record.update(
-        outcome="failed", exit_code=1, failed_step="[smoke 3/5] RUN make", failed_output=output,
+        outcome="failed",
+        exit_code=1,
+        failed_step="[smoke 3/5] RUN make",
+        failed_output=output,
         error='process "/bin/sh -c make" did not complete successfully: exit code: 2',
-    )  # fmt: skip
+    )
     path.write_text(json.dumps(record))
     result = cli("report", "--pins", str(project / "pins.yaml"))
     assert result.code == 0, result.output
@@ -202,7 +221,7 @@ def test_every_stage_gets_its_figure_and_resolve_reads_its_record(project, remot
         ("{not json", "not a valid record"),
         (json.dumps({**record, "started_at": 7}), "not a valid record"),
         (None, None),
-    ):  # fmt: skip
+    ):
         if text is None:
             path.unlink()
         else:
@@ -226,9 +245,16 @@ def test_with_each_record_every_stage_has_a_figure(cli, tmp_path):
     assert [s["stage"] for s in data["stages"] if s["seconds"] is None] == ["resolve"]
     lock = json.loads((project / "pins.lock").read_text())
     started, finished = "2026-11-24T16:29:12Z", lock["resolved_at"]  # the lock's own time of the end: 16:29:16Z
-    write_record(project / "build" / "resolve.json", ResolveRecord(
-        lock_sha256=data["lock_sha256"], started_at=started, finished_at=finished, read_at={}, notes=[],
-    ))  # fmt: skip
+    write_record(
+        project / "build" / "resolve.json",
+        ResolveRecord(
+            lock_sha256=data["lock_sha256"],
+            started_at=started,
+            finished_at=finished,
+            read_at={},
+            notes=[],
+        ),
+    )
     data, _ = _report(cli, project)
     assert all(s["seconds"] is not None for s in data["stages"]), data["stages"]
     assert data["stages"][0] == {"stage": "resolve", "seconds": 4.0, "detail": ""}

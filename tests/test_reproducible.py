@@ -112,7 +112,7 @@ def test_check_reproducible_rebuilds_on_a_second_builder(project, remote, engine
     empty_builder(engine_b)
     result = cli(
         "build", "--smoke", "--check-reproducible", "--rebuild-builder", engine_b, "--progress", "plain", timeout=900
-    )  # fmt: skip
+    )
     assert result.code == 0, result.output
     record = json.loads((root / "build" / "smoke-record.json").read_text())
     check = record["reproducibility"]
@@ -148,10 +148,19 @@ def test_a_step_that_writes_the_date_is_caught_and_the_file_named(tmp_path, engi
     repro = tmp_path / "repro"
     prepare_layouts(repro)
     plan = BuildPlan(
-        dockerfile=context / "Dockerfile", tree=context, target="smoke", platform="linux/amd64", tag="repro:test",
-        build_args=(), metadata_file=tmp_path / "metadata.json", source_date_epoch=1770316331, builder=engine,
-        provenance=False, export=False, oci_layout=first_layout(repro),
-    )  # fmt: skip
+        dockerfile=context / "Dockerfile",
+        tree=context,
+        target="smoke",
+        platform="linux/amd64",
+        tag="repro:test",
+        build_args=(),
+        metadata_file=tmp_path / "metadata.json",
+        source_date_epoch=1770316331,
+        builder=engine,
+        provenance=False,
+        export=False,
+        oci_layout=first_layout(repro),
+    )
     first = run_buildx(plan, tmp_path / "first.log", lambda line, progress: None)
     assert first.exit_code == 0, (tmp_path / "first.log").read_text()[-2000:]
     check = rebuild_and_compare(plan, context, repro, tmp_path / "second.log", engine, lambda line, progress: None)

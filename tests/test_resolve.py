@@ -47,8 +47,13 @@ def test_resolve_json_carries_every_fact(project, upstreams):
     # A merged PR: its merge commit is on main, and its own wheel is used (nothing differs).
     assert lock["vllm_wheel"]["commit"] == VLLM_SHA and lock["vllm_wheel"]["chosen_by"] == "the source commit"
     assert lock["vllm_wheel"]["merge_base"] == VLLM_SHA
-    assert lock["vllm_compare"] == {"method": "same commit", "source": lock["vllm_compare"]["source"], "paths": 0,
-                                    "compiled": [], "accepted": None}  # fmt: skip
+    assert lock["vllm_compare"] == {
+        "method": "same commit",
+        "source": lock["vllm_compare"]["source"],
+        "paths": 0,
+        "compiled": [],
+        "accepted": None,
+    }
     # The sha256 of each compiled file as the wheel holds it: verify holds the image's to them.
     with zipfile.ZipFile(io.BytesIO(served.data())) as wheel:
         members = {n: hashlib.sha256(wheel.read(n)).hexdigest() for n in wheel.namelist() if n.endswith(".so")}
@@ -74,8 +79,14 @@ def test_resolve_json_carries_every_fact(project, upstreams):
     record = json.loads((root / "build" / "resolve.json").read_text())
     assert record["lock_sha256"] == hashlib.sha256((root / "pins.lock").read_bytes()).hexdigest()
     assert sorted(record["read_at"]) == [
-        "base_image", "base_libraries", "nemo_rl", "uv_lock", "vllm", "vllm_pr", "wheel"
-    ]  # fmt: skip
+        "base_image",
+        "base_libraries",
+        "nemo_rl",
+        "uv_lock",
+        "vllm",
+        "vllm_pr",
+        "wheel",
+    ]
     # The registry was asked through the anonymous token flow.
     assert any(p.startswith("/token?") for _, p, _ in upstreams.registry.log)
 
@@ -191,8 +202,11 @@ def test_resolve_table_fits_80_columns(project):
     assert result.code == 0, result.output
     lines = result.stdout.splitlines()
     assert all(len(line) <= 80 for line in lines), result.stdout
-    rows = {line.split()[0]: line for line in lines if line.strip() and line.split()[0] in
-            ("nemo_rl", "vllm.pr", "vllm", "wheel", "base_image")}  # fmt: skip
+    rows = {
+        line.split()[0]: line
+        for line in lines
+        if line.strip() and line.split()[0] in ("nemo_rl", "vllm.pr", "vllm", "wheel", "base_image")
+    }
     assert set(rows) == {"nemo_rl", "vllm.pr", "vllm", "wheel", "base_image"}, result.stdout
     assert f"wheel from   {VLLM_SHA[:12]} (source); compiled changes: none" in result.stdout
     assert NEMO_RL_SHA[:12] in rows["nemo_rl"] and "2026-02-05" in rows["nemo_rl"]

@@ -223,8 +223,14 @@ def test_a_single_platform_image_config_is_read_once(project, upstreams):
 def elf_with(**fields) -> bytearray:
     """The fake's minimal ELF with header or program-header fields overwritten."""
     data = bytearray(minimal_elf(("libcudart.so.12",)))
-    places = {"class": (4, "B"), "phoff": (0x20, "<Q"), "phentsize": (0x36, "<H"), "phnum": (0x38, "<H"),
-              "dyn_offset": (64 + 56 + 8, "<Q"), "dyn_filesz": (64 + 56 + 32, "<Q")}  # fmt: skip
+    places = {
+        "class": (4, "B"),
+        "phoff": (0x20, "<Q"),
+        "phentsize": (0x36, "<H"),
+        "phnum": (0x38, "<H"),
+        "dyn_offset": (64 + 56 + 8, "<Q"),
+        "dyn_filesz": (64 + 56 + 32, "<Q"),
+    }
     for name, value in fields.items():
         at, fmt = places[name]
         struct.pack_into(fmt, data, at, value)
@@ -368,18 +374,27 @@ def test_a_version_2_lock_is_migrated_stale_keeps_its_bytes_and_is_rewritten(pro
     "edit, needle",
     [
         # Different majors claimed as a match.
-        (lambda lock: (lock["base_image"].update(cuda_version="13.0.1"), lock["cuda"].update(base_image="13.0.1")),
-         "cuda: the base image is CUDA 13.0.1 and the wheel CUDA 12: different majors"),
+        (
+            lambda lock: (lock["base_image"].update(cuda_version="13.0.1"), lock["cuda"].update(base_image="13.0.1")),
+            "cuda: the base image is CUDA 13.0.1 and the wheel CUDA 12: different majors",
+        ),
         # The section and the facts it claims to have compared disagree.
         (lambda lock: lock["wheel"].update(cuda="13"), "cuda: the check compared base image 12.9.0.043 and wheel 12"),
         # "match" with one side unknown.
-        (lambda lock: (lock["wheel"].update(cuda=None), lock["cuda"].update(wheel=None)),
-         "the lock says 'match' without knowing both"),
+        (
+            lambda lock: (lock["wheel"].update(cuda=None), lock["cuda"].update(wheel=None)),
+            "the lock says 'match' without knowing both",
+        ),
         # A mismatch relabelled "not checked".
-        (lambda lock: (lock["base_image"].update(cuda_version="13.0.1"),
-                       lock["cuda"].update(base_image="13.0.1", outcome="not checked")), "different majors"),
+        (
+            lambda lock: (
+                lock["base_image"].update(cuda_version="13.0.1"),
+                lock["cuda"].update(base_image="13.0.1", outcome="not checked"),
+            ),
+            "different majors",
+        ),
     ],
-)  # fmt: skip
+)
 def test_an_edited_cuda_claim_is_refused(project, edit, needle):
     root, cli = project
     lock = lock_of(run(cli))
@@ -393,8 +408,12 @@ def test_an_edited_cuda_claim_is_refused(project, edit, needle):
 def test_a_lock_with_a_malformed_cuda_value_is_invalid(project):
     root, cli = project
     lock = lock_of(run(cli))
-    for section, field, value in (("base_image", "cuda_version", "12.9.1\n"), ("wheel", "cuda", "12.x"),
-                                  ("cuda", "outcome", "mismatch"), ("wheel", "cuda_source", "a\nb")):  # fmt: skip
+    for section, field, value in (
+        ("base_image", "cuda_version", "12.9.1\n"),
+        ("wheel", "cuda", "12.x"),
+        ("cuda", "outcome", "mismatch"),
+        ("wheel", "cuda_source", "a\nb"),
+    ):
         bad = json.loads(json.dumps(lock))
         bad[section][field] = value
         (root / "pins.lock").write_text(json.dumps(bad))

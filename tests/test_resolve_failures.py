@@ -137,11 +137,21 @@ def test_an_open_pr_whose_head_is_not_the_pinned_ref_is_an_error(project, upstre
     root, cli = project
     head = "c" * 40
     upstreams.github.add_commit("vllm-project/vllm", head, "wip", "2026-01-02T00:00:00Z")
-    upstreams.github.add_pull("vllm-project/vllm", VLLM_PR, "feat: spec decode with draft models", None, None,
-                              head=(head, "draft", "vllm-project/vllm"))  # fmt: skip
+    upstreams.github.add_pull(
+        "vllm-project/vllm",
+        VLLM_PR,
+        "feat: spec decode with draft models",
+        None,
+        None,
+        head=(head, "draft", "vllm-project/vllm"),
+    )
     result = cli("resolve")
-    assert_failed(result, 4, f"resolves to {VLLM_SHA}, but PR #{VLLM_PR} is open; its head is now {head}",
-                  "drop vllm.ref to build what the PR is now")  # fmt: skip
+    assert_failed(
+        result,
+        4,
+        f"resolves to {VLLM_SHA}, but PR #{VLLM_PR} is open; its head is now {head}",
+        "drop vllm.ref to build what the PR is now",
+    )
     assert_untouched(old_lock)
 
 

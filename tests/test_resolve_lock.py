@@ -80,8 +80,13 @@ def test_a_version_3_lock_is_migrated_stale_keeps_its_bytes_and_is_rewritten(pro
     assert migrated.lock_version == 3 and migrated.to_json() == text
     assert lock_sha256(migrated) == hashlib.sha256(text.encode()).hexdigest()
     assert migrated.times_as_read() == {
-        "lock": "2026-11-23T12:52:42Z", "nemo_rl": at, "vllm": at, "vllm_pr": at, "wheel": at, "base_image": at,
-    }  # fmt: skip
+        "lock": "2026-11-23T12:52:42Z",
+        "nemo_rl": at,
+        "vllm": at,
+        "vllm_pr": at,
+        "wheel": at,
+        "base_image": at,
+    }
     for name, value in upstreams.env().items():
         monkeypatch.setenv(name, value)
     assert consistency_problems(load_pins(root / "pins.yaml"), migrated, list(migrated.patches)) == [V3_STALE]

@@ -139,15 +139,28 @@ def test_resolve_stops_on_symbols_torch_2_8_0_lacks(project, real_upstreams, tmp
     result = cli("resolve", "--json", env=env, timeout=600)
     assert result.code == 4, result.output[-3000:]
     line = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
-    assert line.startswith(f"error: torch mismatch: the vLLM wheel {WHEEL_X86} was built for torch==2.9.1 (its "
-                           "METADATA), but NeMo-RL's uv.lock installs torch 2.8.0")  # fmt: skip
+    assert line.startswith(
+        f"error: torch mismatch: the vLLM wheel {WHEEL_X86} was built for torch==2.9.1 (its "
+        "METADATA), but NeMo-RL's uv.lock installs torch 2.8.0"
+    )
     assert not (root / "pins.lock").exists()
-    torch = LockedTorch("2.8.0", "https://pypi.org/simple", "https://files.pythonhosted.org/torch.whl",
-                        TORCH_2_8_0.filename, TORCH_2_8_0.sha256, TORCH_2_8_0.size)  # fmt: skip
+    torch = LockedTorch(
+        "2.8.0",
+        "https://pypi.org/simple",
+        "https://files.pythonhosted.org/torch.whl",
+        TORCH_2_8_0.filename,
+        TORCH_2_8_0.sha256,
+        TORCH_2_8_0.size,
+    )
     build = Build(cuda_arch_list="9.0", tag="nemo-rl:test")
     with pytest.raises(UpstreamMismatch) as caught:
-        wheel_check(real_wheel(VLLM_0_14_0), WHEEL_X86, build, torch,
-                    lambda _t: abi.torch_defined(real_wheel(TORCH_2_8_0), TORCH_2_8_0.sha256, tmp_path))  # fmt: skip
+        wheel_check(
+            real_wheel(VLLM_0_14_0),
+            WHEEL_X86,
+            build,
+            torch,
+            lambda _t: abi.torch_defined(real_wheel(TORCH_2_8_0), TORCH_2_8_0.sha256, tmp_path),
+        )
     assert caught.value.message == (
         f"wheel {WHEEL_X86}: 4 undefined symbol(s) would not resolve against torch 2.8.0 "
         f"({TORCH_2_8_0.filename}, NeMo-RL's uv.lock): c10::SymInt::maybe_as_int_slow_path() const (should be in "

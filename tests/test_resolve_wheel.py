@@ -223,8 +223,12 @@ def test_check_deep_on_a_lock_without_a_hash(project, upstreams):
 
 def test_option_combinations_that_make_no_sense(project):
     root, cli = project
-    for args in (["--deep"], ["--deep", "--offline", "--check"], ["--no-wheel-download", "--check"],
-                 ["--no-wheel-download", "--offline"]):  # fmt: skip
+    for args in (
+        ["--deep"],
+        ["--deep", "--offline", "--check"],
+        ["--no-wheel-download", "--check"],
+        ["--no-wheel-download", "--offline"],
+    ):
         result = cli("resolve", *args)
         assert result.code == 2, (args, result.output)
         no_traceback(result)
@@ -375,8 +379,10 @@ def test_build_resolves_a_stale_lock_and_tells_of_the_download(project, upstream
     notes.clear()
     inputs, wrote = ensure_lock(paths, on_note=notes.append)
     assert not wrote and not inputs.lock.wheel.content_addressed
-    assert notes == [f"the locked wheel is not content-addressed ({SKIPPED_REASON}); run `buildkit resolve` "
-                     "without --no-wheel-download to hash it"]  # fmt: skip
+    assert notes == [
+        f"the locked wheel is not content-addressed ({SKIPPED_REASON}); run `buildkit resolve` "
+        "without --no-wheel-download to hash it"
+    ]
 
 
 def test_render_warns_of_a_lock_that_is_not_content_addressed(project, remote):

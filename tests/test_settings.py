@@ -22,8 +22,9 @@ def no_engine(tmp_path: Path) -> dict[str, str]:
 def _arm64(root: Path) -> None:
     text = (root / "pins.yaml").read_text()
     assert "platform: linux/amd64" in text and "arch: x86_64" in text
-    (root / "pins.yaml").write_text(text.replace("platform: linux/amd64", "platform: linux/arm64")
-                                    .replace("arch: x86_64", "arch: aarch64"))  # fmt: skip
+    (root / "pins.yaml").write_text(
+        text.replace("platform: linux/amd64", "platform: linux/arm64").replace("arch: x86_64", "arch: aarch64")
+    )
 
 
 def _settings(result) -> dict[str, tuple[str, str]]:

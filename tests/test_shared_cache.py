@@ -62,9 +62,15 @@ def test_a_second_empty_builder_takes_every_step_from_the_shared_cache(project, 
     # Builder B has nothing of its own, and prepares NeMo-RL afresh in another cache dir (another clone path).
     empty_builder(engine_b)
     second = cli(
-        "build", "--smoke", "--builder", engine_b, "--progress", "plain",
-        env={"BUILDKIT_CACHE_DIR": str(tmp_path / "builder-b-cache")}, timeout=600,
-    )  # fmt: skip
+        "build",
+        "--smoke",
+        "--builder",
+        engine_b,
+        "--progress",
+        "plain",
+        env={"BUILDKIT_CACHE_DIR": str(tmp_path / "builder-b-cache")},
+        timeout=600,
+    )
     assert second.code == 0, second.output
     b = _record(root)
     assert b["builder"] == engine_b and b["cache"]["cache_from"] == [f"type=registry,ref={ref}:smoke"]

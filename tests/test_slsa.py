@@ -62,9 +62,11 @@ def test_the_schemas_refuse_what_the_specs_forbid():
             "_type": STATEMENT_TYPE,
             "subject": [{"name": "x", "digest": {"sha256": "a" * 64}}],
             "predicateType": PREDICATE_TYPE,
-            "predicate": {"buildDefinition": {"buildType": "https://example.com/t/v1", "externalParameters": {}},
-                          "runDetails": {"builder": {"id": "https://example.com/b"}}},
-        }  # fmt: skip
+            "predicate": {
+                "buildDefinition": {"buildType": "https://example.com/t/v1", "externalParameters": {}},
+                "runDetails": {"builder": {"id": "https://example.com/b"}},
+            },
+        }
         base.update(changes)
         return base
 
@@ -83,7 +85,7 @@ def test_the_schemas_refuse_what_the_specs_forbid():
                 "buildDefinition": {"buildType": "HTTPS://EXAMPLE.COM/t", "externalParameters": {}},
                 "runDetails": {"builder": {"id": "https://example.com/b"}},
             }
-        ),  # fmt: skip
+        ),
         statement(
             predicate={
                 "buildDefinition": {
@@ -93,7 +95,7 @@ def test_the_schemas_refuse_what_the_specs_forbid():
                 },
                 "runDetails": {"builder": {"id": "https://example.com/b"}},
             }
-        ),  # fmt: skip
+        ),
         statement(
             predicate={
                 "buildDefinition": {"buildType": "https://example.com/t", "externalParameters": {}},
@@ -102,7 +104,7 @@ def test_the_schemas_refuse_what_the_specs_forbid():
                     "metadata": {"startedOn": "2026-11-23 08:26:23"},
                 },
             }
-        ),  # fmt: skip
+        ),
     ]
     for case in bad:
         assert schema_errors(case), case
@@ -135,8 +137,17 @@ def test_the_statement_says_what_the_lock_and_the_records_say(cli, tmp_path):
     assert internal["lockSha256"] == record["lock_sha256"]
     # Every check buildkit knows has a row, as in the report's verdict: run or not, and why not (issue 32).
     rows = {c["check"]: (c["status"], c["detail"]) for c in internal["checks"]}
-    assert list(rows) == ["CUDA", "torch", "kernels", "ABI", "glibc", "driver", "content address",
-                          "reproducibility", "provenance"]  # fmt: skip
+    assert list(rows) == [
+        "CUDA",
+        "torch",
+        "kernels",
+        "ABI",
+        "glibc",
+        "driver",
+        "content address",
+        "reproducibility",
+        "provenance",
+    ]
     assert rows["CUDA"][0] == "pass" and rows["reproducibility"][0] == "pass"
     assert rows["driver"] == ("not checked", "a smoke image has no CUDA runtime to run on a driver")
     assert rows["provenance"][1].startswith("checked after this statement is made")
@@ -166,9 +177,12 @@ def test_the_statement_says_what_the_lock_and_the_records_say(cli, tmp_path):
     }
     # The log of the fixture build is not on this machine: the record is the one byproduct.
     assert run["byproducts"] == [
-        {"name": "build/smoke-record.json", "digest": {"sha256": hashlib.sha256(record_file.read_bytes()).hexdigest()},
-         "mediaType": "application/json"}
-    ]  # fmt: skip
+        {
+            "name": "build/smoke-record.json",
+            "digest": {"sha256": hashlib.sha256(record_file.read_bytes()).hexdigest()},
+            "mediaType": "application/json",
+        }
+    ]
 
 
 def test_same_inputs_same_bytes_anywhere(cli, tmp_path):
@@ -191,8 +205,14 @@ def test_the_log_and_the_build_ref_come_in_when_they_are_there(cli, tmp_path):
     log.parent.mkdir(parents=True)
     log.write_text("#1 [internal] load build definition\n")
     metadata = project / "build" / "smoke" / "metadata.json"
-    metadata.write_text(json.dumps({"containerimage.digest": record["image"]["digest"],
-                                    "buildx.build.ref": "buildkit-engine/buildkit-engine0/abc123"}))  # fmt: skip
+    metadata.write_text(
+        json.dumps(
+            {
+                "containerimage.digest": record["image"]["digest"],
+                "buildx.build.ref": "buildkit-engine/buildkit-engine0/abc123",
+            }
+        )
+    )
     record.update(log=str(log), metadata_file=str(metadata))
     record_file.write_text(json.dumps(record, indent=2))
     statement = json.loads(attest(cli, project, "--json").stdout)
@@ -256,10 +276,19 @@ def test_dsse_pre_authentication_encoding_is_the_protocols():
 def verify_blob(cosign: str, public: Path, envelope: Path) -> subprocess.CompletedProcess[str]:
     """cosign's own check of a DSSE envelope against a key, without a registry (the subject is not compared)."""
     return subprocess.run(
-        [cosign, "verify-blob-attestation", f"--key={public}", f"--signature={envelope}", "--type=slsaprovenance1",
-         "--check-claims=false", "--insecure-ignore-tlog=true"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            cosign,
+            "verify-blob-attestation",
+            f"--key={public}",
+            f"--signature={envelope}",
+            "--type=slsaprovenance1",
+            "--check-claims=false",
+            "--insecure-ignore-tlog=true",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_signed_with_a_key_cosign_accepts_and_refuses_tampering_or_another_key(cli, tmp_path, cosign):
@@ -303,8 +332,13 @@ def test_signing_failures_are_one_message(cli, tmp_path, cosign):
     assert "not the password" not in wrong.output
     missing = attest(cli, project, "--key", str(tmp_path / "nope.key"), env={**env, "COSIGN_PASSWORD": ""})
     assert missing.code == 2 and "--key: no key file" in missing.stderr
-    no_cosign = attest(cli, project, "--key", str(key), env={"BUILDKIT_COSIGN": str(tmp_path / "no-cosign"),
-                                                             "COSIGN_PASSWORD": PASSWORD})  # fmt: skip
+    no_cosign = attest(
+        cli,
+        project,
+        "--key",
+        str(key),
+        env={"BUILDKIT_COSIGN": str(tmp_path / "no-cosign"), "COSIGN_PASSWORD": PASSWORD},
+    )
     assert no_cosign.code == 5 and "is not an executable file" in no_cosign.stderr
     assert "scripts/cosign-build.sh" in no_cosign.stderr
     # Nothing half-written: a failed signing leaves no envelope.
@@ -351,10 +385,19 @@ def test_build_push_attest_verify_on_the_engine(project, remote, upstreams, tmp_
 
     # The acceptance test: cosign itself accepts the attestation on the image in the registry, by tag.
     accepted = subprocess.run(
-        [cosign, "verify-attestation", f"--key={public}", "--type=slsaprovenance1", "--insecure-ignore-tlog=true",
-         "--allow-http-registry", image],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            cosign,
+            "verify-attestation",
+            f"--key={public}",
+            "--type=slsaprovenance1",
+            "--insecure-ignore-tlog=true",
+            "--allow-http-registry",
+            image,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert accepted.returncode == 0, accepted.stderr
     statement = json.loads(base64.b64decode(json.loads(accepted.stdout.splitlines()[0])["payload"]))
     assert statement == json.loads((root / "build" / "smoke" / "provenance.intoto.json").read_text())
@@ -365,8 +408,16 @@ def test_build_push_attest_verify_on_the_engine(project, remote, upstreams, tmp_
     found = checks(passed)
     assert all(status == "pass" for status, _ in found.values()), found
     for source in ("BuildKit provenance", "buildkit statement"):
-        for field in ("target", "base image digest", "NeMo-RL commit", "vLLM commit", "wheel URL", "wheel sha256",
-                      "build args", "Dockerfile sha256"):  # fmt: skip
+        for field in (
+            "target",
+            "base image digest",
+            "NeMo-RL commit",
+            "vLLM commit",
+            "wheel URL",
+            "wheel sha256",
+            "build args",
+            "Dockerfile sha256",
+        ):
             assert f"{source}: {field}" in found
     assert found["buildkit statement: lock sha256"][0] == "pass"
     # A record of its own: the in-image checks' record beside it is never overwritten, and the report shows both.
@@ -396,8 +447,11 @@ def test_build_push_attest_verify_on_the_engine(project, remote, upstreams, tmp_
     # A lock whose vLLM commit differs: both statements fail on that field, naming the lock's and the image's.
     upstreams.github.add_commit("vllm-project/vllm", OTHER_VLLM, "another vLLM", "2026-01-20T10:00:00Z")
     upstreams.wheels.add(OTHER_VLLM, f"vllm-0.14.0rc2.dev157+g{OTHER_VLLM[:9]}-cp38-abi3-manylinux_2_31_x86_64.whl")
-    text = (root / "pins.yaml").read_text().replace('ref: "4a5299c93ff97c26def537b92562df5ada530fea"\n  pr: 24322',
-                                                    f'ref: "{OTHER_VLLM}"')  # fmt: skip
+    text = (
+        (root / "pins.yaml")
+        .read_text()
+        .replace('ref: "4a5299c93ff97c26def537b92562df5ada530fea"\n  pr: 24322', f'ref: "{OTHER_VLLM}"')
+    )
     (root / "pins.yaml").write_text(text)
     assert cli("resolve").code == 0
     moved = cli("verify", "--provenance", image, "--key", str(public), "--json", env=env)
@@ -442,13 +496,25 @@ def test_an_image_without_provenance_or_with_a_tampered_statement_fails(
     statement["predicate"]["buildDefinition"]["resolvedDependencies"][1]["digest"]["gitCommit"] = OTHER_VLLM
     forged = tmp_path / "forged.dsse.json"
     forged.write_text(json.dumps({**envelope, "payload": base64.b64encode(json.dumps(statement).encode()).decode()}))
-    subprocess.run([cosign, "attach", "attestation", f"--attestation={forged}", image], check=True,
-                   capture_output=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        [cosign, "attach", "attestation", f"--attestation={forged}", image],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     refused = subprocess.run(
-        [cosign, "verify-attestation", f"--key={public}", "--type=slsaprovenance1", "--insecure-ignore-tlog=true",
-         image],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            cosign,
+            "verify-attestation",
+            f"--key={public}",
+            "--type=slsaprovenance1",
+            "--insecure-ignore-tlog=true",
+            image,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert refused.returncode != 0, refused.stdout
     tampered = cli("verify", "--provenance", image, "--key", str(public), "--json", env=env)
     assert tampered.code == 1, tampered.output

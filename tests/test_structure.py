@@ -43,6 +43,19 @@ def test_version(cli):
     assert result.code == 0 and result.stdout == f"buildkit {__version__}\n"
 
 
+def test_the_version_moves_with_the_history():
+    """setuptools-scm stamps the version from git at install: a record names the commit of the buildkit that wrote
+    it (`+g<commit>`), a commit of this repository's history, not a number typed once and never changed."""
+    import subprocess
+
+    from buildkit import __version__
+
+    found = re.fullmatch(r"0\.[0-9]+(?:\.[0-9]+)?(?:\.dev[0-9]+)?\+g([0-9a-f]{7,40})(?:\.d[0-9]{8})?", __version__)
+    assert found, f"{__version__!r} is not a version stamped from git (pip install -e . restamps it)"
+    known = subprocess.run(["git", "-C", str(REPO_ROOT), "cat-file", "-e", f"{found[1]}^{{commit}}"], check=False)
+    assert known.returncode == 0, f"{__version__} names no commit of this repository"
+
+
 def test_readme_pipeline_is_the_registry(cli):
     """The README's pipeline block says what each stage reads and writes as the registry (and `--help`) says it:
     `report` writes to standard output, not a report.md of its own."""

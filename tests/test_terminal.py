@@ -216,8 +216,11 @@ def test_doctor_json_prints_every_check(cli, tmp_path):
     # No engine at this address: the checks that need one fail, each with what to do, and stdout is JSON only.
     # (its own DOCKER_CONFIG: buildx records the selected builder per engine address there, and another address in
     # the real one would unselect the engine's builder for every later test)
-    result = cli("doctor", "--json", env={"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock",
-                                          "DOCKER_CONFIG": str(tmp_path / "docker-config")})  # fmt: skip
+    result = cli(
+        "doctor",
+        "--json",
+        env={"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock", "DOCKER_CONFIG": str(tmp_path / "docker-config")},
+    )
     assert result.code == 1, result.output
     data = json.loads(result.stdout)
     assert data["ok"] is False and data["checks"]

@@ -49,10 +49,15 @@ def serve(status: int, trickle: float = 0.0) -> ThreadingHTTPServer:
 
 def torch_symbols(server: ThreadingHTTPServer, tmp_path) -> set[str] | str:
     url = f"http://127.0.0.1:{server.server_port}/whl/cu129/{FILENAME}"
-    torch = LockedTorch("2.9.0+cu129", f"http://127.0.0.1:{server.server_port}/whl/cu129", url, FILENAME, "0" * 64,
-                        None)  # fmt: skip
-    resolver = SimpleNamespace(wheel_bytes="download", cache_dir=tmp_path, http=Http(),
-                               pins=SimpleNamespace(wheel=SimpleNamespace(arch="x86_64")))  # fmt: skip
+    torch = LockedTorch(
+        "2.9.0+cu129", f"http://127.0.0.1:{server.server_port}/whl/cu129", url, FILENAME, "0" * 64, None
+    )
+    resolver = SimpleNamespace(
+        wheel_bytes="download",
+        cache_dir=tmp_path,
+        http=Http(),
+        pins=SimpleNamespace(wheel=SimpleNamespace(arch="x86_64")),
+    )
     return Resolver.torch_symbols(resolver, torch)  # type: ignore[arg-type]
 
 

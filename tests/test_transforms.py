@@ -66,13 +66,16 @@ def test_a_multi_extra_sync_keeps_the_other_extras():
     out, summary = drop(HEREDOC.format(body="uv sync --locked --extra vllm --extra sglang --extra mcore"), "sglang")
     assert "\nuv sync --locked --extra vllm --extra mcore\n" in out
     assert "sglang" not in out
-    assert summary == "dropped sglang at line 3 ('uv sync --locked --extra vllm --extra sglang --extra mcore'): " \
-        "taken out of the sync"  # fmt: skip
+    assert (
+        summary == "dropped sglang at line 3 ('uv sync --locked --extra vllm --extra sglang --extra mcore'): "
+        "taken out of the sync"
+    )
 
 
 def test_two_extras_of_one_sync_dropped_at_once():
-    out, summary = drop(HEREDOC.format(body="uv sync --frozen --extra sglang --extra=trtllm --extra vllm"),
-                        "sglang", "trtllm")  # fmt: skip
+    out, summary = drop(
+        HEREDOC.format(body="uv sync --frozen --extra sglang --extra=trtllm --extra vllm"), "sglang", "trtllm"
+    )
     assert "\nuv sync --frozen --extra vllm\n" in out
     assert summary.startswith("dropped sglang at line 3 (") and "; trtllm at line 3 (" in summary
 

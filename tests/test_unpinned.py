@@ -62,8 +62,10 @@ RUN pip install ruff
 
 def test_the_vllm_build_script_is_read_where_a_run_calls_it():
     text = "FROM ubuntu AS release\nRUN <<EOF\nbash tools/build-custom-vllm.sh\nEOF\n"
-    script = "#!/bin/bash\ngit clone https://github.com/vllm-project/vllm.git /v\nuv pip install torch==2.9.0 \\\n" \
-        "  --index-url https://download.pytorch.org/whl/cu129\nuv lock\n"  # fmt: skip
+    script = (
+        "#!/bin/bash\ngit clone https://github.com/vllm-project/vllm.git /v\nuv pip install torch==2.9.0 \\\n"
+        "  --index-url https://download.pytorch.org/whl/cu129\nuv lock\n"
+    )
     where = "tools/build-custom-vllm.sh (run at Dockerfile line 2)"
     assert found(text, script=script) == [
         f"`git clone` from `https://github.com/vllm-project/vllm.git` on build day, not a build input BuildKit sees "

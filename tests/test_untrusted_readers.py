@@ -58,8 +58,9 @@ def elf_with_fatbin(section: bytes) -> bytes:
     names_at, table_at = 64 + len(body), 64 + len(body) + len(names) + (-len(names) % 8)
     headers = b"\0" * 64 + struct.pack("<IIQQQQIIQQ", 1, 1, 0, 0, 64, len(section), 0, 0, 8, 0)
     headers += struct.pack("<IIQQQQIIQQ", 12, 3, 0, 0, names_at, len(names), 0, 0, 1, 0)
-    header = struct.pack("<16sHHIQQQIHHHHHH", b"\x7fELF\x02\x01\x01" + b"\0" * 9, 3, 62, 1, 0, 0, table_at, 0, 64,
-                         56, 0, 64, 3, 2)  # fmt: skip
+    header = struct.pack(
+        "<16sHHIQQQIHHHHHH", b"\x7fELF\x02\x01\x01" + b"\0" * 9, 3, 62, 1, 0, 0, table_at, 0, 64, 56, 0, 64, 3, 2
+    )
     return header + body + names + b"\0" * (-len(names) % 8) + headers
 
 
@@ -161,16 +162,18 @@ def test_a_full_tmpdir_is_this_machines_problem_exit_2_with_the_disk_hint(tmp_pa
 def test_an_x86_64_library_in_an_aarch64_wheel_stops_resolve_for_arm64(tmp_path):
     # The reproduced case: a wheel named for aarch64 whose shared objects are x86-64 passed the GPU check.
     wheel = write_wheel(tmp_path / "vllm-0.14.0-cp38-abi3-manylinux_2_31_aarch64.whl", [("vllm/_C.abi3.so", X86_SO)])
-    arm = Build.model_validate({"cuda_arch_list": "10.0", "tag": "nemo-rl:t", "platform": "linux/arm64",
-                                "gpu_required": []})  # fmt: skip
+    arm = Build.model_validate(
+        {"cuda_arch_list": "10.0", "tag": "nemo-rl:t", "platform": "linux/arm64", "gpu_required": []}
+    )
     with pytest.raises(UpstreamMismatch, match=r"vllm/_C.abi3.so is an ELF file for x86_64, not aarch64") as raised:
         wheel_check(wheel, wheel.name, arm)
     assert raised.value.exit_code == 4
     # The same bytes with AArch64's e_machine (183) pass the machine check for arm64, and fail it for amd64.
     aarch64 = bytearray(X86_SO)
     struct.pack_into("<H", aarch64, 18, 183)
-    wheel = write_wheel(tmp_path / "vllm-0.14.0-cp38-abi3-manylinux_2_31_aarch64.whl",
-                        [("vllm/_C.abi3.so", bytes(aarch64))])  # fmt: skip
+    wheel = write_wheel(
+        tmp_path / "vllm-0.14.0-cp38-abi3-manylinux_2_31_aarch64.whl", [("vllm/_C.abi3.so", bytes(aarch64))]
+    )
     wheel_check(wheel, wheel.name, arm)
     amd = Build.model_validate({"cuda_arch_list": "9.0", "tag": "nemo-rl:t", "gpu_required": []})
     with pytest.raises(UpstreamMismatch, match="is an ELF file for aarch64, not x86_64"):
@@ -215,8 +218,9 @@ def test_only_torchs_tables_are_parsed_so_hostile_others_cost_nothing():
 
 
 def test_too_many_packages_is_refused(monkeypatch):
-    monkeypatch.setattr("buildkit.gpu.torchlock.UV_LOCK", Limits(inflated=1 << 26, ratio=1, entries=3, kept=1 << 20,
-                                                                 seconds=30))  # fmt: skip
+    monkeypatch.setattr(
+        "buildkit.gpu.torchlock.UV_LOCK", Limits(inflated=1 << 26, ratio=1, entries=3, kept=1 << 20, seconds=30)
+    )
     text = NEMO_RL_UV_LOCK + '\n[[package]]\nname = "a"\n' * 2
     with pytest.raises(LimitExceeded, match="more than 3 entries"):
         torch_of_uv_lock(text.encode(), "uv.lock", "x86_64")

@@ -44,8 +44,15 @@ def test_the_blob_ids_buildkit_computes_are_gits(tmp_path):
 def test_the_package_directory_python_names_is_taken_only_when_it_is_a_plain_path():
     assert package_dir(0, f"{PACKAGE}\n") == PACKAGE
     assert package_dir(0, "/usr/lib/python3/dist-packages/vllm\n/other/vllm\n") == "/usr/lib/python3/dist-packages/vllm"
-    for code, out in ((1, "ModuleNotFoundError"), (0, ""), (0, "relative/vllm"), (0, "/opt/x/../../etc/vllm"),
-                      (0, "/opt/$(reboot)/vllm"), (0, "/opt/vllm-other"), (127, PACKAGE)):  # fmt: skip
+    for code, out in (
+        (1, "ModuleNotFoundError"),
+        (0, ""),
+        (0, "relative/vllm"),
+        (0, "/opt/x/../../etc/vllm"),
+        (0, "/opt/$(reboot)/vllm"),
+        (0, "/opt/vllm-other"),
+        (127, PACKAGE),
+    ):
         assert package_dir(code, out) is None, out
 
 
@@ -56,11 +63,20 @@ def package(files: dict[str, bytes], links: dict[str, tuple[bytes, str]] | None 
     return read_package([layer_tar(entries)], PACKAGE, "image")
 
 
-LISTED = {"vllm/__init__.py": blob_id(b""), "vllm/a.py": blob_id(b"a = 1\n"), "vllm/b.py": blob_id(b"b = 2\n"),
-          "vllm/tools/c.py": blob_id(b"c = 3\n")}  # fmt: skip
-GOOD = {"vllm/__init__.py": b"", "vllm/a.py": b"a = 1\n", "vllm/b.py": b"b = 2\n",
-        "vllm/__pycache__/a.cpython-312.pyc": b"\x00", "vllm/configs/x.json": b"{}",
-        "vllm/_version.py": b"__version__ = version = '0.14.0'\n__version_tuple__ = version_tuple = (0, 14, 0)\n"}
+LISTED = {
+    "vllm/__init__.py": blob_id(b""),
+    "vllm/a.py": blob_id(b"a = 1\n"),
+    "vllm/b.py": blob_id(b"b = 2\n"),
+    "vllm/tools/c.py": blob_id(b"c = 3\n"),
+}
+GOOD = {
+    "vllm/__init__.py": b"",
+    "vllm/a.py": b"a = 1\n",
+    "vllm/b.py": b"b = 2\n",
+    "vllm/__pycache__/a.cpython-312.pyc": b"\x00",
+    "vllm/configs/x.json": b"{}",
+    "vllm/_version.py": b"__version__ = version = '0.14.0'\n__version_tuple__ = version_tuple = (0, 14, 0)\n",
+}
 
 
 def test_the_judgement_names_what_differs_and_what_the_tree_lacks():
@@ -71,16 +87,28 @@ def test_the_judgement_names_what_differs_and_what_the_tree_lacks():
     assert reason == (
         "3 file(s) are b17039bcc000's (git blob ids); vllm/_version.py (setuptools-scm's) holds literals only; 1 of "
         "the tree's are in no package directory the image installs; 1 bytecode file(s) under __pycache__ not "
-        "compared (Python runs one in place of its source when its header matches the source's size and time)")
-    ok, reason = judge_python(LISTED, package({**GOOD, "vllm/b.py": b"b = 3\n", "vllm/evil.py": b"import os\n"}),
-                              SOURCE)  # fmt: skip
+        "compared (Python runs one in place of its source when its header matches the source's size and time)"
+    )
+    ok, reason = judge_python(
+        LISTED, package({**GOOD, "vllm/b.py": b"b = 3\n", "vllm/evil.py": b"import os\n"}), SOURCE
+    )
     assert ok is False
     assert reason == "1 differ from b17039bcc000's: vllm/b.py; 1 are not in b17039bcc000's tree: vllm/evil.py"
     assert judge_python(LISTED, package({}), SOURCE) == (False, "the image's vLLM package holds no Python file")
 
 
-@pytest.mark.parametrize("case", ["symlink", "hardlink", "sourceless pyc", "extra shared object", "removed module",
-                                  "odd name", "version file runs code"])  # fmt: skip
+@pytest.mark.parametrize(
+    "case",
+    [
+        "symlink",
+        "hardlink",
+        "sourceless pyc",
+        "extra shared object",
+        "removed module",
+        "odd name",
+        "version file runs code",
+    ],
+)
 def test_what_python_would_import_but_nothing_compares_fails(case):
     """Each way an image could carry other code past the check (found by review): a module that is a link, a
     sourceless .pyc (importable), a shared object the wheel does not have (it wins the import over the .py of the
@@ -147,15 +175,18 @@ def test_an_editable_vllm_is_held_file_by_file_to_the_source_and_the_wheel(vllm_
     image.answers[tuple(FIND_SPEC)] = (0, f"{PACKAGE}\n")
     image.files.update({f"{PACKAGE}/{n.removeprefix('vllm/')}": data for n, data in vllm_files.items()})
     image.files[f"{PACKAGE}/__pycache__/__init__.cpython-312.pyc"] = b"\x00"  # bytecode: said, not compared
-    lock = LOCK.model_copy(update={
-        "vllm_python": PythonFiles(commit=SOURCE, source="stand-in", files=listing()),
-    })  # fmt: skip
+    lock = LOCK.model_copy(
+        update={
+            "vllm_python": PythonFiles(commit=SOURCE, source="stand-in", files=listing()),
+        }
+    )
     c = context(image, lock)
     check_vllm_python(c)
     assert [(r.name, r.status) for r in c.results] == [(PYTHON_CHECK, "pass")]
     assert c.results[0].reason.startswith(
         "1186 file(s) are b17039bcc000's (git blob ids); 47 from the wheel (held to its sha256 by the compiled-file "
-        "check); vllm/_version.py (setuptools-scm's) holds literals only; 1 bytecode file(s) under __pycache__")
+        "check); vllm/_version.py (setuptools-scm's) holds literals only; 1 bytecode file(s) under __pycache__"
+    )
     assert c.package is not None and len(c.package.wheel_files) == 47  # vllm_flash_attn's and triton_kernels' .py
 
     changed = dict(vllm_files)
@@ -166,8 +197,10 @@ def test_an_editable_vllm_is_held_file_by_file_to_the_source_and_the_wheel(vllm_
     image.files[f"{PACKAGE}/_C.abi3.so"] = kernel
     c = context(image, lock.model_copy(update={"vllm_files": {"vllm/_C.abi3.so": hashlib.sha256(kernel).hexdigest()}}))
     check_vllm_python(c)
-    assert (c.results[0].status, c.results[0].reason) == ("fail", (
-        "1 differ from b17039bcc000's: vllm/config/__init__.py; 1 are not in b17039bcc000's tree: vllm/backdoor.py"))
+    assert (c.results[0].status, c.results[0].reason) == (
+        "fail",
+        ("1 differ from b17039bcc000's: vllm/config/__init__.py; 1 are not in b17039bcc000's tree: vllm/backdoor.py"),
+    )
     check_gpu_files(c)  # the editable package's shared object is found and held to the wheel's
     compiled = next(r for r in c.results if r.name == COMPILED_CHECK)
     assert (compiled.status, compiled.reason) == ("pass", "1 file(s) match the wheel's sha256")
@@ -196,8 +229,10 @@ def test_resolve_lists_the_source_python_through_githubs_tree_api(project, upstr
     assert lock.vllm_python.source.endswith(f"/repos/vllm-project/vllm/git/trees/{lock.vllm.commit}?recursive=1")
     upstreams.github.truncated_trees.add(lock.vllm.commit)
     with (root / "pins.yaml").open("a") as pins:
-        pins.write("git_url_rewrites:\n  - url: git://127.0.0.1:9/vllm.git\n"
-                   "    instead_of: https://github.com/vllm-project/vllm.git\n")  # fmt: skip
+        pins.write(
+            "git_url_rewrites:\n  - url: git://127.0.0.1:9/vllm.git\n"
+            "    instead_of: https://github.com/vllm-project/vllm.git\n"
+        )
     result = cli("resolve")
     assert result.code == 0, result.output
     assert "truncated" in result.stderr and "not listed (verify cannot check them)" in result.stderr

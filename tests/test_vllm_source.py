@@ -69,8 +69,14 @@ def fork_history(upstreams, head_files: list[str], head_repo: str | None = FORK)
     gh.add_commit(UPSTREAM, MAIN_2, "[Kernel] main moves on", DATE, branch="main", files=["csrc/cache_kernels.cu"])
     gh.add_commit(FORK, HEAD_1, "draft model TP", DATE, parents=[VLLM_SHA], files=[PYTHON_PATH])
     gh.add_commit(FORK, HEAD_2, "draft model TP: more", DATE, branch="draft-tp", files=head_files)
-    gh.add_pull(UPSTREAM, OPEN_PR, "[Feature][Bugfix] Support draft model tp any of speculative decode", None, None,
-                head=(HEAD_2, "draft-tp", head_repo))  # fmt: skip
+    gh.add_pull(
+        UPSTREAM,
+        OPEN_PR,
+        "[Feature][Bugfix] Support draft model tp any of speculative decode",
+        None,
+        None,
+        head=(HEAD_2, "draft-tp", head_repo),
+    )
 
 
 def pin_open_pr(root: Path, extra: str = "") -> None:
@@ -89,11 +95,19 @@ def test_an_open_pr_of_a_fork_builds_its_head_with_the_wheel_of_the_merge_base(p
     assert lock["vllm"]["repo"] == f"https://github.com/{FORK}.git" and lock["vllm"]["commit"] == HEAD_2
     pr = lock["vllm_pr"]
     assert (pr["state"], pr["merged_at"], pr["merge_commit"]) == ("open", None, None)
-    assert (pr["head_commit"], pr["head_ref"], pr["head_repo"]) == (HEAD_2, "draft-tp", f"https://github.com/{FORK}.git")
+    assert (pr["head_commit"], pr["head_ref"], pr["head_repo"]) == (
+        HEAD_2,
+        "draft-tp",
+        f"https://github.com/{FORK}.git",
+    )
     assert lock["vllm_wheel"] == {
-        "commit": VLLM_SHA, "upstream": "https://github.com/vllm-project/vllm.git", "branch": "main",
-        "merge_base": VLLM_SHA, "chosen_by": "the merge base", "detail": "the source's merge base with main",
-    }  # fmt: skip
+        "commit": VLLM_SHA,
+        "upstream": "https://github.com/vllm-project/vllm.git",
+        "branch": "main",
+        "merge_base": VLLM_SHA,
+        "chosen_by": "the merge base",
+        "detail": "the source's merge base with main",
+    }
     assert lock["wheel"]["filename"] == wheel_name(VLLM_SHA)  # the merge base's wheel, content-addressed
     compare = lock["vllm_compare"]
     assert (compare["method"], compare["paths"], compare["compiled"]) == ("GitHub compare", 1, [])
@@ -109,9 +123,16 @@ def test_a_change_to_compiled_code_stops_resolve_with_exit_8_and_no_lock(project
     fork_history(upstreams, head_files=["csrc/spec_decode/draft_kernels.cu", "CMakeLists.txt"])
     pin_open_pr(root)
     result = cli("resolve")
-    assert_failed(result, 8, f"the vLLM source {HEAD_2[:12]} changes 2 file(s) that vLLM's compiled code is built "
-                  f"from, relative to {VLLM_SHA[:12]}", "CMakeLists.txt (", "csrc/spec_decode/draft_kernels.cu (",
-                  "wheel.accept_compiled_changes", "build vLLM from source")  # fmt: skip
+    assert_failed(
+        result,
+        8,
+        f"the vLLM source {HEAD_2[:12]} changes 2 file(s) that vLLM's compiled code is built "
+        f"from, relative to {VLLM_SHA[:12]}",
+        "CMakeLists.txt (",
+        "csrc/spec_decode/draft_kernels.cu (",
+        "wheel.accept_compiled_changes",
+        "build vLLM from source",
+    )
     assert not (root / "pins.lock").exists()
 
 
@@ -125,9 +146,9 @@ def test_a_reviewer_may_accept_compiled_changes_and_the_lock_says_so(project, up
     result = cli("resolve", "--json")
     assert result.code == 0, result.output
     compare = json.loads(result.stdout)["vllm_compare"]
-    assert compare["compiled"] == ["csrc/spec_decode/draft_kernels.cu (C++/CUDA sources and generator scripts of "
-                                   "_C, _moe_C, cumem_allocator)"] or compare["compiled"][0].startswith(
-        "csrc/spec_decode/draft_kernels.cu (")  # fmt: skip
+    assert compare["compiled"] == [
+        "csrc/spec_decode/draft_kernels.cu (C++/CUDA sources and generator scripts of _C, _moe_C, cumem_allocator)"
+    ] or compare["compiled"][0].startswith("csrc/spec_decode/draft_kernels.cu (")
     assert compare["accepted"] == reason
 
 
@@ -143,8 +164,9 @@ def test_a_changed_torch_pin_stops_resolve_and_another_line_does_not(project, up
     assert json.loads(result.stdout)["vllm_compare"]["compiled"] == []
     gh.files[(FORK, HEAD_2, "requirements/cuda.txt")] = CUDA_TXT.replace(b"torch==2.9.1", b"torch==2.10.0")
     result = cli("resolve")
-    assert_failed(result, 8, "requirements/cuda.txt (the torch the extensions are built against: torch==2.9.1 -> "
-                  "torch==2.10.0)")  # fmt: skip
+    assert_failed(
+        result, 8, "requirements/cuda.txt (the torch the extensions are built against: torch==2.9.1 -> torch==2.10.0)"
+    )
 
 
 def test_a_merge_base_without_a_wheel_walks_back_along_main_and_says_each_try(project, upstreams):
@@ -160,8 +182,11 @@ def test_a_merge_base_without_a_wheel_walks_back_along_main_and_says_each_try(pr
     assert result.code == 0, result.output
     lock = json.loads(result.stdout)
     wheel = lock["vllm_wheel"]
-    assert (wheel["commit"], wheel["merge_base"], wheel["chosen_by"]) == (VLLM_SHA, MAIN_1,
-                                                                          "an ancestor of the merge base")
+    assert (wheel["commit"], wheel["merge_base"], wheel["chosen_by"]) == (
+        VLLM_SHA,
+        MAIN_1,
+        "an ancestor of the merge base",
+    )
     assert wheel["detail"].startswith(f"1 newer commit(s) from the merge base on had no wheel ({MAIN_1[:12]}: ")
     assert f"vllm {MAIN_1[:12]} has no usable wheel" in result.stderr  # each try said
     # the comparison now spans MAIN_1's change too: both are Python
@@ -236,11 +261,19 @@ def test_resolve_check_says_when_the_open_pr_moved_or_was_merged(project, upstre
     assert result.code == 1 and f"PR #{OPEN_PR}'s head moved from {HEAD_2} to {moved}" in result.stderr
     assert "buildkit bump --vllm" in result.stderr
     merged = "d" * 40
-    upstreams.github.add_commit(UPSTREAM, merged, "[Spec Decode] draft model TP (#31886)", DATE, branch="main",
-                                parents=[MAIN_2], files=[PYTHON_PATH])  # fmt: skip
+    upstreams.github.add_commit(
+        UPSTREAM,
+        merged,
+        "[Spec Decode] draft model TP (#31886)",
+        DATE,
+        branch="main",
+        parents=[MAIN_2],
+        files=[PYTHON_PATH],
+    )
     upstreams.wheels.add(merged, wheel_name(merged))
-    upstreams.github.add_pull(UPSTREAM, OPEN_PR, "[Spec Decode] draft model TP", merged, DATE,
-                              head=(moved, "draft-tp", FORK))  # fmt: skip
+    upstreams.github.add_pull(
+        UPSTREAM, OPEN_PR, "[Spec Decode] draft model TP", merged, DATE, head=(moved, "draft-tp", FORK)
+    )
     result = cli("resolve", "--check")
     assert result.code == 1 and f"PR #{OPEN_PR} was merged as {merged}" in result.stderr, result.output
 
@@ -278,8 +311,9 @@ def make_repos(tmp_path: Path) -> tuple[GitDaemon, str, str, str]:
 def pin_git_fork(root: Path, daemon: GitDaemon, repo: str, ref: str = "draft-tp") -> None:
     """vllm: `repo` at `ref` on the git daemon, vLLM's own repository there too (no GitHub at all)."""
     text = (root / "pins.yaml").read_text().replace(f"  repo: {UPSTREAM_URL}\n", "", 1)
-    text = text.replace(f'ref: "{VLLM_SHA}"\n  pr: 24322',
-                        f"repo: {daemon.url}{repo}\n  ref: {ref}\n  upstream: {daemon.url}vllm.git")  # fmt: skip
+    text = text.replace(
+        f'ref: "{VLLM_SHA}"\n  pr: 24322', f"repo: {daemon.url}{repo}\n  ref: {ref}\n  upstream: {daemon.url}vllm.git"
+    )
     (root / "pins.yaml").write_text(text)
 
 
@@ -300,9 +334,10 @@ def test_a_fork_on_a_plain_git_remote_is_compared_with_git(project, upstreams, t
         # The head's Python files, by the blob ids git itself gives them (git ls-tree on the blobless fetch).
         listed = lock["vllm_python"]
         assert (listed["commit"], listed["source"]) == (head, f"git ls-tree -r {head}")
-        assert listed["files"] == {p: blob_id(t) for p, t in
-                                   (("vllm/__init__.py", b""), ("vllm/config.py", b"x = 1\n"),
-                                    ("vllm/draft.py", b"y = 2\n"))}  # fmt: skip
+        assert listed["files"] == {
+            p: blob_id(t)
+            for p, t in (("vllm/__init__.py", b""), ("vllm/config.py", b"x = 1\n"), ("vllm/draft.py", b"y = 2\n"))
+        }
     finally:
         daemon.stop()
 
@@ -337,8 +372,11 @@ def test_a_ref_missing_from_the_fork_is_one_line_and_nothing_written(project, up
         else:
             fork_history(upstreams, head_files=[PYTHON_PATH])
             text = (root / "pins.yaml").read_text().replace(f"  repo: {UPSTREAM_URL}\n", "", 1)
-            (root / "pins.yaml").write_text(text.replace(
-                f'ref: "{VLLM_SHA}"\n  pr: 24322', f"repo: https://github.com/{FORK}.git\n  ref: no-such-branch"))
+            (root / "pins.yaml").write_text(
+                text.replace(
+                    f'ref: "{VLLM_SHA}"\n  pr: 24322', f"repo: https://github.com/{FORK}.git\n  ref: no-such-branch"
+                )
+            )
         result = cli("resolve")
         assert result.code == 4, result.output
         assert "no-such-branch" in result.stderr
@@ -363,8 +401,10 @@ def test_bump_vllm_follows_an_open_pr_and_says_what_changed(project, remote, ups
     assert report["outcome"] == "bumped"  # the pins name the PR, not a commit: the lock alone moves
     assert report["moves"][1]["old"]["commit"] == HEAD_2 and report["moves"][1]["new"]["commit"] == moved
     assert report["pr_followed"] == f"PR #{OPEN_PR} is open; its head is {moved} (was {HEAD_2[:12]}: a force-push)"
-    assert report["vllm_source"].startswith(f"vLLM's Python at {moved[:12]} from {FORK}, its kernels from the wheel "
-                                            f"of {VLLM_SHA[:12]}, the merge base with main; no compiled source differs")
+    assert report["vllm_source"].startswith(
+        f"vLLM's Python at {moved[:12]} from {FORK}, its kernels from the wheel "
+        f"of {VLLM_SHA[:12]}, the merge base with main; no compiled source differs"
+    )
     assert (root / "pins.yaml").read_text() == before
     assert json.loads((root / "pins.lock").read_text())["vllm"]["commit"] == moved
     summary = (root / "build" / "bump.md").read_text()
@@ -385,24 +425,34 @@ def test_a_compare_cut_at_300_files_is_listed_with_git_instead(project, upstream
         many = [f"vllm/generated/file_{i:03}.py" for i in range(301)]  # as GitHub answers: 300 of them
         gh.add_commit(FORK, head, "draft model TP", DATE, parents=[base], branch="draft-tp", files=many)
         upstreams.wheels.add(base, wheel_name(base))
-        rewrites = (f"git_url_rewrites:\n  - url: {daemon.url}vllm.git\n    instead_of: {UPSTREAM_URL}\n"
-                    f"  - url: {daemon.url}alice-vllm.git\n"
-                    f"    instead_of: https://github.com/{FORK}.git\n")  # fmt: skip
-        text = (root / "pins.yaml").read_text().replace(
-            f"  repo: {UPSTREAM_URL}\n", "", 1
-        ).replace(f'ref: "{VLLM_SHA}"\n  pr: 24322', f'repo: https://github.com/{FORK}.git\n  ref: "{head}"')
+        rewrites = (
+            f"git_url_rewrites:\n  - url: {daemon.url}vllm.git\n    instead_of: {UPSTREAM_URL}\n"
+            f"  - url: {daemon.url}alice-vllm.git\n"
+            f"    instead_of: https://github.com/{FORK}.git\n"
+        )
+        text = (
+            (root / "pins.yaml")
+            .read_text()
+            .replace(f"  repo: {UPSTREAM_URL}\n", "", 1)
+            .replace(f'ref: "{VLLM_SHA}"\n  pr: 24322', f'repo: https://github.com/{FORK}.git\n  ref: "{head}"')
+        )
         (root / "pins.yaml").write_text(text + rewrites)
         gh.truncated_trees.add(head)  # and its tree listing is cut too: git lists the Python files
         result = cli("resolve", "--json")
         assert result.code == 0, result.output
         compare = json.loads(result.stdout)["vllm_compare"]
         assert (compare["method"], compare["paths"], compare["compiled"]) == ("git diff", 1, [])  # git's true list
-        assert f"GitHub's compare answer lists at most 300 files: main...{head[:12]} listed with git instead" in \
-            result.stderr
+        assert (
+            f"GitHub's compare answer lists at most 300 files: main...{head[:12]} listed with git instead"
+            in result.stderr
+        )
         assert "vLLM's Python files listed with git instead" in result.stderr
         listed = json.loads(result.stdout)["vllm_python"]
         assert listed["source"] == f"git ls-tree -r {head}" and set(listed["files"]) == {
-            "vllm/__init__.py", "vllm/config.py", "vllm/draft.py"}
+            "vllm/__init__.py",
+            "vllm/config.py",
+            "vllm/draft.py",
+        }
     finally:
         daemon.stop()
 
@@ -423,9 +473,11 @@ def test_hostile_github_answers_are_exit_3_never_a_passing_proof(project, upstre
         gh.pulls[(UPSTREAM, OPEN_PR)]["head"]["repo"]["clone_url"] = "https://gitlab.example/stormchasingg/vllm.git"
     pin_open_pr(root)
     result = cli("resolve")
-    needle = {"no files": "is malformed: files: Field required",
-              "behind but another merge base": "behind, but its merge base",
-              "head repository elsewhere": "the head repository's clone URL"}[case]  # fmt: skip
+    needle = {
+        "no files": "is malformed: files: Field required",
+        "behind but another merge base": "behind, but its merge base",
+        "head repository elsewhere": "the head repository's clone URL",
+    }[case]
     assert_failed(result, 3, needle)
     assert not (root / "pins.lock").exists()
 

@@ -22,29 +22,49 @@ def installed(tmp_path_factory) -> Path:
     .pth line (no network needed); buildkit itself only from the wheel: the checkout is not on its path."""
     work = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(work),
-         str(REPO_ROOT)],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(work),
+            str(REPO_ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     [wheel] = work.glob("buildkit-*.whl")
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     # A plain path line: the test venv's packages are importable, but its .pth files (the editable install of the
     # checkout) are not run.
     Path(site, "test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", site, str(wheel)],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     where = subprocess.run(
         [str(python), "-c", "import buildkit; print(buildkit.__file__)"],
-        check=True, capture_output=True, text=True, cwd=work, env={"PATH": os.environ["PATH"]},
-    ).stdout.strip()  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env={"PATH": os.environ["PATH"]},
+    ).stdout.strip()
     assert where.startswith(site), f"buildkit imported from {where}, not the installed wheel"
     script = venv / "bin" / "buildkit"
     script.write_text(f"#!{python}\nfrom buildkit.cli import main\nmain()\n")
@@ -58,8 +78,9 @@ def test_the_installed_wheel_runs_the_pipeline(installed, project, remote, tmp_p
     env.pop("PYTHONPATH", None)
 
     def run(*args: str):
-        done = subprocess.run([str(installed / "buildkit"), *args], cwd=root, env=env, capture_output=True,
-                              text=True, timeout=300)  # fmt: skip
+        done = subprocess.run(
+            [str(installed / "buildkit"), *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         return done
 
@@ -82,6 +103,10 @@ def test_the_wheel_ships_py_typed(installed):
     """PEP 561: a user's type checker reads buildkit's hints only when the installed package carries py.typed."""
     where = subprocess.run(
         [str(installed / "python"), "-c", "import buildkit; print(buildkit.__file__)"],
-        check=True, capture_output=True, text=True, cwd=installed, env={"PATH": os.environ["PATH"]},
-    ).stdout.strip()  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=installed,
+        env={"PATH": os.environ["PATH"]},
+    ).stdout.strip()
     assert (Path(where).parent / "py.typed").is_file()

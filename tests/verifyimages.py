@@ -37,13 +37,16 @@ def smoke_image() -> MemoryImage:
     ]
     fingerprint = SMOKE_VERIFY["results"][4]["reason"].removeprefix(f"{FINGERPRINT}: ")  # its first 80 characters
     return MemoryImage(
-        attrs={"Id": SMOKE_BUILD["image"]["id"], "Config": {"Labels": dict(SMOKE_BUILD["image"]["labels"]), "Env": env},
-               "RepoDigests": []},
+        attrs={
+            "Id": SMOKE_BUILD["image"]["id"],
+            "Config": {"Labels": dict(SMOKE_BUILD["image"]["labels"]), "Env": env},
+            "RepoDigests": [],
+        },
         answers={
             ("sh", "-c", f"test -s {FINGERPRINT} && head -c 200 {FINGERPRINT}"): (0, fingerprint),
             ("sha256sum", f"{WORKDIR}/{PATCHED.path}"): (0, f"{PATCHED.after}  {WORKDIR}/{PATCHED.path}"),
         },
-    )  # fmt: skip
+    )
 
 
 def release_image() -> MemoryImage:
@@ -54,13 +57,18 @@ def release_image() -> MemoryImage:
     found, as in that test's busybox base."""
     image = smoke_image()
     del image.attrs["Config"]["Labels"]["buildkit.smoke"]
-    image.answers.update({
-        ("python", "-c", "import vllm; print(vllm.__version__)"): (0, "0.14.0rc2.dev156+g4a5299c93"),
-        ("python", "-c", "import sglang"): (1, 'Traceback (most recent call last):\n  File "<string>", line 1, in '
-                                               "<module>\nModuleNotFoundError: No module named 'sglang'"),
-        tuple(FIND): (0, SITE),
-        tuple(FIND_SPEC): (0, f"{SITE}/vllm\n"),  # a wheel installed into site-packages
-    })  # fmt: skip
+    image.answers.update(
+        {
+            ("python", "-c", "import vllm; print(vllm.__version__)"): (0, "0.14.0rc2.dev156+g4a5299c93"),
+            ("python", "-c", "import sglang"): (
+                1,
+                'Traceback (most recent call last):\n  File "<string>", line 1, in '
+                "<module>\nModuleNotFoundError: No module named 'sglang'",
+            ),
+            tuple(FIND): (0, SITE),
+            tuple(FIND_SPEC): (0, f"{SITE}/vllm\n"),  # a wheel installed into site-packages
+        }
+    )
     image.files = {
         f"{SITE}/vllm/_C.abi3.so": (GPU_FIXTURES / "libk_sm90a.so").read_bytes(),
         f"{SITE}/vllm/_moe_C.abi3.so": (GPU_FIXTURES / "libk_sm80.so").read_bytes(),

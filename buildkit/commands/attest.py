@@ -50,13 +50,16 @@ def _attest(paths: Paths, opts: AttestOptions) -> Attested:
 
 
 def _say(done: Attested) -> None:
-    ui.err.print(f"statement: {ui.safe(str(done.statement_file))} (SLSA provenance v1 of {ui.safe(done.subject)}, "
-                 f"from {ui.safe(done.record_name)})")  # fmt: skip
+    ui.err.print(
+        f"statement: {ui.safe(str(done.statement_file))} (SLSA provenance v1 of {ui.safe(done.subject)}, "
+        f"from {ui.safe(done.record_name)})"
+    )
     if done.envelope_file is None:
         ui.err.print("not signed (no --key): `buildkit attest --key cosign.key` signs it and attaches it to the image")
         return
-    ui.err.print(f"signed: {ui.safe(str(done.envelope_file))} (DSSE, cosign {ui.safe(done.cosign_version)}, "
-                 "no transparency log)")  # fmt: skip
+    ui.err.print(
+        f"signed: {ui.safe(str(done.envelope_file))} (DSSE, cosign {ui.safe(done.cosign_version)}, no transparency log)"
+    )
     if done.attached_to:
         ui.err.print(f"[green]attached[/] to {ui.safe(done.attached_to)}")
         ui.err.print(

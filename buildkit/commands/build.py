@@ -68,10 +68,16 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
 
 def _context(paths: Paths, opts: BuildOptions) -> Context:
     return Context(
-        paths, smoke=opts.smoke, submodules=opts.submodules, syntax=opts.with_syntax, refuse_drift=not opts.allow_drift,
-        options=opts, on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"),
-        on_say=lambda text: ui.err.print(ui.safe(text)), watch=lambda plan: _view(plan, opts.view_mode),
-    )  # fmt: skip
+        paths,
+        smoke=opts.smoke,
+        submodules=opts.submodules,
+        syntax=opts.with_syntax,
+        refuse_drift=not opts.allow_drift,
+        options=opts,
+        on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"),
+        on_say=lambda text: ui.err.print(ui.safe(text)),
+        watch=lambda plan: _view(plan, opts.view_mode),
+    )
 
 
 def index_record(paths: Paths, opts: BuildOptions, inputs: Inputs, engine: Preflighted, made: list[Built]) -> None:
@@ -80,11 +86,15 @@ def index_record(paths: Paths, opts: BuildOptions, inputs: Inputs, engine: Prefl
     plain = inputs.lock.build.tag + ("-smoke" if opts.smoke else "")
     where = paths.index_record(opts.smoke)
     images = [
-        PlatformImage(platform=b.plan.platform, tag=b.plan.tag, digest=b.record.image.digest,
-                      config_digest=b.record.image.config_digest,
-                      record=str(paths.for_platform(b.plan.platform).build_record(opts.smoke).resolve()))
+        PlatformImage(
+            platform=b.plan.platform,
+            tag=b.plan.tag,
+            digest=b.record.image.digest,
+            config_digest=b.record.image.config_digest,
+            record=str(paths.for_platform(b.plan.platform).build_record(opts.smoke).resolve()),
+        )
         for b in made
-    ]  # fmt: skip
+    ]
     digest: str | None = None
     if opts.push:
         missing = [i.platform for i in images if not i.digest]
@@ -96,10 +106,19 @@ def index_record(paths: Paths, opts: BuildOptions, inputs: Inputs, engine: Prefl
             )
         how = f"`docker buildx imagetools create` of the {len(images)} platform images, pushed as {plain}"
     else:
-        how = ("not assembled: --load gives one image per platform, each under its own tag (an image index needs a "
-               "registry: --push)")  # fmt: skip
-    record = IndexRecord(lock_sha256=inputs.lock_sha256, smoke=opts.smoke, tag=plain, index_digest=digest, index=how,
-                         platforms=images, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))  # fmt: skip
+        how = (
+            "not assembled: --load gives one image per platform, each under its own tag (an image index needs a "
+            "registry: --push)"
+        )
+    record = IndexRecord(
+        lock_sha256=inputs.lock_sha256,
+        smoke=opts.smoke,
+        tag=plain,
+        index_digest=digest,
+        index=how,
+        platforms=images,
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
     write_atomic(where, record.to_json())
     if opts.json_out:
         sys.stdout.write(record.to_json())
@@ -145,8 +164,11 @@ def _dry_run(paths: Paths, opts: BuildOptions) -> None:
         sys.stdout.write(shell_command(plan) + "\n")
     if len(each) > 1:
         index = "an image index of them all under the plain tag (docker buildx imagetools create)"
-        ui.err.print(f"then: {index}, and {paths.index_record(opts.smoke)}" if opts.push
-                     else f"then: {paths.index_record(opts.smoke)} (no index: that needs --push)")  # fmt: skip
+        ui.err.print(
+            f"then: {index}, and {paths.index_record(opts.smoke)}"
+            if opts.push
+            else f"then: {paths.index_record(opts.smoke)} (no index: that needs --push)"
+        )
 
 
 class _Run:
@@ -170,8 +192,9 @@ class _Run:
         before the long stages)."""
         unknown = [p for p, _ in self.opts.platform_builders if p not in platforms]
         if unknown:
-            raise OptionError(f"{unknown[0]} is not a platform of this lock ({', '.join(platforms)})",
-                              param_hint="--platform-builder")  # fmt: skip
+            raise OptionError(
+                f"{unknown[0]} is not a platform of this lock ({', '.join(platforms)})", param_hint="--platform-builder"
+            )
         by_builder: dict[str | None, list[str]] = {}
         for platform in platforms:
             by_builder.setdefault(self.opts.builder_for(platform), []).append(platform)

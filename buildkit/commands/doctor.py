@@ -29,8 +29,9 @@ def doctor_command(pins_path: Path | None, opts: DoctorOptions) -> None:
     tag = opts.tag or (pins.build.tag if pins is not None else "nemo-rl:latest")
     own = dict(opts.platform_builders)
     platforms = settings[0].value.split(",")
-    result = run_preflight(opts.builder, ",".join(p for p in platforms if p not in own), opts.min_free_gb, opts.push,
-                           tag)  # fmt: skip
+    result = run_preflight(
+        opts.builder, ",".join(p for p in platforms if p not in own), opts.min_free_gb, opts.push, tag
+    )
     for platform, builder in own.items():  # each on its own builder: that builder's checks, named
         theirs = run_preflight(builder, platform, opts.min_free_gb, False, tag).checks
         result.checks += [replace(c, name=f"{c.name} ({platform})") for c in theirs if c.name != "engine"]

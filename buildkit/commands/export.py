@@ -16,8 +16,9 @@ from buildkit.text import ui
 def export_command(paths: Paths, opts: ExportOptions, platform: str | None = None) -> None:
     """One squashfs per platform, each named after its own image tag (<tag>-<arch>), so a Slurm user cannot take
     one platform's for another's."""
-    each = each_platform(paths, platform, **{"IMAGE": opts.image, "--output": opts.output,
-                                             "-o -": True if opts.streamed else None})  # fmt: skip
+    each = each_platform(
+        paths, platform, **{"IMAGE": opts.image, "--output": opts.output, "-o -": True if opts.streamed else None}
+    )
     results = ui.per_platform(each, lambda one: _export(one, opts))
     if opts.json_out:
         ui.write_json_by_platform(results)
@@ -26,9 +27,12 @@ def export_command(paths: Paths, opts: ExportOptions, platform: str | None = Non
 def _export(paths: Paths, opts: ExportOptions) -> dict:
     with ui.err.status("exporting...", spinner="dots") as status:
         ctx = Context(
-            paths, options=opts, on_note=ui.warn, on_say=lambda text: ui.err.print(ui.safe(text)),
+            paths,
+            options=opts,
+            on_note=ui.warn,
+            on_say=lambda text: ui.err.print(ui.safe(text)),
             on_step=lambda text: status.update(ui.safe(text)),
-        )  # fmt: skip
+        )
         pipeline.run_stage("export", ctx)
     record, where = ctx.made.export
     if opts.streamed:

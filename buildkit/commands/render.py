@@ -25,9 +25,13 @@ def _render(paths: Paths, opts: RenderOptions) -> dict:
     output, streamed, submodules, json_out = opts.output, opts.streamed, opts.submodules, opts.json_out
     syntax, strict, diff = opts.syntax, opts.strict, opts.diff
     ctx = Context(
-        paths, load_inputs(paths, on_note=ui.warn), submodules=submodules, syntax=syntax, refuse_drift=strict,
+        paths,
+        load_inputs(paths, on_note=ui.warn),
+        submodules=submodules,
+        syntax=syntax,
+        refuse_drift=strict,
         output=output,
-    )  # fmt: skip
+    )
     with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
         pipeline.run_stage("prepare", ctx)
     prepared = ctx.made.prepare

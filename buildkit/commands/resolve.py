@@ -110,12 +110,16 @@ def _pr_moves(old: Lock, fresh: Lock) -> list[str]:
     if was is None or now is None or was.number != now.number:
         return []
     if not was.merged and now.merged:
-        return [f"PR #{now.number} was merged as {now.merge_commit}: `buildkit resolve` builds its merge commit "
-                "(with vllm.ref pinned, `buildkit bump --vllm` moves it)"]
+        return [
+            f"PR #{now.number} was merged as {now.merge_commit}: `buildkit resolve` builds its merge commit "
+            "(with vllm.ref pinned, `buildkit bump --vllm` moves it)"
+        ]
     if not now.merged and was.head_commit != now.head_commit:
-        return [f"PR #{now.number}'s head moved from {was.head_commit} to {now.head_commit} (new commits, or a "
-                "force-push): `buildkit resolve` follows it (with vllm.ref pinned, `buildkit bump --vllm` moves "
-                "it)"]  # fmt: skip
+        return [
+            f"PR #{now.number}'s head moved from {was.head_commit} to {now.head_commit} (new commits, or a "
+            "force-push): `buildkit resolve` follows it (with vllm.ref pinned, `buildkit bump --vllm` moves "
+            "it)"
+        ]
     return []
 
 
@@ -254,11 +258,15 @@ class WheelProgress:
         terminal, else one line when it starts."""
         if not self.base_said:  # said at once (not held back): it may take minutes
             self.base_said = True
-            ui.err.print(f"base image: reading its layers from the top for its glibc and libstdc++ "
-                         f"({_size(event.total)} at most; once per base, then cached)")  # fmt: skip
+            ui.err.print(
+                f"base image: reading its layers from the top for its glibc and libstdc++ "
+                f"({_size(event.total)} at most; once per base, then cached)"
+            )
         if self.bar is not None and self.lookups_task is not None:
-            shown = f"{self.lookups}; base image {ui.safe(event.filename)} from the top, " \
-                f"{event.done / 1e9:.2f} of {(event.total or 0) / 1e9:.2f} GB"  # fmt: skip
+            shown = (
+                f"{self.lookups}; base image {ui.safe(event.filename)} from the top, "
+                f"{event.done / 1e9:.2f} of {(event.total or 0) / 1e9:.2f} GB"
+            )
             self.bar.update(self.lookups_task, description=shown)
 
     def _started(self, event: DownloadEvent) -> None:
@@ -346,8 +354,12 @@ def _emit(lock: Lock, json_out: bool, title: str) -> None:
         ui.out.print(lock_table(lock, title))
 
 
-_CHOSEN = {"the source commit": "source", "the merge base": "merge base",
-           "an ancestor of the merge base": "older", "pinned": "pinned"}  # fmt: skip
+_CHOSEN = {
+    "the source commit": "source",
+    "the merge base": "merge base",
+    "an ancestor of the merge base": "older",
+    "pinned": "pinned",
+}
 
 
 def lock_table(lock: Lock, title: str) -> Table:
@@ -365,8 +377,12 @@ def lock_table(lock: Lock, title: str) -> Table:
     vw = lock.vllm_wheel
     rows += [
         ("vllm", f"{_short_ref(v.ref)} -> {v.commit[:12]} ({v.date[:10]})", _commit_source(v)),
-        ("wheel from", f"{vw.commit[:12]} ({_CHOSEN[vw.chosen_by]}); compiled changes: "
-                       f"{len(lock.vllm_compare.compiled) or 'none'}", lock.vllm_compare.method),
+        (
+            "wheel from",
+            f"{vw.commit[:12]} ({_CHOSEN[vw.chosen_by]}); compiled changes: "
+            f"{len(lock.vllm_compare.compiled) or 'none'}",
+            lock.vllm_compare.method,
+        ),
         ("wheel", f"{w.version} ({w.arch}, {_size(w.size)})", _host(w.index)),
         ("base_image", f"{b.tag or b.repository} @ {b.manifest_digest.removeprefix('sha256:')[:12]}", b.registry),
     ]

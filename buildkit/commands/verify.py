@@ -31,9 +31,12 @@ def verify_command(paths: Paths, opts: VerifyOptions, platform: str | None = Non
 def _verify(paths: Paths, opts: VerifyOptions) -> VerifyRecord:
     with ui.err.status("verifying...", spinner="dots") as status:
         ctx = Context(
-            paths, options=opts, on_note=ui.warn, on_say=lambda text: ui.err.print(ui.safe(text)),
+            paths,
+            options=opts,
+            on_note=ui.warn,
+            on_say=lambda text: ui.err.print(ui.safe(text)),
             on_step=lambda text: status.update(ui.safe(text)),
-        )  # fmt: skip
+        )
         pipeline.run_stage("verify", ctx)
     result, record_path = ctx.made.verify
     marks = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "skip": "[yellow]skip[/]"}

@@ -88,9 +88,11 @@ def syntax_directive(doc: Parsed, _inp: Inputs, _blocks: Blocks) -> Change:
     """Upstream's `# syntax=` parser directive gives way to buildkit's header (which names its own frontend)."""
     first = doc.lines[0] if doc.lines else ""
     if re.fullmatch(r"#\s*syntax\s*=.*", first.strip(), re.IGNORECASE):
-        return Change("syntax_directive", f"upstream's `{excerpt(first.strip())}` replaced by the header", [
-            Edit.replace("syntax_directive", 1, 1, [])
-        ])  # fmt: skip
+        return Change(
+            "syntax_directive",
+            f"upstream's `{excerpt(first.strip())}` replaced by the header",
+            [Edit.replace("syntax_directive", 1, 1, [])],
+        )
     return Change("syntax_directive", "upstream has no `# syntax=` line; the header adds buildkit's")
 
 
@@ -126,9 +128,11 @@ def wheel_stage(doc: Parsed, _inp: Inputs, blocks: Blocks) -> Change:
         raise _fail(name, doc, "the stage `nemo-rl`, after which the vllm-wheel stage goes")
     if doc.stage_named("vllm-wheel") is not None:
         raise _fail(name, doc, "no stage of its own named vllm-wheel", "upstream has one")
-    return Change(name, "stage vllm-wheel added after the stage nemo-rl", [
-        Edit.insert_after(name, stage.end, ["", *blocks("wheel_stage")])
-    ])  # fmt: skip
+    return Change(
+        name,
+        "stage vllm-wheel added after the stage nemo-rl",
+        [Edit.insert_after(name, stage.end, ["", *blocks("wheel_stage")])],
+    )
 
 
 def source_date_epoch(doc: Parsed, _inp: Inputs, blocks: Blocks) -> Change:
@@ -184,9 +188,11 @@ def labels(doc: Parsed, inp: Inputs, blocks: Blocks) -> Change:
     stage = doc.stage_named(inp.target)
     if stage is None:
         raise _fail(name, doc, f"the target stage {inp.target} (build.target)")
-    return Change(name, f"provenance labels added at the end of the stage {inp.target}", [
-        Edit.insert_after(name, stage.end, blocks("labels"))
-    ])  # fmt: skip
+    return Change(
+        name,
+        f"provenance labels added at the end of the stage {inp.target}",
+        [Edit.insert_after(name, stage.end, blocks("labels"))],
+    )
 
 
 # --- custom vLLM ---------------------------------------------------------------------------------------------------
@@ -200,9 +206,11 @@ def _instruction_text(doc: Parsed, ins: Instruction) -> list[tuple[int, str]]:
 
 
 _VLLM_ARGS = (
-    "BUILD_CUSTOM_VLLM", "BUILD_CUSTOM_VLLM_URL", "BUILD_CUSTOM_VLLM_REF",
+    "BUILD_CUSTOM_VLLM",
+    "BUILD_CUSTOM_VLLM_URL",
+    "BUILD_CUSTOM_VLLM_REF",
     "BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION",
-)  # fmt: skip
+)
 
 
 def custom_vllm(doc: Parsed, inp: Inputs, blocks: Blocks) -> Change:
@@ -278,11 +286,12 @@ def _patched_script_call(
     script's call line sets from build args added after ARG BUILD_CUSTOM_VLLM."""
     if inp.script_text is None or not _ENV_WHEEL_RE.search(inp.script_text):
         raise _fail(
-            name, doc,
+            name,
+            doc,
             "a way to pass the wheel: upstream has no ARG BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION, and the "
             f"prepared {SCRIPT} does not read VLLM_PRECOMPILED_WHEEL_LOCATION from the environment",
             "declare the patch that makes it (patches/build-custom-vllm-wheel-location.patch) in nemo_rl.patches",
-        )  # fmt: skip
+        )
     calls = [(n, line) for n, line in doc.body(run) if _CALL_RE.match(line)]
     call = _CALL_RE.fullmatch(calls[0][1].rstrip()) if len(calls) == 1 else None
     if call is None:
@@ -364,17 +373,31 @@ def drop_extras(doc: Parsed, inp: Inputs, blocks: Blocks) -> Change:
                     if not dropped:
                         continue
                     reasons = [inp.drop_extras[e] for e in dropped]
-                    made, how = _drop(name, numbered, group, number, line, (start, stop), dropped, all_extras, extras,
-                                      heredoc, reasons, blocks)  # fmt: skip
+                    made, how = _drop(
+                        name,
+                        numbered,
+                        group,
+                        number,
+                        line,
+                        (start, stop),
+                        dropped,
+                        all_extras,
+                        extras,
+                        heredoc,
+                        reasons,
+                        blocks,
+                    )
                     edits += made
                     for extra in dropped:
                         hits[extra].append(f"line {number} ({excerpt(line[start:stop].strip(), 120)}): {how}")
     missing = [extra for extra, lines in hits.items() if not lines]
     if missing:
         raise _fail(
-            name, doc, "a `uv sync ... --extra " + "`/`--extra ".join(missing) + "` in a RUN",
+            name,
+            doc,
+            "a `uv sync ... --extra " + "`/`--extra ".join(missing) + "` in a RUN",
             f"found none (upstream syncs: {', '.join(sorted(synced)) or 'no extras'})",
-        )  # fmt: skip
+        )
     summary = "; ".join(f"{extra} at {', '.join(places)}" for extra, places in hits.items())
     return Change(name, f"dropped {summary}", _merge(edits))
 
@@ -407,8 +430,11 @@ def _drop(name, numbered, group, number, line, span, dropped, all_extras, extras
     # script line where a comment can stand.
     replaced = line[:start] + "true" + line[stop:]
     if heredoc:
-        return [Edit.replace(name, number, number, [*(indent + b for r in reasons for b in blocks("dropped_extra", r)),
-                                                    replaced])], "replaced by `true`"  # fmt: skip
+        return [
+            Edit.replace(
+                name, number, number, [*(indent + b for r in reasons for b in blocks("dropped_extra", r)), replaced]
+            )
+        ], "replaced by `true`"
     return [Edit.replace(name, number, number, [replaced])], "replaced by `true`"
 
 

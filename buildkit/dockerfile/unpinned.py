@@ -135,16 +135,26 @@ def findings(lines: list[tuple[int, str]], where: str, args: dict[str, str] | No
                 tool == "uv" and rest[:2] == ["pip", "install"]
             ):
                 if "--require-hashes" not in rest:
-                    found.append((number, f"Python packages from `{excerpt(' '.join(words), 100)[1:-1]}`, by "
-                                          f"version, no hashes ({at})"))  # fmt: skip
+                    found.append(
+                        (
+                            number,
+                            f"Python packages from `{excerpt(' '.join(words), 100)[1:-1]}`, by "
+                            f"version, no hashes ({at})",
+                        )
+                    )
             elif tool == "uv" and rest[:1] == ["lock"] and "--check" not in rest and "--locked" not in rest:
                 found.append((number, f"`uv lock` re-resolves Python packages on build day ({at})"))
             elif tool == "uv" and rest[:1] in (["sync"], ["run"]) and not {"--locked", "--frozen"} & set(rest):
                 found.append((number, f"`uv {rest[0]}` without --locked or --frozen may re-resolve uv.lock ({at})"))
     if packages:
         shown = ", ".join(dict.fromkeys(packages))
-        found.append((apt_line, f"apt packages ({excerpt(shown, 160)[1:-1]}) at whatever versions `apt-get update` "
-                                f"finds ({where} line {apt_line})"))  # fmt: skip
+        found.append(
+            (
+                apt_line,
+                f"apt packages ({excerpt(shown, 160)[1:-1]}) at whatever versions `apt-get update` "
+                f"finds ({where} line {apt_line})",
+            )
+        )
     return found
 
 
@@ -195,8 +205,14 @@ def unpinned_inputs(doc: Parsed, target: str, script_text: str | None) -> list[s
                 source = _expand(source, _args_before(doc, ins))
                 fragment = source.partition("#")[2]
                 if _URL_RE.match(source) and not _SHA_REF_RE.fullmatch(f"#{fragment}"):
-                    out.append((ins.start, 0, f"`ADD {excerpt(source, 120)[1:-1]}` with no checksum or commit "
-                                               f"(Dockerfile line {ins.start})"))  # fmt: skip
+                    out.append(
+                        (
+                            ins.start,
+                            0,
+                            f"`ADD {excerpt(source, 120)[1:-1]}` with no checksum or commit "
+                            f"(Dockerfile line {ins.start})",
+                        )
+                    )
         if ins.cmd != "RUN":
             continue
         lines = _script_lines(doc, ins)

@@ -64,8 +64,9 @@ def torch_cache(cache_dir: Path, sha256: str) -> Path:
     return cache_dir / "gpu-abi" / f"torch-{sha256}.v{CACHE_FORMAT}.txt.gz"
 
 
-def torch_defined(torch_wheel: Path | Callable[[], Path], sha256: str, cache_dir: Path,
-                  arch: str | None = None) -> set[str]:  # fmt: skip
+def torch_defined(
+    torch_wheel: Path | Callable[[], Path], sha256: str, cache_dir: Path, arch: str | None = None
+) -> set[str]:
     """The names torch/lib/*.so in the wheel define, cached by the wheel's sha256 (the symbol tables of a 900 MB
     wheel take seconds to read; their names, gzipped, a few MB). torch_wheel may be a function that downloads it:
     called only when the cache has no usable entry."""
@@ -129,12 +130,14 @@ def wheel_symbols(wheel: Path, prefix: str = "", arch: str | None = None) -> Ite
                     try:
                         symbols = read_symbols(_Counted(member, budget), info.file_size)
                     except GpuFileError as exc:
-                        raise UpstreamMalformed(f"{what}: {info.filename} is not a shared object buildkit can "
-                                                f"read: {exc}") from None  # fmt: skip
+                        raise UpstreamMalformed(
+                            f"{what}: {info.filename} is not a shared object buildkit can read: {exc}"
+                        ) from None
                 if arch is not None and symbols.machine != MACHINES[arch]:
-                    raise UpstreamMismatch(f"{what}: {info.filename} is an ELF file for "
-                                           f"{machine_name(symbols.machine)}, not {arch}",
-                                           hint="pin the wheel built for the platform's arch")  # fmt: skip
+                    raise UpstreamMismatch(
+                        f"{what}: {info.filename} is an ELF file for {machine_name(symbols.machine)}, not {arch}",
+                        hint="pin the wheel built for the platform's arch",
+                    )
                 yield info.filename, symbols
 
 
@@ -167,8 +170,12 @@ def provided_versions(version_defs: Iterable[str]) -> dict[str, tuple[int, ...]]
     return out
 
 
-def check(modules: Iterable[tuple[str, DynamicSymbols]], torch: set[str] | None,
-          system: dict[str, tuple[int, ...]], against: list[str]) -> AbiCheck:  # fmt: skip
+def check(
+    modules: Iterable[tuple[str, DynamicSymbols]],
+    torch: set[str] | None,
+    system: dict[str, tuple[int, ...]],
+    against: list[str],
+) -> AbiCheck:
     """The ABI check over vLLM's extension modules; `torch`: the names torch's libraries define (None when
     unknown: not checked); `system`: the newest GLIBC/GLIBCXX/CXXABI/GCC versions the base image provides ({} when
     unknown: not checked)."""
@@ -189,8 +196,10 @@ def check(modules: Iterable[tuple[str, DynamicSymbols]], torch: set[str] | None,
                 if s.name not in torch:
                     missing.append((library, s.name, None, torch_library_for(s.name)))
     names = demangle([m[1] for m in missing[:MAX_REPORTED]])
-    unresolved = [UnresolvedSymbol(library=lib, symbol=names[i][:300], version=ver, expected_in=where)
-                  for i, (lib, _name, ver, where) in enumerate(missing[:MAX_REPORTED])]  # fmt: skip
+    unresolved = [
+        UnresolvedSymbol(library=lib, symbol=names[i][:300], version=ver, expected_in=where)
+        for i, (lib, _name, ver, where) in enumerate(missing[:MAX_REPORTED])
+    ]
     return AbiCheck(against=against, checked=checked, unresolved=unresolved, unresolved_count=len(missing))
 
 
@@ -225,8 +234,10 @@ def stop_if_unresolved(abi: AbiCheck, where: str, shown: int = 3) -> None:
     for u in abi.unresolved:
         symbol = f"{u.symbol}@{u.version}" if u.version else u.symbol
         needs.setdefault((symbol, u.expected_in), []).append(u.library.rsplit("/", 1)[-1])
-    named = [f"{symbol} (should be in {library}; needed by {', '.join(modules)})"
-             for (symbol, library), modules in list(needs.items())[:shown]]  # fmt: skip
+    named = [
+        f"{symbol} (should be in {library}; needed by {', '.join(modules)})"
+        for (symbol, library), modules in list(needs.items())[:shown]
+    ]
     more = f"; and {len(needs) - shown} more" if len(needs) > shown else ""
     raise UpstreamMismatch(
         f"{where}: {abi.unresolved_count} undefined symbol(s) would not resolve against {', '.join(abi.against)}: "
@@ -236,9 +247,13 @@ def stop_if_unresolved(abi: AbiCheck, where: str, shown: int = 3) -> None:
 
 
 def _hint(unresolved: list[UnresolvedSymbol]) -> str:
-    torch = "pin a vLLM wheel built against the torch NeMo-RL's uv.lock installs (or a NeMo-RL commit whose torch " \
-        "matches the wheel)"  # fmt: skip
-    system = "pin a base image of a newer distribution (its glibc/libstdc++ define these versions), or a wheel " \
-        "built for an older one"  # fmt: skip
+    torch = (
+        "pin a vLLM wheel built against the torch NeMo-RL's uv.lock installs (or a NeMo-RL commit whose torch "
+        "matches the wheel)"
+    )
+    system = (
+        "pin a base image of a newer distribution (its glibc/libstdc++ define these versions), or a wheel "
+        "built for an older one"
+    )
     kinds = {u.version is None for u in unresolved}
     return torch if kinds == {True} else system if kinds == {False} else f"{torch}; {system}"

@@ -24,9 +24,15 @@ class System(NamedTuple):
     against: str  # "glibc/libstdc++/libgcc_s of the base image (newest: GLIBC_2.39, ...)"
 
 
-def wheel_check(wheel: Path, filename: str, build: Build, torch: LockedTorch | str | None = None,
-                torch_symbols: TorchSymbols | None = None, system: System | str | None = None,
-                hashes: dict[str, str] | None = None) -> tuple[GpuCheck, list[str]]:  # fmt: skip
+def wheel_check(
+    wheel: Path,
+    filename: str,
+    build: Build,
+    torch: LockedTorch | str | None = None,
+    torch_symbols: TorchSymbols | None = None,
+    system: System | str | None = None,
+    hashes: dict[str, str] | None = None,
+) -> tuple[GpuCheck, list[str]]:
     """The lock's gpu section for the wheel, and notes on what the ABI check could not check. UpstreamMismatch when
     a required library has no kernel for a target GPU, or vLLM's modules need symbols that the torch of NeMo-RL's
     uv.lock or the base image's glibc/libstdc++ do not define. torch: that torch (a string: why there is none);
@@ -68,8 +74,15 @@ def wheel_check(wheel: Path, filename: str, build: Build, torch: LockedTorch | s
         found = abi.check(modules, defined, versions, against)
         abi.stop_if_unresolved(found, f"wheel {filename}")
     unchecked = {k: v.removeprefix("not checked: ") for k, v in unchecked.items()}
-    gpu = GpuCheck(source=filename, gpus=[gpu_name(cc) for cc in gpus(build.cuda_arch_list)], libraries=rows,
-                   abi=found, not_checked=unchecked)  # fmt: skip
-    notes = [f"ABI not checked: {why}" if key == "abi" else f"ABI glibc/libstdc++ not checked: {why}"
-             for key, why in unchecked.items()]  # fmt: skip
+    gpu = GpuCheck(
+        source=filename,
+        gpus=[gpu_name(cc) for cc in gpus(build.cuda_arch_list)],
+        libraries=rows,
+        abi=found,
+        not_checked=unchecked,
+    )
+    notes = [
+        f"ABI not checked: {why}" if key == "abi" else f"ABI glibc/libstdc++ not checked: {why}"
+        for key, why in unchecked.items()
+    ]
     return gpu, notes

@@ -72,8 +72,9 @@ class Verdict:
         parts = [f"{self.load}"]
         none = self.modules - self.modules_sass - self.modules_ptx
         if self.load != NONE and (self.modules_ptx or none):
-            parts.append(f"({self.modules_sass} of {self.modules} modules SASS, {self.modules_ptx} PTX-JIT, "
-                         f"{none} none)")
+            parts.append(
+                f"({self.modules_sass} of {self.modules} modules SASS, {self.modules_ptx} PTX-JIT, {none} none)"
+            )
         return " ".join(parts)
 
 

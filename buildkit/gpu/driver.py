@@ -49,8 +49,14 @@ MINOR_COMPAT: dict[int, tuple[int, ...]] = {11: (450, 80, 2), 12: (525,), 13: (5
 # column heads "535+ (CUDA 12.2)" ... "615+ (CUDA 13.4)"). Its rows, cuda-compat-12-3 to cuda-compat-13-4, say C
 # (compatible) exactly where the branch's CUDA is older than the package's, N/A where it is the same.
 FORWARD_COMPAT_BRANCHES: dict[int, tuple[int, int]] = {
-    535: (12, 2), 570: (12, 8), 580: (13, 0), 590: (13, 1), 595: (13, 2), 610: (13, 3), 615: (13, 4),
-}  # fmt: skip
+    535: (12, 2),
+    570: (12, 8),
+    580: (13, 0),
+    590: (13, 1),
+    595: (13, 2),
+    610: (13, 3),
+    615: (13, 4),
+}
 FORWARD_COMPAT_PACKAGES = ((12, 3), (13, 4))  # FC's rows: cuda-compat-12-3 (oldest) to cuda-compat-13-4 (newest)
 _DRIVER_RE = re.compile(r"[0-9]{3,4}(?:\.[0-9]{1,3}){1,2}")  # fullmatch: 580.159.04, 570.26
 _CUDA_RE = re.compile(r"(?P<major>[0-9]{1,2})\.(?P<minor>[0-9]{1,2})(?:\.[0-9]{1,4}){0,2}")  # fullmatch
@@ -106,11 +112,15 @@ def judge(cuda: str, driver: str, forward_compat: bool) -> tuple[str, str]:
     below = f"older than {needed}" if needed else f"not checked against CUDA {major}.{minor}'s own (not in the table)"
     least = _show(MINOR_COMPAT[major])
     if have >= MINOR_COMPAT[major]:
-        return MINOR, (f"driver {driver} is {below} but >= {least}, the CUDA {major}.x minimum: runs, except PTX "
-                       "from a newer toolkit")  # fmt: skip
+        return MINOR, (
+            f"driver {driver} is {below} but >= {least}, the CUDA {major}.x minimum: runs, except PTX "
+            "from a newer toolkit"
+        )
     if forward_compat and _forward_compat(major, minor, have):
-        return FORWARD, (f"driver {driver} < {least}; the image's cuda-compat package runs it on data-center GPUs "
-                         f"only (branch {have[0]} is a target of cuda-compat-{major}-{minor})")  # fmt: skip
+        return FORWARD, (
+            f"driver {driver} < {least}; the image's cuda-compat package runs it on data-center GPUs "
+            f"only (branch {have[0]} is a target of cuda-compat-{major}-{minor})"
+        )
     if not forward_compat:
         why = "; the image has no cuda-compat package"
     elif have[0] not in FORWARD_COMPAT_BRANCHES:

@@ -28,7 +28,13 @@ _SYM = struct.Struct("<IBBHQQ")
 PT_LOAD, PT_DYNAMIC = 1, 2
 DT_NULL, DT_NEEDED, DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SYMENT = 0, 1, 4, 5, 6, 10, 11
 DT_GNU_HASH, DT_VERSYM, DT_VERDEF, DT_VERDEFNUM, DT_VERNEED, DT_VERNEEDNUM = (
-    0x6FFFFEF5, 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF)  # fmt: skip
+    0x6FFFFEF5,
+    0x6FFFFFF0,
+    0x6FFFFFFC,
+    0x6FFFFFFD,
+    0x6FFFFFFE,
+    0x6FFFFFFF,
+)
 STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE, SHN_UNDEF = 1, 2, 10, 0
 # GNU_UNIQUE: a global the loader keeps one copy of (C++ inline statics, template members); torch 2.9's
 # libtorch_cuda.so defines about 2,000 symbols that way (`nm` lists them as `u`). They are definitions like any.
@@ -66,8 +72,9 @@ class _Reader:
 
     def read(self, offset: int, length: int, what: str) -> bytes:
         if offset < 0 or length < 0 or offset + length > self.size:
-            raise GpuFileError(f"{what} ({length:,} bytes at {offset:,}) lies past the end of the file "
-                               f"({self.size:,} bytes)")  # fmt: skip
+            raise GpuFileError(
+                f"{what} ({length:,} bytes at {offset:,}) lies past the end of the file ({self.size:,} bytes)"
+            )
         self.file.seek(offset)
         data = self.file.read(length)
         if len(data) != length:
@@ -85,8 +92,9 @@ def read_symbols(file: Seekable, size: int) -> DynamicSymbols:
     if ident[4] != 2 or ident[5] != 1:
         raise GpuFileError("not a 64-bit little-endian ELF file")
     if phentsize != _PHDR.size or not 0 < phnum <= MAX_PROGRAM_HEADERS:
-        raise GpuFileError(f"{phnum} program headers of {phentsize} bytes (buildkit reads 1 to "
-                           f"{MAX_PROGRAM_HEADERS} of {_PHDR.size})")  # fmt: skip
+        raise GpuFileError(
+            f"{phnum} program headers of {phentsize} bytes (buildkit reads 1 to {MAX_PROGRAM_HEADERS} of {_PHDR.size})"
+        )
     table = r.read(phoff, phnum * phentsize, "the program headers")
     loads, dynamic = [], []
     for i in range(phnum):
@@ -126,8 +134,9 @@ def read_symbols(file: Seekable, size: int) -> DynamicSymbols:
     if tags.get(DT_SYMENT, _SYM.size) != _SYM.size:
         raise GpuFileError(f"symbols of {tags[DT_SYMENT]} bytes, not {_SYM.size}")
     count = _symbol_count(r, tags, where)
-    symtab = r.read(where(tags[DT_SYMTAB], count * _SYM.size, "the symbol table"), count * _SYM.size,
-                    "the symbol table")  # fmt: skip
+    symtab = r.read(
+        where(tags[DT_SYMTAB], count * _SYM.size, "the symbol table"), count * _SYM.size, "the symbol table"
+    )
     strings = r.read(where(tags[DT_STRTAB], strsz, "the string table"), strsz, "the string table")
 
     # One str per offset: symbols that share a name (or a forged file's thousands pointing at one long string)
@@ -151,13 +160,15 @@ def read_symbols(file: Seekable, size: int) -> DynamicSymbols:
     names: dict[int, tuple[str, str | None]] = {}  # version index -> (name, file it is needed from)
     version_defs: list[str] = []
     if DT_VERDEF in tags:
-        for index, name in _verdefs(r, where(tags[DT_VERDEF], 20, "the version definitions"),
-                                    tags.get(DT_VERDEFNUM, 0), string):  # fmt: skip
+        for index, name in _verdefs(
+            r, where(tags[DT_VERDEF], 20, "the version definitions"), tags.get(DT_VERDEFNUM, 0), string
+        ):
             names[index] = (name, None)
             version_defs.append(name)
     if DT_VERNEED in tags:
-        for index, name, library in _verneeds(r, where(tags[DT_VERNEED], 16, "the version needs"),
-                                              tags.get(DT_VERNEEDNUM, 0), string):  # fmt: skip
+        for index, name, library in _verneeds(
+            r, where(tags[DT_VERNEED], 16, "the version needs"), tags.get(DT_VERNEEDNUM, 0), string
+        ):
             names[index] = (name, library)
     defined: list[Symbol] = []
     undefined: list[Symbol] = []

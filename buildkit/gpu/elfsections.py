@@ -50,8 +50,22 @@ class ElfFile:
         self.file, self.size = file, size
         self._window: tuple[int, bytes] = (0, b"")
         header = self.read(0, _HEADER.size, "the ELF header")
-        (ident, _type, self.machine, _version, _entry, _phoff, shoff, _flags, ehsize, _phentsize, _phnum, shentsize,
-         shnum, shstrndx) = _HEADER.unpack(header)  # fmt: skip
+        (
+            ident,
+            _type,
+            self.machine,
+            _version,
+            _entry,
+            _phoff,
+            shoff,
+            _flags,
+            ehsize,
+            _phentsize,
+            _phnum,
+            shentsize,
+            shnum,
+            shstrndx,
+        ) = _HEADER.unpack(header)
         if ident[:4] != b"\x7fELF":
             raise GpuFileError("not an ELF file")
         if ident[4] != 2 or ident[5] != 1:
@@ -67,34 +81,39 @@ class ElfFile:
             raise GpuFileError(f"the section names are in section {shstrndx}, past the {shnum} sections")
         table_len = shnum * shentsize
         if shoff < ehsize or shoff + table_len > size:
-            raise GpuFileError(f"the section header table ({table_len:,} bytes at {shoff:,}) is not inside the file "
-                               f"({size:,} bytes)")  # fmt: skip
+            raise GpuFileError(
+                f"the section header table ({table_len:,} bytes at {shoff:,}) is not inside the file ({size:,} bytes)"
+            )
         start = max(0, shoff - TAIL_WINDOW)
         self._window = (start, self.read(start, shoff + table_len - start, "the section header table"))
         raw = [_SECTION.unpack_from(self._window[1], shoff - start + i * shentsize) for i in range(shnum)]
         names = raw[shstrndx]
         if names[1] == SHT_NOBITS or names[5] > MAX_NAMES_BYTES:
-            raise GpuFileError(f"a section name table of {names[5]:,} bytes (buildkit reads at most "
-                               f"{MAX_NAMES_BYTES:,})")  # fmt: skip
+            raise GpuFileError(
+                f"a section name table of {names[5]:,} bytes (buildkit reads at most {MAX_NAMES_BYTES:,})"
+            )
         strtab = self.read(names[4], names[5], "the section name table")
         self.sections = []
         for name_at, kind, _sflags, _addr, offset, sect_size, link, _info, _align, entsize in raw:
             if kind != SHT_NOBITS and (offset > size or sect_size > size - offset):
-                raise GpuFileError(f"a section ({sect_size:,} bytes at {offset:,}) lies past the end of the file "
-                                   f"({size:,} bytes)")  # fmt: skip
+                raise GpuFileError(
+                    f"a section ({sect_size:,} bytes at {offset:,}) lies past the end of the file ({size:,} bytes)"
+                )
             if name_at >= len(strtab):
                 raise GpuFileError(f"a section name at {name_at:,}, past the name table ({len(strtab):,} bytes)")
             name = strtab[name_at : strtab.find(b"\0", name_at) if b"\0" in strtab[name_at:] else len(strtab)]
-            self.sections.append(Section(name.decode("ascii", "replace")[:64], kind, offset, sect_size, link,
-                                         entsize))  # fmt: skip
+            self.sections.append(Section(name.decode("ascii", "replace")[:64], kind, offset, sect_size, link, entsize))
         self._check_overlaps(shoff, table_len)
 
     def _check_overlaps(self, shoff: int, table_len: int) -> None:
         """Sections with bytes in the file may not overlap each other, the ELF header or the section headers: a
         linker never writes that, and a forged file could make one read answer for two."""
         spans = [(0, _HEADER.size, "the ELF header"), (shoff, shoff + table_len, "the section header table")]
-        spans += [(s.offset, s.offset + s.size, s.name or "a section") for s in self.sections
-                  if s.type not in (0, SHT_NOBITS) and s.size]  # fmt: skip
+        spans += [
+            (s.offset, s.offset + s.size, s.name or "a section")
+            for s in self.sections
+            if s.type not in (0, SHT_NOBITS) and s.size
+        ]
         spans.sort()
         for (_s1, end1, what1), (start2, _e2, what2) in zip(spans, spans[1:], strict=False):
             if start2 < end1:
@@ -109,8 +128,9 @@ class ElfFile:
     def read(self, offset: int, length: int, what: str) -> bytes:
         """`length` bytes at `offset`, which must lie inside the file; from the tail window when it holds them."""
         if offset < 0 or length < 0 or offset + length > self.size:
-            raise GpuFileError(f"{what} ({length:,} bytes at {offset:,}) lies past the end of the file "
-                               f"({self.size:,} bytes)")  # fmt: skip
+            raise GpuFileError(
+                f"{what} ({length:,} bytes at {offset:,}) lies past the end of the file ({self.size:,} bytes)"
+            )
         start, window = self._window
         if start <= offset and offset + length <= start + len(window):
             return window[offset - start : offset - start + length]

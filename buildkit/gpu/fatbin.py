@@ -75,12 +75,16 @@ def kernels(elf: ElfFile) -> list[Kernel]:
             pos = _skip_zeros(elf, pos, end)
             continue
         if magic != MAGIC:
-            raise GpuFileError(f"no fatbin at offset {pos - section.offset:,} of the fatbin section "
-                               f"(magic {magic:#010x}, not {MAGIC:#x})")  # fmt: skip
+            raise GpuFileError(
+                f"no fatbin at offset {pos - section.offset:,} of the fatbin section "
+                f"(magic {magic:#010x}, not {MAGIC:#x})"
+            )
         if header_size < _CONTAINER.size or body > end - pos - header_size:
-            raise GpuFileError(f"a fatbin of {body:,} bytes (header {header_size}) at offset "
-                               f"{pos - section.offset:,} does not fit in the fatbin section "
-                               f"({section.size:,} bytes)")  # fmt: skip
+            raise GpuFileError(
+                f"a fatbin of {body:,} bytes (header {header_size}) at offset "
+                f"{pos - section.offset:,} does not fit in the fatbin section "
+                f"({section.size:,} bytes)"
+            )
         at, stop = pos + header_size, pos + header_size + body
         while at < stop:
             if stop - at < _ENTRY.size:
@@ -89,11 +93,14 @@ def kernels(elf: ElfFile) -> list[Kernel]:
             kind, _ver, entry_header, padded, _csize, _x, _y, arch = fields[:8]
             flags = fields[10]
             if not _ENTRY.size <= entry_header <= MAX_ENTRY_HEADER:
-                raise GpuFileError(f"a fatbin entry header of {entry_header:,} bytes (buildkit reads "
-                                   f"{_ENTRY.size} to {MAX_ENTRY_HEADER})")  # fmt: skip
+                raise GpuFileError(
+                    f"a fatbin entry header of {entry_header:,} bytes (buildkit reads "
+                    f"{_ENTRY.size} to {MAX_ENTRY_HEADER})"
+                )
             if padded > stop - at - entry_header:
-                raise GpuFileError(f"a fatbin entry of {padded:,} bytes runs past its fatbin "
-                                   f"({stop - at - entry_header:,} bytes left)")  # fmt: skip
+                raise GpuFileError(
+                    f"a fatbin entry of {padded:,} bytes runs past its fatbin ({stop - at - entry_header:,} bytes left)"
+                )
             if not 10 <= arch <= 9999:
                 raise GpuFileError(f"a fatbin entry for architecture {arch}, not a CUDA one")
             out.append(_kernel(kind, arch, flags, container))

@@ -32,8 +32,9 @@ COMPAT_DIR = "/usr/local/cuda/compat"
 Library = tuple[str, list[Kernel] | None, DynamicSymbols]
 
 
-def tar_libraries(chunks: Iterable[bytes], where: str, arch: str | None = None,
-                  hashes: dict[str, str] | None = None) -> Iterator[Library]:  # fmt: skip
+def tar_libraries(
+    chunks: Iterable[bytes], where: str, arch: str | None = None, hashes: dict[str, str] | None = None
+) -> Iterator[Library]:
     """(path in the tar, kernels, dynamic symbols) for each regular shared object in a tar stream, under the
     image's budget (budget.IMAGE_FILES); with `arch`, each must be an ELF file for that machine. `hashes` gets each
     one's sha256."""
@@ -47,8 +48,10 @@ def tar_libraries(chunks: Iterable[bytes], where: str, arch: str | None = None,
                 if not member.isreg() or not is_shared_object(member.name):
                     continue
                 if member.size > MAX_LIBRARY_BYTES:
-                    raise UpstreamMalformed(f"{where}: {member.name} is {member.size:,} bytes, more than buildkit "
-                                            f"reads ({MAX_LIBRARY_BYTES:,})")  # fmt: skip
+                    raise UpstreamMalformed(
+                        f"{where}: {member.name} is {member.size:,} bytes, more than buildkit "
+                        f"reads ({MAX_LIBRARY_BYTES:,})"
+                    )
                 source = tar.extractfile(member)
                 assert source is not None  # a regular file always has contents
                 with tempfile.TemporaryFile() as spool:
@@ -65,9 +68,15 @@ def tar_libraries(chunks: Iterable[bytes], where: str, arch: str | None = None,
         raise UpstreamMalformed(f"{where}: not a readable tar stream: {exc}") from None
 
 
-def image_check(run: Callable[[list[str]], tuple[int, str]], archive: Callable[[str], Iterable[bytes]],
-                build: Build, cuda_version: str | None, drivers: list[str], source: str,
-                hashes: dict[str, str] | None = None) -> GpuCheck:  # fmt: skip
+def image_check(
+    run: Callable[[list[str]], tuple[int, str]],
+    archive: Callable[[str], Iterable[bytes]],
+    build: Build,
+    cuda_version: str | None,
+    drivers: list[str],
+    source: str,
+    hashes: dict[str, str] | None = None,
+) -> GpuCheck:
     """The gpu section of verify's record. run: a command in a throwaway container (exit code, output);
     archive: the tar stream of a path in the image; `hashes` gets each shared object's sha256 by its path in the
     image, relative to its environment ("vllm/_C.abi3.so")."""
@@ -77,8 +86,7 @@ def image_check(run: Callable[[list[str]], tuple[int, str]], archive: Callable[[
     abi_results: list[AbiCheck] = []
     for env in environments:
         found_hashes: dict[str, str] = {}
-        libraries = list(tar_libraries(archive(env), f"{source}:{env}", ARCH_OF_PLATFORM[build.platform],
-                                       found_hashes))  # fmt: skip
+        libraries = list(tar_libraries(archive(env), f"{source}:{env}", ARCH_OF_PLATFORM[build.platform], found_hashes))
         if hashes is not None:  # the archive's names start with the environment's own directory
             hashes.update({name.split("/", 1)[-1]: digest for name, digest in found_hashes.items()})
         found += [(f"{env}/{name.split('/', 1)[-1]}", k) for name, k, _s in libraries]
@@ -86,32 +94,53 @@ def image_check(run: Callable[[list[str]], tuple[int, str]], archive: Callable[[
         torch = [s for name, _k, s in libraries if "/torch/lib/" in f"/{name}"]
         if vllm and torch:
             defined = {sym.name for s in torch for sym in s.defined}
-            abi_results.append(abi.check(vllm, defined, _system_versions(run, archive, source),
-                                         [f"{env}/torch/lib", "the image's glibc and libstdc++"]))  # fmt: skip
+            abi_results.append(
+                abi.check(
+                    vllm,
+                    defined,
+                    _system_versions(run, archive, source),
+                    [f"{env}/torch/lib", "the image's glibc and libstdc++"],
+                )
+            )
     rows = kernel_table(iter(found), build.cuda_arch_list, build.gpu_required)
     abi_check = abi_results[0] if abi_results else None
     compat = run(["test", "-d", COMPAT_DIR])[0] == 0
-    return GpuCheck(source=source, gpus=[gpu_name(cc) for cc in gpus(build.cuda_arch_list)], libraries=rows,
-                    abi=abi_check, driver=driver_check(cuda_version, compat, drivers))  # fmt: skip
+    return GpuCheck(
+        source=source,
+        gpus=[gpu_name(cc) for cc in gpus(build.cuda_arch_list)],
+        libraries=rows,
+        abi=abi_check,
+        driver=driver_check(cuda_version, compat, drivers),
+    )
 
 
 def driver_check(cuda_version: str | None, compat: bool, drivers: list[str]) -> DriverCheck:
     if cuda_version is None:
-        return DriverCheck(cuda_runtime=None, forward_compat=compat, minimum_driver=None,
-                           drivers={d: "unknown: the image sets no CUDA_VERSION" for d in drivers})  # fmt: skip
+        return DriverCheck(
+            cuda_runtime=None,
+            forward_compat=compat,
+            minimum_driver=None,
+            drivers={d: "unknown: the image sets no CUDA_VERSION" for d in drivers},
+        )
     major, minor = driver.cuda_of(cuda_version)
     judged = {}
     for d in drivers:
         verdict, why = driver.judge(cuda_version, d, compat)
         judged[d] = f"{verdict}: {why}"
-    return DriverCheck(cuda_runtime=f"{major}.{minor}", forward_compat=compat,
-                       minimum_driver=driver.minimum_driver(cuda_version), drivers=judged)  # fmt: skip
+    return DriverCheck(
+        cuda_runtime=f"{major}.{minor}",
+        forward_compat=compat,
+        minimum_driver=driver.minimum_driver(cuda_version),
+        drivers=judged,
+    )
 
 
 def _system_versions(run, archive, source: str) -> dict[str, tuple[int, ...]]:
     """The newest GLIBC/GLIBCXX/CXXABI/GCC versions the image's own libc, libstdc++ and libgcc_s define."""
-    script = ("for l in " + " ".join(SYSTEM_LIBRARIES) + "; do readlink -f "
-              "$(ldconfig -p 2>/dev/null | grep -m1 \"$l \" | sed 's/.*=> //'); done")  # fmt: skip
+    script = (
+        "for l in " + " ".join(SYSTEM_LIBRARIES) + "; do readlink -f "
+        "$(ldconfig -p 2>/dev/null | grep -m1 \"$l \" | sed 's/.*=> //'); done"
+    )
     _code, out = run(["sh", "-c", script])
     names: list[str] = []
     for path in out.splitlines():

@@ -43,9 +43,9 @@ def wheel_kernels(wheel: Path, arch: str | None = None) -> Iterator[tuple[str, l
         yield name, found
 
 
-def wheel_libraries(wheel: Path, symbols: bool = True, arch: str | None = None,
-                    hashes: dict[str, str] | None = None) -> Iterator[
-        tuple[str, list[Kernel] | None, DynamicSymbols | None]]:  # fmt: skip
+def wheel_libraries(
+    wheel: Path, symbols: bool = True, arch: str | None = None, hashes: dict[str, str] | None = None
+) -> Iterator[tuple[str, list[Kernel] | None, DynamicSymbols | None]]:
     """(member name, its kernels, its dynamic symbols when asked) for every shared object in the wheel, each
     member decompressed once, under the wheel's budget (budget.WHEEL). With `arch` (x86_64, aarch64) every one
     must be an ELF file for that machine, or UpstreamMismatch names it. `hashes` gets each one's sha256."""
@@ -73,8 +73,15 @@ def readable_wheel(what: str) -> Iterator[None]:
     """Whatever zipfile raises for a wheel it cannot read (a broken or hostile zip): one refusal naming it (exit 3)."""
     try:
         yield
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, zlib.error,
-            OSError) as exc:  # fmt: skip
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        NotImplementedError,
+        RuntimeError,
+        EOFError,
+        zlib.error,
+        OSError,
+    ) as exc:
         raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {excerpt(str(exc), 120)}") from None
 
 
@@ -107,12 +114,14 @@ def members(archive: zipfile.ZipFile, what: str, select: Callable[[str], bool], 
             raise LimitExceeded(f"{what}: two entries named {excerpt(info.filename, 120)}: not a wheel pip writes")
         names.add(info.filename)
     # Each local entry: a 30-byte header, its name (at least a byte a character), then its compressed bytes.
-    spans = sorted((i.header_offset, i.header_offset + 30 + len(i.orig_filename) + i.compress_size, i.filename)
-                   for i in infos)  # fmt: skip
+    spans = sorted(
+        (i.header_offset, i.header_offset + 30 + len(i.orig_filename) + i.compress_size, i.filename) for i in infos
+    )
     for (_s, end, first), (start, _e, second) in zip(spans, spans[1:], strict=False):
         if start < end:
-            raise LimitExceeded(f"{what}: the entries {excerpt(first, 80)} and {excerpt(second, 80)} overlap: "
-                                "not a wheel pip writes")  # fmt: skip
+            raise LimitExceeded(
+                f"{what}: the entries {excerpt(first, 80)} and {excerpt(second, 80)} overlap: not a wheel pip writes"
+            )
     if spans and spans[-1][1] > archive.start_dir:
         raise LimitExceeded(f"{what}: {excerpt(spans[-1][2], 80)} runs into the zip's central directory")
     chosen = sorted((i for i in infos if select(i.filename)), key=lambda i: i.filename)
@@ -121,8 +130,10 @@ def members(archive: zipfile.ZipFile, what: str, select: Callable[[str], bool], 
     declared = 0
     for info in chosen:
         if info.file_size > MAX_LIBRARY_BYTES:
-            raise UpstreamMalformed(f"{what}: {info.filename} says it is {info.file_size:,} bytes, more "
-                                    f"than buildkit reads ({MAX_LIBRARY_BYTES:,})")  # fmt: skip
+            raise UpstreamMalformed(
+                f"{what}: {info.filename} says it is {info.file_size:,} bytes, more "
+                f"than buildkit reads ({MAX_LIBRARY_BYTES:,})"
+            )
         budget.declare(info.file_size, info.compress_size, excerpt(info.filename, 120))
         declared += info.file_size
     budget.declare(declared, sum(i.compress_size for i in chosen), "its shared objects")
@@ -140,8 +151,10 @@ def _spool(member: IO[bytes], spool: IO[bytes], budget: Budget, what: str) -> st
             spool.write(chunk)
             spool.flush()
         except OSError as exc:
-            raise InputError(f"cannot spool {what} to {tempfile.gettempdir()}: {exc.strerror or exc}",
-                             hint=write_hint(exc) + " (or point $TMPDIR at a larger disk)") from None  # fmt: skip
+            raise InputError(
+                f"cannot spool {what} to {tempfile.gettempdir()}: {exc.strerror or exc}",
+                hint=write_hint(exc) + " (or point $TMPDIR at a larger disk)",
+            ) from None
     return digest.hexdigest()
 
 
@@ -172,8 +185,9 @@ def required(name: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(name, f"*/{p}") for p in patterns)
 
 
-def kernel_table(found: Iterator[tuple[str, list[Kernel] | None]], cuda_arch_list: str,
-                 required_patterns: list[str]) -> list[LibraryKernels]:  # fmt: skip
+def kernel_table(
+    found: Iterator[tuple[str, list[Kernel] | None]], cuda_arch_list: str, required_patterns: list[str]
+) -> list[LibraryKernels]:
     """One row per shared object with GPU code (and each required one): its architectures and how it loads on
     each target GPU. A required pattern no file matches gets a row saying so."""
     targets = gpus(cuda_arch_list)

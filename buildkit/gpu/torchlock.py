@@ -96,13 +96,22 @@ def torch_of_uv_lock(raw: bytes, what: str, arch: str, python_tag: str = PYTHON_
                 _name, _version, _build, tags = parse_wheel_filename(filename)
             except InvalidWheelFilename:
                 continue
-            if any(t.interpreter == python_tag and t.platform.endswith(f"_{arch}") and
-                   t.platform.startswith("manylinux") for t in tags):  # fmt: skip
+            if any(
+                t.interpreter == python_tag and t.platform.endswith(f"_{arch}") and t.platform.startswith("manylinux")
+                for t in tags
+            ):
                 size = wheel.get("size")
-                return LockedTorch(version, registry, _moved(url, registry), filename, digest.removeprefix("sha256:"),
-                                   size if isinstance(size, int) and 0 < size < 1 << 40 else None)  # fmt: skip
-    raise UpstreamMismatch(f"{what}: torch has no wheel for {python_tag} linux {arch}",
-                           hint="check NeMo-RL's uv.lock at the locked commit")  # fmt: skip
+                return LockedTorch(
+                    version,
+                    registry,
+                    _moved(url, registry),
+                    filename,
+                    digest.removeprefix("sha256:"),
+                    size if isinstance(size, int) and 0 < size < 1 << 40 else None,
+                )
+    raise UpstreamMismatch(
+        f"{what}: torch has no wheel for {python_tag} linux {arch}", hint="check NeMo-RL's uv.lock at the locked commit"
+    )
 
 
 def torch_blocks(text: str, budget: Budget) -> list[str]:
@@ -132,8 +141,10 @@ def _moved(url: str, registry: str) -> str:
     try:
         index = https_url(index).rstrip("/")  # https://, or http:// on loopback: the grammar of every endpoint
     except ValueError as exc:
-        raise InputError(f"${ENV_TORCH_INDEX}: {exc}", hint=f"set ${ENV_TORCH_INDEX} to the torch index's https:// "
-                         "URL (a mirror), or unset it") from None  # fmt: skip
+        raise InputError(
+            f"${ENV_TORCH_INDEX}: {exc}",
+            hint=f"set ${ENV_TORCH_INDEX} to the torch index's https:// URL (a mirror), or unset it",
+        ) from None
     if registry and url.startswith(registry.rstrip("/") + "/"):
         return index + url[len(registry.rstrip("/")) :]
     return f"{index}/{url.rsplit('/', 1)[-1]}"

@@ -53,8 +53,10 @@ def requires_torch(wheel: Path, filename: str) -> str | None:
                 raise UpstreamMalformed(f"{what}: {len(infos)} *.dist-info/METADATA files: not a wheel pip installs")
             info = infos[0]
             if info.file_size > MAX_METADATA_BYTES:
-                raise UpstreamMalformed(f"{what}: {info.filename} says it is {info.file_size:,} bytes, more than "
-                                        f"buildkit reads ({MAX_METADATA_BYTES:,})")  # fmt: skip
+                raise UpstreamMalformed(
+                    f"{what}: {info.filename} says it is {info.file_size:,} bytes, more than "
+                    f"buildkit reads ({MAX_METADATA_BYTES:,})"
+                )
             budget.declare(info.file_size, info.compress_size, info.filename)
             with archive.open(info) as member:
                 raw = member.read(MAX_METADATA_BYTES + 1)
@@ -98,20 +100,27 @@ def check(requires: str | None, locked: LockedTorch | str | None, wheel: str) ->
         why = (locked or "NeMo-RL's uv.lock was not read").removeprefix("not checked: ")
         return TorchCheck(requires=requires, uv_lock=None, outcome="not checked", detail=_line(why))
     if requires is None:
-        return TorchCheck(requires=None, uv_lock=locked.version, outcome="not checked",
-                          detail=f"{source} names no torch requirement")  # fmt: skip
+        return TorchCheck(
+            requires=None, uv_lock=locked.version, outcome="not checked", detail=f"{source} names no torch requirement"
+        )
     try:
         version = Version(locked.version)
     except InvalidVersion:
-        return TorchCheck(requires=requires, uv_lock=None, outcome="not checked",
-                          detail=_line(f"NeMo-RL's uv.lock names torch {locked.version}, not a version pip reads"))
+        return TorchCheck(
+            requires=requires,
+            uv_lock=None,
+            outcome="not checked",
+            detail=_line(f"NeMo-RL's uv.lock names torch {locked.version}, not a version pip reads"),
+        )
     if SpecifierSet(requires).contains(version.public, prereleases=True):
         detail = f"{source} requires torch{requires}; NeMo-RL's uv.lock installs torch {locked.version}"
         return TorchCheck(requires=requires, uv_lock=locked.version, outcome="match", detail=_line(detail))
     lines = release_lines(requires)
     if lines == {version.release[:2]}:
-        detail = (f"{source} requires torch{requires}; NeMo-RL's uv.lock installs torch {locked.version}, of the "
-                  f"same release line {_dotted(version.release[:2])}: the ABI check on vLLM's symbols decides")
+        detail = (
+            f"{source} requires torch{requires}; NeMo-RL's uv.lock installs torch {locked.version}, of the "
+            f"same release line {_dotted(version.release[:2])}: the ABI check on vLLM's symbols decides"
+        )
         return TorchCheck(requires=requires, uv_lock=locked.version, outcome="same release line", detail=_line(detail))
     named = ", ".join(sorted(_dotted(r) for r in lines)) or requires
     raise TorchMismatch(
@@ -121,8 +130,10 @@ def check(requires: str | None, locked: LockedTorch | str | None, wheel: str) ->
         hint=f"pin a vLLM commit whose wheel requires torch {_dotted(version.release[:2])} (`buildkit bump "
         f"--vllm-branch main` moves vLLM to main's newest with a wheel), or NeMo-RL at a commit whose uv.lock "
         f"installs torch {named}",
-        requires=requires, locked=locked, wheel=wheel,
-    )  # fmt: skip
+        requires=requires,
+        locked=locked,
+        wheel=wheel,
+    )
 
 
 def release_lines(requires: str) -> set[tuple[int, ...]]:

@@ -131,14 +131,23 @@ def find(
     _read_unread(layers, scan, capture, read, what, max_file, parsed, budget)
     for hit in scan.found.values():
         if hit is not None and isinstance(hit.value, TooLarge):
-            raise UpstreamMalformed(f"{what}: {excerpt(display(hit.path), 120)} is {hit.value.size:,} bytes, more "
-                                    f"than the {max_file:,} buildkit reads of it")  # fmt: skip
+            raise UpstreamMalformed(
+                f"{what}: {excerpt(display(hit.path), 120)} is {hit.value.size:,} bytes, more "
+                f"than the {max_file:,} buildkit reads of it"
+            )
     return scan
 
 
-def _read_unread(layers: Sequence[LayerBlob], scan: Scan[Any], capture: re.Pattern[str],
-                 read: Callable[[str, bytes], Any], what: str, max_file: int, parsed: list[int],
-                 budget: Budget) -> None:  # fmt: skip
+def _read_unread(
+    layers: Sequence[LayerBlob],
+    scan: Scan[Any],
+    capture: re.Pattern[str],
+    read: Callable[[str, bytes], Any],
+    what: str,
+    max_file: int,
+    parsed: list[int],
+    budget: Budget,
+) -> None:
     """Read the files a wanted path led to that the first pass did not (outside the wanted paths' directories):
     each layer holding some is streamed again, for those names alone."""
     names: dict[int, set[str]] = {}
@@ -214,8 +223,7 @@ def _topmost(seen: list[_Layer], path: str, last: bool) -> tuple[str | None, _La
             return "dir", layer
         if path in layer.implied and implied is None:
             implied = layer  # a directory, unless a lower layer has a symlink here (see the module's docstring)
-        if path in layer.whiteouts or any(a in layer.opaque or a in layer.whiteouts or a in layer.kinds
-                                          for a in above):  # fmt: skip
+        if path in layer.whiteouts or any(a in layer.opaque or a in layer.whiteouts or a in layer.kinds for a in above):
             return ("dir", implied) if implied else (None, layer)
     if not last:
         raise _Pending
@@ -248,8 +256,10 @@ class _Wanted(NamedTuple):
 
 def _read_layer(blob: LayerBlob, index: int, wanted: _Wanted, what: str, budget: Budget) -> _Layer:
     if blob.media_type not in LAYER_COMPRESSION:
-        raise UpstreamMalformed(f"{what} {blob.digest} has media type {excerpt(blob.media_type)}, which is not a "
-                                "layer type buildkit can read (tar, tar+gzip, tar+zstd)")  # fmt: skip
+        raise UpstreamMalformed(
+            f"{what} {blob.digest} has media type {excerpt(blob.media_type)}, which is not a "
+            "layer type buildkit can read (tar, tar+gzip, tar+zstd)"
+        )
     layer = _Layer(index)
 
     def keep(name: str) -> str:
@@ -259,8 +269,10 @@ def _read_layer(blob: LayerBlob, index: int, wanted: _Wanted, what: str, budget:
     def visit(tar: tarfile.TarFile, member: tarfile.TarInfo) -> None:
         for text in (member.name, member.linkname):
             if len(text) > MAX_NAME or text.count("/") > MAX_DEPTH:
-                raise UpstreamMalformed(f"{what} {blob.digest}: an entry name or link target of {len(text):,} "
-                                        f"characters (a path holds at most {MAX_NAME} bytes)")  # fmt: skip
+                raise UpstreamMalformed(
+                    f"{what} {blob.digest}: an entry name or link target of {len(text):,} "
+                    f"characters (a path holds at most {MAX_NAME} bytes)"
+                )
         name = _clean(member.name)
         if not name:
             if member.isdir():
@@ -288,10 +300,10 @@ def _read_layer(blob: LayerBlob, index: int, wanted: _Wanted, what: str, budget:
         # Another regular file is not kept: no wanted path ends there (capture names them all).
 
     with blob.open() as chunks:
-        raw = CheckedStream(ChunkReader(chunks), f"{what} {blob.digest}", blob.digest, blob.size,
-                            error=UpstreamMalformed)  # fmt: skip
-        walk_layer(raw, blob.media_type, f"{what} {blob.digest}", None, visit, error=UpstreamMalformed,
-                   budget=budget)  # fmt: skip
+        raw = CheckedStream(
+            ChunkReader(chunks), f"{what} {blob.digest}", blob.digest, blob.size, error=UpstreamMalformed
+        )
+        walk_layer(raw, blob.media_type, f"{what} {blob.digest}", None, visit, error=UpstreamMalformed, budget=budget)
     return layer
 
 
@@ -300,9 +312,12 @@ def _value(tar: tarfile.TarFile, member: tarfile.TarInfo, name: str, wanted: _Wa
         return TooLarge(member.size)
     wanted.parsed[0] += 1
     if wanted.parsed[0] > MAX_PARSED:  # the same path written again and again: each copy would be parsed
-        raise LimitExceeded(f"{budget.what}: more than {MAX_PARSED} files to read for {excerpt(display(name), 120)}"
-                            " and its kind: refused", hint="no real image holds that many copies of its libraries "
-                            "in the loader's directories: the image is hostile or damaged")  # fmt: skip
+        raise LimitExceeded(
+            f"{budget.what}: more than {MAX_PARSED} files to read for {excerpt(display(name), 120)}"
+            " and its kind: refused",
+            hint="no real image holds that many copies of its libraries "
+            "in the loader's directories: the image is hostile or damaged",
+        )
     source = tar.extractfile(member)
     assert source is not None
     value = wanted.read(name, source.read(member.size))

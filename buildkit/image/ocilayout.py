@@ -211,8 +211,15 @@ class CheckedStream(io.RawIOBase):
     (a blob longer than its descriptor, or a file that keeps growing, stops there). `verify` reads the rest and
     raises InputError unless all of it is what the descriptor promised."""
 
-    def __init__(self, raw: _ByteStream, what: str, digest: str | None, size: int | None, watch_zeros: bool = False,
-                 error: type[BuildkitError] = InputError):  # fmt: skip
+    def __init__(
+        self,
+        raw: _ByteStream,
+        what: str,
+        digest: str | None,
+        size: int | None,
+        watch_zeros: bool = False,
+        error: type[BuildkitError] = InputError,
+    ):
         self._raw = raw
         self._error = error
         self._what = what
@@ -564,16 +571,24 @@ class _BoundedInfo(tarfile.TarInfo):
         return super()._proc_member(tarfile_)  # type: ignore[misc]
 
 
-_EXTENDED_TYPES = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME,
-                   tarfile.GNUTYPE_LONGLINK)  # fmt: skip
+_EXTENDED_TYPES = (
+    tarfile.XHDTYPE,
+    tarfile.XGLTYPE,
+    tarfile.SOLARIS_XHDTYPE,
+    tarfile.GNUTYPE_LONGNAME,
+    tarfile.GNUTYPE_LONGLINK,
+)
 MAX_EXTENDED_HEADER = 1 << 20
 
 
-def _walk_entries(stream: CheckedStream, what: str, visit: Callable[[tarfile.TarFile, tarfile.TarInfo], None],
-                  budget: Budget | None = None) -> None:  # fmt: skip
+def _walk_entries(
+    stream: CheckedStream,
+    what: str,
+    visit: Callable[[tarfile.TarFile, tarfile.TarInfo], None],
+    budget: Budget | None = None,
+) -> None:
     try:
-        tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="surrogateescape",
-                           tarinfo=_BoundedInfo)  # fmt: skip
+        tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="surrogateescape", tarinfo=_BoundedInfo)
     except tarfile.ReadError:
         stream.drain()
         if stream.all_zeros:

@@ -22,10 +22,11 @@ from buildkit.text.sanitize import strip_controls
 
 # The directories `import vllm` would search, one per line (a namespace package may have several; vLLM has one).
 FIND_SPEC = [
-    "python", "-c",
+    "python",
+    "-c",
     "import importlib.util as u; s = u.find_spec('vllm'); "
     "print('\\n'.join(s.submodule_search_locations or []) if s else '')",
-]  # fmt: skip
+]
 _DIR_RE = re.compile(r"/[A-Za-z0-9._+/-]{0,400}/vllm")  # fullmatch: an absolute path ending in the package's name
 MAX_PYTHON_BYTES = 16 << 20  # vLLM's largest Python file is a few hundred KiB
 MAX_VERSION_FILE = 64 << 10  # setuptools-scm's vllm/_version.py is under 1 KiB
@@ -90,8 +91,7 @@ def read_package(chunks: Iterable[bytes], directory: str, where: str) -> VllmPac
     return found
 
 
-def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo, found: VllmPackage, budget: Budget,
-                 where: str) -> None:  # fmt: skip
+def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo, found: VllmPackage, budget: Budget, where: str) -> None:
     name, kind = member.name, _kind(member.name)
     if kind is None or member.isdir():
         return
@@ -109,8 +109,10 @@ def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo, found: VllmPacka
         found.problems.append(f"{shown} is a module outside vLLM's file names")
         return
     if kind == "python" and member.size > MAX_PYTHON_BYTES:
-        raise UpstreamMalformed(f"{where}: {name} is {member.size:,} bytes, more than buildkit reads for a Python "
-                                f"file ({MAX_PYTHON_BYTES:,})")  # fmt: skip
+        raise UpstreamMalformed(
+            f"{where}: {name} is {member.size:,} bytes, more than buildkit reads for a Python "
+            f"file ({MAX_PYTHON_BYTES:,})"
+        )
     origin = python_origin(name) if kind == "python" else "wheel"
     if origin == "generated" and member.size > MAX_VERSION_FILE:
         raise UpstreamMalformed(f"{where}: {name} is {member.size:,} bytes, more than setuptools-scm writes")
@@ -132,8 +134,9 @@ def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo, found: VllmPacka
         found.wheel_files[name] = sha256.hexdigest()
 
 
-def judge_python(listed: dict[str, str], package: VllmPackage, commit: str,
-                 from_wheel: Iterable[str] = ()) -> tuple[bool | None, str]:  # fmt: skip
+def judge_python(
+    listed: dict[str, str], package: VllmPackage, commit: str, from_wheel: Iterable[str] = ()
+) -> tuple[bool | None, str]:
     """The image's vLLM package against the source commit's tree and the wheel: every module file from the source
     is byte for byte the commit's (same blob id); none is there that the commit does not have, and none of the
     commit's is missing from a package directory the image installs; every shared object is one of the wheel's
@@ -148,13 +151,17 @@ def judge_python(listed: dict[str, str], package: VllmPackage, commit: str,
     removed = [p for p in sorted(listed) if p not in found and p.rsplit("/", 1)[0] in installed]
     wheel = set(from_wheel)
     strange = [p for p in sorted(package.wheel_files) if p.endswith(".so") and p not in wheel]
-    said = [f"{what} {', '.join(_name(p) for p in paths[:MAX_SAID])}" for what, paths in (
-        (f"{len(wrong)} differ from {commit[:12]}'s:", wrong),
-        (f"{len(extra)} are not in {commit[:12]}'s tree:", extra),
-        (f"{len(removed)} of {commit[:12]}'s are missing from the package directories installed:", removed),
-        (f"{len(strange)} shared object(s) are not the wheel's:", strange),
-        (f"{len(package.problems)} cannot be vLLM's as installed:", package.problems),
-    ) if paths]  # fmt: skip
+    said = [
+        f"{what} {', '.join(_name(p) for p in paths[:MAX_SAID])}"
+        for what, paths in (
+            (f"{len(wrong)} differ from {commit[:12]}'s:", wrong),
+            (f"{len(extra)} are not in {commit[:12]}'s tree:", extra),
+            (f"{len(removed)} of {commit[:12]}'s are missing from the package directories installed:", removed),
+            (f"{len(strange)} shared object(s) are not the wheel's:", strange),
+            (f"{len(package.problems)} cannot be vLLM's as installed:", package.problems),
+        )
+        if paths
+    ]
     version = version_file_problem(package.version_file)
     if version:
         said.append(version)
@@ -169,8 +176,10 @@ def judge_python(listed: dict[str, str], package: VllmPackage, commit: str,
     if absent:
         notes.append(f"{absent} of the tree's are in no package directory the image installs")
     if package.bytecode:
-        notes.append(f"{package.bytecode} bytecode file(s) under __pycache__ not compared (Python runs one in place "
-                     "of its source when its header matches the source's size and time)")  # fmt: skip
+        notes.append(
+            f"{package.bytecode} bytecode file(s) under __pycache__ not compared (Python runs one in place "
+            "of its source when its header matches the source's size and time)"
+        )
     return True, "; ".join(notes)
 
 
@@ -189,12 +198,27 @@ def version_file_problem(text: bytes | None) -> str | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module == "typing" and node.level == 0:
             continue
-        allowed = (ast.Module, ast.Assign, ast.AnnAssign, ast.If, ast.Name, ast.Constant, ast.Tuple, ast.List,
-                   ast.Subscript, ast.Load, ast.Store, ast.alias, ast.BinOp, ast.BitOr)  # fmt: skip
+        allowed = (
+            ast.Module,
+            ast.Assign,
+            ast.AnnAssign,
+            ast.If,
+            ast.Name,
+            ast.Constant,
+            ast.Tuple,
+            ast.List,
+            ast.Subscript,
+            ast.Load,
+            ast.Store,
+            ast.alias,
+            ast.BinOp,
+            ast.BitOr,
+        )
         if not isinstance(node, allowed):
             what = type(node.value).__name__ if isinstance(node, ast.Expr) else type(node).__name__
-            return f"vllm/_version.py holds more than setuptools-scm writes: {what} at line " \
-                f"{getattr(node, 'lineno', '?')}"  # fmt: skip
+            return (
+                f"vllm/_version.py holds more than setuptools-scm writes: {what} at line {getattr(node, 'lineno', '?')}"
+            )
         if isinstance(node, ast.If) and not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
             return f"vllm/_version.py holds more than setuptools-scm writes: an if at line {node.lineno}"
     return None

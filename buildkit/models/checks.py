@@ -13,16 +13,26 @@ from typing import Any, Literal
 Status = Literal["pass", "fail", "not checked"]
 
 # The checks, in the order every place shows them.
-KNOWN_CHECKS = ("CUDA", "torch", "kernels", "ABI", "glibc", "driver", "content address", "reproducibility",
-                "provenance")
+KNOWN_CHECKS = (
+    "CUDA",
+    "torch",
+    "kernels",
+    "ABI",
+    "glibc",
+    "driver",
+    "content address",
+    "reproducibility",
+    "provenance",
+)
 
 
 def row(name: str, status: Status, detail: str) -> dict[str, str]:
     return {"check": name, "status": status, "detail": detail}
 
 
-def known_checks(lock, verify=None, record=None, provenance_checked=None, *, image: str | None = None,
-                 unread: str | None = None) -> list[dict]:  # fmt: skip
+def known_checks(
+    lock, verify=None, record=None, provenance_checked=None, *, image: str | None = None, unread: str | None = None
+) -> list[dict]:
     """One row per KNOWN_CHECKS. verify/record/provenance_checked: the records of the build described (None: not
     run); image: why there is no image-side row yet ("no image built from this lock yet" by default); unread: why
     the verify records are not read, where they are not (the SLSA statement is made from the lock and the build)."""
@@ -67,8 +77,11 @@ def _torch(lock) -> dict[str, str]:
     release line stops resolve, so a lock holds a match, the same release line (the ABI row decides), or why not."""
     found = getattr(lock, "torch", None)
     if found is None:
-        return row("torch", "not checked", "the lock holds no torch comparison (written before it, or resolve read "
-                   "no wheel bytes): buildkit resolve")  # fmt: skip
+        return row(
+            "torch",
+            "not checked",
+            "the lock holds no torch comparison (written before it, or resolve read no wheel bytes): buildkit resolve",
+        )
     if found.outcome == "not checked":
         return row("torch", "not checked", found.detail)
     if found.outcome == "same release line":  # a patch release apart: the symbol check (ABI) is what decides
@@ -86,8 +99,11 @@ def _kernels(gpu, where: str, lock) -> dict[str, str]:
     unknown = [(r.library, v) for r in required for v in r.loads.values() if v.startswith("unknown")]
     if unknown:  # a library whose GPU code could not be read: nothing was judged, and that is not a pass
         said = "; ".join(f"{library.rsplit('/', 1)[-1]}: {verdict}" for library, verdict in unknown[:4])
-        return row("kernels", "not checked", f"the GPU code of {len(unknown)} required library(ies) {where} could "
-                   f"not be read: {said}")  # fmt: skip
+        return row(
+            "kernels",
+            "not checked",
+            f"the GPU code of {len(unknown)} required library(ies) {where} could not be read: {said}",
+        )
     return row("kernels", "pass", f"{len(gpu.libraries)} libraries {where} load on {', '.join(gpu.gpus)}")
 
 
@@ -97,8 +113,11 @@ def _abi(gpu, where: str, lock, key: str, against: str, name: str) -> dict[str, 
         return row(name, "not checked", _no_wheel_bytes(lock))
     why = getattr(gpu, "not_checked", {}).get(key)
     found = gpu.abi
-    used = [a for a in (found.against if found else []) if (a.startswith("torch ") if key == "abi" else
-                                                            not a.startswith("torch "))]  # fmt: skip
+    used = [
+        a
+        for a in (found.against if found else [])
+        if (a.startswith("torch ") if key == "abi" else not a.startswith("torch "))
+    ]
     if not used:
         return row(name, "not checked", why or f"not recorded why: the lock predates the reason ({against} unread)")
     if found.unresolved_count:
@@ -118,8 +137,11 @@ def _driver(verify, record, no_image: str, unread: str | None = None) -> dict[st
         return row("driver", "not checked", "buildkit verify did not read the image's CUDA runtime: buildkit verify")
     if not driver.drivers:
         least = f"needs driver {driver.minimum_driver} or newer" if driver.minimum_driver else "minimum driver unknown"
-        return row("driver", "not checked", f"CUDA {driver.cuda_runtime} {least}; no node's driver given: "
-                   "buildkit verify --driver VERSION")  # fmt: skip
+        return row(
+            "driver",
+            "not checked",
+            f"CUDA {driver.cuda_runtime} {least}; no node's driver given: buildkit verify --driver VERSION",
+        )
     judged = "; ".join(f"{d}: {why}" for d, why in driver.drivers.items())
     failed = any(why.split(":", 1)[0] in ("no", "unknown") for why in driver.drivers.values())
     return row("driver", "fail" if failed else "pass", judged)
@@ -147,8 +169,11 @@ def _provenance(checked, record, no_image: str, unread: str | None = None) -> di
     if unread:
         return row("provenance", "not checked", unread)
     if checked is None:
-        return row("provenance", "not checked", "not read from the registry: buildkit verify --provenance --key "
-                   "cosign.pub (needs a pushed image)")  # fmt: skip
+        return row(
+            "provenance",
+            "not checked",
+            "not read from the registry: buildkit verify --provenance --key cosign.pub (needs a pushed image)",
+        )
     failed = [r.name for r in checked.results if r.status == "fail"]
     if failed:
         return row("provenance", "fail", "; ".join(failed))

@@ -88,46 +88,82 @@ _CMAKE = "CMakeLists.txt@bc390b91"
 
 # Order matters: the first rule a path matches is the one reported (external_projects before cmake/).
 RULES: tuple[Rule, ...] = (
-    Rule("csrc/", "compiled-source",
-         "C++/CUDA sources and generator scripts of _C, _moe_C and cumem_allocator",
-         f"{_CMAKE}: VLLM_EXT_SRC, VLLM_MOE_EXT_SRC, VLLM_CUMEM_EXT_SRC"),
-    Rule("cmake/external_projects/", "kernel-pin",
-         "kernel repositories fetched at a pinned GIT_TAG: vllm-flash-attn (_vllm_fa2_C, _vllm_fa3_C), "
-         "FlashMLA (_flashmla_C, _flashmla_extension_C), triton_kernels, qutlass",
-         "vllm_flash_attn.cmake@008452ab, flashmla.cmake@000a1ee9, triton_kernels.cmake@0e751577; "
-         f"included from {_CMAKE}"),
-    Rule("cmake/", "build-definition",
-         "CMake helpers every extension is built with (gencode flags, define_extension_target)",
-         f"{_CMAKE}: include(cmake/utils.cmake)"),
-    Rule("CMakeLists.txt", "build-definition",
-         "defines every extension target and its sources; pins CUTLASS and the expected torch",
-         f"{_CMAKE}: CUTLASS_REVISION, TORCH_SUPPORTED_VERSION_CUDA"),
-    Rule("setup.py", "build-definition",
-         "declares the extensions, drives CMake, and decides what precompiled mode copies from the wheel",
-         f"{_SETUP}: ext_modules, cmake_build_ext, precompiled_wheel_utils"),
-    Rule("vllm/vllm_flash_attn/", "from-wheel",
-         "precompiled mode copies vllm/vllm_flash_attn/**/*.py out of the wheel; a source change here is replaced",
-         f"{_SETUP}: flash_attn_regex; vllm_flash_attn.cmake install(DIRECTORY)"),
-    Rule("vllm/third_party/triton_kernels/", "from-wheel",
-         "precompiled mode copies vllm/third_party/triton_kernels/**/*.py out of the wheel",
-         f"{_SETUP}: triton_kernels_regex; triton_kernels.cmake"),
-    Rule("*.so", "from-wheel",
-         "shared objects come from the wheel (_C, _moe_C, _flashmla_C, _flashmla_extension_C, _sparse_flashmla_C, "
-         "_vllm_fa2_C, _vllm_fa3_C, cumem_allocator, _rocm_C)",
-         f"{_SETUP}: files_to_copy"),
-    Rule("requirements/cuda.txt", "torch-pin",
-         "the torch the CUDA build installs and the extensions link against",
-         f"{_SETUP}: get_requirements reads cuda.txt; requirements/cuda.txt@53f9946d"),
-    Rule("requirements/build.txt", "torch-pin",
-         "the torch of the build environment (\"Should be mirrored in pyproject.toml\")",
-         "requirements/build.txt@02aad69c"),
-    Rule("requirements/build/cuda.txt", "torch-pin",
-         "the same pin after vLLM moved build requirements under requirements/build/",
-         "stored vLLM tree, requirements/build/cuda.txt@838100bd"),
-    Rule("pyproject.toml", "torch-pin",
-         "[build-system] requires pins the torch the extensions are built against",
-         f"pyproject.toml; {_CMAKE} says the CUDA torch version is derived from it"),
-)  # fmt: skip
+    Rule(
+        "csrc/",
+        "compiled-source",
+        "C++/CUDA sources and generator scripts of _C, _moe_C and cumem_allocator",
+        f"{_CMAKE}: VLLM_EXT_SRC, VLLM_MOE_EXT_SRC, VLLM_CUMEM_EXT_SRC",
+    ),
+    Rule(
+        "cmake/external_projects/",
+        "kernel-pin",
+        "kernel repositories fetched at a pinned GIT_TAG: vllm-flash-attn (_vllm_fa2_C, _vllm_fa3_C), "
+        "FlashMLA (_flashmla_C, _flashmla_extension_C), triton_kernels, qutlass",
+        "vllm_flash_attn.cmake@008452ab, flashmla.cmake@000a1ee9, triton_kernels.cmake@0e751577; "
+        f"included from {_CMAKE}",
+    ),
+    Rule(
+        "cmake/",
+        "build-definition",
+        "CMake helpers every extension is built with (gencode flags, define_extension_target)",
+        f"{_CMAKE}: include(cmake/utils.cmake)",
+    ),
+    Rule(
+        "CMakeLists.txt",
+        "build-definition",
+        "defines every extension target and its sources; pins CUTLASS and the expected torch",
+        f"{_CMAKE}: CUTLASS_REVISION, TORCH_SUPPORTED_VERSION_CUDA",
+    ),
+    Rule(
+        "setup.py",
+        "build-definition",
+        "declares the extensions, drives CMake, and decides what precompiled mode copies from the wheel",
+        f"{_SETUP}: ext_modules, cmake_build_ext, precompiled_wheel_utils",
+    ),
+    Rule(
+        "vllm/vllm_flash_attn/",
+        "from-wheel",
+        "precompiled mode copies vllm/vllm_flash_attn/**/*.py out of the wheel; a source change here is replaced",
+        f"{_SETUP}: flash_attn_regex; vllm_flash_attn.cmake install(DIRECTORY)",
+    ),
+    Rule(
+        "vllm/third_party/triton_kernels/",
+        "from-wheel",
+        "precompiled mode copies vllm/third_party/triton_kernels/**/*.py out of the wheel",
+        f"{_SETUP}: triton_kernels_regex; triton_kernels.cmake",
+    ),
+    Rule(
+        "*.so",
+        "from-wheel",
+        "shared objects come from the wheel (_C, _moe_C, _flashmla_C, _flashmla_extension_C, _sparse_flashmla_C, "
+        "_vllm_fa2_C, _vllm_fa3_C, cumem_allocator, _rocm_C)",
+        f"{_SETUP}: files_to_copy",
+    ),
+    Rule(
+        "requirements/cuda.txt",
+        "torch-pin",
+        "the torch the CUDA build installs and the extensions link against",
+        f"{_SETUP}: get_requirements reads cuda.txt; requirements/cuda.txt@53f9946d",
+    ),
+    Rule(
+        "requirements/build.txt",
+        "torch-pin",
+        'the torch of the build environment ("Should be mirrored in pyproject.toml")',
+        "requirements/build.txt@02aad69c",
+    ),
+    Rule(
+        "requirements/build/cuda.txt",
+        "torch-pin",
+        "the same pin after vLLM moved build requirements under requirements/build/",
+        "stored vLLM tree, requirements/build/cuda.txt@838100bd",
+    ),
+    Rule(
+        "pyproject.toml",
+        "torch-pin",
+        "[build-system] requires pins the torch the extensions are built against",
+        f"pyproject.toml; {_CMAKE} says the CUDA torch version is derived from it",
+    ),
+)
 
 
 def rule_for(path: str) -> Rule | None:

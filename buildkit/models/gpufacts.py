@@ -39,8 +39,10 @@ class DriverCheck(_Fact):
     cuda_runtime: str | None = Field(description="The CUDA runtime the image ships (major.minor).")
     forward_compat: bool = Field(description="Whether it holds the cuda-compat package.")
     minimum_driver: str | None
-    drivers: dict[str, str] = Field(default_factory=dict, description="--driver VERSION -> native / forward "
-                                    "compatibility (data-center GPUs) / no, and why.")  # fmt: skip
+    drivers: dict[str, str] = Field(
+        default_factory=dict,
+        description="--driver VERSION -> native / forward compatibility (data-center GPUs) / no, and why.",
+    )
 
 
 class GpuCheck(_Fact):

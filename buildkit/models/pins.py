@@ -160,12 +160,15 @@ class Build(_Strict):
             return data
         given = [key for key in ("platform", "cuda_arch_list") if key in data]
         if given:
-            raise ValueError(f"build.platforms replaces build.{given[0]}: give each platform's cuda_arch_list under "
-                             "build.platforms, or use the single-platform form without build.platforms")  # fmt: skip
+            raise ValueError(
+                f"build.platforms replaces build.{given[0]}: give each platform's cuda_arch_list under "
+                "build.platforms, or use the single-platform form without build.platforms"
+            )
         platforms = data["platforms"]
         if not isinstance(platforms, dict) or not platforms:
-            raise ValueError("build.platforms: expected a mapping of at least one platform (linux/amd64: "
-                             "{cuda_arch_list: '9.0'})")  # fmt: skip
+            raise ValueError(
+                "build.platforms: expected a mapping of at least one platform (linux/amd64: {cuda_arch_list: '9.0'})"
+            )
         first, primary = next(iter(platforms.items()))
         arch_list = primary.get("cuda_arch_list") if isinstance(primary, dict) else None
         return {**data, "platform": first, "cuda_arch_list": arch_list}
@@ -285,17 +288,18 @@ class Pins(_Strict):
             return data
         wheel = data.get("wheel") if isinstance(data.get("wheel"), dict) else {}
         if "arch" in wheel:
-            raise ValueError("wheel.arch follows build.platforms (each platform's wheel is its own arch): leave it "
-                             "out")  # fmt: skip
+            raise ValueError("wheel.arch follows build.platforms (each platform's wheel is its own arch): leave it out")
         primary = next(iter(build["platforms"]))
         return {**data, "wheel": {**wheel, "arch": ARCH_OF_PLATFORM.get(str(primary), "x86_64")}}
 
     def for_platform(self, platform: str) -> Pins:
         """These pins as a single-platform build of one of build.platforms (its GPUs and its wheel's arch)."""
-        return self.model_copy(update={
-            "build": self.build.for_platform(platform),
-            "wheel": self.wheel.model_copy(update={"arch": ARCH_OF_PLATFORM[platform]}),
-        })  # fmt: skip
+        return self.model_copy(
+            update={
+                "build": self.build.for_platform(platform),
+                "wheel": self.wheel.model_copy(update={"arch": ARCH_OF_PLATFORM[platform]}),
+            }
+        )
 
     @model_validator(mode="after")
     def _arch_matches_platform(self) -> Pins:

@@ -126,11 +126,15 @@ def argv(plan: BuildPlan) -> list[str]:
     if plan.builder:
         args += ["--builder", plan.builder]
     args += [
-        "--file", str(plan.dockerfile),
-        "--build-context", f"nemo-rl={plan.tree}",
-        "--platform", plan.platform,
-        "--tag", plan.tag,
-    ]  # fmt: skip
+        "--file",
+        str(plan.dockerfile),
+        "--build-context",
+        f"nemo-rl={plan.tree}",
+        "--platform",
+        plan.platform,
+        "--tag",
+        plan.tag,
+    ]
     if plan.target:
         args += ["--target", plan.target]
     for name, value in plan.build_args:

@@ -23,13 +23,17 @@ def check_shape(text: str, what: str) -> None:
     for number, line in enumerate(bare_text.splitlines(), 1):
         bare = _COMMENT_RE.sub("", _STRING_RE.sub('""', line))
         if bare.count(".") > MAX_DOTS:
-            raise UpstreamMalformed(f"{what}: a line of more than {MAX_DOTS} dots outside strings (line {number}): "
-                                    "not a TOML file buildkit parses")  # fmt: skip
+            raise UpstreamMalformed(
+                f"{what}: a line of more than {MAX_DOTS} dots outside strings (line {number}): "
+                "not a TOML file buildkit parses"
+            )
         for char in _BRACKET_RE.findall(bare):
             depth += 1 if char in "[{" else -1
             if depth > MAX_DEPTH:
-                raise UpstreamMalformed(f"{what}: arrays or tables nested more than {MAX_DEPTH} deep (line "
-                                        f"{number}): not a TOML file buildkit parses")  # fmt: skip
+                raise UpstreamMalformed(
+                    f"{what}: arrays or tables nested more than {MAX_DEPTH} deep (line "
+                    f"{number}): not a TOML file buildkit parses"
+                )
 
 
 def _outside_multiline(text: str, what: str) -> str:

@@ -105,8 +105,10 @@ def drift_advice(lock: Lock, upstream_base: str | None) -> list[str]:
     out = [f"`base_image`: an image of CUDA {major} (upstream's default: `{upstream_base}`)"]
     if lock.wheel.cuda is None or int(lock.wheel.cuda.split(".")[0]) != major:
         now = f"CUDA {lock.wheel.cuda}" if lock.wheel.cuda else "of unknown CUDA"
-        out.append(f"`wheel.variant`: a variant built for CUDA {major}, e.g. `cu{major}0` (CUDA {major}.0); the "
-                   f"pinned variant `{lock.wheel.variant}` is {now}")  # fmt: skip
+        out.append(
+            f"`wheel.variant`: a variant built for CUDA {major}, e.g. `cu{major}0` (CUDA {major}.0); the "
+            f"pinned variant `{lock.wheel.variant}` is {now}"
+        )
     return out
 
 
@@ -124,16 +126,22 @@ def torch_advice(exc: TorchMismatch, pins, old_lock: Lock | None, nemo_to: str) 
         wheel_cuda = f"{variant['major']}.{variant['minor']}" if variant else old_lock.wheel.cuda if old_lock else None
         if wheel_cuda is None or cuda_major(wheel_cuda) != major:
             now = f"CUDA {wheel_cuda}" if wheel_cuda else "of unknown CUDA"
-            out.append(f"`wheel.variant`: `{locked.local}`, the CUDA of torch {exc.locked.version} (the pinned variant "
-                       f"`{pins.wheel.variant}` is {now})")  # fmt: skip
+            out.append(
+                f"`wheel.variant`: `{locked.local}`, the CUDA of torch {exc.locked.version} (the pinned variant "
+                f"`{pins.wheel.variant}` is {now})"
+            )
         base_cuda = old_lock.base_image.cuda_version if old_lock else None
         if base_cuda is None or cuda_major(base_cuda) != major:
             now = f"CUDA {base_cuda}" if base_cuda else "of unknown CUDA"
-            out.append(f"`base_image`: an image of CUDA {major} (the pinned one is {now}; upstream's "
-                       "docker/Dockerfile names its own in ARG BASE_IMAGE)")  # fmt: skip
-    out.append(f"`vllm.ref`: a commit whose wheel requires torch {line}: `buildkit bump --nemo-rl {nemo_to} "
-               "--vllm-branch main` moves it to main's newest commit with a wheel for the pinned variant (resolve "
-               "checks that wheel's torch again)")  # fmt: skip
+            out.append(
+                f"`base_image`: an image of CUDA {major} (the pinned one is {now}; upstream's "
+                "docker/Dockerfile names its own in ARG BASE_IMAGE)"
+            )
+    out.append(
+        f"`vllm.ref`: a commit whose wheel requires torch {line}: `buildkit bump --nemo-rl {nemo_to} "
+        "--vllm-branch main` moves it to main's newest commit with a wheel for the pinned variant (resolve "
+        "checks that wheel's torch again)"
+    )
     return out
 
 
@@ -177,9 +185,14 @@ class _Bump:
         new_text, ctx = self._staged(edits, old_pins)
         lock = ctx.lock
         report.wheel = WheelInfo(
-            commit=lock.vllm.commit, filename=lock.wheel.filename, url=lock.wheel.url, arch=lock.wheel.arch,
-            variant=lock.wheel.variant, size=lock.wheel.size, sha256=lock.wheel.sha256,
-        )  # fmt: skip
+            commit=lock.vllm.commit,
+            filename=lock.wheel.filename,
+            url=lock.wheel.url,
+            arch=lock.wheel.arch,
+            variant=lock.wheel.variant,
+            size=lock.wheel.size,
+            sha256=lock.wheel.sha256,
+        )
         report.vllm_source = composition(lock)
         report.vllm_compiled = list(lock.vllm_compare.compiled)
         for each in platform_contexts(ctx):  # each platform's Dockerfile (build/<os>-<arch>/ for several)
@@ -257,8 +270,9 @@ class _Bump:
         if not self.request.follow_pr or vllm.pr is None:
             return False
         self._pull = resolver.github.pull(vllm.repo, vllm.pr, vllm.ref)
-        was_open = bool(old_lock and old_lock.vllm_pr and old_lock.vllm_pr.number == vllm.pr
-                        and not old_lock.vllm_pr.merged)  # fmt: skip
+        was_open = bool(
+            old_lock and old_lock.vllm_pr and old_lock.vllm_pr.number == vllm.pr and not old_lock.vllm_pr.merged
+        )
         return not self._pull.merged or was_open
 
     def _follow_pr(self, resolver, old_pins, old_lock: Lock | None) -> list[Callable]:
@@ -283,7 +297,8 @@ class _Bump:
             # A force-push is how a PR branch moves too: said, never a stop.
             move.relation = _relation(resolver, vllm.upstream, old.commit, new.commit, old_pins.git_url_rewrites)
             how = {"descendant": "new commits", "older": "moved back", "unrelated": "a force-push"}.get(
-                move.relation or "", "moved")  # fmt: skip
+                move.relation or "", "moved"
+            )
             what += f" (was {old.commit[:12]}: {how})"
         report.pr_followed = what
         if vllm.ref and new.commit != old.commit:
@@ -414,9 +429,11 @@ class _Bump:
             report.dockerfile_note = f"docker/Dockerfile does not exist at {old.commit[:12]}"
             return
         report.dockerfile = compare(
-            old_text, new_text, f"upstream docker/Dockerfile at {old.commit[:12]}",
+            old_text,
+            new_text,
+            f"upstream docker/Dockerfile at {old.commit[:12]}",
             f"upstream docker/Dockerfile at {new.commit[:12]}",
-        )  # fmt: skip
+        )
 
     def _stale_comment(self, *path: str) -> None:
         """A comment line right above a value that moves may describe the old one: the summary points at it."""
@@ -503,9 +520,14 @@ def _statuses(declared: list[str], removed: dict[str, str], failed, done: bool =
             info = None
             if conflict is not None:
                 info = ConflictInfo(
-                    path=conflict.path, hunk=conflict.hunk, header=conflict.header, line=conflict.line,
-                    expected=conflict.expected, found=conflict.found, missing=conflict.missing,
-                )  # fmt: skip
+                    path=conflict.path,
+                    hunk=conflict.hunk,
+                    header=conflict.header,
+                    line=conflict.line,
+                    expected=conflict.expected,
+                    found=conflict.found,
+                    missing=conflict.missing,
+                )
             out.append(PatchStatus(file=file, status="conflicts", reason=failed.message, conflict=info))
         elif seen_failure or (failed is None and not done):
             out.append(PatchStatus(file=file, status="not checked"))
@@ -525,8 +547,10 @@ def _relation(resolver, repo: str, old: str, new: str, rewrites) -> Literal["des
     status = resolver.contains(repo, old, new)
     if status is not None:
         relations: dict[str, Literal["descendant", "older"]] = {
-            "ahead": "descendant", "identical": "descendant", "behind": "older"
-        }  # fmt: skip
+            "ahead": "descendant",
+            "identical": "descendant",
+            "behind": "older",
+        }
         return relations.get(status, "unrelated")
     config = git_config(rewrites, repo)
     with tempfile.TemporaryDirectory(prefix="buildkit-bump-") as scratch:

@@ -128,8 +128,11 @@ def _would_stop(report: BumpReport) -> list[str]:
         return []
     out = ["**`buildkit build` would stop on these pins** (bump exits 7; `--allow-drift` accepts them):", ""]
     out += [f"- {text(reason)}" for reason in report.build_would_stop]
-    out += ["", "To build, change pins.yaml (all of it: each alone stops resolve or build), or build with "
-            "`--allow-drift`:", ""]
+    out += [
+        "",
+        "To build, change pins.yaml (all of it: each alone stops resolve or build), or build with `--allow-drift`:",
+        "",
+    ]
     out += [f"- {spans(line)}" for line in report.advice]
     return out + [""]
 
@@ -164,8 +167,10 @@ def _not_forward(report: BumpReport) -> list[str]:
         elif move.relation == "unrelated":
             out.append(f"- **{move.pin} moved to an unrelated commit**: neither contains the other.")
         if _when(move.new.date) < _when(move.old.date):
-            out.append(f"- {move.pin}: the new commit is older than the old one ({text(move.new.date[:10])} < "
-                       f"{text(move.old.date[:10])}).")  # fmt: skip
+            out.append(
+                f"- {move.pin}: the new commit is older than the old one ({text(move.new.date[:10])} < "
+                f"{text(move.old.date[:10])})."
+            )
     return [*out, ""] if out else []
 
 

@@ -136,10 +136,15 @@ def platform_contexts(ctx: Context) -> list[Context]:
         return [ctx]
     inputs = ctx.inputs
     return [
-        replace(ctx, paths=ctx.paths.for_platform(p), inputs=platform_inputs(inputs, p), made=copy.copy(ctx.made),
-                held=ctx.held)
+        replace(
+            ctx,
+            paths=ctx.paths.for_platform(p),
+            inputs=platform_inputs(inputs, p),
+            made=copy.copy(ctx.made),
+            held=ctx.held,
+        )
         for p in ctx.lock.platforms()
-    ]  # fmt: skip
+    ]
 
 
 def each_platform(paths: Paths, only: str | None, **one_thing: object) -> list[Paths]:
@@ -166,9 +171,7 @@ def platform_paths(paths: Paths, only: str | None = None) -> list[Paths]:
         return [paths]
     platforms = lock.platforms()
     if only is not None and only not in platforms:
-        raise InputError(
-            f"--platform {only}: {paths.lock} holds {', '.join(platforms)}", hint="pass one of them"
-        )
+        raise InputError(f"--platform {only}: {paths.lock} holds {', '.join(platforms)}", hint="pass one of them")
     if not lock.other_platforms:
         return [paths]
     return [paths.for_platform(p) for p in platforms if only in (None, p)]

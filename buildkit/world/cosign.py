@@ -149,10 +149,17 @@ def sign(cosign: str, key: str, payload: bytes) -> dict[str, Any]:
         output = Path(tmp) / "signature"
         message.write_bytes(pae(PAYLOAD_TYPE, payload))
         done = _run(
-            [cosign, "sign-blob", f"--key={key}", "--tlog-upload=false", "--yes", f"--output-signature={output}",
-             str(message)],
+            [
+                cosign,
+                "sign-blob",
+                f"--key={key}",
+                "--tlog-upload=false",
+                "--yes",
+                f"--output-signature={output}",
+                str(message),
+            ],
             "signing",
-        )  # fmt: skip
+        )
         if done.returncode != 0:
             raise InputError(f"cosign could not sign with the key {key}: {last_error(done.stderr)}")
         text = output.read_text(encoding="ascii", errors="replace").strip() if output.is_file() else ""
@@ -199,10 +206,17 @@ def verify(cosign: str, public_key: str, image: str) -> list[dict[str, Any]]:
     if not public_key or public_key.startswith("-"):
         raise InputError(f"--key: expected a public key file or a KMS URI, found {excerpt(public_key, 80)}")
     done = _run(
-        [cosign, "verify-attestation", f"--key={public_key}", "--type=slsaprovenance1", "--insecure-ignore-tlog=true",
-         *registry_flags(image), image],
+        [
+            cosign,
+            "verify-attestation",
+            f"--key={public_key}",
+            "--type=slsaprovenance1",
+            "--insecure-ignore-tlog=true",
+            *registry_flags(image),
+            image,
+        ],
         "verifying the attestation",
-    )  # fmt: skip
+    )
     if done.returncode != 0:
         raise CheckFailed(f"cosign verify-attestation refused {image}: {last_error(done.stderr)}")
     statements = []

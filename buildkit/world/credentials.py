@@ -230,9 +230,7 @@ def _ask_helper(name: str, server: str, named_by: str) -> tuple[str, str] | None
             hint=f"install {program}, or take it out of that file",
         )
     try:
-        done = proc.run(
-            [exe, "get"], stdin=server.encode(), stdout_limit=HELPER_OUTPUT_MAX, timeout=HELPER_TIMEOUT
-        )
+        done = proc.run([exe, "get"], stdin=server.encode(), stdout_limit=HELPER_OUTPUT_MAX, timeout=HELPER_TIMEOUT)
     except proc.TimedOut:
         raise CredentialsError(f"{program} get did not answer within {HELPER_TIMEOUT:g}s (for {server})") from None
     except proc.NotStarted as exc:

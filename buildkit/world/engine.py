@@ -129,8 +129,9 @@ class DockerEngine:
 
         devices = [DeviceRequest(count=-1, capabilities=[["gpu"]])] if gpus else None  # None: as if not given
         try:
-            container = self.client.containers.create(image, command=command, entrypoint=[], network_disabled=True,
-                                                      device_requests=devices)  # fmt: skip
+            container = self.client.containers.create(
+                image, command=command, entrypoint=[], network_disabled=True, device_requests=devices
+            )
             try:
                 try:
                     container.start()

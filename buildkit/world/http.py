@@ -244,8 +244,9 @@ class Http:
         )
 
     @contextmanager
-    def stream(self, url: str, *, limit: Limit, headers: dict[str, str] | None = None,
-               cancel: threading.Event | None = None) -> Iterator[Stream]:  # fmt: skip
+    def stream(
+        self, url: str, *, limit: Limit, headers: dict[str, str] | None = None, cancel: threading.Event | None = None
+    ) -> Iterator[Stream]:
         """One GET whose body the caller reads in chunks (`Stream.chunks`), for answers too big to hold: a wheel
         of hundreds of MiB that takes minutes on a slow link. Connect, redirects and headers are held to the
         deadline like any request; the body to the stall timeout instead. Redirects as in `request`.

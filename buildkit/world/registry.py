@@ -369,8 +369,9 @@ class Registry:
         return [LayerRef(d.digest, d.size, d.mediaType) for d in parse(_Manifest, manifest, what).layers]
 
     @contextmanager
-    def layer(self, fact: ImageFact, layer: LayerRef,
-              cancel: threading.Event | None = None) -> Iterator[Iterable[bytes]]:  # fmt: skip
+    def layer(
+        self, fact: ImageFact, layer: LayerRef, cancel: threading.Event | None = None
+    ) -> Iterator[Iterable[bytes]]:
         """A layer's bytes as they arrive (the caller checks them against the layer's size and digest), held to
         the registry's declared size and BUILDKIT_HTTP_MAX_LAYER. A registry may redirect a blob to another host (a
         CDN): the login is never sent there. A token that expired during a long read is renewed once. `cancel`

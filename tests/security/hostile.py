@@ -213,8 +213,14 @@ def github_commit(sha: str, **changes: Any) -> dict[str, Any]:
 
 def github_compare(merge_base: str, **changes: Any) -> dict[str, Any]:
     """`compare/main...{sha}` for a commit that is main's tip, as GitHub answers it: identical, no files."""
-    data = {"status": "identical", "ahead_by": 0, "behind_by": 0, "total_commits": 0,
-            "merge_base_commit": github_commit(merge_base), "files": []}  # fmt: skip
+    data = {
+        "status": "identical",
+        "ahead_by": 0,
+        "behind_by": 0,
+        "total_commits": 0,
+        "merge_base_commit": github_commit(merge_base),
+        "files": [],
+    }
     data.update(changes)
     return data
 

@@ -99,8 +99,9 @@ def _pushed(project: Path, digest: str) -> None:
 
 def _labelled_image(registry, repo: str, labels: dict[str, str]) -> str:
     """A one-platform image as BuildKit pushes it: an OCI manifest whose config carries the build's labels."""
-    image = registry.put_image({"architecture": "amd64", "os": "linux",
-                                "config": {"Env": ["PATH=/usr/bin"], "Labels": labels}})  # fmt: skip
+    image = registry.put_image(
+        {"architecture": "amd64", "os": "linux", "config": {"Env": ["PATH=/usr/bin"], "Labels": labels}}
+    )
     registry.tags[(repo, "1")] = image["digest"]
     return image["digest"]
 

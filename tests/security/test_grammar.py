@@ -78,9 +78,17 @@ def test_one_line_text_refuses_a_trailing_newline():
 
 
 @pytest.mark.parametrize(
-    "good", ["127.0.0.1:5000/nemo-rl/cache", "ghcr.io/org/nemo-rl-cache", "localhost/c", "localhost:5000/c",
-             "[::1]:5000/c", "registry:5000/c", "docker.io/org/cache"],
-)  # fmt: skip
+    "good",
+    [
+        "127.0.0.1:5000/nemo-rl/cache",
+        "ghcr.io/org/nemo-rl-cache",
+        "localhost/c",
+        "localhost:5000/c",
+        "[::1]:5000/c",
+        "registry:5000/c",
+        "docker.io/org/cache",
+    ],
+)
 def test_a_cache_repository_with_its_registry_host(good):
     assert grammar.cache_repository(good) == good
 

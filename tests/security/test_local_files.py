@@ -63,8 +63,10 @@ def _oversized(root: Path, target: Path, outside: Path) -> str:
     return "larger than 4 MiB"
 
 
-PATCH_TRAPS = {f.__name__.lstrip("_"): f for f in (_fifo, _device_inside, _symlink_to_a_device_outside,
-                                                    _symlink_to_a_file_outside, _directory, _oversized)}  # fmt: skip
+PATCH_TRAPS = {
+    f.__name__.lstrip("_"): f
+    for f in (_fifo, _device_inside, _symlink_to_a_device_outside, _symlink_to_a_file_outside, _directory, _oversized)
+}
 
 
 @pytest.mark.parametrize("trap", sorted(PATCH_TRAPS))

@@ -123,15 +123,19 @@ def test_export_refuses_a_device_and_streams_to_stdout(project, remote, engine, 
     import subprocess
     import sys
 
-
     root, cli = smoke_built(project, remote)
     null = private_null(tmp_path / "null")
     before = os.lstat(null)
     refused = cli("export", "-o", str(null), timeout=300)
     assert refused.code == 2 and "a character device" in refused.stderr, refused.output
     assert _same_node(null, before) and not list(tmp_path.glob(".null.*.tmp"))
-    streamed = subprocess.run([sys.executable, "-m", "buildkit.cli", "export", "-o", "-"], cwd=root, env=cli.env,
-                              capture_output=True, timeout=300)  # fmt: skip
+    streamed = subprocess.run(
+        [sys.executable, "-m", "buildkit.cli", "export", "-o", "-"],
+        cwd=root,
+        env=cli.env,
+        capture_output=True,
+        timeout=300,
+    )
     assert streamed.returncode == 0, streamed.stderr.decode()
     record = json.loads((root / "build" / "smoke" / "squashfs.json").read_text())
     assert hashlib.sha256(streamed.stdout).hexdigest() == record["sha256"] and streamed.stdout[:4] == b"hsqs"

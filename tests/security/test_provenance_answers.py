@@ -49,10 +49,13 @@ def _attestation(statement: bytes) -> dict:
         "mediaType": MANIFEST,
         "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": "sha256:" + "c" * 64},
         "layers": [
-            {"mediaType": INTOTO_LAYER, "digest": _digest(statement),
-             "annotations": {PREDICATE_ANNOTATION: slsa.PREDICATE_TYPE}}
+            {
+                "mediaType": INTOTO_LAYER,
+                "digest": _digest(statement),
+                "annotations": {PREDICATE_ANNOTATION: slsa.PREDICATE_TYPE},
+            }
         ],
-    }  # fmt: skip
+    }
 
 
 def _index(attestation: bytes, **platform_entry) -> dict:
@@ -62,11 +65,17 @@ def _index(attestation: bytes, **platform_entry) -> dict:
         "manifests": [
             {"mediaType": MANIFEST, "digest": PLATFORM_DIGEST, "platform": {"os": "linux", "architecture": "amd64"}}
             | platform_entry,
-            {"mediaType": MANIFEST, "digest": _digest(attestation), "platform": {"os": "unknown", "architecture": "x"},
-             "annotations": {"vnd.docker.reference.type": ATTESTATION_REFERENCE,
-                             "vnd.docker.reference.digest": PLATFORM_DIGEST}},
+            {
+                "mediaType": MANIFEST,
+                "digest": _digest(attestation),
+                "platform": {"os": "unknown", "architecture": "x"},
+                "annotations": {
+                    "vnd.docker.reference.type": ATTESTATION_REFERENCE,
+                    "vnd.docker.reference.digest": PLATFORM_DIGEST,
+                },
+            },
         ],
-    }  # fmt: skip
+    }
 
 
 def serve(hostile, index=None, attestation=None, statement=None) -> None:
@@ -126,7 +135,7 @@ def _with_attestation(**layer_changes) -> dict:
             {"statement": _statement(predicate={"buildDefinition": {"resolvedDependencies": 5}})},
             "resolvedDependencies: Input should be a valid list",
         ),
-    ],  # fmt: skip
+    ],
     ids=[
         "platform-string",
         "manifests-number",
@@ -137,7 +146,7 @@ def _with_attestation(**layer_changes) -> dict:
         "subject-number",
         "request-list",
         "dependencies-number",
-    ],  # fmt: skip
+    ],
 )
 def test_malformed_provenance_answers_are_exit_3(registry, answers, needle):
     with pytest.raises(UpstreamMalformed) as caught:

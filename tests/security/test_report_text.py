@@ -106,20 +106,50 @@ def test_every_error_message_is_printed_without_control_characters(tmp_path):
         "cli.app = app\n"
         "cli.main()\n"
     )
-    done = subprocess.run([sys.executable, str(script), ANSI], capture_output=True, text=True, cwd=REPO_ROOT,
-                          env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(script), ANSI],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 4, done.stderr
     assert "title" in done.stderr and "\x1b" not in done.stderr and "\x07" not in done.stderr
 
 
 # Gantt has no quoted labels, and its lexer reads these (case-insensitively, as prefixes) where a line's text starts.
 DIRECTIVES = [
-    "section forged", "title forged", "click s1 href javascript alert(1)", "call alert(1)", "href x",
-    "excludes weekends", "includes 2024-01-01", "dateFormat YYYY", "axisFormat %Y", "tickInterval 1day",
-    "todayMarker off", "weekday monday", "weekend friday", "inclusiveEndDates", "topAxis", "accTitle x",
-    "accDescr x", "accDescription x", "2024-01-01 dated", "gantt", "GANTT again", "%%{init: {}}%%", "# comment",
-    "classDef x", "class x", "style x", "linkStyle x", "subgraph x", "end", "vert x",
-]  # fmt: skip
+    "section forged",
+    "title forged",
+    "click s1 href javascript alert(1)",
+    "call alert(1)",
+    "href x",
+    "excludes weekends",
+    "includes 2024-01-01",
+    "dateFormat YYYY",
+    "axisFormat %Y",
+    "tickInterval 1day",
+    "todayMarker off",
+    "weekday monday",
+    "weekend friday",
+    "inclusiveEndDates",
+    "topAxis",
+    "accTitle x",
+    "accDescr x",
+    "accDescription x",
+    "2024-01-01 dated",
+    "gantt",
+    "GANTT again",
+    "%%{init: {}}%%",
+    "# comment",
+    "classDef x",
+    "class x",
+    "style x",
+    "linkStyle x",
+    "subgraph x",
+    "end",
+    "vert x",
+]
 
 
 def test_a_step_name_never_becomes_a_chart_directive():
@@ -130,10 +160,13 @@ def test_a_step_name_never_becomes_a_chart_directive():
     from tests.mermaid_check import mermaid_gantt
 
     steps = [
-        StepTime(name=f"[smoke {n}/{len(DIRECTIVES)}] {name}", started=f"2025-01-01T00:00:{n:02d}Z",
-                 completed=f"2025-01-01T00:00:{n:02d}.5Z")
+        StepTime(
+            name=f"[smoke {n}/{len(DIRECTIVES)}] {name}",
+            started=f"2025-01-01T00:00:{n:02d}Z",
+            completed=f"2025-01-01T00:00:{n:02d}.5Z",
+        )
         for n, name in enumerate(DIRECTIVES)
-    ]  # fmt: skip
+    ]
     chart = gantt(steps)
     assert chart is not None
     read = mermaid_gantt(chart)

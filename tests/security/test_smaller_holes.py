@@ -22,25 +22,44 @@ def _forged_index(registry, repo: str, entries: int, distinct: int) -> None:
     """An image index as BuildKit pushes it (one linux/amd64 manifest and attestation manifests that refer to it,
     annotated `vnd.docker.reference.type: attestation-manifest`), with `entries` attestation entries over
     `distinct` attestation manifests that hold no SLSA statement."""
-    image = registry.platform_digest(registry_repo := "nvidia/cuda-dl-base", "25.05-cuda12.9-devel-ubuntu24.04",
-                                     "linux/amd64")  # fmt: skip
+    image = registry.platform_digest(
+        registry_repo := "nvidia/cuda-dl-base", "25.05-cuda12.9-devel-ubuntu24.04", "linux/amd64"
+    )
     assert registry_repo
     attestations = []
     for n in range(distinct):
-        manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                    "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                               "digest": "sha256:" + f"{n:064x}", "size": 2},
-                    "layers": []}  # fmt: skip
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": "sha256:" + f"{n:064x}",
+                "size": 2,
+            },
+            "layers": [],
+        }
         attestations.append(registry._put(manifest["mediaType"], manifest))
-    manifests = [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": image, "size": 1,
-                  "platform": {"architecture": "amd64", "os": "linux"}}]  # fmt: skip
+    manifests = [
+        {
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": image,
+            "size": 1,
+            "platform": {"architecture": "amd64", "os": "linux"},
+        }
+    ]
     for n in range(entries):
-        manifests.append({
-            "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": attestations[n % distinct],
-            "size": 1, "platform": {"architecture": "unknown", "os": "unknown"},
-            "annotations": {"vnd.docker.reference.type": "attestation-manifest",
-                            "vnd.docker.reference.digest": image},
-        })  # fmt: skip
+        manifests.append(
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": attestations[n % distinct],
+                "size": 1,
+                "platform": {"architecture": "unknown", "os": "unknown"},
+                "annotations": {
+                    "vnd.docker.reference.type": "attestation-manifest",
+                    "vnd.docker.reference.digest": image,
+                },
+            }
+        )
     index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests}
     registry.tags[(repo, "1")] = registry._put(index["mediaType"], index)
 

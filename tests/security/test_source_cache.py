@@ -253,8 +253,18 @@ def test_nested_submodule_is_checked_like_the_others(project, remote, tmp_path):
     commit_all(nested, "nested 1")
     remote.daemon.publish(nested, "test/Nested.git")
     megatron = tmp_path / "megatron"
-    git("-c", rewrite, "submodule", "add", "-q", "--name", "nested-name", "https://github.com/test/Nested.git",
-        "third_party/nested", cwd=megatron)  # fmt: skip
+    git(
+        "-c",
+        rewrite,
+        "submodule",
+        "add",
+        "-q",
+        "--name",
+        "nested-name",
+        "https://github.com/test/Nested.git",
+        "third_party/nested",
+        cwd=megatron,
+    )
     commit_all(megatron, "megatron 2")
     remote.daemon.publish(megatron, "test/Megatron-LM.git")
     git("-c", rewrite, "fetch", "-q", "origin", "main", cwd=remote.work / SUB)
@@ -318,7 +328,7 @@ def test_forged_object_in_the_cache_does_not_reach_the_tree(project, remote, sid
         "index is a directory",
         ".git is a file",
         "tree is a file",
-    ],  # fmt: skip
+    ],
 )
 def test_corrupted_cache_entry_is_prepared_afresh(project, remote, damage):
     cli, tree = prepared(project, remote)

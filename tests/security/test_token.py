@@ -164,8 +164,9 @@ def test_a_netrc_neither_replaces_the_token_nor_adds_credentials(project, upstre
     home = root / "home"
     home.mkdir()
     netrc = home / ".netrc"
-    netrc.write_text("".join(f"machine {u.netloc.split(':')[0]} login someone password n3trcS3cret\n"
-                             for u in upstreams.all()))  # fmt: skip
+    netrc.write_text(
+        "".join(f"machine {u.netloc.split(':')[0]} login someone password n3trcS3cret\n" for u in upstreams.all())
+    )
     netrc.chmod(0o600)
     run = measured(cli, "resolve", env={"GITHUB_TOKEN": TOKEN, "HOME": str(home), "NETRC": str(netrc)})
     assert run.code == 0, run.output

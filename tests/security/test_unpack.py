@@ -138,18 +138,33 @@ def test_a_docker_archive_whose_config_does_not_name_its_layers(tmp_path):
 
 def test_layers_stack_with_their_whiteouts(tmp_path):
     lower = [
-        F("a", kind=DIR, mode=0o755), F("a/old", b"old"), F("a/keep", b"keep"),
-        F("d", kind=DIR, mode=0o755), F("d/x", b"x"), F("d/sub", kind=DIR, mode=0o755), F("d/sub/y", b"y"),
-        F("f", b"f"), F("link", kind=SYM, linkname="f"), F("gone", kind=DIR, mode=0o755), F("gone/z", b"z"),
-    ]  # fmt: skip
+        F("a", kind=DIR, mode=0o755),
+        F("a/old", b"old"),
+        F("a/keep", b"keep"),
+        F("d", kind=DIR, mode=0o755),
+        F("d/x", b"x"),
+        F("d/sub", kind=DIR, mode=0o755),
+        F("d/sub/y", b"y"),
+        F("f", b"f"),
+        F("link", kind=SYM, linkname="f"),
+        F("gone", kind=DIR, mode=0o755),
+        F("gone/z", b"z"),
+    ]
     upper = [
-        F(".wh.f"), F(".wh.gone"), F("a", kind=DIR, mode=0o755), F("a/.wh.old"),
+        F(".wh.f"),
+        F(".wh.gone"),
+        F("a", kind=DIR, mode=0o755),
+        F("a/.wh.old"),
         # An entry listed before its directory's opaque marker is this layer's own: the marker hides only what
         # lower layers put there (d/x, d/sub/y), whatever the order of the tar.
-        F("d", kind=DIR, mode=0o750), F("d/-first", b"mine"), F("d/.wh..wh..opq"), F("d/sub", kind=DIR, mode=0o755),
+        F("d", kind=DIR, mode=0o750),
+        F("d/-first", b"mine"),
+        F("d/.wh..wh..opq"),
+        F("d/sub", kind=DIR, mode=0o755),
         F("d/sub/new", b"new"),
-        F("g", b"g"), F(".wh.g"),  # a whiteout never hides its own layer's entry
-    ]  # fmt: skip
+        F("g", b"g"),
+        F(".wh.g"),  # a whiteout never hides its own layer's entry
+    ]
     root, result = unpack(tmp_path, [lower, upper])
     assert listing(root) == {
         "a": ("drwxr-xr-x", None),
@@ -179,9 +194,13 @@ def test_an_entry_replaces_what_was_there_whatever_its_type(tmp_path):
 def test_modes_are_the_layers_as_enroot_fixes_them(tmp_path):
     """chmod -R u+rX and u+w on directories (enroot's common::fixperms); set-id bits stay; hardlinks share."""
     layer = [
-        F("ro", kind=DIR, mode=0o555), F("ro/none", b"n", mode=0o000), F("ro/x", b"x", mode=0o001),
-        F("suid", b"s", mode=0o4755), F("pipe", kind=FIFO, mode=0o640), F("hard", kind=LNK, linkname="suid"),
-    ]  # fmt: skip
+        F("ro", kind=DIR, mode=0o555),
+        F("ro/none", b"n", mode=0o000),
+        F("ro/x", b"x", mode=0o001),
+        F("suid", b"s", mode=0o4755),
+        F("pipe", kind=FIFO, mode=0o640),
+        F("hard", kind=LNK, linkname="suid"),
+    ]
     root, _ = unpack(tmp_path, [layer])
     found = listing(root)
     assert found["ro"][0] == "drwxr-xr-x" and found["ro/none"][0] == "-r--------" and found["ro/x"][0] == "-r-x-----x"
@@ -191,9 +210,13 @@ def test_modes_are_the_layers_as_enroot_fixes_them(tmp_path):
 
 def test_device_nodes_are_left_out_and_listed_and_dev_is_never_unpacked(tmp_path):
     layer = [
-        F("dev", kind=DIR, mode=0o755), F("dev/null", kind=CHR), F("dev/shm", kind=DIR, mode=0o1777),
-        F("dev/file", b"x"), F("usr", kind=DIR, mode=0o755), F("usr/tty0", kind=CHR),
-    ]  # fmt: skip
+        F("dev", kind=DIR, mode=0o755),
+        F("dev/null", kind=CHR),
+        F("dev/shm", kind=DIR, mode=0o1777),
+        F("dev/file", b"x"),
+        F("usr", kind=DIR, mode=0o755),
+        F("usr/tty0", kind=CHR),
+    ]
     root, result = unpack(tmp_path, [layer])
     assert listing(root) == {"dev": ("drwxr-xr-x", None), "usr": ("drwxr-xr-x", None)}
     assert result.skipped == ["/usr/tty0"] and result.skipped_count == 1
@@ -242,11 +265,17 @@ def test_unpacking_needs_no_root_and_gives_the_same_tree_to_anyone(tmp_path):
     """The same layers unpacked by root and by nobody give the same tree: modes, set-id bits, read-only
     directories, FIFOs, hardlinks; device nodes left out either way."""
     layers = [
-        [F("ro", kind=DIR, mode=0o555), F("ro/f", b"f", mode=0o444), F("suid", b"s", mode=0o4755),
-         F("pipe", kind=FIFO, mode=0o600), F("hard", kind=LNK, linkname="suid"), F("usr", kind=DIR, mode=0o755),
-         F("usr/node", kind=CHR)],
+        [
+            F("ro", kind=DIR, mode=0o555),
+            F("ro/f", b"f", mode=0o444),
+            F("suid", b"s", mode=0o4755),
+            F("pipe", kind=FIFO, mode=0o600),
+            F("hard", kind=LNK, linkname="suid"),
+            F("usr", kind=DIR, mode=0o755),
+            F("usr/node", kind=CHR),
+        ],
         [F("ro/.wh.f"), F("ro/g", b"g", mode=0o400)],
-    ]  # fmt: skip
+    ]
     as_root, _ = unpack(tmp_path, layers)
     mine = tmp_path / "nobody"
     (mine / "root").mkdir(parents=True)

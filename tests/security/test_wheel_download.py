@@ -132,7 +132,7 @@ def test_a_body_longer_than_head_said_is_cut_and_dropped(wheel_server):
     root, cli, hostile = wheel_server
     # The downloading GET is the only request (no HEAD): its Content-Length is the size, and what is sent past it
     # is never read. The 1,000 bytes it announced are no wheel: refused, nothing kept.
-    longer = b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nETag: \"e1\"\r\nConnection: close\r\n\r\n" + b"x" * 5000
+    longer = b'HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nETag: "e1"\r\nConnection: close\r\n\r\n' + b"x" * 5000
     hostile.route(WHEEL, head_then(1000, raw(longer)))
     result = run(cli)
     assert result.code == 3 and "is not a readable wheel" in result.stderr, result.output
@@ -142,7 +142,7 @@ def test_a_body_longer_than_head_said_is_cut_and_dropped(wheel_server):
 def test_a_body_that_ends_early_keeps_its_part_for_the_next_run(wheel_server):
     root, cli, hostile = wheel_server
     # The GET's own headers are the wheel's (no HEAD): its ETag guards the resume.
-    lying = raw(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nETag: \"e1\"\r\nConnection: close\r\n\r\n" + b"x" * 400)
+    lying = raw(b'HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nETag: "e1"\r\nConnection: close\r\n\r\n' + b"x" * 400)
     hostile.route(WHEEL, head_then(1000, lying))
     result = run(cli)
     assert result.code == 3 and "ended before the length it announced" in result.stderr, result.output

@@ -37,13 +37,21 @@ def composition(lock: Lock) -> str:
     where = _repo_name(v.repo)
     if w.commit == v.commit:
         return f"vLLM {v.commit[:12]} from {where}: its Python and its kernels (the wheel of the same commit)"
-    chosen = {"the merge base": f"the merge base with {w.branch}", "pinned": "pinned by hand (wheel.commit)",
-              "an ancestor of the merge base": f"the newest ancestor of the merge base with {w.branch} that has one",
-              "the source commit": "the source commit"}[w.chosen_by]  # fmt: skip
-    proof = (f"no compiled source differs ({c.paths} path(s) compared by {c.method})" if not c.compiled else
-             f"{len(c.compiled)} compiled input(s) differ, accepted: {c.accepted}")  # fmt: skip
-    return (f"vLLM's Python at {v.commit[:12]} from {where}, its kernels from the wheel of {w.commit[:12]}, "
-            f"{chosen}; {proof}")  # fmt: skip
+    chosen = {
+        "the merge base": f"the merge base with {w.branch}",
+        "pinned": "pinned by hand (wheel.commit)",
+        "an ancestor of the merge base": f"the newest ancestor of the merge base with {w.branch} that has one",
+        "the source commit": "the source commit",
+    }[w.chosen_by]
+    proof = (
+        f"no compiled source differs ({c.paths} path(s) compared by {c.method})"
+        if not c.compiled
+        else f"{len(c.compiled)} compiled input(s) differ, accepted: {c.accepted}"
+    )
+    return (
+        f"vLLM's Python at {v.commit[:12]} from {where}, its kernels from the wheel of {w.commit[:12]}, "
+        f"{chosen}; {proof}"
+    )
 
 
 def _repo_name(url: str) -> str:
@@ -143,8 +151,9 @@ def _source_problems(pins: Pins, lock: Lock) -> list[str]:
         return []
     vw, compared, problems = lock.vllm_wheel, lock.vllm_compare, []
     if (vw.upstream, vw.branch) != (pins.vllm.upstream, pins.vllm.upstream_branch):
-        problems.append(f"vllm_wheel: lock has {vw.upstream} {vw.branch}, pins say {pins.vllm.upstream} "
-                        f"{pins.vllm.upstream_branch}")  # fmt: skip
+        problems.append(
+            f"vllm_wheel: lock has {vw.upstream} {vw.branch}, pins say {pins.vllm.upstream} {pins.vllm.upstream_branch}"
+        )
     if pins.wheel.commit != "auto" and vw.commit != pins.wheel.commit:
         problems.append(f"wheel.commit: lock has {vw.commit}, pins say {pins.wheel.commit}")
     expected_base = {"the source commit": lock.vllm.commit, "the merge base": vw.commit, "pinned": None}

@@ -234,9 +234,9 @@ class SourceComparison(Fact):
     paths: Annotated[int, Field(strict=True, ge=0, le=10_000_000)] = Field(description="Paths that differ.")
     compiled: list[OneLine] = Field(max_length=1000, description="Those that are compiled inputs: [] proves it.")
     accepted: OneLine | None = Field(
-        default=None, description="wheel.accept_compiled_changes: a reviewer's reason to build although `compiled` "
-        "is not empty."
-    )  # fmt: skip
+        default=None,
+        description="wheel.accept_compiled_changes: a reviewer's reason to build although `compiled` is not empty.",
+    )
 
 
 GitBlobId = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$", description="A git blob id (SHA-1).")]
@@ -283,7 +283,7 @@ class Lock(Fact):
     pins_file: OneLine | None = Field(
         default=None,
         description="The pins file it was written from, relative to the lock's folder (`pins.yaml`).",
-    )  # fmt: skip
+    )
     nemo_rl: CommitFact
     vllm: CommitFact = Field(description="The vLLM source: its repository (a fork, for an open PR) and commit.")
     vllm_pr: PullRequestFact | None
@@ -298,23 +298,27 @@ class Lock(Fact):
     # Optional: written only when resolve read the wheel's GPU code, so locks without it keep their bytes and hash.
     gpu: GpuCheck | None = Field(default=None, description="Kernels per target GPU, ABI, driver (buildkit.gpu).")
     vllm_files: VllmFiles | None = Field(
-        default=None, max_length=10_000,
+        default=None,
+        max_length=10_000,
         description="The sha256 of each of vLLM's files that come from the wheel (its shared objects, vllm/_C.abi3.so "
         "..., and the Python files precompiled mode copies out of it, vllm/vllm_flash_attn/**/*.py ...), as resolve "
         "read them: verify holds the image's to these. Written only when resolve read the wheel's bytes.",
-    )  # fmt: skip
+    )
     vllm_python: PythonFiles | None = Field(
-        default=None, description="vLLM's Python files at the source commit (git blob ids), for verify; null when "
-        "the tree could not be listed (resolve said why)."
-    )  # fmt: skip
+        default=None,
+        description="vLLM's Python files at the source commit (git blob ids), for verify; null when "
+        "the tree could not be listed (resolve said why).",
+    )
     torch: TorchCheck | None = Field(
-        default=None, description="The wheel's torch requirement against uv.lock's torch; written only when "
-        "resolve read the wheel's bytes."
-    )  # fmt: skip
+        default=None,
+        description="The wheel's torch requirement against uv.lock's torch; written only when "
+        "resolve read the wheel's bytes.",
+    )
     other_platforms: dict[Platform, PlatformFacts] | None = Field(
-        default=None, description="build.platforms after the first: each one's wheel, base image manifest and "
+        default=None,
+        description="build.platforms after the first: each one's wheel, base image manifest and "
         "checks (the first's are the top-level facts). Written only for several platforms.",
-    )  # fmt: skip
+    )
 
     # An older lock as read_lock decoded it, before migration (None for a current one).
     _as_read: dict[str, Any] | None = PrivateAttr(default=None)
@@ -325,9 +329,11 @@ class Lock(Fact):
     def to_json(self) -> str:
         # A migrated lock serializes as the lock it was read from, so its hash (lock_sha256, which labels and
         # records carry) stays the one its builds were stamped with.
-        data = self._as_read if self._as_read is not None else {
-            **self.model_dump(mode="json"), "build": dump_build(self.build)
-        }  # fmt: skip
+        data = (
+            self._as_read
+            if self._as_read is not None
+            else {**self.model_dump(mode="json"), "build": dump_build(self.build)}
+        )
         for key in ("pins_file", "gpu", "vllm_files", "vllm_python", "torch", "other_platforms"):  # when known
             if data.get(key, ...) is None:
                 data = {k: v for k, v in data.items() if k != key}

@@ -27,10 +27,12 @@ def platform_rows(lock: Lock) -> list[Row]:
         Row("vLLM wheel", {p: v.wheel.filename for p, v in views.items()}),
         Row("wheel sha256", {p: v.wheel.sha256 or "?" for p, v in views.items()}),
         Row("base image manifest", {p: v.base_image.manifest_digest for p, v in views.items()}),
-        Row("CUDA (base image / wheel)",
-            {p: f"{v.cuda.base_image or '?'} / {v.cuda.wheel or '?'}" for p, v in views.items()}),
+        Row(
+            "CUDA (base image / wheel)",
+            {p: f"{v.cuda.base_image or '?'} / {v.cuda.wheel or '?'}" for p, v in views.items()},
+        ),
         Row("target GPUs", {p: ", ".join(v.gpu.gpus) if v.gpu else "not checked" for p, v in views.items()}),
-    ]  # fmt: skip
+    ]
     libraries = {p: {lib.library: lib for lib in v.gpu.libraries} if v.gpu else None for p, v in views.items()}
     names = dict.fromkeys(name for libs in libraries.values() if libs for name in libs)
     for name in names:

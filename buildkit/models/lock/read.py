@@ -102,5 +102,9 @@ def _version(path: Path, data: Any) -> int:
 
 # The model of each readable version's file.
 MODELS: dict[int, type[LockV1] | type[LockV2] | type[LockV3] | type[LockV4] | type[Lock]] = {
-    1: LockV1, 2: LockV2, 3: LockV3, 4: LockV4, 5: Lock,
-}  # fmt: skip
+    1: LockV1,
+    2: LockV2,
+    3: LockV3,
+    4: LockV4,
+    5: Lock,
+}

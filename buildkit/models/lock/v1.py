@@ -40,8 +40,13 @@ class LockV1(OlderLock):
         v2 = LockV2(
             lock_version=2,
             **self.model_dump(exclude={"lock_version", "wheel", "build", "patches", "known_issues", "gpu"}),
-            wheel=WheelV2(**wheel, sha256=None, index_sha256=self.wheel.sha256, content_addressed=False,
-                          not_content_addressed=V1_REASON),  # fmt: skip
+            wheel=WheelV2(
+                **wheel,
+                sha256=None,
+                index_sha256=self.wheel.sha256,
+                content_addressed=False,
+                not_content_addressed=V1_REASON,
+            ),
             build=self.build,
             patches=self.patches,
             known_issues=self.known_issues,

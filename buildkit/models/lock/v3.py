@@ -62,8 +62,11 @@ class LockV3(OlderLock):
 
     def upgrade(self) -> LockV4:
         """Version 4: the same facts without their times."""
-        untimed = {name: getattr(self, name).model_dump(exclude={"resolved_at"}) for name in TIMES
-                   if getattr(self, name) is not None}  # fmt: skip
+        untimed = {
+            name: getattr(self, name).model_dump(exclude={"resolved_at"})
+            for name in TIMES
+            if getattr(self, name) is not None
+        }
         return LockV4(
             lock_version=4,
             buildkit_version=self.buildkit_version,

@@ -50,9 +50,13 @@ class LockV4(Fact):
             vllm=self.vllm,
             vllm_pr=self.vllm_pr,
             vllm_wheel=WheelCommitFact(
-                commit=commit, upstream=DEFAULT_VLLM_REPO, branch="main", merge_base=None,
-                chosen_by="the source commit", detail="lock version 4: the wheel's commit was the source commit",
-            ),  # fmt: skip
+                commit=commit,
+                upstream=DEFAULT_VLLM_REPO,
+                branch="main",
+                merge_base=None,
+                chosen_by="the source commit",
+                detail="lock version 4: the wheel's commit was the source commit",
+            ),
             vllm_compare=SourceComparison(method="same commit", source="lock version 4", paths=0, compiled=[]),
             wheel=self.wheel,
             base_image=self.base_image,

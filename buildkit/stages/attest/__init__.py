@@ -28,10 +28,14 @@ def _write_record(paths: Paths, sources, payload: bytes, subject: str, done: Att
     record = sources.record
     kept = AttestRecord(
         header=header("attest", record.image.digest or record.image.id, record.lock_sha256, record.smoke),
-        statement=done.statement_file.name, statement_sha256=sha256_bytes(payload), subject=subject,
-        signed=done.envelope_file is not None, attached_to=done.attached_to, not_attached=done.not_attached,
+        statement=done.statement_file.name,
+        statement_sha256=sha256_bytes(payload),
+        subject=subject,
+        signed=done.envelope_file is not None,
+        attached_to=done.attached_to,
+        not_attached=done.not_attached,
         attested_at=utc_now(),
-    )  # fmt: skip
+    )
     write_atomic(paths.attest_record(record.smoke), kept.model_dump_json(indent=2) + "\n")
 
 
@@ -70,8 +74,9 @@ def attest(
     write_atomic(envelope_file, json.dumps(signed, sort_keys=True) + "\n")
     if not pushed(sources.record):
         reason = "the build loaded the image into Docker instead of pushing it (`buildkit build --push`)"
-        done = Attested(statement, statement_file, subject, sources.record_name, envelope_file, None, reason,
-                        tool_version)  # fmt: skip
+        done = Attested(
+            statement, statement_file, subject, sources.record_name, envelope_file, None, reason, tool_version
+        )
         _write_record(paths, sources, payload, subject, done)
         return done
     cosign.attach(tool, envelope_file, image)
@@ -118,8 +123,10 @@ def attest_index(paths: Paths, smoke: bool, key: str | None, builder: str, state
         raise InputError(f"no record of a build of every platform at {where}", hint="run `buildkit build --push`")
     want = load_inputs(paths, whole=True).lock_sha256
     if index.lock_sha256 != want:
-        raise InputError(f"{where} is of another lock (sha256 {index.lock_sha256[:12]}, the lock is {want[:12]})",
-                         hint="build every platform again: `buildkit build --push`")  # fmt: skip
+        raise InputError(
+            f"{where} is of another lock (sha256 {index.lock_sha256[:12]}, the lock is {want[:12]})",
+            hint="build every platform again: `buildkit build --push`",
+        )
     statement = slsa.index_statement(index, statements, builder)
     payload = slsa.canonical(statement)
     name = slsa.image_name(index.tag)

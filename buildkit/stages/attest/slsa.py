@@ -246,9 +246,12 @@ def _resolved_dependencies(sources: Sources) -> list[dict[str, Any]]:
     lock, rendered = sources.lock, sources.rendered
     n, v, w = lock.nemo_rl, lock.vllm, lock.wheel
     vllm_notes: dict[str, Any] = {
-        "ref": v.ref, "composition": composition(lock), "wheelCommit": lock.vllm_wheel.commit,
-        "wheelCommitChosenBy": lock.vllm_wheel.chosen_by, "compiledInputsChanged": list(lock.vllm_compare.compiled),
-    }  # fmt: skip
+        "ref": v.ref,
+        "composition": composition(lock),
+        "wheelCommit": lock.vllm_wheel.commit,
+        "wheelCommitChosenBy": lock.vllm_wheel.chosen_by,
+        "compiledInputsChanged": list(lock.vllm_compare.compiled),
+    }
     if lock.vllm_compare.accepted:
         vllm_notes["compiledChangesAccepted"] = lock.vllm_compare.accepted
     if lock.vllm_pr:
@@ -259,22 +262,33 @@ def _resolved_dependencies(sources: Sources) -> list[dict[str, Any]]:
     else:
         wheel["annotations"] = {"contentAddressed": False, "reason": w.not_content_addressed}
     dependencies: list[dict[str, Any]] = [
-        {"name": "nemo-rl", "uri": git_uri(n.repo, n.commit), "digest": {"gitCommit": n.commit},
-         "annotations": {"ref": n.ref}},
-        {"name": "vllm", "uri": git_uri(v.repo, v.commit), "digest": {"gitCommit": v.commit},
-         "annotations": vllm_notes},
+        {
+            "name": "nemo-rl",
+            "uri": git_uri(n.repo, n.commit),
+            "digest": {"gitCommit": n.commit},
+            "annotations": {"ref": n.ref},
+        },
+        {
+            "name": "vllm",
+            "uri": git_uri(v.repo, v.commit),
+            "digest": {"gitCommit": v.commit},
+            "annotations": vllm_notes,
+        },
         wheel,
         _base_image_dependency(sources),
-    ]  # fmt: skip
+    ]
     for patch in lock.patches:
         dependencies.append(
             {"name": patch.file, "digest": {"sha256": patch.sha256}, "annotations": {"reason": patch.reason}}
         )
     dependencies += [
-        {"name": "templates", "digest": {"sha256": rendered.template_sha256},
-         "annotations": {"digestOf": "sha256 over 'name\\0sha256' of every Dockerfile template, in name order"}},
+        {
+            "name": "templates",
+            "digest": {"sha256": rendered.template_sha256},
+            "annotations": {"digestOf": "sha256 over 'name\\0sha256' of every Dockerfile template, in name order"},
+        },
         {"name": sources.dockerfile_name, "digest": {"sha256": rendered.dockerfile_sha256}},
-    ]  # fmt: skip
+    ]
     return dependencies
 
 
@@ -301,9 +315,12 @@ def _base_image_dependency(sources: Sources) -> dict[str, Any]:
 def _byproducts(sources: Sources) -> list[dict[str, Any]]:
     """The build record, and its log while it is still there."""
     byproducts: list[dict[str, Any]] = [
-        {"name": sources.record_name, "digest": {"sha256": sha256_bytes(sources.record_bytes)},
-         "mediaType": "application/json"},
-    ]  # fmt: skip
+        {
+            "name": sources.record_name,
+            "digest": {"sha256": sha256_bytes(sources.record_bytes)},
+            "mediaType": "application/json",
+        },
+    ]
     if sources.log_name and sources.log_sha256:
         byproducts.append(
             {"name": sources.log_name, "digest": {"sha256": sources.log_sha256}, "mediaType": "text/plain"}
@@ -341,8 +358,13 @@ def _build_definition(sources: Sources, dependencies: list[dict[str, Any]]) -> d
             **({"gpuCheck": lock.gpu.model_dump(mode="json")} if lock.gpu else {}),  # buildkit.gpu, at resolve
             # Every check buildkit knows, as the report's verdict shows it (models/checks.py), from the lock and
             # the build record: the statement is made before verify reads the image or the registry.
-            "checks": known_checks(lock, None, record, None, unread="checked after this statement is made: "
-                                   "buildkit verify (--driver VERSION, --provenance)"),
+            "checks": known_checks(
+                lock,
+                None,
+                record,
+                None,
+                unread="checked after this statement is made: buildkit verify (--driver VERSION, --provenance)",
+            ),
         },
         "resolvedDependencies": dependencies,
     }
@@ -403,11 +425,17 @@ def index_statement(index: IndexRecord, statements: dict[str, bytes], builder: s
     for image in index.platforms:
         if image.digest is None or not DIGEST_RE.fullmatch(image.digest):
             raise InputError(f"the index record names no digest for {image.platform}")
-        dependencies.append({"name": f"image {image.platform}", "uri": docker_purl(name, None, image.digest,
-                             image.platform), "digest": _sha256_of(image.digest)})  # fmt: skip
+        dependencies.append(
+            {
+                "name": f"image {image.platform}",
+                "uri": docker_purl(name, None, image.digest, image.platform),
+                "digest": _sha256_of(image.digest),
+            }
+        )
         if image.platform in statements:
-            dependencies.append({"name": f"provenance {image.platform}",
-                                 "digest": {"sha256": sha256_bytes(statements[image.platform])}})  # fmt: skip
+            dependencies.append(
+                {"name": f"provenance {image.platform}", "digest": {"sha256": sha256_bytes(statements[image.platform])}}
+            )
     return {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": name, "digest": _sha256_of(index.index_digest)}],
@@ -421,8 +449,11 @@ def index_statement(index: IndexRecord, statements: dict[str, bytes], builder: s
             },
             "runDetails": {
                 "builder": {"id": builder, "version": {"buildkit": index.buildkit_version}},
-                "metadata": {"invocationId": f"index-{index.index_digest}", "startedOn": index.created,
-                             "finishedOn": index.created},  # fmt: skip
+                "metadata": {
+                    "invocationId": f"index-{index.index_digest}",
+                    "startedOn": index.created,
+                    "finishedOn": index.created,
+                },
             },
         },
     }

@@ -105,7 +105,7 @@ def step_times(progress: Progress) -> list[StepTime]:
             completed=s.completed or "",
             cached=s.cached,
             error=bool(s.error),
-        )  # fmt: skip
+        )
         for s in steps[:MAX_STEPS_KEPT]
     ]
 
@@ -240,10 +240,13 @@ def image_facts(plan: BuildPlan, metadata: dict, loaded: bool) -> ImageFacts:
         return image
     return image.model_copy(
         update={
-            "id": info.id, "size": info.size, "layers": info.layers, "labels": info.labels,
+            "id": info.id,
+            "size": info.size,
+            "layers": info.layers,
+            "labels": info.labels,
             "history": layer_facts(engine.history(info.id)),
         }
-    )  # fmt: skip
+    )
 
 
 def failure(result: RunResult) -> tuple[str | None, Step | None]:
@@ -341,10 +344,15 @@ def run(ctx: Context) -> None:
     ctx.say(f"building {plan.tag} (target {plan.target}); full log: {log_path}")
     with ctx.watch(plan) if ctx.watch else nullcontext() as view:
         record = execute(
-            plan, lock_sha256=inputs.lock_sha256, smoke=opts.smoke, builder=engine.builder,
-            provenance_note=engine.provenance_note, log_path=log_path, record_path=paths.build_record(opts.smoke),
+            plan,
+            lock_sha256=inputs.lock_sha256,
+            smoke=opts.smoke,
+            builder=engine.builder,
+            provenance_note=engine.provenance_note,
+            log_path=log_path,
+            record_path=paths.build_record(opts.smoke),
             on_line=view.update if view else lambda line, progress: None,
-        )  # fmt: skip
+        )
     ctx.made.build = Built(record, plan, log_path, stamp)
 
 

@@ -79,11 +79,17 @@ def tool_checks() -> list[Check]:
         checks.append(Check("mksquashfs", None, f"{exc.message}; only `buildkit export` needs it", exc.hint or ""))
     try:
         path = cosign.binary()
-        checks.append(Check("cosign", True, f"cosign {cosign.version(path)} ({path}), for `buildkit attest` and "
-                                            "`verify --provenance`"))  # fmt: skip
+        checks.append(
+            Check(
+                "cosign",
+                True,
+                f"cosign {cosign.version(path)} ({path}), for `buildkit attest` and `verify --provenance`",
+            )
+        )
     except (EngineNotReady, UpstreamUnreachable) as exc:
-        checks.append(Check("cosign", None, f"{exc.message}; only `attest` and `verify --provenance` need it",
-                            exc.hint or ""))  # fmt: skip
+        checks.append(
+            Check("cosign", None, f"{exc.message}; only `attest` and `verify --provenance` need it", exc.hint or "")
+        )
     return checks
 
 
@@ -105,8 +111,11 @@ def credentials_check(registry: str) -> Check:
     if found is not None:
         return Check("credentials", True, f"credentials for {registry} from {found.source}")
     if is_loopback_host(registry.rsplit(":", 1)[0]):
-        return Check("credentials", None, f"no credentials for {registry} in {config_path()}; a loopback registry "
-                     "usually needs none")  # fmt: skip
+        return Check(
+            "credentials",
+            None,
+            f"no credentials for {registry} in {config_path()}; a loopback registry usually needs none",
+        )
     return Check("credentials", False, f"no credentials for {registry} in {config_path()}", f"docker login {registry}")
 
 
@@ -157,22 +166,29 @@ def _platform_check(info: BuilderInfo, platform: str, emulate: bool | None) -> C
     offers = f"builder offers {', '.join(info.platforms)}"
     where = info.where(platform)
     if where is None:
-        return Check("platform", False, f"{platform} not offered ({offers})",
-                     "use a builder for that platform, or set up emulation (binfmt)")  # fmt: skip
+        return Check(
+            "platform",
+            False,
+            f"{platform} not offered ({offers})",
+            "use a builder for that platform, or set up emulation (binfmt)",
+        )
     node, native = where
     if native:
         return Check("platform", True, f"{platform} supported (native on node {node}; {offers})")
     emulated = f"emulated with QEMU on node {node}, {EMULATION_COST}"
     if emulate is None:
-        return Check("platform", True, f"{platform} supported ({emulated}; `buildkit build` needs --emulate for it; "
-                     f"{offers})")  # fmt: skip
+        return Check(
+            "platform", True, f"{platform} supported ({emulated}; `buildkit build` needs --emulate for it; {offers})"
+        )
     if emulate:
         return Check("platform", True, f"{platform} supported ({emulated}, as --emulate allows; {offers})")
     return Check(
-        "platform", False, f"{platform} runs only under emulation ({emulated}; {offers})",
+        "platform",
+        False,
+        f"{platform} runs only under emulation ({emulated}; {offers})",
         f"pass --emulate to build it so anyway, or add a node whose CPU runs it natively: `docker buildx create "
         f"--append --name {info.name} <endpoint of a {platform} machine>`",
-    )  # fmt: skip
+    )
 
 
 def _attestations_check(info: BuilderInfo) -> Check:

@@ -794,8 +794,12 @@ def run(ctx: Context) -> None:
     """NeMo-RL at the locked commit with the declared patches, in ctx.paths.cache_dir; writes build/prepare.json."""
     assert ctx.inputs is not None
     record = prepare(
-        ctx.lock, ctx.inputs.lock_sha256, ctx.paths.project_dir, ctx.paths.cache_dir, ctx.inputs.pins.git_url_rewrites,
+        ctx.lock,
+        ctx.inputs.lock_sha256,
+        ctx.paths.project_dir,
+        ctx.paths.cache_dir,
+        ctx.inputs.pins.git_url_rewrites,
         submodules=ctx.submodules,
-    )  # fmt: skip
+    )
     ctx.write(ctx.paths.prepare_record, record.to_json())
     ctx.made.prepare = record

@@ -199,9 +199,13 @@ def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_
     upstream = upstream_dockerfile(prepared, lock.nemo_rl.commit)
     script = read_script(Path(prepared.tree))
     text, done = render_dockerfile(
-        lock, upstream, script_text=script, syntax=syntax, smoke_base=smoke_base,
+        lock,
+        upstream,
+        script_text=script,
+        syntax=syntax,
+        smoke_base=smoke_base,
         patched=patched,
-    )  # fmt: skip
+    )
     upstream_base = upstream_base_image(upstream)
     record = RenderRecord(
         buildkit_version=__version__,

@@ -181,10 +181,19 @@ def gather(
     results = read_results(results_path) if results_path else None
     used = _shown_path(record_path, paths.project_dir) if record_path else None
     data = facts(
-        lock, prepare, record, verify, results, rendered, paths=paths, record_name=used, exported=exported,
-        provenance_checked=provenance_checked, attested=attested,
+        lock,
+        prepare,
+        record,
+        verify,
+        results,
+        rendered,
+        paths=paths,
+        record_name=used,
+        exported=exported,
+        provenance_checked=provenance_checked,
+        attested=attested,
         resolved=resolve_record(paths, lock_sha256(lock), note),
-    )  # fmt: skip
+    )
     return data, used
 
 
@@ -244,9 +253,13 @@ def by_hand(lock: Lock, prepare: PrepareRecord | None, rendered: RenderRecord | 
         lines.append("# then the changes `buildkit render` makes (not rendered from this lock yet)")
     plan = plan_for_lock(lock, Paths.of(Path("pins.yaml")), smoke=smoke, provenance=False)
     plan = replace(
-        plan, dockerfile=Path("Dockerfile"), tree=Path("nemo-rl"), metadata_file=Path("metadata.json"),
-        cache_from=(), cache_to=(),
-    )  # fmt: skip
+        plan,
+        dockerfile=Path("Dockerfile"),
+        tree=Path("nemo-rl"),
+        metadata_file=Path("metadata.json"),
+        cache_from=(),
+        cache_to=(),
+    )
     lines.append(shell_command(plan))
     return lines
 
@@ -489,17 +502,23 @@ def skipped(prepare, rendered, verify, record) -> list[str]:
     checks inside the image."""
     out = []
     if prepare is not None and prepare.submodules is None:
-        out.append("NeMo-RL's submodules: not fetched (prepare ran with --no-submodules or BUILDKIT_SUBMODULES=0); "
-                   "the image holds none of their files")  # fmt: skip
+        out.append(
+            "NeMo-RL's submodules: not fetched (prepare ran with --no-submodules or BUILDKIT_SUBMODULES=0); "
+            "the image holds none of their files"
+        )
     if rendered is not None and not rendered.syntax:
-        out.append("the `# syntax=` frontend image: render ran with --no-syntax, so BuildKit used the builder's "
-                   "own Dockerfile frontend")  # fmt: skip
+        out.append(
+            "the `# syntax=` frontend image: render ran with --no-syntax, so BuildKit used the builder's "
+            "own Dockerfile frontend"
+        )
     if record is not None and record.outcome == "succeeded":
         if verify is None:
             out.append("the checks inside the image: `buildkit verify` has not run on it")
         elif record.smoke:
-            out.append("the GPU checks (kernels, ABI, driver) inside the image: a smoke image has no CUDA, Python "
-                       "environment or vLLM")  # fmt: skip
+            out.append(
+                "the GPU checks (kernels, ABI, driver) inside the image: a smoke image has no CUDA, Python "
+                "environment or vLLM"
+            )
         elif not verify.gpus:
             out.append("the checks on a GPU: not asked (`buildkit verify --gpus`)")
     return out
@@ -507,8 +526,13 @@ def skipped(prepare, rendered, verify, record) -> list[str]:
 
 def _components(lock: Lock) -> list[dict[str, str]]:
     n, v, pr, w, b = lock.nemo_rl, lock.vllm, lock.vllm_pr, lock.wheel, lock.base_image
-    pr_text = (f"merge commit of PR #{pr.number} ({pr.title}), merged {pr.merged_at}" if pr and pr.merged else
-               f"head of open PR #{pr.number} ({pr.title})" if pr else f"pinned ref {v.ref}")  # fmt: skip
+    pr_text = (
+        f"merge commit of PR #{pr.number} ({pr.title}), merged {pr.merged_at}"
+        if pr and pr.merged
+        else f"head of open PR #{pr.number} ({pr.title})"
+        if pr
+        else f"pinned ref {v.ref}"
+    )
     return [
         {"component": "NeMo-RL", "source": n.repo, "version": n.commit, "how": f"pinned ref {n.ref}; {n.source}"},
         {"component": "vLLM (custom)", "source": v.repo, "version": v.commit, "how": f"{pr_text}; {v.source}"},
@@ -603,10 +627,15 @@ def render_markdown(data: dict[str, Any]) -> str:
     """The markdown report: every value escaped unless a filter of buildkit.text.markdown says how it is shown."""
     env = template_environment(finalize=markdown.finalize)
     env.filters.update(
-        code=markdown.code, cell=markdown.cell, ccell=markdown.code_cell, fence=markdown.fence,
-        paragraphs=markdown.paragraphs, link=markdown.link, spans=markdown.spans,
+        code=markdown.code,
+        cell=markdown.cell,
+        ccell=markdown.code_cell,
+        fence=markdown.fence,
+        paragraphs=markdown.paragraphs,
+        link=markdown.link,
+        spans=markdown.spans,
         spans_cell=lambda value: markdown.spans(value, in_cell=True),
-    )  # fmt: skip
+    )
     env.filters["mib"] = lambda size: f"{size / 2**20:,.1f} MiB" if isinstance(size, int) else "unknown"
     env.filters["bytes"] = _human_size
     return env.get_template("report.md.j2").render(**data)
@@ -654,8 +683,10 @@ def several(paths: Paths, reports: dict[str, str], fmt: ReportFormat, smoke: boo
     out += ["", f"The same on every platform: {same_text}.", ""]
     out += ["## Image index", ""]
     if index is None:
-        out.append("No build of every platform recorded for this lock (`buildkit build` writes "
-                   f"{markdown.code(paths.index_record(smoke).name)}).")  # fmt: skip
+        out.append(
+            "No build of every platform recorded for this lock (`buildkit build` writes "
+            f"{markdown.code(paths.index_record(smoke).name)})."
+        )
     else:
         pushed = index.tag + "@" + index.index_digest if index.index_digest else None
         out += [f"Index: {markdown.code(pushed) if pushed else markdown.text(index.index)}", ""]

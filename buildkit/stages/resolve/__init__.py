@@ -210,6 +210,7 @@ class Resolver:
             # build.platforms after the first: each one's manifest of the base image beside the primary's, then,
             # once the wheel commit is chosen, its wheel, bytes and checks beside the primary's download.
             others = {platform: self.for_platform(platform) for platform, _ in pins.build.targets()[1:]}
+
             def base_of(platform: str) -> Callable[[], ImageFact]:
                 return timed(f"base_image {platform}", lambda: self.registry.resolve(pins.base_image, platform))
 
@@ -232,8 +233,14 @@ class Resolver:
                 # platform: a commit without a wheel for one of them is passed over. Every platform's lookup runs
                 # at once, so a second platform adds no round trip here (bench/platforms.py).
                 def lookup(arch: str) -> FoundWheel:
-                    return resolve_wheel(self.http, pins.wheel_index(), commit, arch, pins.wheel.variant,
-                                         head=self.wheel_bytes != "download")  # fmt: skip
+                    return resolve_wheel(
+                        self.http,
+                        pins.wheel_index(),
+                        commit,
+                        arch,
+                        pins.wheel.variant,
+                        head=self.wheel_bytes != "download",
+                    )
 
                 with ThreadPoolExecutor(max_workers=1 + len(others), thread_name_prefix="wheels") as lookups:
                     mine = lookups.submit(lookup, pins.wheel.arch)
@@ -250,12 +257,18 @@ class Resolver:
             hashed = after(wheel, lambda: self._bytes_of(wheel.result(), cancel))
             # NeMo-RL's uv.lock names the torch vLLM's symbols must resolve against: read once, beside the download;
             # each platform takes its arch's torch from it.
-            uv_lock = None if self.wheel_bytes == "none" else after(nemo, timed("uv_lock", lambda: self.read_uv_lock(
-                nemo.result().commit)))  # fmt: skip
+            uv_lock = (
+                None
+                if self.wheel_bytes == "none"
+                else after(nemo, timed("uv_lock", lambda: self.read_uv_lock(nemo.result().commit)))
+            )
             torch = None if uv_lock is None else after(uv_lock, lambda: self.torch_of(uv_lock.result()))
             # The glibc and libstdc++ the base image provides, from its layers (cached by its digest): beside the rest.
-            system = None if self.wheel_bytes == "none" else after(base, timed("base_libraries", lambda: (
-                self.base_system(base.result(), cancel))))  # fmt: skip
+            system = (
+                None
+                if self.wheel_bytes == "none"
+                else after(base, timed("base_libraries", lambda: self.base_system(base.result(), cancel)))
+            )
 
             # Each more platform the same way, beside the primary's: its torch, its base image's libraries as soon
             # as its manifest is known, and its wheel's download as soon as the wheel commit is chosen.
@@ -263,8 +276,10 @@ class Resolver:
                 return lambda: others[platform].torch_of(uv_lock.result())  # type: ignore[union-attr]
 
             def system_for(platform: str) -> Callable[[], System | str]:
-                return timed(f"base_libraries {platform}", lambda: others[platform].base_system(
-                    other_base[platform].result(), cancel))  # fmt: skip
+                return timed(
+                    f"base_libraries {platform}",
+                    lambda: others[platform].base_system(other_base[platform].result(), cancel),
+                )
 
             other_torch = {p: None if uv_lock is None else after(uv_lock, torch_for(p)) for p in others}
             other_system = {p: None if system is None else after(other_base[p], system_for(p)) for p in others}
@@ -272,8 +287,9 @@ class Resolver:
             def facts_of(platform: str) -> Callable[[], PlatformFacts]:
                 def facts() -> PlatformFacts:
                     found = found_for[choice.result().wheel.commit][platform]
-                    return others[platform].platform_facts(found, other_base[platform].result(), cancel,
-                                                           other_torch[platform], other_system[platform])  # fmt: skip
+                    return others[platform].platform_facts(
+                        found, other_base[platform].result(), cancel, other_torch[platform], other_system[platform]
+                    )
 
                 return timed(f"wheel {platform}", facts)
 
@@ -302,8 +318,9 @@ class Resolver:
             except BaseException:
                 cancel.set()
                 raise
-        facts = self.checked(found, got, base_fact, torch.result() if torch else None,
-                             system.result() if system else None)  # fmt: skip
+        facts = self.checked(
+            found, got, base_fact, torch.result() if torch else None, system.result() if system else None
+        )
         for platform, other in others.items():  # their notes (the GPU checks'), said with the primary's
             self.git.notes += [f"{platform}: {note}" for note in other.git.notes]
         if got is not None:
@@ -348,13 +365,25 @@ class Resolver:
             if said is not None:
                 said(dataclasses.replace(event, filename=f"{platform}: {event.filename}"))
 
-        other = Resolver(self.pins.for_platform(platform), http=self.http, cache_dir=self.cache_dir,
-                         patches=self.patches, wheel_bytes=self.wheel_bytes, on_progress=on_progress)  # fmt: skip
+        other = Resolver(
+            self.pins.for_platform(platform),
+            http=self.http,
+            cache_dir=self.cache_dir,
+            patches=self.patches,
+            wheel_bytes=self.wheel_bytes,
+            on_progress=on_progress,
+        )
         other.registry = self.registry  # one login per registry for every platform's manifests and layers
         return other
 
-    def platform_facts(self, found: FoundWheel, base: ImageFact, cancel: threading.Event,
-                       torch: Future[LockedTorch | str] | None, system: Future[System | str] | None) -> PlatformFacts:
+    def platform_facts(
+        self,
+        found: FoundWheel,
+        base: ImageFact,
+        cancel: threading.Event,
+        torch: Future[LockedTorch | str] | None,
+        system: Future[System | str] | None,
+    ) -> PlatformFacts:
         """This platform's wheel (found with the primary's, of the one wheel commit), its bytes, and the checks on
         them against its manifest of the base image and the torch NeMo-RL's uv.lock installs for its arch (both
         read beside the download: `torch` and `system`, None when resolve reads no bytes)."""
@@ -365,8 +394,14 @@ class Resolver:
             found = got.found
         return self.checked(found, got, base, torch.result() if torch else None, system.result() if system else None)
 
-    def checked(self, found: FoundWheel, got: Hashed | None, base: ImageFact, torch: LockedTorch | str | None,
-                system: System | str | None) -> PlatformFacts:  # fmt: skip
+    def checked(
+        self,
+        found: FoundWheel,
+        got: Hashed | None,
+        base: ImageFact,
+        torch: LockedTorch | str | None,
+        system: System | str | None,
+    ) -> PlatformFacts:
         """The checks of the wheel's bytes, for this resolver's platform: its fact, CUDA against the base image's,
         the torch its METADATA names against uv.lock's, and the GPU checks (kernels, ABI)."""
         gpu, torch_check, hashes = None, None, dict[str, str]()
@@ -378,13 +413,15 @@ class Resolver:
                 # download torch (900 MB) to find out the same thing symbol by symbol.
                 requires = torchreq.requires_torch(self.wheel_path, found.filename)
                 torch_check = torchreq.check(requires, torch, found.filename)
-                gpu, notes = wheel_check(self.wheel_path, found.filename, self.pins.build, torch, self.torch_symbols,
-                                         system, hashes)  # fmt: skip
+                gpu, notes = wheel_check(
+                    self.wheel_path, found.filename, self.pins.build, torch, self.torch_symbols, system, hashes
+                )
                 # Said with the git notes, which the command prints after resolve (and the record keeps).
                 self.git.notes += notes
         files = {k: v for k, v in sorted(hashes.items()) if k.startswith("vllm/")} or None
-        return PlatformFacts(wheel=wheel, base_image=base, cuda=cuda_check, gpu=gpu, vllm_files=files,
-                             torch=torch_check)  # fmt: skip
+        return PlatformFacts(
+            wheel=wheel, base_image=base, cuda=cuda_check, gpu=gpu, vllm_files=files, torch=torch_check
+        )
 
     def read_uv_lock(self, commit: str) -> tuple[str, bytes | str]:
         """NeMo-RL's uv.lock at `commit` (with the commit), read through the GitHub API (the token goes to the API
@@ -418,6 +455,7 @@ class Resolver:
         not. `cancel` (set on Ctrl-C, SIGTERM, or another lookup's failure) stops the read promptly."""
         if self.wheel_bytes != "download" and baselibs.cached(self.cache_dir, base) is None:
             return "not checked: the base image's libraries are not in the cache (--no-wheel-download)"
+
         def on_layer(read: int, layers: int, done: int, total: int) -> None:
             if self.on_progress is not None:
                 self.on_progress(download.DownloadEvent("base", f"layer {read + 1} of {layers}", done, total))
@@ -438,17 +476,35 @@ class Resolver:
         uv.lock's sha256) unless resolve may not download (--no-wheel-download); a string says why not."""
         if self.wheel_bytes != "download":  # a missing or unusable cache entry is not a reason to download
             names = abi.cached_torch(self.cache_dir, torch.sha256)
-            return names if names is not None else (
-                f"not checked: torch {torch.version}'s symbols are not in the cache (--no-wheel-download)")  # fmt: skip
+            return (
+                names
+                if names is not None
+                else (f"not checked: torch {torch.version}'s symbols are not in the cache (--no-wheel-download)")
+            )
 
-        found = FoundWheel(index=torch.index, variant="torch", arch=self.pins.wheel.arch, filename=torch.filename,
-                           version=torch.version, url=torch.url, size=torch.size, etag=None, last_modified=None,
-                           index_sha256=torch.sha256, listed_in="uv.lock", verified_by="GET")  # fmt: skip
+        found = FoundWheel(
+            index=torch.index,
+            variant="torch",
+            arch=self.pins.wheel.arch,
+            filename=torch.filename,
+            version=torch.version,
+            url=torch.url,
+            size=torch.size,
+            etag=None,
+            last_modified=None,
+            index_sha256=torch.sha256,
+            listed_in="uv.lock",
+            verified_by="GET",
+        )
         try:
             # A total deadline besides the stall timer (budget.TORCH_DOWNLOAD: BUILDKIT_TORCH_DEADLINE).
             deadline = Budget(f"torch {torch.version}'s wheel {torch.filename}", TORCH_DOWNLOAD)
-            return abi.torch_defined(lambda: download.fetch(self.http, self.cache_dir, found, budget=deadline).path,
-                                     torch.sha256, self.cache_dir, self.pins.wheel.arch)  # fmt: skip
+            return abi.torch_defined(
+                lambda: download.fetch(self.http, self.cache_dir, found, budget=deadline).path,
+                torch.sha256,
+                self.cache_dir,
+                self.pins.wheel.arch,
+            )
         finally:
             # Its symbols are cached by its sha256, and without an ETag its bytes are never reused: 900 MB freed.
             download.discard(self.cache_dir, found)
@@ -487,8 +543,10 @@ def said_from_cache(hashed: Hashed | None) -> Iterator[None]:
             raise
         exc.message = f"{exc.message} (the wheel's bytes came from the cache: {hashed.path})"
         exc.args = (exc.message,)
-        again = f"to download them again, delete {hashed.path.parent} and run `buildkit resolve` without " \
-            "--no-wheel-download"  # fmt: skip
+        again = (
+            f"to download them again, delete {hashed.path.parent} and run `buildkit resolve` without "
+            "--no-wheel-download"
+        )
         exc.hint = f"{exc.hint}; {again}" if exc.hint else again
         raise
 
@@ -518,9 +576,13 @@ def resolve_lock(
     downloaded and hashed once all lookups succeeded (`on_progress` hears about it); `wheel_bytes` "cache": hashed
     only if the cache already has it; "none": not at all."""
     resolver = Resolver(
-        pins, cache_dir=paths.cache_dir, patches=patches, wheel_bytes=wheel_bytes, on_progress=on_progress,
+        pins,
+        cache_dir=paths.cache_dir,
+        patches=patches,
+        wheel_bytes=wheel_bytes,
+        on_progress=on_progress,
         pins_file=pins_file_of(paths),
-    )  # fmt: skip
+    )
     for note in resolver.notes:
         if on_note:
             on_note(note)

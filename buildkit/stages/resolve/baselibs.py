@@ -38,8 +38,10 @@ Name = Literal["libc.so.6", "libstdc++.so.6", "libgcc_s.so.1"]
 NAMES: tuple[Name, ...] = ("libc.so.6", "libstdc++.so.6", "libgcc_s.so.1")
 # The files those names are, or lead to: glibc before 2.34 made libc.so.6 a symlink to libc-2.27.so, RHEL's
 # libgcc_s.so.1 is a symlink to libgcc_s-8-20210514.so.1.
-CAPTURE = re.compile(r"libc\.so\.6|libc-[0-9.]{1,16}\.so|libstdc\+\+\.so\.6(?:\.[0-9]{1,6}){0,3}|libgcc_s\.so\.1"
-                     r"|libgcc_s-[0-9A-Za-z.-]{1,40}\.so\.1")  # fmt: skip
+CAPTURE = re.compile(
+    r"libc\.so\.6|libc-[0-9.]{1,16}\.so|libstdc\+\+\.so\.6(?:\.[0-9]{1,6}){0,3}|libgcc_s\.so\.1"
+    r"|libgcc_s-[0-9A-Za-z.-]{1,40}\.so\.1"
+)
 MAX_FILE = 64 << 20  # libstdc++.so.6.0.33 is 2.5 MB, libc.so.6 2.1 MB (Ubuntu 24.04)
 MAX_CACHE = 1 << 20
 CACHE_FORMAT = 2
@@ -101,9 +103,13 @@ def cached(cache_dir: Path, fact: ImageFact) -> BaseLibraries | None:
     return found if found.manifest_digest == fact.manifest_digest else None
 
 
-def read(registry: Registry, fact: ImageFact, cache_dir: Path,
-         on_layer: Callable[[int, int, int, int], None] | None = None,
-         cancel: threading.Event | None = None) -> BaseLibraries:  # fmt: skip
+def read(
+    registry: Registry,
+    fact: ImageFact,
+    cache_dir: Path,
+    on_layer: Callable[[int, int, int, int], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> BaseLibraries:
     """The libraries of the base image `fact` names, from the cache or its layers (then cached). `on_layer` hears,
     before each layer is read: layers read, of how many, their bytes, of how many. The layers are read under one
     Budget (budget.LAYERS: inflated bytes, ratio, entries, memory, time): crossing it is LimitExceeded. `cancel`
@@ -124,10 +130,17 @@ def read(registry: Registry, fact: ImageFact, cache_dir: Path,
     for wanted_path, found in scan.found.items():
         if found is not None:
             versions = found.value if isinstance(found.value, list) else []
-            copies.setdefault((found.path, found.layer), BaseLibrary(
-                name=wanted[wanted_path], path=_shown(found.path), layer=found.layer, versions=versions))  # fmt: skip
-    out = BaseLibraries(manifest_digest=fact.manifest_digest, libraries=list(copies.values()), layers=scan.layers,
-                        layers_read=scan.layers_read, bytes_read=scan.bytes_read)  # fmt: skip
+            copies.setdefault(
+                (found.path, found.layer),
+                BaseLibrary(name=wanted[wanted_path], path=_shown(found.path), layer=found.layer, versions=versions),
+            )
+    out = BaseLibraries(
+        manifest_digest=fact.manifest_digest,
+        libraries=list(copies.values()),
+        layers=scan.layers,
+        layers_read=scan.layers_read,
+        bytes_read=scan.bytes_read,
+    )
     if cancel is not None and cancel.is_set():
         raise Interrupted(f"{what}: interrupted")  # never a cache entry written after Ctrl-C
     path = cache_path(cache_dir, fact.manifest_digest)
@@ -153,8 +166,10 @@ def describe(found: BaseLibraries) -> str:
     """One note: where each library was found, and how much was read to find it."""
     where = [f"{lib.name} from layer {lib.layer + 1} ({lib.path})" for lib in found.libraries]
     where += [f"no {name}" for name in NAMES if all(lib.name != name for lib in found.libraries)]
-    return (f"base image: {'; '.join(where)}; {found.layers_read} of {found.layers} layers read from the top "
-            f"({found.bytes_read / 1e9:.2f} GB), cached by its manifest digest")  # fmt: skip
+    return (
+        f"base image: {'; '.join(where)}; {found.layers_read} of {found.layers} layers read from the top "
+        f"({found.bytes_read / 1e9:.2f} GB), cached by its manifest digest"
+    )
 
 
 def _shown(path: str) -> str:

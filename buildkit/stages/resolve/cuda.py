@@ -115,14 +115,24 @@ def _needed(filename: str, wheel: Path) -> list[str] | None:
                 except KeyError:
                     return None
                 if info.file_size > MAX_LIBRARY_BYTES:
-                    raise UpstreamMalformed(f"{what}: {LIBRARY} says it is {info.file_size:,} bytes, more than "
-                                            f"buildkit reads ({MAX_LIBRARY_BYTES:,})")  # fmt: skip
+                    raise UpstreamMalformed(
+                        f"{what}: {LIBRARY} says it is {info.file_size:,} bytes, more than "
+                        f"buildkit reads ({MAX_LIBRARY_BYTES:,})"
+                    )
                 with archive.open(info) as member:
                     return needed(member, info.file_size)
     except ElfError as exc:
         raise UpstreamMalformed(f"{what}: {LIBRARY} is not a library buildkit can read: {exc}") from None
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError,
-            zlib.error, ValueError, OSError) as exc:  # fmt: skip
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        NotImplementedError,
+        RuntimeError,
+        EOFError,
+        zlib.error,
+        ValueError,
+        OSError,
+    ) as exc:
         # OSError too: zipfile seeks where the archive's own offsets say (a negative one is EINVAL).
         raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {excerpt(str(exc), 120)}") from None
 

@@ -122,9 +122,15 @@ def cached(cache_dir: Path, wheel: FoundWheel, on_progress: OnProgress | None = 
         return _reuse(entry, wheel, on_progress)
 
 
-def fetch(http: Http, cache_dir: Path, wheel: FoundWheel, on_progress: OnProgress | None = None,
-          cancel: threading.Event | None = None, opened: Stream | None = None,
-          budget: Budget | None = None) -> Hashed:  # fmt: skip
+def fetch(
+    http: Http,
+    cache_dir: Path,
+    wheel: FoundWheel,
+    on_progress: OnProgress | None = None,
+    cancel: threading.Event | None = None,
+    opened: Stream | None = None,
+    budget: Budget | None = None,
+) -> Hashed:
     """The wheel's sha256: from the cache, or downloaded (resuming a part) and hashed in one pass, then cached.
     `opened`: a GET of the whole file already answered (fetch_by_get), whose body is the download. `budget`: a
     total deadline for the download, all its attempts together (its `tick` between chunks)."""
@@ -140,14 +146,22 @@ def fetch(http: Http, cache_dir: Path, wheel: FoundWheel, on_progress: OnProgres
         try:
             missing = TORCH_MISSING_HINT if wheel.listed_in == "uv.lock" else MISSING_HINT
             sha256, size = download(
-                http, wheel.url, wheel.filename, wheel.size, wheel.etag, part, on_progress, cancel, opened, budget,
+                http,
+                wheel.url,
+                wheel.filename,
+                wheel.size,
+                wheel.etag,
+                part,
+                on_progress,
+                cancel,
+                opened,
+                budget,
                 missing,
             )
             if wheel.index_sha256 is not None and sha256 != wheel.index_sha256:
                 said = "NeMo-RL's uv.lock" if wheel.listed_in == "uv.lock" else "the wheel index"  # torch's, or vLLM's
                 raise UpstreamMismatch(
-                    f"{wheel.filename}: {said} says sha256 {wheel.index_sha256}, the downloaded bytes hash "
-                    f"to {sha256}",
+                    f"{wheel.filename}: {said} says sha256 {wheel.index_sha256}, the downloaded bytes hash to {sha256}",
                     hint="the index or the file changed while being read; rerun `buildkit resolve`",
                 )
         except (UpstreamMismatch, UpstreamMalformed):
@@ -173,8 +187,13 @@ def discard(cache_dir: Path, wheel: FoundWheel) -> None:
             _clear(entry)
 
 
-def fetch_by_get(http: Http, cache_dir: Path, wheel: FoundWheel, on_progress: OnProgress | None = None,
-                 cancel: threading.Event | None = None) -> Hashed:  # fmt: skip
+def fetch_by_get(
+    http: Http,
+    cache_dir: Path,
+    wheel: FoundWheel,
+    on_progress: OnProgress | None = None,
+    cancel: threading.Event | None = None,
+) -> Hashed:
     """fetch, with the downloading GET as the wheel's existence check (no HEAD first): its answer gives the size,
     ETag and Last-Modified HEAD would (Hashed.found, verified_by "GET"). The cache remembers the ETag it last saw for
     the URL, so that one GET asks for what is missing: `If-None-Match` for a finished entry (304: reused, nothing
@@ -214,8 +233,9 @@ def fetch_by_get(http: Http, cache_dir: Path, wheel: FoundWheel, on_progress: On
         time.sleep(http.backoff * 2 ** (failed - 1))
 
 
-def _not_modified(cache_dir: Path, answer: Stream, wheel: FoundWheel, etag: str,
-                  on_progress: OnProgress | None) -> Hashed | None:  # fmt: skip
+def _not_modified(
+    cache_dir: Path, answer: Stream, wheel: FoundWheel, etag: str, on_progress: OnProgress | None
+) -> Hashed | None:
     """A 304 to `If-None-Match: etag`: the finished entry, described as the 200 that filled it did (its record)."""
     record = _read_record(entry_dir(cache_dir, wheel.url, etag) / "record.json")
     if record is None:
@@ -284,8 +304,15 @@ def _forget_etag(cache_dir: Path, url: str) -> None:
     _remove(_etag_path(cache_dir, url))
 
 
-def measure_afresh(http: Http, cache_dir: Path, url: str, filename: str, size: int | None, etag: str | None,
-                   on_progress: OnProgress | None = None) -> str:  # fmt: skip
+def measure_afresh(
+    http: Http,
+    cache_dir: Path,
+    url: str,
+    filename: str,
+    size: int | None,
+    etag: str | None,
+    on_progress: OnProgress | None = None,
+) -> str:
     """The sha256 of the bytes upstream serves now, downloaded afresh (never from the cache) into a temporary
     file that is removed (`resolve --check --deep`)."""
     _make_dir(cache_dir / "wheels")
@@ -299,10 +326,19 @@ def measure_afresh(http: Http, cache_dir: Path, url: str, filename: str, size: i
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def download(http: Http, url: str, filename: str, size: int | None, etag: str | None, part: Path,
-             on_progress: OnProgress | None = None, cancel: threading.Event | None = None,
-             opened: Stream | None = None, budget: Budget | None = None,
-             missing: str = MISSING_HINT) -> tuple[str, int]:  # fmt: skip
+def download(
+    http: Http,
+    url: str,
+    filename: str,
+    size: int | None,
+    etag: str | None,
+    part: Path,
+    on_progress: OnProgress | None = None,
+    cancel: threading.Event | None = None,
+    opened: Stream | None = None,
+    budget: Budget | None = None,
+    missing: str = MISSING_HINT,
+) -> tuple[str, int]:
     """Download url into `part` (continuing what it holds), hashing as the bytes are written; (sha256, size).
     A broken transfer is resumed up to the Http's attempts; after the last, the part is kept for the next run.
     A size other than HEAD's is UpstreamMismatch; a part known to be bad is removed."""
@@ -334,10 +370,19 @@ def download(http: Http, url: str, filename: str, size: int | None, etag: str | 
     )
 
 
-def _attempt(http: Http, url: str, filename: str, size: int | None, etag: str | None, part: Path,
-             on_progress: OnProgress | None, cancel: threading.Event | None,
-             opened: Stream | None, budget: Budget | None = None,
-             missing: str = MISSING_HINT) -> tuple[str, int]:  # fmt: skip
+def _attempt(
+    http: Http,
+    url: str,
+    filename: str,
+    size: int | None,
+    etag: str | None,
+    part: Path,
+    on_progress: OnProgress | None,
+    cancel: threading.Event | None,
+    opened: Stream | None,
+    budget: Budget | None = None,
+    missing: str = MISSING_HINT,
+) -> tuple[str, int]:
     have = _part_size(part)
     if have and (etag is None or (size is not None and have >= size)):
         _remove(part)  # nothing to continue: without an ETag If-Range cannot guard it; or it is already too long
@@ -349,9 +394,18 @@ def _attempt(http: Http, url: str, filename: str, size: int | None, etag: str | 
         return _take(answer, url, filename, size, part, have, on_progress, cancel, budget, missing)
 
 
-def _take(answer: Stream, url: str, filename: str, size: int | None, part: Path, have: int,
-          on_progress: OnProgress | None, cancel: threading.Event | None, budget: Budget | None = None,
-          missing: str = MISSING_HINT) -> tuple[str, int]:  # fmt: skip
+def _take(
+    answer: Stream,
+    url: str,
+    filename: str,
+    size: int | None,
+    part: Path,
+    have: int,
+    on_progress: OnProgress | None,
+    cancel: threading.Event | None,
+    budget: Budget | None = None,
+    missing: str = MISSING_HINT,
+) -> tuple[str, int]:
     """The answer's body into the part (after the `have` bytes it holds, for a 206), hashed on the way."""
     if answer.status == 404 and missing == TORCH_MISSING_HINT:
         raise UpstreamMismatch(f"torch's wheel {redact(url)}, which NeMo-RL's uv.lock names, answered 404", missing)
@@ -379,9 +433,18 @@ def _take(answer: Stream, url: str, filename: str, size: int | None, part: Path,
     return sha256, done
 
 
-def _receive(answer: Stream, part: Path, have: int, digest, url: str, filename: str, size: int | None,
-             on_progress: OnProgress | None, cancel: threading.Event | None = None,
-             budget: Budget | None = None) -> int:  # fmt: skip
+def _receive(
+    answer: Stream,
+    part: Path,
+    have: int,
+    digest,
+    url: str,
+    filename: str,
+    size: int | None,
+    on_progress: OnProgress | None,
+    cancel: threading.Event | None = None,
+    budget: Budget | None = None,
+) -> int:
     """The body appended to the part (truncated to `have` first) and fed to the hash in the same pass; fsync'd."""
     try:
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)

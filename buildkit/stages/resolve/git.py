@@ -116,7 +116,7 @@ class GitResolver:
                     subject=subject,
                     url=None,
                     source=f"{source} on {url}",
-                )  # fmt: skip
+                )
             )
         return facts
 
@@ -171,8 +171,10 @@ class GitResolver:
                 or ("upload-pack" in exc.stderr and not exc.remote_unreachable())
             ):
                 what = f"commit {refspecs[0]}" if FULL_SHA_RE.fullmatch(refspecs[0]) else "its branches and tags"
-                raise UpstreamMismatch(f"{url}: {what}: the fetch was refused ({_last(exc.stderr)}); it does not "
-                                       "exist there, or the remote serves no partial fetch") from None  # fmt: skip
+                raise UpstreamMismatch(
+                    f"{url}: {what}: the fetch was refused ({_last(exc.stderr)}); it does not "
+                    "exist there, or the remote serves no partial fetch"
+                ) from None
             raise
 
 
@@ -204,14 +206,19 @@ class GitHistory:
 
     def _fetch(self, url: str, refspec: str) -> str:
         try:
-            run_git(["fetch", "--quiet", "--no-tags", "--filter=blob:none", "--", url, refspec], cwd=self.repo,
-                    timeout=1800, config=self._config)  # fmt: skip
+            run_git(
+                ["fetch", "--quiet", "--no-tags", "--filter=blob:none", "--", url, refspec],
+                cwd=self.repo,
+                timeout=1800,
+                config=self._config,
+            )
         except GitFailed as exc:
             if exc.remote_unreachable() and "not our ref" not in exc.stderr:
                 last = exc.stderr.splitlines()[-1] if exc.stderr else "no answer"
                 raise UpstreamUnreachable(f"cannot fetch from {url}: {last}", hint=OFFLINE_HINT) from None
-            raise UpstreamMismatch(f"{url}: {refspec.split(':')[0].lstrip('+')} does not exist there "
-                                   f"({_last(exc.stderr)})") from None  # fmt: skip
+            raise UpstreamMismatch(
+                f"{url}: {refspec.split(':')[0].lstrip('+')} does not exist there ({_last(exc.stderr)})"
+            ) from None
         return run_git(["rev-parse", "FETCH_HEAD"], cwd=self.repo).strip()
 
     def merge_base(self, commit: str) -> str | None:
@@ -242,8 +249,7 @@ class GitHistory:
 
     def changed(self, base: str, head: str) -> list[str]:
         """The paths that differ between two commits' trees (a rename: both paths)."""
-        out = run_git_bytes(["diff", "--name-only", "-z", "--no-renames", base, head, "--"], cwd=self.repo,
-                            timeout=600)  # fmt: skip
+        out = run_git_bytes(["diff", "--name-only", "-z", "--no-renames", base, head, "--"], cwd=self.repo, timeout=600)
         return sorted({_shown(p) for p in out.split(b"\0") if p})
 
     def tree_files(self, commit: str, keep: Callable[[str, str], bool]) -> dict[str, str]:
@@ -261,8 +267,9 @@ class GitHistory:
         return files
 
 
-def _blob_at(repo: Path, commit: str, path: str, max_bytes: int, url: str,
-             config: list[str] | None = None) -> bytes | None:  # fmt: skip
+def _blob_at(
+    repo: Path, commit: str, path: str, max_bytes: int, url: str, config: list[str] | None = None
+) -> bytes | None:
     """A file's bytes at a commit of a partial clone (git fetches the trees and the blob it needs); None when the
     commit has no such file. Larger than max_bytes: UpstreamMalformed, nothing more read."""
     spec = f"{commit}:{path}"
@@ -276,8 +283,9 @@ def _blob_at(repo: Path, commit: str, path: str, max_bytes: int, url: str,
         return None
     size = int(run_git(["cat-file", "-s", spec], cwd=repo, config=config).strip() or 0)
     if size > max_bytes:
-        raise UpstreamMalformed(f"{url}: {path} at {commit[:12]} is {size:,} bytes, more than buildkit reads "
-                                f"({max_bytes:,})")  # fmt: skip
+        raise UpstreamMalformed(
+            f"{url}: {path} at {commit[:12]} is {size:,} bytes, more than buildkit reads ({max_bytes:,})"
+        )
     return run_git_bytes(["cat-file", "blob", spec], cwd=repo, config=config)
 
 

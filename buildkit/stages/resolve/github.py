@@ -291,8 +291,10 @@ class GitHub:
         if pull.merged and (pull.merged_at is None or pull.merge_commit_sha is None):
             raise UpstreamMalformed(f"GitHub API answer for {what}: merged, but without merged_at/merge_commit_sha")
         if not pull.merged and pull.state != "open":
-            raise UpstreamMismatch(f"{what} was closed without being merged (state: {pull.state})",
-                                   hint=_closed_hint(ref, self._head_url(pull)))  # fmt: skip
+            raise UpstreamMismatch(
+                f"{what} was closed without being merged (state: {pull.state})",
+                hint=_closed_hint(ref, self._head_url(pull)),
+            )
         if not pull.merged and pull.head is None:
             raise UpstreamMalformed(f"GitHub API answer for {what}: an open PR without its head")
         if not pull.merged and pull.head is not None and pull.head.repo is None:
@@ -306,8 +308,9 @@ class GitHub:
             named = self.owner_repo(head.repo.clone_url)
             if named is None or "/".join(named) != head.repo.full_name:
                 url, name = excerpt(head.repo.clone_url, 120), excerpt(head.repo.full_name, 80)
-                raise UpstreamMalformed(f"GitHub API answer for {what}: the head repository's clone URL {url} is "
-                                        f"not {name} on GitHub")  # fmt: skip
+                raise UpstreamMalformed(
+                    f"GitHub API answer for {what}: the head repository's clone URL {url} is not {name} on GitHub"
+                )
         return PullRequestFact(
             number=number,
             title=pull.title,

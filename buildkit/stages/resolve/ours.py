@@ -27,8 +27,10 @@ def check_lock_is_ours(paths: Paths, lock: Lock | None, pins: Pins, on_note: OnN
     ours = pins_file_of(paths)
     if lock.pins_file is None:
         if lock.pins_sha256 != pins.sha256() and on_note is not None:
-            on_note(f"{paths.lock} does not name the pins file it was written from (an older buildkit wrote it) "
-                    f"and its pins differ from {ours}: it is replaced once resolve succeeds")  # fmt: skip
+            on_note(
+                f"{paths.lock} does not name the pins file it was written from (an older buildkit wrote it) "
+                f"and its pins differ from {ours}: it is replaced once resolve succeeds"
+            )
         return
     if lock.pins_file != ours:
         raise InputError(

@@ -68,9 +68,10 @@ def check_pr(pins: Pins, pr: PullRequestFact, source: CommitFact) -> None:
     if pins.vllm.ref is None or built == source.commit:
         return
     if pr.merged:
-        raise UpstreamMismatch(f"vllm.ref {pins.vllm.ref} resolves to {source.commit}, but PR #{pr.number} was "
-                               f"merged as {built}",
-                               hint="pin the PR's merge commit, or drop one of vllm.ref / vllm.pr")  # fmt: skip
+        raise UpstreamMismatch(
+            f"vllm.ref {pins.vllm.ref} resolves to {source.commit}, but PR #{pr.number} was merged as {built}",
+            hint="pin the PR's merge commit, or drop one of vllm.ref / vllm.pr",
+        )
     raise UpstreamMismatch(
         f"vllm.ref {pins.vllm.ref} resolves to {source.commit}, but PR #{pr.number} is open; its head is now {built}",
         hint="drop vllm.ref to build what the PR is now (`buildkit bump --vllm` moves the pins), or drop vllm.pr to "
@@ -81,8 +82,9 @@ def check_pr(pins: Pins, pr: PullRequestFact, source: CommitFact) -> None:
 class Chooser:
     """Chooses the wheel's commit and proves the composition, through GitHub or git as the repositories allow."""
 
-    def __init__(self, pins: Pins, github: GitHub, cache_dir: Path, find_wheel: FindWheel,
-                 on_note: Callable[[str], None]):  # fmt: skip
+    def __init__(
+        self, pins: Pins, github: GitHub, cache_dir: Path, find_wheel: FindWheel, on_note: Callable[[str], None]
+    ):
         self.pins, self.github, self.cache_dir = pins, github, cache_dir
         self.find_wheel, self.note = find_wheel, on_note
         self._history: GitHistory | None = None
@@ -110,8 +112,14 @@ class Chooser:
         if pinned != "auto":
             paths, method, how = self._paths(pinned, source, on_github)  # an ancestor of the source, or refused
             found = self.find_wheel(pinned)
-            wheel = WheelCommitFact(commit=pinned, upstream=self.upstream, branch=self.branch, merge_base=None,
-                                    chosen_by="pinned", detail=f"wheel.commit {pinned} as pinned")  # fmt: skip
+            wheel = WheelCommitFact(
+                commit=pinned,
+                upstream=self.upstream,
+                branch=self.branch,
+                merge_base=None,
+                chosen_by="pinned",
+                detail=f"wheel.commit {pinned} as pinned",
+            )
             return Choice(wheel, found, self._prove(paths, method, how, pinned, source))
         merge_base, base_paths, base_method, how = self._merge_base(source, on_github)
         tried: list[str] = []
@@ -140,8 +148,14 @@ class Chooser:
         else:
             chosen = "an ancestor of the merge base"
             detail = f"{len(tried)} newer commit(s) from the merge base on had no wheel ({'; '.join(tried)})"
-        wheel = WheelCommitFact(commit=wheel_commit, upstream=self.upstream, branch=self.branch, merge_base=merge_base,
-                                chosen_by=chosen, detail=detail[:900])  # fmt: skip
+        wheel = WheelCommitFact(
+            commit=wheel_commit,
+            upstream=self.upstream,
+            branch=self.branch,
+            merge_base=merge_base,
+            chosen_by=chosen,
+            detail=detail[:900],
+        )
         if wheel_commit == merge_base:
             paths, method = base_paths, base_method
         else:
@@ -160,13 +174,17 @@ class Chooser:
             answer = self.github.compare_files(self.upstream, self.branch, source.commit)
             if answer.status in ("behind", "identical"):  # the source is on the branch: it is its own merge base
                 if answer.merge_base != source.commit:
-                    raise UpstreamMalformed(f"GitHub API answer for {answer.url}: {answer.status}, but its merge base "
-                                            f"{answer.merge_base[:12]} is not the source {source.commit[:12]}")
+                    raise UpstreamMalformed(
+                        f"GitHub API answer for {answer.url}: {answer.status}, but its merge base "
+                        f"{answer.merge_base[:12]} is not the source {source.commit[:12]}"
+                    )
                 return answer.merge_base, [], "same commit", answer.url
             if answer.paths is not None:
                 return answer.merge_base, answer.paths, "GitHub compare", answer.url
-            self.note(f"GitHub's compare answer lists at most 300 files: {self.branch}...{source.commit[:12]} "
-                      "listed with git instead")  # fmt: skip
+            self.note(
+                f"GitHub's compare answer lists at most 300 files: {self.branch}...{source.commit[:12]} "
+                "listed with git instead"
+            )
         history = self._git(source)
         merge_base = history.merge_base(source.commit)
         if merge_base is None:
@@ -201,8 +219,10 @@ class Chooser:
                 raise _not_ancestor(wheel_commit, source, answer.status)
             if answer.paths is not None:
                 return answer.paths, "GitHub compare", answer.url
-            self.note(f"GitHub's compare answer lists at most 300 files: {wheel_commit[:12]}...{source.commit[:12]} "
-                      "listed with git instead")  # fmt: skip
+            self.note(
+                f"GitHub's compare answer lists at most 300 files: {wheel_commit[:12]}...{source.commit[:12]} "
+                "listed with git instead"
+            )
         history = self._git(source)
         if not history.contains(wheel_commit, source.commit):
             raise _not_ancestor(wheel_commit, source, "not an ancestor")
@@ -252,8 +272,9 @@ class Chooser:
 
     # --- the proof -------------------------------------------------------------------------------------------------
 
-    def _prove(self, paths: list[str], method: Method, how: str, wheel_commit: str,
-               source: CommitFact) -> SourceComparison:  # fmt: skip
+    def _prove(
+        self, paths: list[str], method: Method, how: str, wheel_commit: str, source: CommitFact
+    ) -> SourceComparison:
         hits = [f"{path} ({rule.why})" for path, rule in compiled_changes(paths)]
         for path in paths:  # a torch pin matters only when the torch it requires changed
             rule = rule_for(path)
@@ -273,14 +294,18 @@ class Chooser:
 
     def _torch_change(self, path: str, wheel_commit: str, source: CommitFact) -> list[str]:
         try:
-            before, after = (torch_requirement(self._file(repo, commit, path)) for repo, commit in
-                             ((self.upstream, wheel_commit), (source.repo, source.commit)))  # fmt: skip
+            before, after = (
+                torch_requirement(self._file(repo, commit, path))
+                for repo, commit in ((self.upstream, wheel_commit), (source.repo, source.commit))
+            )
         except (ValueError, UpstreamMalformed) as exc:  # unreadable: the change cannot be ruled out
             return [f"{path} (its torch requirement could not be read: {excerpt(str(exc), 100)})"]
         if before == after:
             return []
-        return [f"{path} (the torch the extensions are built against: {' '.join(before) or 'none'} -> "
-                f"{' '.join(after) or 'none'})"]  # fmt: skip
+        return [
+            f"{path} (the torch the extensions are built against: {' '.join(before) or 'none'} -> "
+            f"{' '.join(after) or 'none'})"
+        ]
 
     def _file(self, repo: str, commit: str, path: str) -> str:
         if self.github.owner_repo(repo):
@@ -297,4 +322,3 @@ def _not_ancestor(wheel_commit: str, source: CommitFact, status: str) -> Upstrea
         "compiled files are not the source's history",
         hint="pin wheel.commit to a commit the source contains (its merge base with main), or `auto`",
     )
-

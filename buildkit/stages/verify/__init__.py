@@ -160,8 +160,11 @@ def check_no_sglang(c: Context) -> None:
         c.add("sglang is not importable", None, "a smoke image has no Python environment")
         return
     code, out = c.run("python", "-c", "import sglang")
-    c.add("sglang is not importable", code != 0 and "ModuleNotFoundError" in out,
-          "import sglang fails: ModuleNotFoundError" if code != 0 else "import sglang succeeded")  # fmt: skip
+    c.add(
+        "sglang is not importable",
+        code != 0 and "ModuleNotFoundError" in out,
+        "import sglang fails: ModuleNotFoundError" if code != 0 else "import sglang succeeded",
+    )
 
 
 def check_nemo_rl_commit(c: Context) -> None:
@@ -187,8 +190,11 @@ def check_patched_files(c: Context) -> None:
     for target in targets:
         code, out = c.run("sha256sum", f"{WORKDIR}/{target.path}")
         have = out.split()[0] if code == 0 and out else "?"
-        c.add(f"patched {target.path} is the recorded one", have == target.after,
-              f"sha256 {have[:16]}..., recorded {target.after[:16]}...")  # fmt: skip
+        c.add(
+            f"patched {target.path} is the recorded one",
+            have == target.after,
+            f"sha256 {have[:16]}..., recorded {target.after[:16]}...",
+        )
 
 
 PYTHON_CHECK = "vLLM's Python files are the source commit's"
@@ -209,8 +215,12 @@ def check_vllm_python(c: Context) -> None:
     c.package = read_package(c.engine.archive(c.image, directory), directory, f"{c.image}:{directory}")
     listed = c.lock.vllm_python
     if listed is None:
-        c.add(PYTHON_CHECK, None, "the lock holds no listing of the source's Python files (a lock resolve wrote "
-              "before it listed them, or one whose listing failed: resolve said why): run `buildkit resolve`")
+        c.add(
+            PYTHON_CHECK,
+            None,
+            "the lock holds no listing of the source's Python files (a lock resolve wrote "
+            "before it listed them, or one whose listing failed: resolve said why): run `buildkit resolve`",
+        )
         return
     c.add(PYTHON_CHECK, *judge_python(listed.files, c.package, listed.commit, c.lock.vllm_files or ()))
 
@@ -253,15 +263,24 @@ CHECKS = (
     Check("labels", "the image config's Labels, against models.labels.verified_labels(lock)", check_labels),
     Check("fingerprint", f"{FINGERPRINT} in the image", check_fingerprint),
     Check("patched files", "the prepare record's patch targets, sha256sum in the image", check_patched_files),
-    Check("vLLM's Python", "find_spec('vllm') from python in the image; the package's files, against the lock's "
-          "vllm_python", check_vllm_python),
+    Check(
+        "vLLM's Python",
+        "find_spec('vllm') from python in the image; the package's files, against the lock's vllm_python",
+        check_vllm_python,
+    ),
     Check("GPU files", "the image's shared objects and CUDA_VERSION (buildkit.gpu), --driver", check_gpu_files),
     Check("GPU", "torch and nvidia-smi in a container given the GPUs (--gpus)", check_gpu),
 )
 
 
-def verify_image(image: str, lock: Lock, prepare: PrepareRecord | None, gpus: bool,
-                 engine: ImageEngine | None = None, drivers: list[str] | None = None) -> VerifyRecord:  # fmt: skip
+def verify_image(
+    image: str,
+    lock: Lock,
+    prepare: PrepareRecord | None,
+    gpus: bool,
+    engine: ImageEngine | None = None,
+    drivers: list[str] | None = None,
+) -> VerifyRecord:
     """Every check of CHECKS on the image (pulled first when the engine does not have it), in order."""
     begun = time.monotonic()
     engine = engine or Engine()
@@ -303,15 +322,28 @@ def _identity(image: str, attrs: dict) -> str | None:
     return attrs.get("Id") or None
 
 
-def gpu_checks(engine: ImageEngine, image: str, lock: Lock, cuda_version: str | None, drivers: list[str],
-               add: Callable[[str, bool | None, str], None],
-               package: dict[str, str] | None = None) -> GpuCheck:  # fmt: skip
+def gpu_checks(
+    engine: ImageEngine,
+    image: str,
+    lock: Lock,
+    cuda_version: str | None,
+    drivers: list[str],
+    add: Callable[[str, bool | None, str], None],
+    package: dict[str, str] | None = None,
+) -> GpuCheck:
     """buildkit.gpu's checks over the image's files: kernels for build.cuda_arch_list in the required libraries,
     vLLM's symbols against the image's torch and glibc/libstdc++, and each --driver. `package`: the sha256 of the
     shared objects in the vllm package python imports (an editable checkout is outside site-packages)."""
     hashes: dict[str, str] = {}
-    gpu = image_check(lambda argv: engine.run_check(image, argv), lambda path: engine.archive(image, path),
-                      lock.build, cuda_version, drivers, image, hashes)  # fmt: skip
+    gpu = image_check(
+        lambda argv: engine.run_check(image, argv),
+        lambda path: engine.archive(image, path),
+        lock.build,
+        cuda_version,
+        drivers,
+        image,
+        hashes,
+    )
     hashes.update(package or {})  # the package python imports wins over another copy in a site-packages
     add(COMPILED_CHECK, *compiled_files(getattr(lock, "vllm_files", None), hashes, lock.build.gpu_required))
     try:
@@ -335,22 +367,29 @@ def gpu_checks(engine: ImageEngine, image: str, lock: Lock, cuda_version: str | 
             add("vLLM's symbols resolve against the image's torch", False, exc.message)
     runtime = gpu.driver.cuda_runtime if gpu.driver else None
     for have, judged in (gpu.driver.drivers if gpu.driver else {}).items():
-        add(f"CUDA {runtime} runs on driver {have}", None if judged.startswith("unknown") else
-            not judged.startswith("no:"), judged)  # fmt: skip
+        add(
+            f"CUDA {runtime} runs on driver {have}",
+            None if judged.startswith("unknown") else not judged.startswith("no:"),
+            judged,
+        )
     return gpu
 
 
 COMPILED_CHECK = "vLLM's compiled files are the locked wheel's"
 
 
-def compiled_files(locked: dict[str, str] | None, found: dict[str, str],
-                   required: list[str] | None = None) -> tuple[bool | None, str]:  # fmt: skip
+def compiled_files(
+    locked: dict[str, str] | None, found: dict[str, str], required: list[str] | None = None
+) -> tuple[bool | None, str]:
     """Each of vLLM's compiled files in the image, byte for byte the locked wheel's member (sha256, as resolve
     read them): the kernels the image runs are the wheel's, whatever the source build did. One the image lacks
     fails when build.gpu_required names it (vLLM does not start without it), and is said otherwise."""
     if not locked:
-        return None, "the lock holds no hashes of the wheel's files (resolve --no-wheel-download, or a lock before " \
-            "version 5): run `buildkit resolve`"
+        return (
+            None,
+            "the lock holds no hashes of the wheel's files (resolve --no-wheel-download, or a lock before "
+            "version 5): run `buildkit resolve`",
+        )
     problems: list[str] = []
     absent: list[str] = []
     matched = 0
@@ -365,15 +404,19 @@ def compiled_files(locked: dict[str, str] | None, found: dict[str, str],
     if problems:
         return False, "; ".join(problems + absent)[:600]
     if not matched:
-        return None, f"none of the wheel's {len(locked)} compiled file(s) is in the image's Python environments " \
-            "(build.gpu_required names none of them)"
+        return (
+            None,
+            f"none of the wheel's {len(locked)} compiled file(s) is in the image's Python environments "
+            "(build.gpu_required names none of them)",
+        )
     return True, "; ".join([f"{matched} file(s) match the wheel's sha256", *absent])[:600]
 
 
 def driver_on_gpu(engine: ImageEngine, image: str, gpu: GpuCheck, torch_sees_gpu: bool) -> tuple[bool, str]:
     """The prediction for this machine's real driver (nvidia-smi in a GPU container) against what torch saw."""
-    code, out = engine.run_check(image, ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                 gpus=True)  # fmt: skip
+    code, out = engine.run_check(
+        image, ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], gpus=True
+    )
     have = out.strip().splitlines()[0].strip() if code == 0 and out.strip() else ""
     facts = gpu.driver
     if facts is None or facts.cuda_runtime is None:

@@ -137,9 +137,7 @@ def read_buildkit_provenance(ref: str, platform: str, http: Http | None = None) 
     statement = _provenance_statement(reader, image, attestations, login)
     if statement is not None:
         return ImageProvenance(top, platform_digest, statement, None)
-    return ImageProvenance(
-        top, platform_digest, None, f"the attestation manifest holds no {PREDICATE_TYPE} statement"
-    )
+    return ImageProvenance(top, platform_digest, None, f"the attestation manifest holds no {PREDICATE_TYPE} statement")
 
 
 def _platform_entry(entries: list[IndexEntry], platform: str) -> str | None:
