@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT))
 from buildkit.stages.resolve import baselibs  # noqa: E402
 from buildkit.world.http import Http  # noqa: E402
 from buildkit.world.registry import Registry  # noqa: E402
-from tests.fake_upstreams import BASE_REPO, FakeRegistry  # noqa: E402
-from tests.realdebs import MERGED_USR, NOBLE, file, layer, package_entries, symlink  # noqa: E402
-from tests.realwheels import VLLM_0_14_0, real_wheel  # noqa: E402
+from tests.support.fake_upstreams import BASE_REPO, FakeRegistry  # noqa: E402
+from tests.support.realdebs import MERGED_USR, NOBLE, file, layer, package_entries, symlink  # noqa: E402
+from tests.support.realwheels import VLLM_0_14_0, real_wheel  # noqa: E402
 
 
 def bulk_layer(megabytes: int) -> tuple[str, bytes]:

@@ -19,7 +19,7 @@ import subprocess
 
 from smoke_project import BUILDKIT, smoke_project, timed
 
-from tests.engine import BUILDER
+from tests.support.engine import BUILDER
 
 
 def main() -> None:

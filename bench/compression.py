@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from buildkit.models.plan import BuildPlan
 from buildkit.stages.build import run_buildx
-from tests.engine import BUILDER_B, STAND_IN_BASE, empty_builder, engine_problem
+from tests.support.engine import BUILDER_B, STAND_IN_BASE, empty_builder, engine_problem
 
 REGISTRY = "127.0.0.1:5000"
 ACCEPT = (

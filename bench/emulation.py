@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from buildkit.models.plan import BuildPlan
 from buildkit.stages.build import run_buildx
-from tests.engine import BUILDER, STAND_IN_BASE, engine_problem
+from tests.support.engine import BUILDER, STAND_IN_BASE, engine_problem
 
 STEPS = {
     "uname -m alone (the step's fixed cost)": "true",

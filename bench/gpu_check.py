@@ -6,7 +6,7 @@ cache). The baseline, taken in
 the same run, is decompressing the same shared objects from the wheel and throwing the bytes away: no reader of a
 zip can do less.
 
-    python bench/gpu_check.py     # wheels from $BUILDKIT_TEST_ARTIFACTS (tests/realwheels.py fetches them)
+    python bench/gpu_check.py     # wheels from $BUILDKIT_TEST_ARTIFACTS (tests/support/realwheels.py fetches them)
 
 Goal: warm, the whole check <= 60 s.
 """
@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 from buildkit.gpu import abi, check, scan  # noqa: E402
 from buildkit.gpu.torchlock import torch_of_uv_lock  # noqa: E402
 from buildkit.models.pins import load_pins  # noqa: E402
-from tests.fake_upstreams import NEMO_RL_TORCH_PYPI, NEMO_RL_UV_LOCK_HEADER  # noqa: E402
-from tests.realwheels import TORCH_2_9_0, VLLM_0_14_0, real_wheel  # noqa: E402
+from tests.support.fake_upstreams import NEMO_RL_TORCH_PYPI, NEMO_RL_UV_LOCK_HEADER  # noqa: E402
+from tests.support.realwheels import TORCH_2_9_0, VLLM_0_14_0, real_wheel  # noqa: E402
 
 
 def baseline(wheel: Path) -> float:

@@ -4,7 +4,7 @@ and for both (build.platforms, --emulate), alternately in the same run.
 
 Needs the engine from scripts/engine-up.sh (root): its builder (with qemu-aarch64 registered), the two-platform
 stand-in base. The aarch64 stand-in wheel is given aarch64 shared objects (the stand-in's minimal ELF for
-EM_AARCH64), as tests/test_platform_smoke.py does.
+EM_AARCH64), as tests/e2e/test_platform_smoke.py does.
 
     python bench/platform_smoke.py [--repeat 3]
 
@@ -22,7 +22,15 @@ from pathlib import Path
 
 from smoke_project import BUILDKIT, smoke_project, timed
 
-from tests.fake_upstreams import VLLM_SHA, WHEEL_ARM, Upstreams, WheelFile, cudart_for, minimal_elf, two_platforms
+from tests.support.fake_upstreams import (
+    VLLM_SHA,
+    WHEEL_ARM,
+    Upstreams,
+    WheelFile,
+    cudart_for,
+    minimal_elf,
+    two_platforms,
+)
 
 EM_AARCH64 = 183
 

@@ -2,7 +2,7 @@
 received and seconds, for the same pins resolved for linux/amd64 alone and for linux/amd64 + linux/arm64
 (build.platforms), side by side and as ratios (two platforms / one).
 
-Both resolve against the loopback GitHub / wheel index / registry of tests/fake_upstreams.py with the reference
+Both resolve against the loopback GitHub / wheel index / registry of tests/support/fake_upstreams.py with the reference
 pins, each run into an empty cache (both wheels downloaded and hashed, both platforms' base layers read every
 time). The index lists the x86_64 and the aarch64 wheel of the one wheel commit (stand-ins of `--wheel-kib`, each
 holding an ELF for its architecture); the base image is a two-platform index whose manifests each list one layer of
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from buildkit.models.pins import Pins, load_pins  # noqa: E402
 from buildkit.stages.resolve import Resolver  # noqa: E402
 from buildkit.world.http import Http  # noqa: E402
-from tests.fake_upstreams import (  # noqa: E402
+from tests.support.fake_upstreams import (  # noqa: E402
     BASE_REPO,
     BASE_TAG,
     VLLM_SHA,
@@ -52,7 +52,7 @@ from tests.fake_upstreams import (  # noqa: E402
     reference_upstreams,
     two_platforms,
 )
-from tests.realdebs import file, layer  # noqa: E402
+from tests.support.realdebs import file, layer  # noqa: E402
 
 EM_AARCH64 = 183  # elf.h
 

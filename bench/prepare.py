@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from buildkit.models.lock import Lock, lock_sha256  # noqa: E402
 from buildkit.stages.prepare import _git_dir_bytes, prepare  # noqa: E402
-from tests.gitserver import GitDaemon, git  # noqa: E402
+from tests.support.gitserver import GitDaemon, git  # noqa: E402
 
 
 def make_history(path: Path, commits: int, files: int, size: int, seed: int = 7) -> str:

@@ -1,8 +1,8 @@
 """Round-trip depth of the whole `buildkit resolve`, wheel download included: extra wall time per unit of latency
 injected into every request.
 
-Starts the loopback GitHub / wheel index / registry servers from tests/fake_upstreams.py with the reference pins,
-then times a full resolve, each run into an empty cache (so the wheel is downloaded and hashed every time), at
+Starts the loopback GitHub / wheel index / registry servers from tests/support/fake_upstreams.py with the reference
+pins, then times a full resolve, each run into an empty cache (so the wheel is downloaded and hashed every time), at
 latency 0 and at latency L on every request. depth = (t(L) - t(0)) / L is the number of request round trips on the
 critical path. Baselines, measured in the same run with the same code: a sequential client making the same
 requests one after another, and resolve's order before issue 19 (every lookup first, then the download).
@@ -32,7 +32,7 @@ from buildkit.models.pins import load_pins  # noqa: E402
 from buildkit.stages.resolve import Resolver, download  # noqa: E402
 from buildkit.stages.resolve.wheels import FoundWheel, resolve_wheel  # noqa: E402
 from buildkit.world.http import Http  # noqa: E402
-from tests.fake_upstreams import pins_text, reference_upstreams  # noqa: E402
+from tests.support.fake_upstreams import pins_text, reference_upstreams  # noqa: E402
 
 
 def concurrent_resolve(pins, cache: Path) -> None:

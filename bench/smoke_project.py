@@ -15,9 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.engine import STAND_IN_BASE, engine_problem  # noqa: E402
-from tests.fake_upstreams import Upstreams, pins_text, reference_upstreams  # noqa: E402
-from tests.nemo_repo import make_remote  # noqa: E402
+from tests.support.engine import STAND_IN_BASE, engine_problem  # noqa: E402
+from tests.support.fake_upstreams import Upstreams, pins_text, reference_upstreams  # noqa: E402
+from tests.support.nemo_repo import make_remote  # noqa: E402
 
 BUILDKIT = [sys.executable, "-m", "buildkit.cli"]
 

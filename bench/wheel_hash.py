@@ -1,12 +1,13 @@
 """Throughput of resolve's wheel download (download, sha256 and cache write in one pass) against a plain download.
 
-A loopback HTTP server in its own process serves the real vLLM 0.14.0 wheel from PyPI (472 MiB; tests/realwheels.py
-fetches it once into $BUILDKIT_TEST_ARTIFACTS and checks PyPI's sha256), or with --mib N that many MiB of random
-bytes. The baseline, measured in the same run against the same server, is a plain download of the same bytes with
-requests (`iter_content` in 1 MiB chunks, thrown away, as `curl -o /dev/null` would). buildkit's figure is resolve's
-own path, `download.fetch_by_get` into an empty cache dir: one GET (its headers the existence check), the bytes
-streamed through buildkit.world.http, hashed, written to `<cache>/wheels/.../<name>.part`, fsync'd, renamed, the record
-written; for the real wheel the sha256 is checked against PyPI's. The runs alternate; each figure is the median.
+A loopback HTTP server in its own process serves the real vLLM 0.14.0 wheel from PyPI (472 MiB;
+tests/support/realwheels.py fetches it once into $BUILDKIT_TEST_ARTIFACTS and checks PyPI's sha256), or with --mib N
+that many MiB of random bytes. The baseline, measured in the same run against the same server, is a plain download of
+the same bytes with requests (`iter_content` in 1 MiB chunks, thrown away, as `curl -o /dev/null` would). buildkit's
+figure is resolve's own path, `download.fetch_by_get` into an empty cache dir: one GET (its headers the existence
+check), the bytes streamed through buildkit.world.http, hashed, written to `<cache>/wheels/.../<name>.part`, fsync'd,
+renamed, the record written; for the real wheel the sha256 is checked against PyPI's. The runs alternate; each figure is
+the median.
 
 Two more figures say what the ratio can be: sha256 of the same bytes in memory (no download can be hashed faster
 than this CPU hashes), and the same comparison over a link paced to --link MiB/s (default 119, 1 Gbit/s), as a
@@ -150,7 +151,7 @@ def main() -> None:
     if args.mib:
         size, what = args.mib << 20, f"{args.mib} MiB of random bytes"
     else:
-        from tests.realwheels import VLLM_0_14_0, real_wheel
+        from tests.support.realwheels import VLLM_0_14_0, real_wheel
 
         path = str(real_wheel(VLLM_0_14_0))
         size, what = VLLM_0_14_0.size, f"the real {VLLM_0_14_0.filename} ({VLLM_0_14_0.size / 2**20:.1f} MiB)"

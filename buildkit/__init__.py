@@ -1,7 +1,7 @@
 """buildkit: build a reproducible NeMo-RL image with a custom vLLM, and prove how it was built.
 
 The package is a stack of layers; a module imports from its own layer and the layers below it, never above
-(tests/test_layers.py holds the rule). Top to bottom:
+(tests/unit/suite/test_layers.py holds the rule). Top to bottom:
 
   buildkit/cli.py, buildkit/commands/  the CLI: parse options, call one stage, present the result
   buildkit/runs/         what runs several stages for one command: bump, the reproducibility check

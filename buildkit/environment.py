@@ -2,8 +2,8 @@
 
 The code that reads a variable keeps reading it where it always did (the HTTP limits in world/http.py, the
 budgets in budget.py, ...); this table only says what each one is, and docs/reference/environment.md is generated
-from it (scripts/docs.py). tests/test_docs.py holds the table to the code: every variable a module of buildkit/
-reads must be a row here, so a new one cannot go undocumented.
+from it (scripts/docs.py). tests/unit/suite/test_docs.py holds the table to the code: every variable a module of
+buildkit/ reads must be a row here, so a new one cannot go undocumented.
 """
 
 from __future__ import annotations

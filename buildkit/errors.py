@@ -1,7 +1,7 @@
 """Typed errors. Library code raises these; only the CLI prints them and picks the exit code.
 
 EXIT_CODES is the one table of exit codes: `buildkit --help` shows it, and docs/reference/exit-codes.md is generated
-from it and EXIT_ADVICE (scripts/docs.py; tests/test_docs.py holds the page to the code).
+from it and EXIT_ADVICE (scripts/docs.py; tests/unit/suite/test_docs.py holds the page to the code).
 """
 
 from __future__ import annotations

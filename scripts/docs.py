@@ -4,8 +4,8 @@
     .venv/bin/python scripts/docs.py --check  # exit 1 naming each page that differs from what the code says now
 
 The pages are committed (they read on GitHub without a docs build, and a change to an option shows in the diff of
-the pull request that makes it); tests/test_docs.py runs generate() and fails when a committed page differs, so
-they cannot drift. Each source:
+the pull request that makes it); tests/unit/suite/test_docs.py runs generate() and fails when a committed page differs,
+so they cannot drift. Each source:
 
 - cli.md: the typer app (buildkit/cli.py) as click sees it, `typer.main.get_command(app)`: each command's help,
   usage and parameters (their help, defaults and variables), as `--help` shows them at 100 columns;

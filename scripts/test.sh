@@ -24,9 +24,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The report's build chart is checked with Mermaid's own parser, which runs in Node: tests/mermaid_check.py installs
-# it with `npm ci` from the pinned lock in tests/mermaid/ into the artifacts cache below. (Before the engine comes up
-# in the background: both install Debian packages, and apt takes one at a time.)
+# The report's build chart is checked with Mermaid's own parser, which runs in Node: tests/support/mermaid_check.py
+# installs it with `npm ci` from the pinned lock in tests/mermaid/ into the artifacts cache below. (Before the engine
+# comes up in the background: both install Debian packages, and apt takes one at a time.)
 if ! command -v npm >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
@@ -56,7 +56,8 @@ NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$fresh
 
 export DOCKER_CONFIG=${DOCKER_CONFIG:-$HOME/.docker}
 # Real wheels from PyPI (vLLM, torch; several GB) are fetched once into a cache outside the repository and reused on
-# this machine, each checked against PyPI's sha256 on every use (tests/realwheels.py); a fresh machine fetches them.
+# this machine, each checked against PyPI's sha256 on every use (tests/support/realwheels.py); a fresh machine fetches
+# them.
 export BUILDKIT_TEST_ARTIFACTS=${BUILDKIT_TEST_ARTIFACTS:-${XDG_CACHE_HOME:-$HOME/.cache}/buildkit-test-artifacts}
 mkdir -p "$fresh/home" "$fresh/cache" "$fresh/buildkit-cache" "$fresh/tmp"
 tests() { # name marker-expression pytest-arguments...: one run of the suite, its results in $fresh/<name>.xml

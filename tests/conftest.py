@@ -1,6 +1,6 @@
 """Shared fixtures: loopback upstreams holding the reference facts, a runner for the real CLI, the NeMo-RL-shaped
-repository and cosign; and the unit/e2e marks. Helpers shared by test modules live in tests/<name>.py (never in
-a test_*.py module: tests/test_suite_rules.py holds that)."""
+repository, the hostile servers and cosign; and the unit/e2e/engine marks. Helpers shared by test modules live in
+tests/support/<name>.py (never in a test_*.py module: tests/unit/suite/test_suite_rules.py holds that)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import pytest
 
 from buildkit.errors import EngineNotReady
 from buildkit.world.cosign import binary
-from tests.engine import engine, engine_b, unavailable  # noqa: F401 -- engine, engine_b: fixtures for every module
-from tests.fake_upstreams import Upstreams, pins_text, reference_upstreams
-from tests.nemo_repo import make_remote
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from tests.support.engine import engine, engine_b, unavailable  # noqa: F401 -- engine, engine_b: fixtures for every module
+from tests.support.fake_upstreams import Upstreams, pins_text, reference_upstreams
+from tests.support.hostile import elsewhere, hostile  # noqa: F401 -- fixtures for every module
+from tests.support.nemo_repo import make_remote
+from tests.support.paths import REPO_ROOT
 
 # A test that uses one of these (directly or through another fixture) is end to end: the build engine, or the CLI
 # run as a child process. Tests that read real PyPI wheels, or take seconds, are marked e2e where they are written.
@@ -112,7 +112,7 @@ def cli(tmp_path: Path) -> Cli:
 
 @pytest.fixture
 def remote(tmp_path):
-    """The NeMo-RL-shaped repository (tests/nemo_repo.py), served by `git daemon` for the test."""
+    """The NeMo-RL-shaped repository (tests/support/nemo_repo.py), served by `git daemon` for the test."""
     made = make_remote(tmp_path)
     yield made
     made.daemon.stop()

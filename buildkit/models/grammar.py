@@ -52,7 +52,7 @@ _URL_CHARS_RE = re.compile(r"[A-Za-z0-9._~:/%+,=@\[\]-]+")
 REPO_PATH_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
 # CUDA_VERSION as image configs set it: nvidia/cuda three parts (12.9.1), NGC images (cuda-dl-base, pytorch) four
 # (12.9.0.043: the last part is NVIDIA's build number, zero-padded, kept as written), older images two (11.8).
-# tests/test_grammar_upstream.py holds the real values with where each was published.
+# tests/unit/stages/test_resolve_grammar.py holds the real values with where each was published.
 CUDA_VERSION_RE = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}(?:\.[0-9]{1,4}){0,2}")
 WHEEL_CUDA_RE = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,3})?")  # major.minor, or a major alone (from libcudart.so.N)
 _TEXT_RE = re.compile(r"[^\x00-\x1f\x7f-\x9f\ud800-\udfff]{1,300}")  # no C0, DEL, C1, lone surrogate

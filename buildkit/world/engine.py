@@ -2,7 +2,7 @@
 facts), and its Docker implementation through the docker SDK (DockerEngine, also named Engine): reachability, version,
 disk, image inspection, saving, and pulls (with Docker's registry credentials, found by buildkit/world/credentials.py).
 Builds and pushes run through buildx (buildx.py, stages/build/), which the SDK cannot drive (docker-py issue 2230).
-tests/memengine.py holds an in-memory ImageEngine, so the stages' judgement is tested without an engine."""
+tests/support/memengine.py holds an in-memory ImageEngine, so the stages' judgement is tested without an engine."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The one way buildkit runs a program: git, buildx, cosign, mksquashfs, c++filt and the credential helpers all come
-through here (tests/test_layers.py holds that no other module calls subprocess).
+through here (tests/unit/suite/test_layers.py holds that no other module calls subprocess).
 
 The rules, each held here once:
 - argv only: a list of strings, never a shell (a string is refused: it would be one program name, or a shell line);

@@ -61,7 +61,7 @@ MANIFEST_TYPES = (
 ACCEPT = ", ".join(INDEX_TYPES + MANIFEST_TYPES)
 # A challenge's auth-params (RFC 9110 11.2): name="quoted value" or name=token. Real ones: nvcr.io sends realm and
 # scope only, its realm once with a query inside the quotes; gcr.io has sent service unquoted (test tables in
-# tests/test_resolve_grammar.py).
+# tests/unit/stages/test_resolve_grammar.py).
 _CHALLENGE_PARAM_RE = re.compile(r'([A-Za-z][A-Za-z0-9_-]*)=(?:"([^"]*)"|([^",\s]+))')
 
 

@@ -1,0 +1,145 @@
+"""A NeMo-RL-shaped repository made for tests and benchmarks: docker/Dockerfile with upstream's shape,
+tools/build-custom-vllm.sh holding what the declared patch expects, and a submodule whose .gitmodules URL is on
+github.com (the pins' URL rewrite sends it to the local `git daemon`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from unidiff import PatchSet
+
+from tests.support.gitserver import GitDaemon, commit_all, git
+from tests.support.paths import REPO_ROOT
+
+if TYPE_CHECKING:  # conftest imports this module
+    from tests.conftest import Cli
+
+PATCH = REPO_ROOT / "patches" / "build-custom-vllm-wheel-location.patch"
+SHAPE = REPO_ROOT / "tests" / "fixtures" / "nemo-rl-shape.Dockerfile"  # upstream's shape at 946862e7
+LATER_SHAPE = REPO_ROOT / "tests" / "fixtures" / "nemo-rl-later-shape.Dockerfile"  # and at 7ea279ab
+
+
+def later_script() -> str:
+    """A tools/build-custom-vllm.sh shaped like upstream's at 7ea279ab: the wheel location is its third argument
+    (what the declared patch did, upstream now does), so the patch no longer fits."""
+    return (
+        "#!/bin/bash\n"
+        + "".join(f"# upstream line {n}\n" for n in range(2, 22))
+        + "GIT_URL=${1:-https://github.com/vllm-project/vllm.git}\n"
+        "GIT_REF=${2:-cc99baf14dacc2497d0c5ed84e076ef2c37f6a4d}\n"
+        "# An explicit wheel URL avoids relying on vllm's nightly wheel discovery.\n"
+        'if [[ -n "${3:-}" ]]; then\n'
+        '  VLLM_PRECOMPILED_WHEEL_LOCATION="$3"\n'
+        "else\n"
+        '  VLLM_PRECOMPILED_WHEEL_LOCATION="https://github.com/vllm-project/vllm/releases/download/v0.16.0/x.whl"\n'
+        "fi\n"
+        "export VLLM_PRECOMPILED_WHEEL_LOCATION\n"
+        'echo "build done"\n'
+    )
+
+
+def script_before_patch() -> str:
+    """A tools/build-custom-vllm.sh holding, at the right lines, exactly what the patch expects upstream to have."""
+    hunk = PatchSet.from_string(PATCH.read_text())[0][0]
+    filler = [f"# upstream line {n}\n" for n in range(1, hunk.source_start)]
+    expected = [line.value for line in hunk if line.is_context or line.is_removed]
+    return "".join(["#!/bin/bash\n", *filler[1:], *expected, 'echo "build done"\n'])
+
+
+@dataclass
+class Remote:
+    daemon: GitDaemon
+    work: Path
+    commit: str
+    submodule_commit: str
+
+    @property
+    def url(self) -> str:
+        return f"{self.daemon.url}RL.git"
+
+    def new_commit(self, path: str, text: str, message: str, date: str = "2026-02-10T10:00:00+00:00") -> str:
+        return self.new_files({path: text}, message, date)
+
+    def new_files(self, files: dict[str, str], message: str, date: str = "2026-02-10T10:00:00+00:00") -> str:
+        for path, text in files.items():
+            target = self.work / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        sha = commit_all(self.work, message, date=date)
+        self.daemon.publish(self.work, "RL.git")
+        return sha
+
+    def move_to_later_shape(self) -> str:
+        """A commit with upstream's later layout: the 7ea279ab-shaped Dockerfile and build-custom-vllm.sh."""
+        return self.new_files(
+            {
+                "docker/Dockerfile": LATER_SHAPE.read_text(),
+                "tools/build-custom-vllm.sh": later_script(),
+                "docker/install_apptainer.sh": "echo apptainer\n",
+            },
+            "build: CUDA 13.2 base, uv 0.11, --frozen syncs, TensorRT-LLM (#2100)",
+            date="2026-08-22T09:00:00+00:00",
+        )
+
+
+def make_remote(tmp_path: Path) -> Remote:
+    served = tmp_path / "served"
+    (served / "test").mkdir(parents=True)
+    daemon = GitDaemon(served)
+    sub = tmp_path / "megatron"
+    sub.mkdir()
+    git("init", "-q", "-b", "main", cwd=sub)
+    (sub / "megatron.py").write_text("VERSION = 1\n")
+    sub_commit = commit_all(sub, "megatron 1")
+    daemon.publish(sub, "test/Megatron-LM.git")
+
+    work = tmp_path / "rl"
+    work.mkdir()
+    git("init", "-q", "-b", "main", cwd=work)
+    files = {
+        "docker/Dockerfile": SHAPE.read_text(),
+        "tools/build-custom-vllm.sh": script_before_patch(),
+        "pyproject.toml": '[project]\nname = "nemo-rl"\n',
+        "uv.lock": "version = 1\n",
+        "nemo_rl/__init__.py": "",
+        "nemo_rl/package_info.py": '__version__ = "0.5.0"\n',
+        "research/README.md": "research\n",
+        "tools/generate_fingerprint.py": "print('fingerprint')\n",
+    }
+    for path, text in files.items():
+        (work / path).parent.mkdir(parents=True, exist_ok=True)
+        (work / path).write_text(text)
+    # .gitmodules records the github.com URL, as upstream's does; the rewrite sends it to the daemon.
+    git(
+        "-c",
+        f"url.{daemon.url}test/.insteadOf=https://github.com/test/",
+        "submodule",
+        "add",
+        "-q",
+        "https://github.com/test/Megatron-LM.git",
+        "3rdparty/Megatron-LM-workspace/Megatron-LM",
+        cwd=work,
+    )
+    commit = commit_all(work, "docs: add release runs to front page readme for 0.5 (#1879)")
+    daemon.publish(work, "RL.git")
+    return Remote(daemon, work, commit, sub_commit)
+
+
+def point_pins_at(root: Path, remote: Remote, ref: str | None = None) -> None:
+    """The project's pins, with NeMo-RL from the served repository (and its submodule through a URL rewrite)."""
+    text = (root / "pins.yaml").read_text()
+    text = text.replace("https://github.com/NVIDIA-NeMo/RL.git", remote.url).replace(
+        '"946862e7"', f'"{ref or remote.commit}"'
+    )
+    text += f"\ngit_url_rewrites:\n  - url: {remote.daemon.url}test/\n    instead_of: https://github.com/test/\n"
+    (root / "pins.yaml").write_text(text)
+
+
+def use_remote(project: tuple[Path, Cli], remote: Remote, ref: str | None = None) -> tuple[Path, Cli]:
+    root, cli = project
+    point_pins_at(root, remote, ref)
+    result = cli("resolve")
+    assert result.code == 0, result.output
+    return root, cli

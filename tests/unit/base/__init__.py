@@ -1,0 +1,1 @@
+"""Unit tests of buildkit's base: errors, files, budget, environment and options."""

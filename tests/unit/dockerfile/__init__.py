@@ -1,0 +1,1 @@
+"""Unit tests of buildkit.dockerfile: the Dockerfile's text and its transformations."""

@@ -1,0 +1,1 @@
+"""Unit tests of buildkit.image: layers, unpacking, image comparison, vLLM's package."""

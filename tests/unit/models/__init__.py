@@ -1,0 +1,1 @@
+"""Unit tests of buildkit.models: pins, the lock, grammars, records."""

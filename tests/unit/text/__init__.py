@@ -1,0 +1,1 @@
+"""Unit tests of buildkit.text: progress and the terminal's text."""

@@ -1,0 +1,1 @@
+"""Unit tests of buildkit.world: processes, HTTP, registries, git."""
