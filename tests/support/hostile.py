@@ -4,6 +4,9 @@ non-ASCII headers, redirect to another host, or have the wrong JSON shape.
 Like tests/support/fake_upstreams.py it is a real `http.server` on a socket, so buildkit meets these answers exactly as
 it would from the network. Behaviours write raw bytes on the wire, so headers can be anything. Routes pick a
 behaviour by path prefix (longest first); every request is recorded with its headers.
+
+The fixtures `hostile` (on 127.0.0.1) and `elsewhere` (on 127.0.0.2: another host as far as URLs and credentials
+go) start one for a test; tests/conftest.py makes them available to every module.
 """
 
 from __future__ import annotations
