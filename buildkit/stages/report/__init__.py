@@ -485,6 +485,10 @@ def _overview(lock: Lock, record: BuildRecord | None, times: dict[str, str]) -> 
         "built": record is not None and record.outcome == "succeeded",
         "built_at": record.ended if record else None,
         "smoke": bool(record and record.smoke),
+        # Which buildkit did each: the version stamped at install moves with every commit (pyproject.toml), so the
+        # build's, the lock's and the report's own can differ.
+        "built_by": record.buildkit_version if record else None,
+        "resolved_by": lock.buildkit_version,
     }
 
 
