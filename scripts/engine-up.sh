@@ -28,6 +28,9 @@ SOCKET_B=/run/buildkit-b/buildkitd.sock
 PLUGIN_DIR=/usr/local/lib/docker/cli-plugins
 
 say() { printf 'engine: %s\n' "$*" >&2; }
+# apt, one at a time: the test command installs Node beside this script (scripts/test.sh), and apt refuses to run
+# while another apt holds its lock.
+apt_get() { flock /run/lock/buildkit-apt.lock apt-get "$@"; }
 die() { say "error: $*"; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "run as root (it installs packages and starts daemons)"
@@ -41,8 +44,8 @@ done
 command -v go >/dev/null || die "Go is needed to build BuildKit and buildx (it is on this kind of machine)"
 if [ ${#missing[@]} -gt 0 ]; then
   say "installing ${missing[*]} from Debian"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_get update -qq
+  DEBIAN_FRONTEND=noninteractive apt_get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # 2. arm64 emulation. qemu-aarch64 is registered with binfmt_misc with the F (fix-binary) flag: the kernel opens the
@@ -222,10 +225,10 @@ if [ -z "$arm64_deb" ]; then
     dpkg --add-architecture arm64
   fi
   say "downloading Debian's busybox-static for arm64"
-  apt-get update -qq
+  apt_get update -qq
   download=$(mktemp -d)
   chown _apt "$download" # apt downloads as its unprivileged user _apt
-  (cd "$download" && apt-get download -qq busybox-static:arm64) || die "apt could not download busybox-static:arm64"
+  (cd "$download" && apt_get download -qq busybox-static:arm64) || die "apt could not download busybox-static:arm64"
   mv "$download"/busybox-static_*_arm64.deb "$ENGINE_DIR/debs/"
   rm -rf "$download"
   arm64_deb=$(find "$ENGINE_DIR/debs" -name 'busybox-static_*_arm64.deb' | sort | tail -1)

@@ -1,19 +1,16 @@
 #!/usr/bin/env bash
 # The test command: install buildkit with its test extras into .venv; bring up the build engine in the background
-# (scripts/engine-up.sh: Docker, a loopback registry, BuildKit and buildx built from their Go modules); meanwhile
-# type-check buildkit/, tests/, bench/ and scripts/docs.py (mypy: any error fails the command), lint (ruff), build
-# the docs strictly (mkdocs: a broken link or anchor fails the command) and run every test that does not need the
-# engine; then run the engine's tests, print one count for the whole suite, and take the engine down again. Extra
-# arguments go to pytest (both runs).
+# (scripts/engine-up.sh: Docker, a loopback registry, BuildKit, buildx and cosign built from their Go modules);
+# meanwhile type-check buildkit/, tests/, bench/ and scripts/docs.py (mypy: any error fails the command), lint and
+# check the formatting (ruff), build the docs strictly (mkdocs: a broken link or anchor fails the command) and run
+# every test that does not need the engine, $BUILDKIT_TEST_WORKERS (4) at a time; then run the engine's tests,
+# print one count for the whole suite, and take the engine down again. Extra arguments go to pytest (both runs).
 #
 # Hermetic: pytest runs with fresh, empty HOME, XDG_CACHE_HOME, BUILDKIT_CACHE_DIR and TMPDIR, so nothing an
 # earlier run (or this machine) left behind can make the suite pass. Only Docker's client configuration, where
 # engine-up registered the builder, is kept (DOCKER_CONFIG).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-python3 -m venv .venv
-.venv/bin/pip install -q -e '.[test]'
 
 fresh=$(mktemp -d "${TMPDIR:-/tmp}/buildkit-test.XXXXXX")
 cleanup() {
@@ -24,17 +21,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The report's build chart is checked with Mermaid's own parser, which runs in Node: tests/support/mermaid_check.py
-# installs it with `npm ci` from the pinned lock in tests/mermaid/ into the artifacts cache below. (Before the engine
-# comes up in the background: both install Debian packages, and apt takes one at a time.)
-if ! command -v npm >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
-fi
-
-# The build engine comes up in the background (on a fresh machine that is BuildKit, buildx and cosign built from
-# their Go modules: many minutes) while everything that does not need it runs: the type checker, the linter, the
-# docs and every test not marked `engine` (tests/conftest.py). The engine's tests run once it is up.
+# The build engine comes up first, in the background: on a fresh machine it is the longest road (Debian packages,
+# then BuildKit, buildx and cosign built from their Go modules: about 4 minutes of both cores). Everything that does
+# not need it runs meanwhile: the install, the type checker, the linter, the docs and every test not marked
+# `engine` (tests/conftest.py). The engine's tests run once it is up.
 if [ "$(id -u)" = 0 ]; then
   engine_up=1
   setsid -w bash scripts/engine-up.sh >"$fresh/engine-up.log" 2>&1 &
@@ -42,6 +32,18 @@ if [ "$(id -u)" = 0 ]; then
   export BUILDKIT_ENGINE=required
 else
   echo "test: not root, so no build engine; the tests that need one are skipped here (CI runs them)" >&2
+fi
+
+python3 -m venv .venv
+.venv/bin/pip install -q -e '.[test]'
+
+# The report's build chart is checked with Mermaid's own parser, which runs in Node: tests/support/mermaid_check.py
+# installs it with `npm ci` from the pinned lock in tests/mermaid/ into the artifacts cache below. apt runs one at a
+# time (the lock file engine-up.sh takes too).
+if ! command -v npm >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  flock /run/lock/buildkit-apt.lock apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive flock /run/lock/buildkit-apt.lock \
+    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 
 # The type checker (configured in pyproject.toml's [tool.mypy]; any error fails the test command), its cache empty.
@@ -66,9 +68,13 @@ tests() { # name marker-expression pytest-arguments...: one run of the suite, it
   HOME=$fresh/home XDG_CACHE_HOME=$fresh/cache BUILDKIT_CACHE_DIR=$fresh/buildkit-cache TMPDIR=$fresh/tmp \
     .venv/bin/python -m pytest -q -p no:cacheprovider -m "$marks" --junitxml="$fresh/$name.xml" "$@"
 }
+# The tests without the engine run in parallel (pytest-xdist): alone, one pytest keeps 0.7 of a core busy (it waits
+# on git, the CLI's child processes and loopback servers), so more workers than cores pay (bench/test_command.py).
+# The engine's tests run one at a time: they share two BuildKit daemons, a registry and their caches.
+WORKERS=${BUILDKIT_TEST_WORKERS:-4}
 ok() { [ "$1" = 0 ] || [ "$1" = 5 ]; } # pytest's 5: no test selected (an argument that picks one kind only)
 first=0
-tests without-engine "not engine" "$@" || first=$?
+tests without-engine "not engine" -n "$WORKERS" --dist worksteal "$@" || first=$?
 if [ -n "${engine_pid:-}" ]; then
   if ! wait "$engine_pid"; then
     cat "$fresh/engine-up.log" >&2
@@ -78,7 +84,7 @@ if [ -n "${engine_pid:-}" ]; then
   tail -n 1 "$fresh/engine-up.log" >&2
 fi
 second=0
-tests engine "engine" "$@" || second=$?
+tests engine "engine" -p no:xdist "$@" || second=$?
 
 # One count for the whole suite, so that a test that stopped running shows.
 .venv/bin/python - "$fresh/without-engine.xml" "$fresh/engine.xml" <<'PY'
