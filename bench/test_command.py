@@ -34,9 +34,7 @@ def run(workers: int, selection: list[str]) -> tuple[float, float, int]:
             env[name] = str(Path(fresh) / name.lower())
             Path(env[name]).mkdir()
         env["DOCKER_HOST"] = "unix:///nonexistent"  # no engine: the engine's tests are deselected anyway
-        env.setdefault(
-            "BUILDKIT_TEST_ARTIFACTS", str(Path(os.environ["HOME"]) / ".cache" / "buildkit-test-artifacts")
-        )
+        env.setdefault("BUILDKIT_TEST_ARTIFACTS", str(Path(os.environ["HOME"]) / ".cache" / "buildkit-test-artifacts"))
         parallel = ["-n", str(workers), "--dist", "worksteal"] if workers > 1 else ["-p", "no:xdist"]
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not engine", *parallel]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -20,6 +20,7 @@ from tests.support.fake_upstreams import Upstreams, pins_text, reference_upstrea
 from tests.support.hostile import elsewhere, hostile  # noqa: F401 -- fixtures for every module
 from tests.support.nemo_repo import make_remote
 from tests.support.paths import REPO_ROOT
+from tests.support.realwheels import run_dir
 
 # A test that uses one of these (directly or through another fixture) is end to end: the build engine, or the CLI
 # run as a child process. Tests that read real PyPI wheels, or take seconds, are marked e2e where they are written.
@@ -40,6 +41,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.unit)
         if ENGINE_FIXTURES & fixtures:
             item.add_marker(pytest.mark.engine)
+
+
+@pytest.fixture(scope="session")
+def shared_dir(tmp_path_factory) -> Path:
+    """A directory every process of this test run shares (tests/support/realwheels.py: run_dir)."""
+    return run_dir(tmp_path_factory)
 
 
 @pytest.fixture

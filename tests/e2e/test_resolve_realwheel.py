@@ -32,7 +32,14 @@ from tests.support.fake_upstreams import (
     RealFile,
 )
 from tests.support.projects import use_base, use_variant
-from tests.support.realwheels import TORCH_2_8_0, TORCH_2_9_0, VLLM_0_14_0, real_wheel
+from tests.support.realwheels import (
+    TORCH_2_8_0,
+    TORCH_2_9_0,
+    VLLM_0_14_0,
+    real_wheel,
+    seed_torch_symbols,
+    shared_torch_symbols,
+)
 
 
 @pytest.fixture
@@ -44,8 +51,11 @@ def real_upstreams(project, upstreams):
     return upstreams
 
 
-def test_resolve_hashes_the_real_wheel_and_reads_its_libcudart(project, real_upstreams):
+def test_resolve_hashes_the_real_wheel_and_reads_its_libcudart(project, real_upstreams, shared_dir):
     root, cli = project
+    # torch's symbols already in the cache, as this run read them once (the test below reads them cold, through
+    # resolve): this test is about the vLLM wheel.
+    seed_torch_symbols(root / "cache", TORCH_2_9_0, shared_dir)
     result = cli("resolve", "--json", timeout=600)
     assert result.code == 0, result.output[-3000:]
     lock = json.loads(result.stdout)
@@ -130,7 +140,7 @@ def test_resolve_links_vllm_against_the_torch_of_nemo_rls_uv_lock(project, real_
     assert _torch_gets(real_upstreams) == []  # warm: torch's symbols from the cache
 
 
-def test_resolve_stops_on_symbols_torch_2_8_0_lacks(project, real_upstreams, tmp_path):
+def test_resolve_stops_on_symbols_torch_2_8_0_lacks(project, real_upstreams, shared_dir):
     """Against torch 2.8.0 the real wheel stops resolve twice over: its METADATA requires torch==2.9.1 (another
     release line: the first stop, before torch's 900 MB are read), and its modules need symbols torch 2.8.0's real
     libraries do not define (the ABI check, run here on the same real files without the METADATA stop)."""
@@ -159,7 +169,9 @@ def test_resolve_stops_on_symbols_torch_2_8_0_lacks(project, real_upstreams, tmp
             WHEEL_X86,
             build,
             torch,
-            lambda _t: abi.torch_defined(real_wheel(TORCH_2_8_0), TORCH_2_8_0.sha256, tmp_path),
+            lambda _t: abi.torch_defined(
+                real_wheel(TORCH_2_8_0), TORCH_2_8_0.sha256, shared_torch_symbols(TORCH_2_8_0, shared_dir)
+            ),
         )
     assert caught.value.message == (
         f"wheel {WHEEL_X86}: 4 undefined symbol(s) would not resolve against torch 2.8.0 "
@@ -178,13 +190,14 @@ def test_a_torch_wheel_with_other_bytes_stops_resolve(project, real_upstreams):
     ), result.output[-3000:]
 
 
-def test_resolve_stops_when_the_base_images_glibc_is_older_than_vllm_needs(project, real_upstreams):
+def test_resolve_stops_when_the_base_images_glibc_is_older_than_vllm_needs(project, real_upstreams, shared_dir):
     """The base image's layers hold Ubuntu 18.04's real glibc 2.27 (tests/support/realdebs.py); vLLM 0.14.0's _moe_C
     asks for log2@GLIBC_2.29. resolve reads the base's layers from the top, finds libc.so.6 in the bottom one, and
     stops."""
     from tests.support.realdebs import ubuntu_layers
 
     root, cli = project
+    seed_torch_symbols(root / "cache", TORCH_2_9_0, shared_dir)  # torch read once for the run (above)
     use_base(root, real_upstreams, "bionic", cuda_version="12.9.0.043", layers=ubuntu_layers("bionic"))
     result = cli("resolve", timeout=600)
     assert result.code == 4, result.output[-3000:]

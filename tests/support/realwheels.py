@@ -146,3 +146,34 @@ def real_wheel(wheel: RealWheel) -> Path:
                 pytest.fail(message)  # CI needs the real wheel: a skip there would hide the test
             pytest.skip(message)
         return path
+
+
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory this test run's processes share, made fresh for the run: under pytest-xdist the common parent
+    of the workers' temporary directories, else the run's own. Nothing an earlier run left there is seen."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def shared_torch_symbols(wheel: RealWheel, shared: Path) -> Path:
+    """A buildkit cache directory holding the names `wheel`'s torch libraries define, read from its real bytes by
+    buildkit's own abi.torch_defined, once per test run: the read inflates about 3 GB of shared objects (13 s of a
+    core), and every worker of the run waits for the first one instead of reading again."""
+    from buildkit.gpu import abi
+
+    cache = shared / f"torch-symbols-{wheel.sha256[:16]}"
+    with (shared / ".torch-symbols.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if abi.cached_torch(cache, wheel.sha256) is None:
+            abi.torch_defined(real_wheel(wheel), wheel.sha256, cache)
+    return cache
+
+
+def seed_torch_symbols(cache_dir: Path, wheel: RealWheel, shared: Path) -> None:
+    """Put `wheel`'s shared symbol names into the buildkit cache `cache_dir` (a project's BUILDKIT_CACHE_DIR), where
+    resolve finds them by the wheel's sha256 and so neither downloads nor reads the 900 MB wheel."""
+    from buildkit.gpu import abi
+
+    entry = abi.torch_cache(cache_dir, wheel.sha256)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    entry.write_bytes(abi.torch_cache(shared_torch_symbols(wheel, shared), wheel.sha256).read_bytes())

@@ -27,7 +27,7 @@ from buildkit.gpu import abi, dynsym
 from buildkit.gpu.dynsym import read_symbols
 from buildkit.gpu.elfsections import GpuFileError
 from buildkit.gpu.scan import wheel_libraries
-from tests.support.realwheels import TORCH_2_8_0, TORCH_2_9_0, VLLM_0_14_0, real_wheel
+from tests.support.realwheels import TORCH_2_8_0, TORCH_2_9_0, VLLM_0_14_0, real_wheel, shared_torch_symbols
 
 # Ubuntu 24.04 (the base image's OS): libc6 2.39 (GLIBC_2.39), libstdc++6 from GCC 14 (GLIBCXX_3.4.33,
 # CXXABI_1.3.15), libgcc-s1 (GCC_14.0.0) -- packages.ubuntu.com, noble.
@@ -39,22 +39,21 @@ def vllm_modules():
     return [(name, symbols) for name, _k, symbols in wheel_libraries(real_wheel(VLLM_0_14_0))]
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("cache")
-
-
 @pytest.mark.e2e  # real PyPI wheels
-def test_vllm_0_14_0_links_against_torch_2_9_0(vllm_modules, cache):
+def test_vllm_0_14_0_links_against_torch_2_9_0(vllm_modules, shared_dir):
+    """torch's names as abi.torch_defined read them from the real wheel, once for the whole run (the first test to
+    ask reads, the others wait: realwheels.shared_torch_symbols), then from its cache."""
+    cache = shared_torch_symbols(TORCH_2_9_0, shared_dir)
     torch = abi.torch_defined(real_wheel(TORCH_2_9_0), TORCH_2_9_0.sha256, cache)
     result = abi.check(vllm_modules, torch, NOBLE, [TORCH_2_9_0.filename])
     assert result.checked > 900 and result.unresolved == [] and result.unresolved_count == 0
     abi.stop_if_unresolved(result, "vllm")  # passes
-    assert abi.torch_defined(real_wheel(TORCH_2_9_0), TORCH_2_9_0.sha256, cache) == torch  # from the cache
+    assert abi.cached_torch(cache, TORCH_2_9_0.sha256) == torch  # what the cache keeps is what was read
 
 
 @pytest.mark.e2e  # real PyPI wheels
-def test_vllm_0_14_0_does_not_link_against_torch_2_8_0(vllm_modules, cache):
+def test_vllm_0_14_0_does_not_link_against_torch_2_8_0(vllm_modules, shared_dir):
+    cache = shared_torch_symbols(TORCH_2_8_0, shared_dir)
     torch = abi.torch_defined(real_wheel(TORCH_2_8_0), TORCH_2_8_0.sha256, cache)
     result = abi.check(vllm_modules, torch, NOBLE, [TORCH_2_8_0.filename])
     found = {(u.library, u.symbol, u.expected_in) for u in result.unresolved}
