@@ -35,9 +35,14 @@ def specials(directory: Path) -> dict[str, tuple[Path, str]]:
     directory.mkdir()
     fifo = directory / "fifo"
     os.mkfifo(fifo)
-    sock = socket.socket(socket.AF_UNIX)
-    sock.bind(str(directory / "socket"))
-    sock.close()
+    # An AF_UNIX path holds at most 107 bytes, and a test's directory under pytest-xdist can be longer: bound
+    # through the directory's descriptor (/proc/self/fd/N/socket), which the kernel resolves to the same place.
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(f"/proc/self/fd/{fd}/socket")
+    finally:
+        os.close(fd)
     link = directory / "link"
     link.symlink_to(private_null(directory / "null"))
     block = directory / "block"
