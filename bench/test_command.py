@@ -29,7 +29,7 @@ DEFAULT_SELECTION = ["tests/unit", "tests/e2e/security"]
 def run(workers: int, selection: list[str]) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds of the process tree, tests passed) of one hermetic run."""
     with tempfile.TemporaryDirectory(prefix="bench-tests-") as fresh:
-        env = dict(os.environ)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # a pytest run of its own
         for name in ("HOME", "XDG_CACHE_HOME", "BUILDKIT_CACHE_DIR", "TMPDIR", "DOCKER_CONFIG"):
             env[name] = str(Path(fresh) / name.lower())
             Path(env[name]).mkdir()

@@ -3,8 +3,9 @@
 # (scripts/engine-up.sh: Docker, a loopback registry, BuildKit, buildx and cosign built from their Go modules);
 # meanwhile type-check buildkit/, tests/, bench/ and scripts/docs.py (mypy: any error fails the command), lint and
 # check the formatting (ruff), build the docs strictly (mkdocs: a broken link or anchor fails the command) and run
-# every test that does not need the engine, $BUILDKIT_TEST_WORKERS (4) at a time; then run the engine's tests,
-# print one count for the whole suite, and take the engine down again. Extra arguments go to pytest (both runs).
+# every test that does not need the engine, $BUILDKIT_TEST_WORKERS (4) at a time, and beside them, once the engine
+# is up, the engine's tests; print one count for the whole suite, and take the engine down again. Extra arguments
+# go to pytest (both runs).
 #
 # Hermetic: pytest runs with fresh, empty HOME, XDG_CACHE_HOME, BUILDKIT_CACHE_DIR and TMPDIR, so nothing an
 # earlier run (or this machine) left behind can make the suite pass. Only Docker's client configuration, where
@@ -14,7 +15,12 @@ cd "$(dirname "$0")/.."
 
 fresh=$(mktemp -d "${TMPDIR:-/tmp}/buildkit-test.XXXXXX")
 cleanup() {
-  # An engine still coming up (the command stopped early) is stopped first: its whole process group.
+  # A test run still going (the command stopped early) is stopped, and an engine still coming up: its whole
+  # process group.
+  if [ -n "${without_engine_pid:-}" ] && kill -0 "$without_engine_pid" 2>/dev/null; then
+    kill -- "-$without_engine_pid" 2>/dev/null || true
+    wait "$without_engine_pid" 2>/dev/null || true
+  fi
   if [ -n "${engine_pid:-}" ] && kill -0 "$engine_pid" 2>/dev/null; then kill -- "-$engine_pid" 2>/dev/null || true; fi
   if [ -n "${engine_up:-}" ]; then bash scripts/engine-down.sh; fi
   rm -rf "$fresh"
@@ -66,30 +72,40 @@ export DOCKER_CONFIG=${DOCKER_CONFIG:-$HOME/.docker}
 # this machine, each checked against PyPI's sha256 on every use (tests/support/realwheels.py); a fresh machine fetches
 # them.
 export BUILDKIT_TEST_ARTIFACTS=${BUILDKIT_TEST_ARTIFACTS:-${XDG_CACHE_HOME:-$HOME/.cache}/buildkit-test-artifacts}
-mkdir -p "$fresh/home" "$fresh/cache" "$fresh/buildkit-cache" "$fresh/tmp"
 tests() { # name marker-expression pytest-arguments...: one run of the suite, its results in $fresh/<name>.xml
   local name=$1 marks=$2
   shift 2
-  HOME=$fresh/home XDG_CACHE_HOME=$fresh/cache BUILDKIT_CACHE_DIR=$fresh/buildkit-cache TMPDIR=$fresh/tmp \
+  local own=$fresh/$name # each run its own empty HOME, caches and TMPDIR: the two runs overlap
+  mkdir -p "$own/home" "$own/cache" "$own/buildkit-cache" "$own/tmp"
+  HOME=$own/home XDG_CACHE_HOME=$own/cache BUILDKIT_CACHE_DIR=$own/buildkit-cache TMPDIR=$own/tmp \
     .venv/bin/python -m pytest -q -p no:cacheprovider -m "$marks" --junitxml="$fresh/$name.xml" "$@"
 }
+ok() { [ "$1" = 0 ] || [ "$1" = 5 ]; } # pytest's 5: no test selected (an argument that picks one kind only)
+
 # The tests without the engine run in parallel (pytest-xdist): alone, one pytest keeps 0.7 of a core busy (it waits
 # on git, the CLI's child processes and loopback servers), so more workers than cores pay (bench/test_command.py).
-# The engine's tests run one at a time: they share two BuildKit daemons, a registry and their caches.
+# They run in the background, printing as they go. The engine's tests start beside them as soon as the engine is up
+# (mostly waiting on BuildKit, the registry and QEMU, they use half a core), one at a time: they share two BuildKit
+# daemons, a registry and their caches. Their output is printed when both runs are done.
 WORKERS=${BUILDKIT_TEST_WORKERS:-4}
-ok() { [ "$1" = 0 ] || [ "$1" = 5 ]; } # pytest's 5: no test selected (an argument that picks one kind only)
-first=0
-tests without-engine "not engine" -n "$WORKERS" --dist worksteal "$@" || first=$?
+set -m # the run gets a process group of its own, for cleanup to stop it whole (pytest, its workers, their children)
+tests without-engine "not engine" -n "$WORKERS" --dist worksteal "$@" &
+without_engine_pid=$!
+set +m
+second=0
 if [ -n "${engine_pid:-}" ]; then
   if ! wait "$engine_pid"; then
     cat "$fresh/engine-up.log" >&2
     echo "test: the build engine did not come up (its log is above)" >&2
     exit 1
   fi
-  tail -n 1 "$fresh/engine-up.log" >&2
 fi
-second=0
-tests engine "engine" -p no:xdist "$@" || second=$?
+tests engine "engine" -p no:xdist "$@" >"$fresh/engine-tests.log" 2>&1 || second=$?
+first=0
+wait "$without_engine_pid" || first=$?
+if [ -n "${engine_pid:-}" ]; then tail -n 1 "$fresh/engine-up.log" >&2; fi
+echo "test: the engine's tests, run beside the others:"
+cat "$fresh/engine-tests.log"
 
 # One count for the whole suite, so that a test that stopped running shows.
 .venv/bin/python - "$fresh/without-engine.xml" "$fresh/engine.xml" <<'PY'

@@ -46,3 +46,20 @@ def test_platforms_bench_resolves_one_and_two_platforms_and_prints_the_ratios(tm
     assert by_upstream["GitHub"] < 1.1, done.stdout  # vLLM's tree and NeMo-RL's uv.lock: not per platform
     assert 1.9 <= by_upstream["wheel index"] <= 2.1 and 1.9 <= by_upstream["registry"] <= 2.1, done.stdout
     assert "depth ratio 2/1: " in done.stdout, done.stdout
+
+
+@pytest.mark.e2e
+def test_test_command_bench_runs_a_selection_alone_and_on_workers(tmp_path):
+    """bench/test_command.py on a small selection: the same tests pass in one process and on 2 workers, and the
+    table has a row for each with its speed-up against the first."""
+    done = subprocess.run(
+        [sys.executable, "bench/test_command.py", "--workers", "2", "tests/unit/base"],
+        cwd=REPO_ROOT,
+        env={**base_env(tmp_path), "DOCKER_CONFIG": str(tmp_path / "docker-config")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line.split() for line in done.stdout.splitlines()[2:]]
+    assert [row[0] for row in rows] == ["1", "2"] and rows[0][4] == rows[1][4] and rows[0][5] == "1.00x", done.stdout
