@@ -175,10 +175,13 @@ class Registry:
         url = f"{image.api_base}/v2/{image.repository}/{path}"
         headers = {"Accept": accept} if accept else {}
         for _ in range(2):
-            if login.header:
-                headers["Authorization"] = login.header
+            # What this request carried, not what the login holds now: the platforms of one resolve read one image
+            # side by side, and another thread's login may land while this request was unanswered.
+            sent = login.header
+            if sent:
+                headers["Authorization"] = sent
             reply = self.http.get(url, limit=REGISTRY, headers=headers)
-            if reply.status != 401 or login.header or origin(reply.url) != origin(url):
+            if reply.status != 401 or sent or origin(reply.url) != origin(url):
                 return reply  # (a challenge from where a redirect led is never answered: credentials stay home)
             login.header = self._login(image, reply.headers.get("WWW-Authenticate", ""), login)
         return reply
