@@ -78,7 +78,7 @@ tests() { # name marker-expression pytest-arguments...: one run of the suite, it
   local own=$fresh/$name # each run its own empty HOME, caches and TMPDIR: the two runs overlap
   mkdir -p "$own/home" "$own/cache" "$own/buildkit-cache" "$own/tmp"
   HOME=$own/home XDG_CACHE_HOME=$own/cache BUILDKIT_CACHE_DIR=$own/buildkit-cache TMPDIR=$own/tmp \
-    .venv/bin/python -m pytest -q -p no:cacheprovider -m "$marks" --junitxml="$fresh/$name.xml" "$@"
+    nice -n "${NICENESS:-0}" .venv/bin/python -m pytest -q -p no:cacheprovider -m "$marks" --junitxml="$fresh/$name.xml" "$@"
 }
 ok() { [ "$1" = 0 ] || [ "$1" = 5 ]; } # pytest's 5: no test selected (an argument that picks one kind only)
 
@@ -87,9 +87,12 @@ ok() { [ "$1" = 0 ] || [ "$1" = 5 ]; } # pytest's 5: no test selected (an argume
 # They run in the background, printing as they go. The engine's tests start beside them as soon as the engine is up
 # (mostly waiting on BuildKit, the registry and QEMU, they use half a core), one at a time: they share two BuildKit
 # daemons, a registry and their caches. Their output is printed when both runs are done.
+# They run at a lower priority (nice 10): on a fresh machine the engine's Go builds come first, since the engine's
+# tests wait on them, and these tests take whatever the builds leave idle (on a warm machine, what the engine's
+# tests leave idle).
 WORKERS=${BUILDKIT_TEST_WORKERS:-4}
 set -m # the run gets a process group of its own, for cleanup to stop it whole (pytest, its workers, their children)
-tests without-engine "not engine" -n "$WORKERS" --dist worksteal "$@" &
+NICENESS=10 tests without-engine "not engine" -n "$WORKERS" --dist worksteal "$@" &
 without_engine_pid=$!
 set +m
 second=0

@@ -4,6 +4,7 @@ tests/support/<name>.py (never in a test_*.py module: tests/unit/suite/test_suit
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 
 from buildkit.errors import EngineNotReady
 from buildkit.world.cosign import binary
+from tests.support.clizygote import Zygotes
 from tests.support.engine import engine, engine_b, unavailable  # noqa: F401 -- engine, engine_b: fixtures for every module
 from tests.support.fake_upstreams import Upstreams, pins_text, reference_upstreams
 from tests.support.hostile import elsewhere, hostile  # noqa: F401 -- fixtures for every module
@@ -67,6 +69,13 @@ class Result:
         return self.stdout + self.stderr
 
 
+# The CLI's child processes are forked from a process that imported buildkit already (tests/support/clizygote.py:
+# what stays apart and why); BUILDKIT_TEST_FORK=0 starts each one from a fresh interpreter instead.
+FORK = os.environ.get("BUILDKIT_TEST_FORK", "1") != "0"
+ZYGOTES = Zygotes()
+atexit.register(ZYGOTES.close)
+
+
 class Cli:
     """Runs `buildkit` as a user would: a child process, its own stdout, stderr and exit code."""
 
@@ -76,6 +85,10 @@ class Cli:
 
     def __call__(self, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> Result:
         full_env = {**self.env, **(env or {})}
+        if FORK:
+            forked = ZYGOTES.run(list(args), str(self.cwd), full_env, timeout)
+            if forked is not None:
+                return Result(*forked)
         done = subprocess.run(
             [sys.executable, "-m", "buildkit.cli", *args],
             cwd=self.cwd,
