@@ -82,37 +82,19 @@ build_module() { # module version version-package output-dir commands...
     -ldflags "-s -w -X $version_pkg.Version=$version -X $version_pkg.Package=$module" -o "$out/" "$@")
   rm -rf "$work"
 }
-build_buildkit() {
-  if [ "$("$ENGINE_DIR/bin/buildkitd" --version 2>/dev/null | awk '{print $3}')" != "$BUILDKIT_VERSION" ]; then
-    say "building buildkitd and buildctl $BUILDKIT_VERSION from the Go module (a few minutes)"
-    build_module github.com/moby/buildkit "$BUILDKIT_VERSION" github.com/moby/buildkit/version "$ENGINE_DIR/bin" \
-      ./cmd/buildkitd ./cmd/buildctl
-  fi
-}
-build_buildx() {
-  if [ "$("$ENGINE_DIR/bin/buildx" version 2>/dev/null | awk '{print $2}')" != "$BUILDX_VERSION" ]; then
-    say "building buildx $BUILDX_VERSION from the Go module (a few minutes)"
-    build_module github.com/docker/buildx "$BUILDX_VERSION" github.com/docker/buildx/version "$ENGINE_DIR/bin" \
-      ./cmd/buildx
-  fi
-}
-# The three builds run side by side: from empty caches each spends much of its time fetching its ~500 modules from
-# the Go module proxy one after another, time the others' compiling fills (Go's module and build caches take
-# concurrent builds). cosign is for signing and checking provenance attestations (`buildkit attest`,
-# `verify --provenance`).
-build_buildkit &
-buildkit_build=$!
-build_buildx &
-buildx_build=$!
-bash "$(dirname "$0")/cosign-build.sh" &
-cosign_build=$!
-failed=()
-wait "$buildkit_build" || failed+=(BuildKit) # each waited for, so that none is left running when this one stops
-wait "$buildx_build" || failed+=(buildx)
-wait "$cosign_build" || failed+=(cosign)
-[ ${#failed[@]} = 0 ] || die "building ${failed[*]} failed (the output is above)"
+if [ "$("$ENGINE_DIR/bin/buildkitd" --version 2>/dev/null | awk '{print $3}')" != "$BUILDKIT_VERSION" ]; then
+  say "building buildkitd and buildctl $BUILDKIT_VERSION from the Go module (a few minutes)"
+  build_module github.com/moby/buildkit "$BUILDKIT_VERSION" github.com/moby/buildkit/version "$ENGINE_DIR/bin" \
+    ./cmd/buildkitd ./cmd/buildctl
+fi
+if [ "$("$ENGINE_DIR/bin/buildx" version 2>/dev/null | awk '{print $2}')" != "$BUILDX_VERSION" ]; then
+  say "building buildx $BUILDX_VERSION from the Go module (a few minutes)"
+  build_module github.com/docker/buildx "$BUILDX_VERSION" github.com/docker/buildx/version "$ENGINE_DIR/bin" ./cmd/buildx
+fi
 mkdir -p "$PLUGIN_DIR"
 install -m 0755 "$ENGINE_DIR/bin/buildx" "$PLUGIN_DIR/docker-buildx"
+# cosign, for signing and checking provenance attestations (`buildkit attest`, `verify --provenance`).
+bash "$(dirname "$0")/cosign-build.sh"
 
 start() { # name pidfile-name command...
   local name=$1

@@ -33,8 +33,12 @@ trap cleanup EXIT
 # `engine` (tests/conftest.py). The engine's tests run beside them once it is up (below).
 if [ "$(id -u)" = 0 ]; then
   engine_up=1
-  setsid -w bash scripts/engine-up.sh >"$fresh/engine-up.log" 2>&1 &
+  # A process group of its own, for cleanup to stop it whole; not a session of its own: Linux schedules each
+  # session as one group (autogroup), where the tests' nice 10 (below) would not leave the Go builds the cores.
+  set -m
+  bash scripts/engine-up.sh </dev/null >"$fresh/engine-up.log" 2>&1 &
   engine_pid=$!
+  set +m
   export BUILDKIT_ENGINE=required
 else
   echo "test: not root, so no build engine; the tests that need one are skipped here (CI runs them)" >&2

@@ -147,14 +147,16 @@ def _monitor(request: dict[str, Any], fds: list[int], reply: socket.socket) -> N
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     pid = os.fork()
     if pid == 0:
-        reply.close()
-        _run_command(request, fds)
+        try:
+            reply.close()
+            _run_command(request, fds)
+        finally:
+            os._exit(1)  # never back into the zygote's loop, whatever went wrong
     for fd in fds:
         os.close(fd)
     reply.sendall(f"{pid}\n".encode())
     _, status = os.waitpid(pid, 0)
     reply.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
-    os._exit(0)
 
 
 def serve(control_fd: int) -> None:
@@ -174,8 +176,11 @@ def serve(control_fd: int) -> None:
             raise RuntimeError("the zygote must stay single-threaded")
         reply = socket.socket(fileno=fds[0])
         if os.fork() == 0:
-            control.close()
-            _monitor(request, fds[1:], reply)
+            try:
+                control.close()
+                _monitor(request, fds[1:], reply)
+            finally:
+                os._exit(0)  # the caller sees a missing status if the monitor failed
         reply.close()
         for fd in fds[1:]:
             os.close(fd)
@@ -207,8 +212,7 @@ class _Zygote:
 
     def start(self, args: list[str], cwd: str, env: Mapping[str, str], stdout: int, stderr: int) -> socket.socket:
         mine, theirs = socket.socketpair()
-        umask = os.umask(0)
-        os.umask(umask)
+        umask = _umask()
         request = json.dumps({"args": args, "cwd": cwd, "env": dict(env), "umask": umask}).encode()
         with self.lock:
             socket.send_fds(self.control, [request], [theirs.fileno(), 0, stdout, stderr])
@@ -238,8 +242,8 @@ class Zygotes:
         return read, tuple(sorted(_startup(env).items()))
 
     def _for(self, env: Mapping[str, str], cwd: str) -> _Zygote | None:
-        if env.get("PYTHONPATH") != str(REPO_ROOT) or os.path.exists(os.path.join(cwd, "buildkit")):
-            return None  # the zygote imports from this checkout only; and `-m` would import ./buildkit
+        if env.get("PYTHONPATH") != str(REPO_ROOT) or not os.path.isdir(cwd) or os.path.exists(f"{cwd}/buildkit"):
+            return None  # the zygote imports from this checkout only; `-m` would import ./buildkit
         with self._lock:
             if self._read is None:
                 first = _Zygote(env)
@@ -284,6 +288,15 @@ class Zygotes:
                 os.close(err_r)
             code = int(next(lines))
         return code, _text(chunks[out_r]), _text(chunks[err_r])
+
+
+def _umask() -> int:
+    """This process's umask, read without setting it (os.umask would, for a moment, for every thread)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    raise RuntimeError("no Umask line in /proc/self/status")
 
 
 def _lines(sock: socket.socket) -> Iterator[str]:
