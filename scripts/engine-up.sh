@@ -78,7 +78,9 @@ build_module() { # module version version-package output-dir commands...
   src=$(go mod download -json "$module@$version" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
   local work="$ENGINE_DIR/src/${module##*/}-$version"
   rm -rf "$work" && mkdir -p "$(dirname "$work")" && cp -r "$src" "$work" && chmod -R u+w "$work"
-  (cd "$work" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath \
+  # -dwarf=false: the compiler makes no debug information the linker's -w would drop anyway (the same binary, for
+  # 16% less CPU: buildx from empty caches took 149 s instead of 177 s).
+  (cd "$work" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -gcflags=all=-dwarf=false \
     -ldflags "-s -w -X $version_pkg.Version=$version -X $version_pkg.Package=$module" -o "$out/" "$@")
   rm -rf "$work"
 }

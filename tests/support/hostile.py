@@ -148,16 +148,18 @@ def endless(chunk: bytes = b"[" * 65536, content_type: str = "application/json")
     return behave
 
 
-def huge(size: int, content_type: str = "application/json") -> Behaviour:
-    """Says Content-Length: size and sends that many bytes (a 200 MB answer)."""
+def huge(size: int, content_type: str = "application/json", sent: list[int] | None = None) -> Behaviour:
+    """Says Content-Length: size and sends that many bytes (a 200 MB answer), as fast as the client takes them;
+    `sent` gets the count of body bytes the client's socket took (a client that reads none takes only what the
+    kernel's buffers hold, a few MB)."""
+    counted = sent if sent is not None else [0]
 
     def behave(h: _Handler) -> None:
         h.send(_head(200, {"Content-Type": content_type, "Content-Length": str(size)}))
         block = b" " * 65536
-        sent = 0
-        while sent < size and not h.stopping:
-            h.send(block[: size - sent])
-            sent += len(block)
+        while counted[0] < size and not h.stopping:
+            h.send(block[: size - counted[0]])
+            counted[0] += len(block)
 
     return behave
 

@@ -25,8 +25,10 @@ class Run(Result):
     seconds: float
     peak_mib: float
 
-    def assert_refused(self, code: int, *needles: str, within: float = 10.0, peak_mib: float = 250) -> None:
-        """Exit `code`, a short message naming `needles`, no traceback, in bounded time and memory."""
+    def assert_refused(self, code: int, *needles: str, within: float = 30.0, peak_mib: float = 250) -> None:
+        """Exit `code`, a short message naming `needles`, no traceback, in bounded time and memory. The time bound
+        is against hanging (a trickle would take hours), not a speed test: the test command runs these at nice 10
+        beside the engine's Go builds, where a 0.5 s run has taken 8 s."""
         assert self.code == code, self.output[-3000:]
         assert "Traceback" not in self.output and "internal error" not in self.output, self.output[-3000:]
         assert self.stdout == ""

@@ -153,7 +153,7 @@ def test_the_test_command_lints_and_builds_the_docs_strictly_before_the_tests():
     assert -1 < script.index(".venv/bin/ruff check") < tests
     assert -1 < script.index("mkdocs build --strict") < tests
     # The engine comes up beside them, and its tests run once it is up.
-    assert script.index("scripts/engine-up.sh >") < script.index(".venv/bin/mypy") < tests
+    assert script.index("bash scripts/engine-up.sh </dev/null >") < script.index(".venv/bin/mypy") < tests
     assert tests < script.index('wait "$engine_pid"') < script.index('tests engine "engine"')
     config = (REPO_ROOT / "mkdocs.yml").read_text()
     assert "anchors: warn" in config and "unrecognized_links: warn" in config  # --strict fails on warnings
