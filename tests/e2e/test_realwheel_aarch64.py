@@ -33,7 +33,7 @@ from tests.support.fake_upstreams import (
     WHEEL_X86,
     RealFile,
 )
-from tests.support.realwheels import VLLM_0_14_0, VLLM_0_14_0_AARCH64, real_wheel
+from tests.support.realwheels import VLLM_0_14_0, VLLM_0_14_0_AARCH64, real_wheel, shared_libraries
 
 pytestmark = pytest.mark.e2e  # real PyPI wheels, seconds of reading
 
@@ -53,16 +53,17 @@ EM_AARCH64 = 183  # the ELF gABI's e_machine for AArch64 (elf.h: EM_AARCH64)
 
 
 @pytest.fixture(scope="module")
-def arm() -> dict[str, list[Kernel] | None]:
+def arm(shared_dir) -> dict[str, list[Kernel] | None]:
     """Each shared object of the aarch64 wheel and its kernels, scanned as resolve scans it for linux/arm64 (the
-    machine check on: a member for another machine would stop the scan)."""
-    wheel = real_wheel(VLLM_0_14_0_AARCH64)
-    return dict(wheel_kernels(wheel, arch=ARCH_OF_PLATFORM["linux/arm64"]))
+    machine check on: a member for another machine would stop the scan), once per run."""
+    arch = ARCH_OF_PLATFORM["linux/arm64"]
+    return {name: kernels for name, kernels, _s in shared_libraries(VLLM_0_14_0_AARCH64, arch, shared_dir)}
 
 
 @pytest.fixture(scope="module")
-def x86() -> dict[str, list[Kernel] | None]:
-    return dict(wheel_kernels(real_wheel(VLLM_0_14_0), arch=ARCH_OF_PLATFORM["linux/amd64"]))
+def x86(shared_dir) -> dict[str, list[Kernel] | None]:
+    arch = ARCH_OF_PLATFORM["linux/amd64"]
+    return {name: kernels for name, kernels, _s in shared_libraries(VLLM_0_14_0, arch, shared_dir)}
 
 
 def _sass_ptx(rows, name: str) -> tuple[list[str], list[str]]:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import pickle
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -177,3 +179,19 @@ def seed_torch_symbols(cache_dir: Path, wheel: RealWheel, shared: Path) -> None:
     entry = abi.torch_cache(cache_dir, wheel.sha256)
     entry.parent.mkdir(parents=True, exist_ok=True)
     entry.write_bytes(abi.torch_cache(shared_torch_symbols(wheel, shared), wheel.sha256).read_bytes())
+
+
+def shared_libraries(wheel: RealWheel, arch: str, shared: Path) -> list[tuple[str, Any, Any]]:
+    """Every shared object of `wheel` with its kernels and dynamic symbols, as buildkit's gpu.scan.wheel_libraries
+    reads them for `arch` (the machine check on), read from the real bytes once per test run (inflating about 1.2 GB:
+    6 s of a core) and shared by the run's processes through a pickle in `shared`, a directory this run made."""
+    from buildkit.gpu.scan import wheel_libraries
+
+    kept = shared / f"libraries-{wheel.sha256[:16]}-{arch}.pickle"
+    with (shared / ".libraries.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not kept.exists():
+            read = list(wheel_libraries(real_wheel(wheel), arch=arch))
+            kept.with_suffix(".tmp").write_bytes(pickle.dumps(read))
+            kept.with_suffix(".tmp").rename(kept)
+        return pickle.loads(kept.read_bytes())

@@ -26,8 +26,14 @@ from buildkit.errors import InputError, UpstreamMismatch
 from buildkit.gpu import abi, dynsym
 from buildkit.gpu.dynsym import read_symbols
 from buildkit.gpu.elfsections import GpuFileError
-from buildkit.gpu.scan import wheel_libraries
-from tests.support.realwheels import TORCH_2_8_0, TORCH_2_9_0, VLLM_0_14_0, real_wheel, shared_torch_symbols
+from tests.support.realwheels import (
+    TORCH_2_8_0,
+    TORCH_2_9_0,
+    VLLM_0_14_0,
+    real_wheel,
+    shared_libraries,
+    shared_torch_symbols,
+)
 
 # Ubuntu 24.04 (the base image's OS): libc6 2.39 (GLIBC_2.39), libstdc++6 from GCC 14 (GLIBCXX_3.4.33,
 # CXXABI_1.3.15), libgcc-s1 (GCC_14.0.0) -- packages.ubuntu.com, noble.
@@ -35,8 +41,9 @@ NOBLE = {"GLIBC": (2, 39), "GLIBCXX": (3, 4, 33), "CXXABI": (1, 3, 15), "GCC": (
 
 
 @pytest.fixture(scope="module")
-def vllm_modules():
-    return [(name, symbols) for name, _k, symbols in wheel_libraries(real_wheel(VLLM_0_14_0))]
+def vllm_modules(shared_dir):
+    """vLLM's modules and their symbols, read by gpu.scan.wheel_libraries from the real wheel once per run."""
+    return [(name, symbols) for name, _k, symbols in shared_libraries(VLLM_0_14_0, "x86_64", shared_dir)]
 
 
 @pytest.mark.e2e  # real PyPI wheels

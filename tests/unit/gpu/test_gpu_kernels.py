@@ -24,7 +24,7 @@ from buildkit.gpu.elfsections import ElfFile, GpuFileError
 from buildkit.gpu.fatbin import Kernel, kernels
 from buildkit.gpu.scan import DEFAULT_REQUIRED, check_required, kernel_table, wheel_kernels
 from tests.support.paths import GPU_FIXTURES, REPORT_FIXTURES
-from tests.support.realwheels import VLLM_0_14_0, real_wheel
+from tests.support.realwheels import VLLM_0_14_0, shared_libraries
 
 FIXTURES = GPU_FIXTURES
 OBSERVED = json.loads((FIXTURES / "observed.json").read_text())
@@ -74,8 +74,9 @@ def test_arch_specific_and_family_rules():
 
 
 @pytest.fixture(scope="module")
-def vllm_libraries():
-    return list(wheel_kernels(real_wheel(VLLM_0_14_0)))
+def vllm_libraries(shared_dir):
+    """Each shared object of vLLM's x86-64 wheel and its kernels, read by gpu.scan once per run."""
+    return [(name, kernels) for name, kernels, _s in shared_libraries(VLLM_0_14_0, "x86_64", shared_dir)]
 
 
 @pytest.mark.e2e  # real PyPI wheels
