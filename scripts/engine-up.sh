@@ -36,40 +36,24 @@ die() { say "error: $*"; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (it installs packages and starts daemons)"
 mkdir -p "$ENGINE_DIR/bin" "$ENGINE_DIR/logs" "$RUN_DIR" /run/buildkit /run/buildkit-b
 
-# 1. Debian packages.
+# 1. Debian packages, in the background: the Go builds (step 2) need none of them, and on a fresh machine apt,
+#    mostly waiting on the network, overlaps them. Waited for before anything uses them (step 3).
 missing=()
 for pkg in docker.io docker-registry busybox-static git curl squashfs-tools qemu-user-static; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 command -v go >/dev/null || die "Go is needed to build BuildKit and buildx (it is on this kind of machine)"
+apt_pid=
 if [ ${#missing[@]} -gt 0 ]; then
   say "installing ${missing[*]} from Debian"
-  apt_get update -qq
-  DEBIAN_FRONTEND=noninteractive apt_get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  {
+    apt_get update -qq
+    DEBIAN_FRONTEND=noninteractive apt_get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  } &
+  apt_pid=$!
 fi
 
-# 2. arm64 emulation. qemu-aarch64 is registered with binfmt_misc with the F (fix-binary) flag: the kernel opens the
-#    interpreter now, so arm64 binaries also run inside BuildKit's runc containers, whose root has no qemu. Debian's
-#    line for it (/usr/lib/binfmt.d) is written by hand: systemd-binfmt, which would read it, does not run here.
-#    Before the BuildKit daemons start: buildkitd finds the platforms it can emulate when it starts.
-BINFMT=/proc/sys/fs/binfmt_misc
-if [ ! -e "$BINFMT/register" ]; then
-  mount -t binfmt_misc binfmt_misc "$BINFMT" || die "binfmt_misc is not mounted at $BINFMT and could not be mounted"
-fi
-[ "$(cat "$BINFMT/status")" = enabled ] || echo 1 >"$BINFMT/status"
-if [ -e "$BINFMT/qemu-aarch64" ] && ! grep -q '^flags:.*F' "$BINFMT/qemu-aarch64"; then
-  say "replacing the qemu-aarch64 binfmt entry: without the F flag arm64 binaries do not run in containers"
-  echo -1 >"$BINFMT/qemu-aarch64"
-fi
-if [ ! -e "$BINFMT/qemu-aarch64" ]; then
-  say "registering qemu-aarch64 with binfmt_misc"
-  line=$(grep -m1 '^:qemu-aarch64:' /usr/lib/binfmt.d/qemu-aarch64.conf) \
-    || die "no qemu-aarch64 line in /usr/lib/binfmt.d/qemu-aarch64.conf (qemu-user-static changed?)"
-  printf '%s\n' "$line" >"$BINFMT/register"
-fi
-[ "$(head -1 "$BINFMT/qemu-aarch64")" = enabled ] || echo 1 >"$BINFMT/qemu-aarch64"
-
-# 3. BuildKit and buildx from their Go modules. Both go.mod files carry `exclude` directives, so `go install
+# 2. BuildKit and buildx from their Go modules. Both go.mod files carry `exclude` directives, so `go install
 #    module@version` refuses them: build inside a writable copy of the downloaded module instead.
 build_module() { # module version version-package output-dir commands...
   local module=$1 version=$2 version_pkg=$3 out=$4
@@ -97,6 +81,31 @@ mkdir -p "$PLUGIN_DIR"
 install -m 0755 "$ENGINE_DIR/bin/buildx" "$PLUGIN_DIR/docker-buildx"
 # cosign, for signing and checking provenance attestations (`buildkit attest`, `verify --provenance`).
 bash "$(dirname "$0")/cosign-build.sh"
+
+if [ -n "$apt_pid" ]; then
+  wait "$apt_pid" || die "apt could not install ${missing[*]} (its output is above)"
+fi
+
+# 3. arm64 emulation. qemu-aarch64 is registered with binfmt_misc with the F (fix-binary) flag: the kernel opens the
+#    interpreter now, so arm64 binaries also run inside BuildKit's runc containers, whose root has no qemu. Debian's
+#    line for it (/usr/lib/binfmt.d) is written by hand: systemd-binfmt, which would read it, does not run here.
+#    Before the BuildKit daemons start: buildkitd finds the platforms it can emulate when it starts.
+BINFMT=/proc/sys/fs/binfmt_misc
+if [ ! -e "$BINFMT/register" ]; then
+  mount -t binfmt_misc binfmt_misc "$BINFMT" || die "binfmt_misc is not mounted at $BINFMT and could not be mounted"
+fi
+[ "$(cat "$BINFMT/status")" = enabled ] || echo 1 >"$BINFMT/status"
+if [ -e "$BINFMT/qemu-aarch64" ] && ! grep -q '^flags:.*F' "$BINFMT/qemu-aarch64"; then
+  say "replacing the qemu-aarch64 binfmt entry: without the F flag arm64 binaries do not run in containers"
+  echo -1 >"$BINFMT/qemu-aarch64"
+fi
+if [ ! -e "$BINFMT/qemu-aarch64" ]; then
+  say "registering qemu-aarch64 with binfmt_misc"
+  line=$(grep -m1 '^:qemu-aarch64:' /usr/lib/binfmt.d/qemu-aarch64.conf) \
+    || die "no qemu-aarch64 line in /usr/lib/binfmt.d/qemu-aarch64.conf (qemu-user-static changed?)"
+  printf '%s\n' "$line" >"$BINFMT/register"
+fi
+[ "$(head -1 "$BINFMT/qemu-aarch64")" = enabled ] || echo 1 >"$BINFMT/qemu-aarch64"
 
 start() { # name pidfile-name command...
   local name=$1
