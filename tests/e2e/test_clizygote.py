@@ -39,6 +39,7 @@ def _fresh(args: list[str], cwd, env: dict[str, str]) -> tuple[int, str, str]:
         ["resolve"],  # no pins.yaml here: exit 2, the error and its hint
         ["resolve", "--no-such-option"],  # click's usage error
         ["report", "--pins", "missing.yaml"],
+        ["report", "--pins", "caf\udce9.yaml"],  # a byte that is not UTF-8 (surrogateescape): said back the same
     ],
     ids=" ".join,
 )
@@ -52,7 +53,7 @@ def test_a_variable_an_import_read_gets_a_zygote_of_its_own(cli, zygotes):
     """rich's consoles read COLUMNS when buildkit.text.ui is imported: a run with another width is not forked from
     the zygote that imported it with 200."""
     wide = zygotes.run(["--help"], str(cli.cwd), cli.env, timeout=60)
-    assert zygotes._read is not None and {"COLUMNS", "NO_COLOR"} <= zygotes._read
+    assert {"COLUMNS", "NO_COLOR"} <= zygotes._zygotes[0].read
     narrow_env = {**cli.env, "COLUMNS": "60"}
     narrow = zygotes.run(["doctor", "--help"], str(cli.cwd), narrow_env, timeout=60)
     assert len(zygotes._zygotes) == 2
@@ -85,10 +86,17 @@ def test_a_run_past_its_timeout_is_killed_and_raises_as_subprocess_run_does(proj
     finally:
         silent.close()
     assert 2 <= time.monotonic() - started < 30
-    assert raised.value.timeout == 2 and raised.value.cmd == ["buildkit", "resolve"]
+    assert raised.value.timeout == 2 and raised.value.cmd == [sys.executable, "-m", "buildkit.cli", "resolve"]
 
 
 def test_a_buildkit_folder_in_the_working_directory_gets_a_fresh_interpreter(cli, zygotes):
     """`python -m buildkit.cli` would import ./buildkit from there: a fork would not."""
     (cli.cwd / "buildkit").mkdir()
     assert zygotes.run(["--version"], str(cli.cwd), cli.env, timeout=60) is None
+
+
+def test_a_run_that_cannot_start_raises_and_is_never_taken_for_the_clis_exit(cli, zygotes):
+    """A variable name putenv refuses: the forked child cannot become the run; the caller raises, as subprocess.run
+    would, instead of returning an exit code a test could take for buildkit's."""
+    with pytest.raises((RuntimeError, ValueError)):
+        zygotes.run(["--version"], str(cli.cwd), {**cli.env, "A=B": "1"}, timeout=60)

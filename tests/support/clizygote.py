@@ -14,6 +14,7 @@ LC_*), another value than the zygote saw gets a zygote of its own, or, past a fe
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -23,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -34,7 +36,8 @@ PYTHON = sys.executable
 # Variables the interpreter reads before any import (its paths, its locale): they must match, read or not.
 STARTUP_PREFIXES = ("PYTHON", "LC_")
 STARTUP_NAMES = ("LANG",)
-MAX_ZYGOTES = 3  # per signature; past that, runs start a fresh interpreter
+MAX_ZYGOTES = 3  # per test process; past that, a run with yet another signature starts a fresh interpreter
+SETUP_FAILED = 250  # the forked child could not become the run (the caller raises: never taken for the CLI's exit)
 MAX_REQUEST = 1 << 20
 
 
@@ -74,10 +77,15 @@ def _preload() -> set[str]:
     return set(_Recording.read)
 
 
-def _stream(fd: int, write: bool, errors: str, line_buffering: bool, encoding: str) -> io.TextIOWrapper:
+def _stream(fd: int, like: Any, line_buffering: bool) -> io.TextIOWrapper:
+    """A standard stream on `fd` with the encoding and error handler the interpreter gave `like` (the zygote's own:
+    the same start-up variables chose them, e.g. surrogateescape under a C.UTF-8 locale)."""
+    write = fd != 0
     raw = io.FileIO(fd, "wb" if write else "rb", closefd=False)
     buffered = io.BufferedWriter(raw) if write else io.BufferedReader(raw)
-    return io.TextIOWrapper(buffered, encoding=encoding, errors=errors, line_buffering=line_buffering)
+    return io.TextIOWrapper(
+        buffered, encoding=like.encoding, errors=like.errors, newline="\n", line_buffering=line_buffering
+    )
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -97,18 +105,23 @@ def _run_command(request: dict[str, Any], fds: list[int]) -> None:
     for target, fd in ((0, stdin), (1, stdout), (2, stderr)):
         os.dup2(fd, target)
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # as subprocess's close_fds: only 0, 1 and 2 are inherited
-    os.chdir(request["cwd"])
-    os.umask(request["umask"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    encoding = sys.__stdout__.encoding if sys.__stdout__ else "utf-8"
-    for name, stream in (
-        ("stdin", _stream(0, False, "strict", False, encoding)),
-        ("stdout", _stream(1, True, "strict", os.isatty(1), encoding)),
-        ("stderr", _stream(2, True, "backslashreplace", True, encoding)),
-    ):
-        setattr(sys, name, stream)
-        setattr(sys, f"__{name}__", stream)
+    try:
+        os.chdir(request["cwd"])
+        os.umask(request["umask"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        own = (sys.__stdin__, sys.__stdout__, sys.__stderr__)
+        for fd, name, like, line_buffering in (
+            (0, "stdin", own[0], False),
+            (1, "stdout", own[1], os.isatty(1)),
+            (2, "stderr", own[2], True),
+        ):
+            stream = _stream(fd, like, line_buffering)
+            setattr(sys, name, stream)
+            setattr(sys, f"__{name}__", stream)
+    except BaseException as exc:  # noqa: BLE001 -- the harness failed, not the CLI: the caller raises
+        os.write(2, f"clizygote: the forked run could not start: {exc!r}\n".encode())
+        os._exit(SETUP_FAILED)
     sys.path[0] = request["cwd"]  # `python -m` puts the working directory first
     sys.argv = ["-m", *request["args"]]
     import runpy
@@ -135,7 +148,7 @@ def _run_command(request: dict[str, Any], fds: list[int]) -> None:
         try:
             std.flush()
         except (OSError, ValueError):
-            code = code or 120
+            code = 120  # the interpreter's exit status when flushing its streams fails
     if code < 0:  # killed by a signal, as the interpreter does for an uncaught KeyboardInterrupt
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
@@ -196,19 +209,31 @@ def _startup(env: Mapping[str, str]) -> dict[str, str]:
 class _Zygote:
     def __init__(self, env: Mapping[str, str]):
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # Its own stdout and stderr are no terminal (rich's consoles, made at import, ask whether they are one);
+        # what it says goes to a log, shown if it fails to start.
+        self.log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
             [PYTHON, "-c", f"from tests.support.clizygote import serve; serve({theirs.fileno()})"],
             env=dict(env),
             cwd="/",
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self.log,
         )
         theirs.close()
         answer = self.control.recv(MAX_REQUEST)
         if not answer:
-            raise RuntimeError(f"the CLI zygote did not start (exit {self.process.wait()})")
+            self.log.seek(0)
+            said = self.log.read()[-2000:].decode(errors="replace")
+            raise RuntimeError(f"the CLI zygote did not start (exit {self.process.wait()}): {said}")
         self.read: set[str] = set(json.loads(answer))
+        # What its imports saw: a run is forked from it only where these are the same.
+        self.seen = ({name: env.get(name) for name in self.read}, _startup(env))
         self.lock = threading.Lock()
+
+    def fits(self, env: Mapping[str, str]) -> bool:
+        return "*" not in self.read and ({name: env.get(name) for name in self.read}, _startup(env)) == self.seen
 
     def start(self, args: list[str], cwd: str, env: Mapping[str, str], stdout: int, stderr: int) -> socket.socket:
         mine, theirs = socket.socketpair()
@@ -225,38 +250,45 @@ class Zygotes:
     those the interpreter's start-up reads."""
 
     def __init__(self) -> None:
-        self._zygotes: dict[tuple[Any, ...], _Zygote] = {}
-        self._read: set[str] | None = None  # known once the first zygote started
+        self._zygotes: list[_Zygote] = []
         self._lock = threading.Lock()
 
     def close(self) -> None:
         """Stop the zygotes (closing its control socket ends one) and reap them."""
         with self._lock:
-            for zygote in self._zygotes.values():
-                zygote.control.close()
-                zygote.process.wait(timeout=30)
+            for zygote in self._zygotes:
+                self._stop(zygote)
             self._zygotes.clear()
 
-    def _signature(self, env: Mapping[str, str]) -> tuple[Any, ...]:
-        read = tuple((name, env.get(name)) for name in sorted(self._read or ()))
-        return read, tuple(sorted(_startup(env).items()))
+    @staticmethod
+    def _stop(zygote: _Zygote) -> None:
+        zygote.control.close()
+        zygote.log.close()
+        try:
+            zygote.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            zygote.process.kill()
+            zygote.process.wait()
 
     def _for(self, env: Mapping[str, str], cwd: str) -> _Zygote | None:
         if env.get("PYTHONPATH") != str(REPO_ROOT) or not os.path.isdir(cwd) or os.path.exists(f"{cwd}/buildkit"):
             return None  # the zygote imports from this checkout only; `-m` would import ./buildkit
         with self._lock:
-            if self._read is None:
-                first = _Zygote(env)
-                self._read = first.read
-                self._zygotes[self._signature(env)] = first
-            if "*" in self._read:
-                return None  # an import read the whole environment: nothing a fork could keep apart
-            key = self._signature(env)
-            if key not in self._zygotes:
-                if len(self._zygotes) >= MAX_ZYGOTES:
-                    return None
-                self._zygotes[key] = _Zygote(env)
-            return self._zygotes[key]
+            for zygote in self._zygotes:
+                if zygote.fits(env):
+                    return zygote
+            if len(self._zygotes) >= MAX_ZYGOTES:
+                return None
+            made = _Zygote(env)
+            self._zygotes.append(made)
+            return made if made.fits(env) else None  # (an import that read the whole environment: never)
+
+    def _drop(self, zygote: _Zygote) -> None:
+        """A zygote that stopped answering: later runs start another, or a fresh interpreter."""
+        with self._lock:
+            if zygote in self._zygotes:
+                self._zygotes.remove(zygote)
+        self._stop(zygote)
 
     def run(self, args: list[str], cwd: str, env: Mapping[str, str], timeout: float) -> tuple[int, str, str] | None:
         """(exit code, stdout, stderr) as subprocess.run(capture_output=True, text=True) gives them; None where
@@ -267,26 +299,39 @@ class Zygotes:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
-            status = zygote.start(args, cwd, env, out_w, err_w)
-        finally:
-            os.close(out_w)
-            os.close(err_w)
-        with status:
-            lines = _lines(status)
-            pid = int(next(lines))
-            deadline = time.monotonic() + timeout
-            chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
             try:
-                _drain(chunks, deadline)
-            except subprocess.TimeoutExpired:
-                os.kill(pid, signal.SIGKILL)
-                raise subprocess.TimeoutExpired(
-                    ["buildkit", *args], timeout, _text(chunks[out_r]), _text(chunks[err_r])
-                ) from None
+                status = zygote.start(args, cwd, env, out_w, err_w)
             finally:
-                os.close(out_r)
-                os.close(err_r)
-            code = int(next(lines))
+                os.close(out_w)
+                os.close(err_w)
+            with status:
+                lines = _lines(status)
+                pid = int(next(lines))
+                deadline = time.monotonic() + timeout
+                chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+                try:
+                    _drain(chunks, deadline)
+                except subprocess.TimeoutExpired:
+                    # As subprocess.run: the child killed and waited for (here: its status read), then raised with
+                    # its argv and the bytes it wrote.
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                    status.settimeout(30)
+                    with contextlib.suppress(OSError, RuntimeError, StopIteration):
+                        next(lines)
+                    cmd = [PYTHON, "-m", "buildkit.cli", *args]
+                    raise subprocess.TimeoutExpired(
+                        cmd, timeout, b"".join(chunks[out_r]), b"".join(chunks[err_r])
+                    ) from None
+                code = int(next(lines))
+        except (OSError, RuntimeError, StopIteration, ValueError) as exc:
+            self._drop(zygote)
+            raise RuntimeError(f"the CLI zygote failed: {exc!r}") from exc
+        finally:
+            os.close(out_r)
+            os.close(err_r)
+        if code == SETUP_FAILED:
+            raise RuntimeError(b"".join(chunks[err_r]).decode(errors="replace"))
         return code, _text(chunks[out_r]), _text(chunks[err_r])
 
 
