@@ -27,9 +27,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The build engine comes up first, in the background: on a fresh machine it is the longest road (Debian packages,
-# then BuildKit, buildx and cosign built from their Go modules: about 4 minutes of both cores). Everything that does
-# not need it runs meanwhile: the install, the type checker, the linter, the docs and every test not marked
+# The build engine comes up first, in the background: on a fresh machine it is the longest road (BuildKit, buildx
+# and cosign built from their Go modules, about 4 minutes of both cores, Debian's packages beside them). Everything
+# that does not need it runs meanwhile: the install, the type checker, the linter, the docs and every test not marked
 # `engine` (tests/conftest.py). The engine's tests run beside them once it is up (below).
 if [ "$(id -u)" = 0 ]; then
   engine_up=1

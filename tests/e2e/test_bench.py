@@ -12,31 +12,28 @@ from tests.conftest import base_env
 from tests.support.paths import REPO_ROOT
 
 
+def _bench(tmp_path, timeout: float, script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """bench/<script> run as its README says, in the tests' environment; it must succeed."""
+    done = subprocess.run(
+        [sys.executable, f"bench/{script}", *args],
+        cwd=REPO_ROOT,
+        env={**base_env(tmp_path), "DOCKER_CONFIG": str(tmp_path / "docker-config")},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
 @pytest.mark.e2e
 def test_platforms_bench_resolves_one_and_two_platforms_and_prints_the_ratios(tmp_path):
     """bench/platforms.py, one run each at a small latency: both resolves succeed against the stand-ins (the
     two-platform one with the aarch64 stand-in wheel), and each platform's wheel and base are read once more for
     the second (bytes of the wheel index and the registry: 2x)."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "bench/platforms.py",
-            "--repeat",
-            "1",
-            "--latency",
-            "0.02",
-            "--wheel-kib",
-            "64",
-            "--layer-kib",
-            "16",
-        ],
-        cwd=REPO_ROOT,
-        env={**base_env(tmp_path), "DOCKER_CONFIG": str(tmp_path / "docker-config")},
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = _bench(
+        tmp_path, 120, "platforms.py", "--repeat", "1", "--latency", "0.02", "--wheel-kib", "64", "--layer-kib", "16"
     )
-    assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     labels = [line[:24].strip() for line in lines]
     for row in ("t(0), seconds", "t(L), seconds", "round trips (depth)", "requests", "bytes received"):
@@ -52,14 +49,6 @@ def test_platforms_bench_resolves_one_and_two_platforms_and_prints_the_ratios(tm
 def test_test_command_bench_runs_a_selection_alone_and_on_workers(tmp_path):
     """bench/test_command.py on a small selection: the same tests pass in one process and on 2 workers, and the
     table has a row for each with its speed-up against the first."""
-    done = subprocess.run(
-        [sys.executable, "bench/test_command.py", "--workers", "2", "tests/unit/base"],
-        cwd=REPO_ROOT,
-        env={**base_env(tmp_path), "DOCKER_CONFIG": str(tmp_path / "docker-config")},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = _bench(tmp_path, 300, "test_command.py", "--workers", "2", "tests/unit/base")
     rows = [line.split() for line in done.stdout.splitlines()[2:]]
     assert [row[0] for row in rows] == ["1", "2"] and rows[0][4] == rows[1][4] and rows[0][5] == "1.00x", done.stdout

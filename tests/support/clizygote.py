@@ -228,12 +228,14 @@ class _Zygote:
             said = self.log.read()[-2000:].decode(errors="replace")
             raise RuntimeError(f"the CLI zygote did not start (exit {self.process.wait()}): {said}")
         self.read: set[str] = set(json.loads(answer))
-        # What its imports saw: a run is forked from it only where these are the same.
-        self.seen = ({name: env.get(name) for name in self.read}, _startup(env))
+        self.seen = self._view(env)  # what its imports saw: a run is forked from it only where this is the same
         self.lock = threading.Lock()
 
+    def _view(self, env: Mapping[str, str]) -> tuple[dict[str, str | None], dict[str, str]]:
+        return {name: env.get(name) for name in self.read}, _startup(env)
+
     def fits(self, env: Mapping[str, str]) -> bool:
-        return "*" not in self.read and ({name: env.get(name) for name in self.read}, _startup(env)) == self.seen
+        return "*" not in self.read and self._view(env) == self.seen
 
     def start(self, args: list[str], cwd: str, env: Mapping[str, str], stdout: int, stderr: int) -> socket.socket:
         mine, theirs = socket.socketpair()
