@@ -14,18 +14,16 @@ import contextlib
 import gzip
 import re
 import shutil
-import zipfile
 import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO
 
 from buildkit.budget import CACHE, WHEEL, Budget, LimitExceeded
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, excerpt
 from buildkit.files import read_local, replaced_atomically
 from buildkit.gpu.dynsym import DynamicSymbols, read_symbols
 from buildkit.gpu.elfsections import MACHINES, GpuFileError, machine_name
-from buildkit.gpu.scan import is_shared_object, members, readable_wheel
+from buildkit.gpu.scan import is_shared_object, spooled
 from buildkit.models.gpufacts import AbiCheck, UnresolvedSymbol
 from buildkit.world import proc
 
@@ -118,42 +116,25 @@ def _gunzip(raw: bytes, budget: Budget) -> str:
 
 
 def wheel_symbols(wheel: Path, prefix: str = "", arch: str | None = None) -> Iterable[tuple[str, DynamicSymbols]]:
-    """(member, its dynamic symbols) for each shared object in the wheel under prefix; read from the zip stream
-    (the tables lie at the start of each library), under the wheel's budget (budget.WHEEL). With `arch`, each must
-    be an ELF file for that machine (UpstreamMismatch)."""
+    """(member, its dynamic symbols) for each shared object in the wheel under prefix, each inflated once (scan's
+    spool) under the wheel's budget (budget.WHEEL). With `arch`, each must be an ELF file for that machine
+    (UpstreamMismatch)."""
     what = f"wheel {wheel.name}"
-    budget = Budget(what, WHEEL)
-    with readable_wheel(what):
-        with zipfile.ZipFile(wheel) as archive:
-            for info in members(archive, what, lambda n: n.startswith(prefix) and is_shared_object(n), budget):
-                with archive.open(info) as member:
-                    try:
-                        symbols = read_symbols(_Counted(member, budget), info.file_size)
-                    except GpuFileError as exc:
-                        raise UpstreamMalformed(
-                            f"{what}: {info.filename} is not a shared object buildkit can read: {exc}"
-                        ) from None
-                if arch is not None and symbols.machine != MACHINES[arch]:
-                    raise UpstreamMismatch(
-                        f"{what}: {info.filename} is an ELF file for {machine_name(symbols.machine)}, not {arch}",
-                        hint="pin the wheel built for the platform's arch",
-                    )
-                yield info.filename, symbols
 
+    def select(name: str) -> bool:
+        return name.startswith(prefix) and is_shared_object(name)
 
-class _Counted:
-    """A zip member whose reads count against the budget: a seek backwards decompresses again, and that counts."""
-
-    def __init__(self, member: IO[bytes], budget: Budget):
-        self._member, self._budget = member, budget
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self._member.seek(offset, whence)
-
-    def read(self, n: int = -1) -> bytes:
-        data = self._member.read(n)
-        self._budget.inflate(len(data))
-        return data
+    for name, spool, size, _digest in spooled(wheel, select, Budget(what, WHEEL)):
+        try:
+            symbols = read_symbols(spool, size)
+        except GpuFileError as exc:
+            raise UpstreamMalformed(f"{what}: {name} is not a shared object buildkit can read: {exc}") from None
+        if arch is not None and symbols.machine != MACHINES[arch]:
+            raise UpstreamMismatch(
+                f"{what}: {name} is an ELF file for {machine_name(symbols.machine)}, not {arch}",
+                hint="pin the wheel built for the platform's arch",
+            )
+        yield name, symbols
 
 
 def _number(text: str) -> tuple[int, ...]:

@@ -9,7 +9,7 @@ import hashlib
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, BinaryIO
@@ -22,6 +22,7 @@ from buildkit.gpu.coverage import NONE, archs, gpu_name, gpus, verdict
 from buildkit.gpu.dynsym import DynamicSymbols, read_symbols
 from buildkit.gpu.elfsections import MACHINES, ElfFile, GpuFileError, machine_name
 from buildkit.gpu.fatbin import Kernel, kernels
+from buildkit.gpu.zipmember import InflateError, member_bytes
 from buildkit.models.compiled import is_vllm_python, python_origin
 from buildkit.models.gpufacts import LibraryKernels
 
@@ -50,22 +51,26 @@ def wheel_libraries(
     member decompressed once, under the wheel's budget (budget.WHEEL). With `arch` (x86_64, aarch64) every one
     must be an ELF file for that machine, or UpstreamMismatch names it. `hashes` gets each one's sha256."""
     what = f"wheel {wheel.name}"
-    budget = Budget(what, WHEEL)
-    with readable_wheel(what):
-        with zipfile.ZipFile(wheel) as archive:
-            for info in members(archive, what, is_shared_object, budget):
-                # Spooled to a temporary file, 4 MiB at a time: the section headers lie at the end and the fatbin
-                # before them, and a zip stream seeks backwards by decompressing again from the start (measured
-                # on vLLM 0.14.0's wheel, 1.2 GB of libraries: 20 s through the stream, 14 s spooled).
-                budget.compressed += info.compress_size
-                with archive.open(info) as member, tempfile.TemporaryFile() as spool:
-                    digest = _spool(member, spool, budget, f"{what}: {info.filename}")
-                    if hashes is not None:
-                        hashes[info.filename] = digest
-                    where = f"{what}: {info.filename}"
-                    size = spool.tell()
-                    found = _read(spool, size, where, arch)
-                    yield info.filename, found, _symbols(spool, size, where) if symbols else None
+    for name, spool, size, digest in spooled(wheel, is_shared_object, Budget(what, WHEEL)):
+        if hashes is not None:
+            hashes[name] = digest
+        where = f"{what}: {name}"
+        found = _read(spool, size, where, arch)
+        yield name, found, _symbols(spool, size, where) if symbols else None
+
+
+def spooled(wheel: Path, select: Callable[[str], bool], budget: Budget) -> Iterator[tuple[str, BinaryIO, int, str]]:
+    """(member name, its bytes in a temporary file, their size, their sha256) for each member `select` names, in
+    name order, each inflated once under `budget`. Spooled because the ELF readers seek: the section headers and
+    .dynamic lie at the end, the symbol tables at the start, and a zip stream seeks backwards by inflating again
+    from the start (torch 2.9.0's libtorch_cuda.so, 1 GB, was inflated twice)."""
+    what = f"wheel {wheel.name}"
+    with readable_wheel(what), zipfile.ZipFile(wheel) as archive, wheel.open("rb") as raw:
+        for info in members(archive, what, select, budget):
+            budget.compressed += info.compress_size
+            with tempfile.TemporaryFile() as spool:
+                digest = _spool(member_bytes(raw, archive, info), spool, budget, f"{what}: {info.filename}")
+                yield info.filename, spool, spool.tell(), digest
 
 
 @contextmanager
@@ -81,6 +86,7 @@ def readable_wheel(what: str) -> Iterator[None]:
         EOFError,
         zlib.error,
         OSError,
+        InflateError,
     ) as exc:
         raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {excerpt(str(exc), 120)}") from None
 
@@ -91,15 +97,13 @@ def wheel_python_hashes(wheel: Path, hashes: dict[str, str]) -> None:
     holds the shared objects."""
     what = f"wheel {wheel.name}"
     budget = Budget(what, WHEEL)
-    with readable_wheel(what):
-        with zipfile.ZipFile(wheel) as archive:
-            for info in members(archive, what, lambda n: is_vllm_python(n) and python_origin(n) == "wheel", budget):
-                digest = hashlib.sha256()
-                with archive.open(info) as member:
-                    while chunk := member.read(1 << 20):
-                        budget.inflate(len(chunk))
-                        digest.update(chunk)
-                hashes[info.filename] = digest.hexdigest()
+    with readable_wheel(what), zipfile.ZipFile(wheel) as archive, wheel.open("rb") as raw:
+        for info in members(archive, what, lambda n: is_vllm_python(n) and python_origin(n) == "wheel", budget):
+            digest = hashlib.sha256()
+            for chunk in member_bytes(raw, archive, info):
+                budget.inflate(len(chunk))
+                digest.update(chunk)
+            hashes[info.filename] = digest.hexdigest()
 
 
 def members(archive: zipfile.ZipFile, what: str, select: Callable[[str], bool], budget: Budget) -> list[ZipInfo]:
@@ -140,11 +144,11 @@ def members(archive: zipfile.ZipFile, what: str, select: Callable[[str], bool], 
     return chosen
 
 
-def _spool(member: IO[bytes], spool: IO[bytes], budget: Budget, what: str) -> str:
+def _spool(chunks: Iterable[bytes], spool: IO[bytes], budget: Budget, what: str) -> str:
     """The member's bytes into `spool`, counted against the budget as they inflate; returns their sha256. A full
     or unwritable $TMPDIR is this machine's problem (exit 2, with the disk hint), not the wheel's."""
     digest = hashlib.sha256()
-    while chunk := member.read(4 << 20):
+    for chunk in chunks:
         budget.inflate(len(chunk))
         digest.update(chunk)
         try:
