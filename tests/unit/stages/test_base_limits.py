@@ -9,6 +9,7 @@ import gzip
 import hashlib
 import io
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -81,6 +82,28 @@ def test_a_decompression_bomb_is_refused_by_its_ratio_within_seconds_and_nothing
     assert f"ratio over {budget.LAYERS.ratio}:1 (a decompression bomb): refused" in raised.value.message
     assert raised.value.message.startswith(f"base image {fact.pinned}: ")
     assert not baselibs.cache_path(tmp_path, fact.manifest_digest).exists()
+
+
+def test_a_small_layer_under_a_large_one_is_not_taken_for_a_bomb(monkeypatch, tmp_path):
+    """The ratio is of the whole read: inflated bytes against the compressed bytes of every layer read so far. (It
+    was against the current layer's alone: once a large layer had been read, the first kilobytes of the next, the
+    distribution's layer here, crossed 100:1 and a real multi-layer CUDA base was refused as a bomb.) The floor is
+    lowered so that 6 MiB of incompressible bytes stand for a CUDA image's gigabytes."""
+    monkeypatch.setattr(budget, "RATIO_FLOOR", 1 << 20)
+    bulk = layer([file("usr/local/cuda/lib64/libbulk.so", random.Random(0).randbytes(6 << 20))])
+    registry, client, fact = served(*ubuntu_layers("noble"), bulk)  # bottom first: the bulk is read first
+    try:
+        found = baselibs.read(client, fact, tmp_path)
+    finally:
+        registry.stop()
+    assert baselibs.system(found).versions["GLIBC"] == (2, 39)  # type: ignore[union-attr]
+    monkeypatch.setattr(budget, "LAYERS", Limits(**{**vars(budget.LAYERS), "ratio": 1}))
+    registry, client, fact = served(*ubuntu_layers("noble"), bulk)
+    try:  # and the ratio still binds: the distribution's layer compresses about 3:1
+        with pytest.raises(LimitExceeded, match="a ratio over 1:1"):
+            baselibs.read(client, fact, tmp_path / "again")
+    finally:
+        registry.stop()
 
 
 def test_inflated_bytes_entries_kept_memory_and_time_are_each_limits_of_the_whole_read(monkeypatch, tmp_path):
