@@ -11,6 +11,7 @@ import re
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 
 from buildkit.budget import IMAGE_FILES, Budget
 from buildkit.errors import UpstreamMalformed
@@ -55,7 +56,8 @@ def tar_libraries(
                 source = tar.extractfile(member)
                 assert source is not None  # a regular file always has contents
                 with tempfile.TemporaryFile() as spool:
-                    digest = _spool(source, spool, budget, f"{where}: {member.name}")
+                    chunks = iter(partial(source.read, 4 << 20), b"")  # (iterating a file would give lines)
+                    digest = _spool(chunks, spool, budget, f"{where}: {member.name}")
                     size = spool.tell()
                     spool.seek(0)
                     if spool.read(4) != b"\x7fELF":

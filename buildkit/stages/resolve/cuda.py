@@ -13,12 +13,13 @@ from __future__ import annotations
 import re
 import struct
 import zipfile
-import zlib
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from buildkit.budget import WHEEL, Budget
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, excerpt
+from buildkit.gpu.scan import spooled
 from buildkit.models.lock import CudaCheck, ImageFact, WheelFact, cuda_major
 from buildkit.stages.resolve.elf import ElfError, needed
 from buildkit.stages.resolve.wheels import FoundWheel, wheel_variant
@@ -28,7 +29,6 @@ _CU_RE = re.compile(r"cu(?P<major>[0-9]{1,2})(?P<minor>[0-9])")  # cu129 -> 12.9
 _CUDART_RE = re.compile(r"libcudart\.so\.(?P<major>[0-9]{1,3})(?:\.[0-9]{1,4}){0,3}")  # fullmatch
 # A wheel's central directory: vLLM's lists a few thousand files (~1 MiB). More is not a wheel buildkit reads.
 MAX_DIRECTORY_BYTES = 64 << 20
-MAX_LIBRARY_BYTES = 4 << 30  # as much as the wheel itself may be by default
 _EOCD = struct.Struct("<4sHHHHIIH")
 _ZIP64_LOCATOR = struct.Struct("<4sIQI")
 _ZIP64_EOCD = struct.Struct("<4sQHHIIQQQQ")
@@ -109,32 +109,16 @@ def _needed(filename: str, wheel: Path) -> list[str] | None:
     try:
         with handle:
             _check_directory_size(handle, what)
-            with zipfile.ZipFile(handle) as archive:
-                try:
-                    info = archive.getinfo(LIBRARY)
-                except KeyError:
-                    return None
-                if info.file_size > MAX_LIBRARY_BYTES:
-                    raise UpstreamMalformed(
-                        f"{what}: {LIBRARY} says it is {info.file_size:,} bytes, more than "
-                        f"buildkit reads ({MAX_LIBRARY_BYTES:,})"
-                    )
-                with archive.open(info) as member:
-                    return needed(member, info.file_size)
-    except ElfError as exc:
-        raise UpstreamMalformed(f"{what}: {LIBRARY} is not a library buildkit can read: {exc}") from None
-    except (
-        zipfile.BadZipFile,
-        zipfile.LargeZipFile,
-        NotImplementedError,
-        RuntimeError,
-        EOFError,
-        zlib.error,
-        ValueError,
-        OSError,
-    ) as exc:
-        # OSError too: zipfile seeks where the archive's own offsets say (a negative one is EINVAL).
+    except (zipfile.BadZipFile, OSError) as exc:
         raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {excerpt(str(exc), 120)}") from None
+    # Spooled (scan.spooled: inflated once by ISA-L, under the wheel's budget): .dynamic lies at the end of the
+    # library and its strings at the start, and a zip stream seeks back by inflating again from the start.
+    for _name, spool, size, _digest in spooled(wheel, lambda name: name == LIBRARY, Budget(what, WHEEL)):
+        try:
+            return needed(spool, size)
+        except ElfError as exc:
+            raise UpstreamMalformed(f"{what}: {LIBRARY} is not a library buildkit can read: {exc}") from None
+    return None
 
 
 def _check_directory_size(handle, what: str) -> None:
