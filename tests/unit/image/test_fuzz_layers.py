@@ -26,7 +26,9 @@ from tests.support.realdebs import GZIP_LAYER, NOBLE, file, package_entries, sym
 
 ZSTD_LAYER = "application/vnd.oci.image.layer.v1.tar+zstd"
 SEED = 29
-BUDGET_SECONDS = 20.0  # for the whole fuzz
+# A fixed number of inputs, not "as many as fit in 20 s": the same inputs on every run and every machine (under the
+# test command's load, 20 s held 63 inputs; idle, about 340). 200 take about 12 s of a core.
+MUTATIONS = 200
 PER_INPUT_SECONDS = 5.0  # far above what one small layer takes (milliseconds): past it is a hang
 PATHS = [f"{d}/{name}" for name in baselibs.NAMES for d in baselibs.directories("linux/amd64")]
 # Small limits: a mutation that makes a bomb or a flood of entries meets them in milliseconds, as the real ones would.
@@ -111,8 +113,7 @@ def test_mutated_real_layers_end_in_a_result_or_a_buildkit_error_within_the_boun
     for raw in seeds:  # the corpus itself reads (else every mutation would only test the error path)
         assert read(GZIP_LAYER, gzip.compress(raw, mtime=0)).layers_read == 1
     ended = {"result": 0, "error": 0}
-    stop = time.monotonic() + BUDGET_SECONDS
-    while time.monotonic() < stop:
+    for _ in range(MUTATIONS):
         media_type, body = as_layer(rng.choice(seeds), rng)
         outcome: list[object] = []
 
@@ -133,4 +134,4 @@ def test_mutated_real_layers_end_in_a_result_or_a_buildkit_error_within_the_boun
         assert outcome, f"no end within {PER_INPUT_SECONDS * 2:g} s ({time.monotonic() - begun:.1f} s): {shown}"
         assert outcome[0] in ("result", "error"), f"{type(outcome[0]).__name__}: {outcome[0]} for {shown}"
         ended[str(outcome[0])] += 1
-    assert ended["result"] > 0 and ended["error"] > 0 and sum(ended.values()) > 100, ended
+    assert ended["result"] > 0 and ended["error"] > 0 and sum(ended.values()) == MUTATIONS, ended
