@@ -12,6 +12,7 @@ is older than vLLM 0.14.0's manylinux_2_31 wheel needs.
 from __future__ import annotations
 
 import fcntl
+import functools
 import gzip
 import hashlib
 import io
@@ -140,7 +141,13 @@ def ubuntu_layers(release: str) -> list[tuple[str, bytes]]:
     """An Ubuntu base image's layers, bottom first: the distribution's (its real libc6, libstdc++6 and libgcc),
     then a layer as a CUDA image adds one (files elsewhere, a copy of libstdc++ in an application's own directory,
     which the loader never looks in), then an empty one (an ENV step writes a layer with no files in BuildKit's
-    images as well)."""
+    images as well). Made once per test process (about 2 s of a core each: the packages unpacked, the layer
+    gzipped), a new list each call."""
+    return list(_ubuntu_layers(release))
+
+
+@functools.cache
+def _ubuntu_layers(release: str) -> tuple[tuple[str, bytes], ...]:
     if release == "noble":
         bottom = layer([symlink(name, target) for name, target in MERGED_USR] + package_entries(NOBLE))
     else:
@@ -152,4 +159,4 @@ def ubuntu_layers(release: str) -> list[tuple[str, bytes]]:
             file("opt/nvidia/nsight-systems/host-linux-x64/libstdc++.so.6", nsight or b""),
         ]
     )
-    return [bottom, cuda, layer([])]
+    return (bottom, cuda, layer([]))
