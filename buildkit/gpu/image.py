@@ -57,13 +57,13 @@ def tar_libraries(
                 assert source is not None  # a regular file always has contents
                 with tempfile.TemporaryFile() as spool:
                     chunks = iter(partial(source.read, 4 << 20), b"")  # (iterating a file would give lines)
-                    digest = _spool(chunks, spool, budget, f"{where}: {member.name}")
+                    digest = _spool(chunks, spool, budget, f"{where}: {member.name}", hashes is not None)
                     size = spool.tell()
                     spool.seek(0)
                     if spool.read(4) != b"\x7fELF":
                         continue  # a linker script (libc.so) or data named *.so: not a shared object
                     what = f"{where}: {member.name}"
-                    if hashes is not None:
+                    if hashes is not None and digest is not None:
                         hashes[member.name] = digest
                     yield member.name, _read(spool, size, what, arch), _symbols(spool, size, what)
     except tarfile.TarError as exc:

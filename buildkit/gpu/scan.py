@@ -51,25 +51,28 @@ def wheel_libraries(
     member decompressed once, under the wheel's budget (budget.WHEEL). With `arch` (x86_64, aarch64) every one
     must be an ELF file for that machine, or UpstreamMismatch names it. `hashes` gets each one's sha256."""
     what = f"wheel {wheel.name}"
-    for name, spool, size, digest in spooled(wheel, is_shared_object, Budget(what, WHEEL)):
-        if hashes is not None:
+    for name, spool, size, digest in spooled(wheel, is_shared_object, Budget(what, WHEEL), hashes is not None):
+        if hashes is not None and digest is not None:
             hashes[name] = digest
         where = f"{what}: {name}"
         found = _read(spool, size, where, arch)
         yield name, found, _symbols(spool, size, where) if symbols else None
 
 
-def spooled(wheel: Path, select: Callable[[str], bool], budget: Budget) -> Iterator[tuple[str, BinaryIO, int, str]]:
-    """(member name, its bytes in a temporary file, their size, their sha256) for each member `select` names, in
-    name order, each inflated once under `budget`. Spooled because the ELF readers seek: the section headers and
-    .dynamic lie at the end, the symbol tables at the start, and a zip stream seeks backwards by inflating again
-    from the start (torch 2.9.0's libtorch_cuda.so, 1 GB, was inflated twice)."""
+def spooled(
+    wheel: Path, select: Callable[[str], bool], budget: Budget, hashed: bool = False
+) -> Iterator[tuple[str, BinaryIO, int, str | None]]:
+    """(member name, its bytes in a temporary file, their size, their sha256 when `hashed`) for each member
+    `select` names, in name order, each inflated once under `budget`. Spooled because the ELF readers seek: the
+    section headers and .dynamic lie at the end, the symbol tables at the start, and a zip stream seeks backwards
+    by inflating again from the start (torch 2.9.0's libtorch_cuda.so, 1 GB, was inflated twice)."""
     what = f"wheel {wheel.name}"
     with readable_wheel(what), zipfile.ZipFile(wheel) as archive, wheel.open("rb") as raw:
         for info in members(archive, what, select, budget):
             budget.compressed += info.compress_size
             with tempfile.TemporaryFile() as spool:
-                digest = _spool(member_bytes(raw, archive, info), spool, budget, f"{what}: {info.filename}")
+                where = f"{what}: {info.filename}"
+                digest = _spool(member_bytes(raw, archive, info), spool, budget, where, hashed)
                 yield info.filename, spool, spool.tell(), digest
 
 
@@ -144,13 +147,15 @@ def members(archive: zipfile.ZipFile, what: str, select: Callable[[str], bool], 
     return chosen
 
 
-def _spool(chunks: Iterable[bytes], spool: IO[bytes], budget: Budget, what: str) -> str:
-    """The member's bytes into `spool`, counted against the budget as they inflate; returns their sha256. A full
-    or unwritable $TMPDIR is this machine's problem (exit 2, with the disk hint), not the wheel's."""
-    digest = hashlib.sha256()
+def _spool(chunks: Iterable[bytes], spool: IO[bytes], budget: Budget, what: str, hashed: bool = True) -> str | None:
+    """The member's bytes into `spool`, counted against the budget as they inflate; returns their sha256 (when
+    `hashed`: torch's 1.6 GB need none). A full or unwritable $TMPDIR is this machine's problem (exit 2, with the
+    disk hint), not the wheel's."""
+    digest = hashlib.sha256() if hashed else None
     for chunk in chunks:
         budget.inflate(len(chunk))
-        digest.update(chunk)
+        if digest is not None:
+            digest.update(chunk)
         try:
             spool.write(chunk)
             spool.flush()
@@ -159,7 +164,7 @@ def _spool(chunks: Iterable[bytes], spool: IO[bytes], budget: Budget, what: str)
                 f"cannot spool {what} to {tempfile.gettempdir()}: {exc.strerror or exc}",
                 hint=write_hint(exc) + " (or point $TMPDIR at a larger disk)",
             ) from None
-    return digest.hexdigest()
+    return digest.hexdigest() if digest is not None else None
 
 
 def _symbols(file: BinaryIO, size: int, what: str) -> DynamicSymbols:
