@@ -147,7 +147,7 @@ def members(archive: zipfile.ZipFile, what: str, select: Callable[[str], bool], 
     return chosen
 
 
-def _spool(chunks: Iterable[bytes], spool: IO[bytes], budget: Budget, what: str, hashed: bool = True) -> str | None:
+def _spool(chunks: Iterable[bytes], spool: IO[bytes], budget: Budget, what: str, hashed: bool) -> str | None:
     """The member's bytes into `spool`, counted against the budget as they inflate; returns their sha256 (when
     `hashed`: torch's 1.6 GB need none). A full or unwritable $TMPDIR is this machine's problem (exit 2, with the
     disk hint), not the wheel's."""

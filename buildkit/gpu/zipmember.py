@@ -2,7 +2,7 @@
 header, its size and its CRC-32, as zipfile holds them.
 
 Deflate (the method of every real wheel: vLLM's, torch's) and stored members go through ISA-L's inflate
-(python-isal), twice the speed of zlib's on vLLM's and torch's libraries (bench/wheel_read.py); any other method
+(python-isal), twice the speed of zlib's on vLLM's and torch's libraries (bench/gpu_check.py); any other method
 zipfile reads (bzip2, lzma) goes through zipfile's own reader. Memory kept: one compressed read and one inflated
 chunk at a time.
 """
