@@ -1,5 +1,6 @@
-"""vLLM's package directory in a built image, read as the tar stream the engine exports: each Python file's git
-blob id (held to the source commit's tree) and each shared object's sha256 (held to the locked wheel's members).
+"""vLLM's package directory in a built image, read as the tar stream the engine exports, and the composition proof
+over it (judge_package): every entry is a file of the source commit's tree (git blob id), a member of the locked
+wheel that precompiled mode takes (sha256), vllm/_version.py, or a bytecode cache bound to its source; nothing else.
 
 NeMo-RL's build-custom-vllm.sh installs vLLM editable from its checkout (3rdparty/vllm), so the package is not in a
 site-packages directory: where `python` finds it is asked (importlib's find_spec, which runs nothing of vLLM)."""
@@ -11,13 +12,14 @@ import hashlib
 import io
 import re
 import tarfile
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from buildkit.budget import IMAGE_FILES, Budget
 from buildkit.errors import UpstreamMalformed
 from buildkit.files import ChunkReader
-from buildkit.models.compiled import is_vllm_python, python_origin
+from buildkit.image.bytecode import HEADER_BYTES, NOT_CHECKED, Source, source_of, unbound
+from buildkit.models.compiled import GENERATED_PYTHON
 from buildkit.text.sanitize import strip_controls
 
 # The directories `import vllm` would search, one per line (a namespace package may have several; vLLM has one).
@@ -30,18 +32,21 @@ FIND_SPEC = [
 _DIR_RE = re.compile(r"/[A-Za-z0-9._+/-]{0,400}/vllm")  # fullmatch: an absolute path ending in the package's name
 MAX_PYTHON_BYTES = 16 << 20  # vLLM's largest Python file is a few hundred KiB
 MAX_VERSION_FILE = 64 << 10  # setuptools-scm's vllm/_version.py is under 1 KiB
+MAX_KEPT = 64 << 20  # the Python sources kept for hash-based bytecode: vLLM 0.14.0's are 16 MiB
 MAX_SAID = 6  # names in one reason
 
 
 @dataclass
 class VllmPackage:
-    """What the image's vLLM package holds, by its path in the wheel's terms ("vllm/config/__init__.py")."""
+    """What the image's vLLM package holds, every entry by its path in the wheel's terms ("vllm/config/__init__.py")."""
 
     directory: str
-    python: dict[str, str] = field(default_factory=dict)  # a Python file from the source -> git blob id
-    wheel_files: dict[str, str] = field(default_factory=dict)  # a shared object, a from-wheel Python file -> sha256
-    problems: list[str] = field(default_factory=list)  # members that cannot be vLLM's as installed
-    bytecode: int = 0  # __pycache__/*.pyc: not compared (said)
+    python: dict[str, str] = field(default_factory=dict)  # a file the lock does not take from the wheel -> blob id
+    wheel_files: dict[str, str] = field(default_factory=dict)  # a file the lock takes from the wheel -> sha256
+    odd: dict[str, str] = field(default_factory=dict)  # an entry that is no file and no directory -> what it is
+    dirs: set[str] = field(default_factory=set)
+    sources: dict[str, Source] = field(default_factory=dict)  # each .py file's size and mtime (bytes: kept ones)
+    caches: dict[str, bytes] = field(default_factory=dict)  # __pycache__/*.pyc -> its header
     version_file: bytes | None = None  # vllm/_version.py, held to setuptools-scm's shape
 
 
@@ -59,128 +64,147 @@ def _name(path: str) -> str:
     return text if len(text) <= 160 else text[:80] + "..." + text[-77:]
 
 
-def _kind(name: str) -> str | None:
-    """What verify makes of a member by its name: "python" (a module file), "so", "pyc", "bytecode" (a cache
-    under __pycache__), or None (package data: JSON configs, type stubs ...)."""
-    if "/__pycache__/" in f"/{name}":
-        return "bytecode" if name.endswith(".pyc") else None
-    if name.endswith(".py"):
-        return "python"
-    if name.endswith(".so"):
-        return "so"
-    if name.endswith(".pyc"):
-        return "pyc"
-    return None
-
-
-def read_package(chunks: Iterable[bytes], directory: str, where: str) -> VllmPackage:
-    """Every file of the package's tar stream (members named vllm/...) that Python could import, under the image's
-    budget (budget.IMAGE_FILES): module files by git blob id (from the source) or sha256 (from the wheel), shared
-    objects by sha256; a link, a sourceless .pyc or a module name outside vLLM's grammar is a problem."""
+def read_package(chunks: Iterable[bytes], directory: str, where: str, from_wheel: Collection[str] = ()) -> VllmPackage:
+    """Every entry of the package's tar stream (members named vllm/...), under the image's budget
+    (budget.IMAGE_FILES): each regular file by sha256 when the lock takes it from the wheel (`from_wheel`), else by
+    git blob id; each bytecode cache by its header; links, devices and the like by what they are."""
     found = VllmPackage(directory)
     budget = Budget(where, IMAGE_FILES)
     stream = io.BufferedReader(ChunkReader(chunks), 1 << 20)
+    wheel = set(from_wheel)
     try:
         with tarfile.open(fileobj=stream, mode="r|") as tar:
             for member in tar:
                 budget.entry()
                 budget.tick()
-                _read_member(tar, member, found, budget, where)
+                _read_member(tar, member, found, wheel, budget)
     except tarfile.TarError as exc:
         raise UpstreamMalformed(f"{where}: not a readable tar stream: {exc}") from None
     return found
 
 
-def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo, found: VllmPackage, budget: Budget, where: str) -> None:
-    name, kind = member.name, _kind(member.name)
-    if kind is None or member.isdir():
+def _read_member(
+    tar: tarfile.TarFile, member: tarfile.TarInfo, found: VllmPackage, wheel: set[str], budget: Budget
+) -> None:
+    name = member.name.rstrip("/")
+    if member.isdir():
+        found.dirs.add(name)
         return
-    shown = _name(name)
-    if kind == "bytecode":
-        found.bytecode += 1
+    if not member.isreg():
+        found.odd[name] = _what(member)
         return
-    if not member.isreg():  # a link: Python would import what it points at, which nothing here compares
-        found.problems.append(f"{shown} is a link, not a file")
-        return
-    if kind == "pyc":  # sourceless bytecode beside the modules: importable, compared to nothing
-        found.problems.append(f"{shown} is bytecode without its source")
-        return
-    if kind == "python" and not is_vllm_python(name):
-        found.problems.append(f"{shown} is a module outside vLLM's file names")
-        return
-    if kind == "python" and member.size > MAX_PYTHON_BYTES:
-        raise UpstreamMalformed(
-            f"{where}: {name} is {member.size:,} bytes, more than buildkit reads for a Python "
-            f"file ({MAX_PYTHON_BYTES:,})"
-        )
-    origin = python_origin(name) if kind == "python" else "wheel"
-    if origin == "generated" and member.size > MAX_VERSION_FILE:
-        raise UpstreamMalformed(f"{where}: {name} is {member.size:,} bytes, more than setuptools-scm writes")
     source = tar.extractfile(member)
     assert source is not None  # a regular file always has contents
-    blob = hashlib.sha1(b"blob %d\0" % member.size)  # git's blob id: the header, then the bytes
-    sha256 = hashlib.sha256()
+    if source_of(name) is not None:  # a bytecode cache: its header binds it to a source, or not
+        header = source.read(HEADER_BYTES)
+        budget.inflate(len(header))
+        found.caches[name] = header
+        return
+    by_sha256 = name in wheel
+    digest = hashlib.sha256() if by_sha256 else hashlib.sha1(b"blob %d\0" % member.size)  # git's blob id
+    keep = name.endswith(".py") and member.size <= MAX_PYTHON_BYTES and budget.kept + member.size <= MAX_KEPT
     kept = bytearray()
     while chunk := source.read(4 << 20):
         budget.inflate(len(chunk))
-        (blob if origin == "source" else sha256).update(chunk)
-        if origin == "generated":
+        digest.update(chunk)
+        if keep:
             kept += chunk
-    if origin == "source":
-        found.python[name] = blob.hexdigest()
-    elif origin == "generated":
-        found.version_file = bytes(kept)
+    if keep:
+        budget.keep(len(kept))
+    if name.endswith(".py"):
+        found.sources[name] = Source(member.size, int(member.mtime), bytes(kept) if keep else None)
+    if name in GENERATED_PYTHON:
+        # past its limit: no Python setuptools-scm writes (a NUL byte never parses)
+        found.version_file = bytes(kept) if keep and member.size <= MAX_VERSION_FILE else b"\0"
+    elif by_sha256:
+        found.wheel_files[name] = digest.hexdigest()
     else:
-        found.wheel_files[name] = sha256.hexdigest()
+        found.python[name] = digest.hexdigest()
 
 
-def judge_python(
-    listed: dict[str, str], package: VllmPackage, commit: str, from_wheel: Iterable[str] = ()
+def _what(member: tarfile.TarInfo) -> str:
+    if member.issym():
+        return f"a symbolic link to {_name(member.linkname)}"
+    if member.islnk():
+        return f"a hard link to {_name(member.linkname)}"
+    if member.isdev():
+        return "a device or a FIFO"
+    return "not a regular file"
+
+
+def judge_package(
+    listed: dict[str, str], package: VllmPackage, commit: str, from_wheel: dict[str, str] | None = None
 ) -> tuple[bool | None, str]:
-    """The image's vLLM package against the source commit's tree and the wheel: every module file from the source
-    is byte for byte the commit's (same blob id); none is there that the commit does not have, and none of the
-    commit's is missing from a package directory the image installs; every shared object is one of the wheel's
-    (their bytes: the compiled-file check); vllm/_version.py holds literals only; nothing is a link or sourceless
-    bytecode. Bytecode caches are not compared, and said."""
-    found = package.python
-    if not found:
-        return False, "the image's vLLM package holds no Python file"
-    wrong = [p for p in sorted(found) if p in listed and listed[p] != found[p]]
-    extra = [p for p in sorted(found) if p not in listed]
-    installed = {p.rsplit("/", 1)[0] for p in found if p.endswith("/__init__.py")}
-    removed = [p for p in sorted(listed) if p not in found and p.rsplit("/", 1)[0] in installed]
-    wheel = set(from_wheel)
-    strange = [p for p in sorted(package.wheel_files) if p.endswith(".so") and p not in wheel]
-    said = [
-        f"{what} {', '.join(_name(p) for p in paths[:MAX_SAID])}"
-        for what, paths in (
-            (f"{len(wrong)} differ from {commit[:12]}'s:", wrong),
-            (f"{len(extra)} are not in {commit[:12]}'s tree:", extra),
-            (f"{len(removed)} of {commit[:12]}'s are missing from the package directories installed:", removed),
-            (f"{len(strange)} shared object(s) are not the wheel's:", strange),
-            (f"{len(package.problems)} cannot be vLLM's as installed:", package.problems),
-        )
-        if paths
-    ]
+    """The composition proof: the image's vLLM package, entry by entry, against two lists. Every file is a file of
+    the source commit's tree with its git blob id, or a member of the locked wheel that precompiled mode takes
+    (the lock's vllm_files) with its sha256, or vllm/_version.py in setuptools-scm's shape; every bytecode cache is
+    bound to its source. Anything else fails, named: a file that differs, one neither list has, one of either list
+    that is missing, a link of any name, a device, a directory where a list has a file."""
+    wheel = {p: h for p, h in (from_wheel or {}).items() if p.startswith("vllm/")}
+    source = {p: b for p, b in listed.items() if p not in wheel and p not in GENERATED_PYTHON}
+    if not package.python and not package.wheel_files:
+        return False, "the image's vLLM package holds no file"
+    problems = _differences(source, wheel, package, commit)
     version = version_file_problem(package.version_file)
     if version:
-        said.append(version)
-    if said:
-        return False, "; ".join(said)[:900]
-    absent = len([p for p in listed if p not in found])
-    notes = [f"{len(found)} file(s) are {commit[:12]}'s (git blob ids)"]
-    if package.wheel_files:
-        notes.append(f"{len(package.wheel_files)} from the wheel (held to its sha256 by the compiled-file check)")
+        problems.append(version)
+    caches = _cache_problems(package)
+    problems += [f"{len(paths)} {why}: {_said(paths)}" for why, paths in caches.items() if why != NOT_CHECKED]
+    if problems:
+        return False, "; ".join(problems)[:900]
+    notes = [f"{len(package.python)} file(s) are {commit[:12]}'s (git blob ids), and nothing else is there"]
+    if wheel:
+        notes.append(f"{len(package.wheel_files)} are the locked wheel's members (sha256)")
     if package.version_file is not None:
         notes.append("vllm/_version.py (setuptools-scm's) holds literals only")
-    if absent:
-        notes.append(f"{absent} of the tree's are in no package directory the image installs")
-    if package.bytecode:
+    bound = len(package.caches) - len(caches.get(NOT_CHECKED, []))
+    if bound:
         notes.append(
-            f"{package.bytecode} bytecode file(s) under __pycache__ not compared (Python runs one in place "
-            "of its source when its header matches the source's size and time)"
+            f"{bound} bytecode cache(s) bound to their sources by their headers (the code in them not compared)"
         )
+    if caches.get(NOT_CHECKED):
+        notes.append(f"{len(caches[NOT_CHECKED])} {NOT_CHECKED}")
     return True, "; ".join(notes)
+
+
+def _differences(source: dict[str, str], wheel: dict[str, str], package: VllmPackage, commit: str) -> list[str]:
+    """What sets the package apart from the two lists, one phrase a kind, the first names of each."""
+    found = package.python
+    shadowed = [p for p in sorted({*source, *wheel}) if p in package.dirs]
+    kinds = (
+        (f"differ from {commit[:12]}'s", [p for p in sorted(found) if p in source and source[p] != found[p]]),
+        (
+            "differ from the locked wheel's",
+            [p for p in sorted(package.wheel_files) if package.wheel_files[p] != wheel.get(p)],
+        ),
+        (f"are neither {commit[:12]}'s nor the wheel's", [p for p in sorted(found) if p not in source]),
+        (f"of {commit[:12]}'s are missing", [p for p in sorted(source) if p not in found and p not in package.dirs]),
+        ("of the wheel's are missing", [p for p in sorted(wheel) if p not in package.wheel_files]),
+        ("are directories where a file belongs", shadowed),
+    )
+    said = [f"{len(paths)} {what}: {_said(paths)}" for what, paths in kinds if paths]
+    odd = sorted(package.odd)
+    if odd:
+        said.append(
+            f"{len(odd)} are no regular file: {', '.join(f'{_name(p)} ({package.odd[p]})' for p in odd[:MAX_SAID])}"
+        )
+    return said
+
+
+def _cache_problems(package: VllmPackage) -> dict[str, list[str]]:
+    """The bytecode caches the import system would not hold to their sources, by why (NOT_CHECKED among them)."""
+    problems: dict[str, list[str]] = {}
+    for cache, header in sorted(package.caches.items()):
+        origin = source_of(cache)
+        why = unbound(header, package.sources.get(origin) if origin else None)
+        if why is not None:
+            problems.setdefault(why, []).append(cache)
+    return problems
+
+
+def _said(paths: list[str]) -> str:
+    more = f" and {len(paths) - MAX_SAID} more" if len(paths) > MAX_SAID else ""
+    return ", ".join(_name(p) for p in paths[:MAX_SAID]) + more
 
 
 _TYPING_NAMES = {"Tuple", "Union", "Optional", "TYPE_CHECKING"}
@@ -196,8 +220,10 @@ def version_file_problem(text: bytes | None) -> str | None:
     except (SyntaxError, UnicodeDecodeError, ValueError):
         return "vllm/_version.py is not Python setuptools-scm writes"
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "typing" and node.level == 0:
-            continue
+        # typing's names; __future__'s annotations (setuptools-scm >= 9, vcs-versioning, writes the import)
+        if isinstance(node, ast.ImportFrom) and node.module in ("typing", "__future__") and node.level == 0:
+            if node.module == "typing" or [a.name for a in node.names] == ["annotations"]:
+                continue
         allowed = (
             ast.Module,
             ast.Assign,

@@ -248,6 +248,21 @@ def is_vllm_python(path: str, mode: str = "100644") -> bool:
     return mode in _FILE_MODES and bool(_PYTHON_RE.fullmatch(path)) and "/../" not in f"/{path}/"
 
 
+def is_vllm_file(path: str, mode: str = "100644") -> bool:
+    """A regular file of vLLM's package directory in the source tree (Python, JSON configs, templates ...), as the
+    listing verify holds an editable checkout to keeps it: any path git can hold under vllm/ (vLLM's own use `,=[]`
+    in config names), at most 400 characters, no control character, no empty, `.` or `..` component."""
+    parts = path.split("/")
+    return (
+        mode in _FILE_MODES
+        and len(path) <= 400
+        and parts[0] == "vllm"
+        and len(parts) > 1
+        and all(part not in ("", ".", "..") for part in parts)
+        and not any(ord(c) < 32 or ord(c) == 127 for c in path)
+    )
+
+
 def python_origin(path: str) -> str:
     """Where the image's copy of a vLLM Python file comes from: "source" (the checkout), "wheel" (precompiled mode
     copies it out of the wheel: a from-wheel rule), or "generated" (written at install)."""

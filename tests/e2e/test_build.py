@@ -12,6 +12,8 @@ import time
 import zipfile
 from pathlib import Path
 
+from buildkit.models.lock import read_lock
+from buildkit.stages.verify import PYTHON_CHECK
 from tests.support.engine import STAND_IN_BASE
 from tests.support.nemo_repo import use_remote
 from tests.support.projects import interrupt_a_slow_smoke_build, smoke_project
@@ -307,7 +309,7 @@ def test_verify_the_smoke_image(project, remote, engine):
         "labels match the lock": "pass",
         "container fingerprint exists": "pass",
         "patched tools/build-custom-vllm.sh is the recorded one": "pass",
-        "vLLM's Python files are the source commit's": "skip",  # a smoke image holds no vLLM (issue 28)
+        PYTHON_CHECK: "skip",  # a smoke image holds no vLLM (issue 28)
         "a GPU of compute capability 9.0, and its kernels": "skip",
         "GPU kernels, ABI and drivers": "skip",  # a smoke image holds no vLLM (issue 23)
     }
@@ -351,9 +353,15 @@ def test_verify_vllm_and_sglang_checks_run_in_the_image(project, remote, engine)
     }
     # vLLM's package where build-custom-vllm.sh leaves it (an editable checkout), with vLLM 0.14.0's real Python
     # files from its source: the stand-in GitHub lists that release's tree for the locked commit
-    # (tests/support/vllmtree.py). The bad image's copy of one is edited.
+    # (tests/support/vllmtree.py), and the members precompiled mode takes from the wheel beside them (the stand-in
+    # wheel's, as the lock lists them). The bad image's copy of one is edited.
     with zipfile.ZipFile(real_wheel(VLLM_0_14_0)) as wheel:
         real = {name: wheel.read(name) for name in listing()}
+    from_wheel = read_lock(root / "pins.lock").vllm_files or {}
+    assert from_wheel, "resolve lists the wheel's members precompiled mode takes"
+    downloaded = next((root / "cache").rglob("vllm-*.whl"))  # the project's BUILDKIT_CACHE_DIR (tests/conftest.py)
+    with zipfile.ZipFile(downloaded) as wheel:
+        real.update({name: wheel.read(name) for name in from_wheel})
     for name, (version, sglang) in variants.items():
         ctx = root / f"python-{name}"
         for path, data in real.items():
@@ -379,13 +387,17 @@ def test_verify_vllm_and_sglang_checks_run_in_the_image(project, remote, engine)
     status = {r["name"]: (r["status"], r["reason"]) for r in json.loads(good.stdout)["results"]}
     assert status["vllm version names the locked commit"][0] == "pass"
     assert status["sglang is not importable"] == ("pass", "import sglang fails: ModuleNotFoundError")
-    python = status["vLLM's Python files are the source commit's"]
-    assert python == ("pass", "1186 file(s) are 4a5299c93ff9's (git blob ids)")
+    python = status[PYTHON_CHECK]
+    assert python == (
+        "pass",
+        f"1186 file(s) are 4a5299c93ff9's (git blob ids), and nothing else is there; {len(from_wheel)} are the "
+        "locked wheel's members (sha256)",
+    )
     bad = cli("verify", "pycheck:bad")
     assert bad.code == 1, bad.output
     assert "FAIL  vllm version names the locked commit: vllm.__version__ = 0.14.0rc2.dev155+g0123456789" in bad.stderr
     assert "FAIL  sglang is not importable: import sglang succeeded" in bad.stderr
-    assert "FAIL  vLLM's Python files are the source commit's: 1 differ from 4a5299c93ff9's: vllm/envs.py" in bad.stderr
+    assert f"FAIL  {PYTHON_CHECK}: 1 differ from 4a5299c93ff9's: vllm/envs.py" in bad.stderr
 
 
 def test_verify_gpus_on_an_engine_without_gpus_fails_and_says_why(project, remote, engine):

@@ -242,6 +242,9 @@ class SourceComparison(Fact):
 GitBlobId = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$", description="A git blob id (SHA-1).")]
 
 
+MAX_LISTED = 50_000  # files under vllm/ in a listing: vLLM 0.14.0 has 1,703
+
+
 class PythonFiles(Fact):
     """vLLM's Python files at the source commit, by their git blob ids (read from the commit's tree, no file
     contents): verify holds the image's vLLM package to them, file by file, with no network."""
@@ -249,7 +252,13 @@ class PythonFiles(Fact):
     commit: FullSha = Field(description="The source commit whose tree was listed.")
     source: OneLine = Field(description="The API URL or git command that listed the tree.")
     files: dict[Annotated[str, Field(max_length=400)], GitBlobId] = Field(
-        max_length=50_000, description="vllm/**/*.py -> git blob id."
+        max_length=MAX_LISTED,
+        description="vllm/** (every regular file; vllm/**/*.py only without scope) -> git blob id.",
+    )
+    scope: Literal["package"] | None = Field(
+        default=None,
+        description="package: every regular file under vllm/, which verify holds the image's package to entry by "
+        "entry; absent (older locks): the Python files only, which verify no longer judges by.",
     )
 
     @property
@@ -337,6 +346,9 @@ class Lock(Fact):
         for key in ("pins_file", "gpu", "vllm_files", "vllm_python", "torch", "other_platforms"):  # when known
             if data.get(key, ...) is None:
                 data = {k: v for k, v in data.items() if k != key}
+        listed = data.get("vllm_python")
+        if isinstance(listed, dict) and listed.get("scope", ...) is None:  # an older listing keeps its bytes
+            data = {**data, "vllm_python": {k: v for k, v in listed.items() if k != "scope"}}
         return json.dumps(data, indent=2, sort_keys=False) + "\n"
 
     def platforms(self) -> list[str]:

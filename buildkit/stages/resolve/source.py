@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Literal
 
 from buildkit.errors import CompiledSourceChanged, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable, excerpt
-from buildkit.models.compiled import compiled_changes, is_vllm_python, rule_for, torch_requirement
+from buildkit.models.compiled import compiled_changes, is_vllm_file, rule_for, torch_requirement
 from buildkit.models.lock import CommitFact, PullRequestFact, PythonFiles, SourceComparison, WheelCommitFact
+from buildkit.models.lock.facts import MAX_LISTED
 from buildkit.models.lock.facts import WheelChoice as ChosenBy
 from buildkit.models.pins import ARCH_OF_PLATFORM, Pins
 from buildkit.stages.resolve.git import GitHistory
@@ -242,8 +243,8 @@ class Chooser:
         if not self.github.owner_repo(source.repo):
             return True, None
         try:
-            files, how = self.github.tree_files(source.repo, source.commit, is_vllm_python)
-            return False, PythonFiles(commit=source.commit, source=how, files=files)
+            files, how = self.github.tree_files(source.repo, source.commit, is_vllm_file)
+            return False, _listing(source, how, files)
         except (UpstreamMismatch, AnswerTooLarge) as exc:  # cut by GitHub, or past buildkit's limit
             self.note(f"vLLM's Python files listed with git instead: {exc.message}")
             return True, None
@@ -262,8 +263,8 @@ class Chooser:
         """vLLM's Python files at the source commit by blob id, from git's tree (the fetch the comparison made)."""
         try:
             history = self._git(source)
-            files = history.tree_files(source.commit, is_vllm_python)
-            return PythonFiles(commit=source.commit, source=f"git ls-tree -r {source.commit}", files=files)
+            files = history.tree_files(source.commit, is_vllm_file)
+            return _listing(source, f"git ls-tree -r {source.commit}", files)
         except UpstreamMalformed:
             raise  # a hostile answer is refused, never passed over
         except (UpstreamMismatch, UpstreamUnreachable) as exc:
@@ -314,6 +315,17 @@ class Chooser:
             assert self._history is not None
             raw = self._history.file(commit, path)
         return (raw or b"").decode("utf-8", "replace")
+
+
+def _listing(source: CommitFact, how: str, files: dict[str, str]) -> PythonFiles:
+    """Every file under vllm/ at the source commit, as the lock keeps it; more than the lock holds is refused."""
+    if len(files) > MAX_LISTED:
+        raise UpstreamMalformed(
+            f"{source.repo} at {source.commit[:12]} has {len(files):,} files under vllm/, more than buildkit lists "
+            f"({MAX_LISTED:,}; vLLM 0.14.0 has 1,703): not a vLLM tree",
+            hint="pin vllm.repo and vllm.ref to vLLM's source",
+        )
+    return PythonFiles(commit=source.commit, source=how, files=files, scope="package")
 
 
 def _not_ancestor(wheel_commit: str, source: CommitFact, status: str) -> UpstreamMismatch:

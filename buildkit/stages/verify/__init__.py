@@ -23,7 +23,7 @@ from buildkit.gpu.abi import stop_if_unresolved
 from buildkit.gpu.image import image_check
 from buildkit.gpu.scan import check_required
 from buildkit.gpu.scan import required as scan_required  # a path matched by build.gpu_required
-from buildkit.image.vllmpackage import FIND_SPEC, VllmPackage, judge_python, package_dir, read_package
+from buildkit.image.vllmpackage import FIND_SPEC, VllmPackage, judge_package, package_dir, read_package
 from buildkit.models.gpufacts import GpuCheck
 from buildkit.models.labels import verified_labels
 from buildkit.models.lock import Lock, composition, lock_sha256
@@ -197,13 +197,13 @@ def check_patched_files(c: Context) -> None:
         )
 
 
-PYTHON_CHECK = "vLLM's Python files are the source commit's"
+PYTHON_CHECK = "vLLM's package is the source commit's files and the locked wheel's, nothing else"
 
 
 def check_vllm_python(c: Context) -> None:
     """The package `python` imports as vllm (an editable checkout, as build-custom-vllm.sh installs it, or
-    site-packages), read once: its Python files held to the source commit's tree here, its shared objects to the
-    wheel's in the GPU files check."""
+    site-packages), read once and held entry by entry to the lock's two lists (image/vllmpackage.py): the source
+    commit's files, the wheel's members precompiled mode takes. Its shared objects go on to the GPU files check."""
     if c.smoke:
         c.add(PYTHON_CHECK, None, "a smoke image has no vLLM installed")
         return
@@ -212,17 +212,26 @@ def check_vllm_python(c: Context) -> None:
     if directory is None:
         c.add(PYTHON_CHECK, False, f"python in the image finds no vllm package: {excerpt(strip_controls(out), 160)}")
         return
-    c.package = read_package(c.engine.archive(c.image, directory), directory, f"{c.image}:{directory}")
+    wheel = c.lock.vllm_files
+    c.package = read_package(c.engine.archive(c.image, directory), directory, f"{c.image}:{directory}", wheel or ())
     listed = c.lock.vllm_python
-    if listed is None:
+    if listed is None or listed.scope != "package":
+        said = (
+            "holds no listing of the source's files (resolve said why)"
+            if listed is None
+            else "lists only the source's Python files (written before buildkit listed every file of the package)"
+        )
+        c.add(PYTHON_CHECK, None, f"the lock {said}: run `buildkit resolve`")
+        return
+    if not wheel:
         c.add(
             PYTHON_CHECK,
             None,
-            "the lock holds no listing of the source's Python files (a lock resolve wrote "
-            "before it listed them, or one whose listing failed: resolve said why): run `buildkit resolve`",
+            "the lock holds no list of the wheel's members precompiled mode takes (resolve --no-wheel-download): "
+            "run `buildkit resolve`",
         )
         return
-    c.add(PYTHON_CHECK, *judge_python(listed.files, c.package, listed.commit, c.lock.vllm_files or ()))
+    c.add(PYTHON_CHECK, *judge_package(listed.files, c.package, listed.commit, wheel))
 
 
 def check_gpu_files(c: Context) -> None:

@@ -10,12 +10,15 @@ The files are vLLM 0.14.0's real ones (its PyPI wheel), and the listing is what 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import struct
 import tarfile
 import zipfile
 
 import pytest
 
-from buildkit.image.vllmpackage import FIND_SPEC, VllmPackage, judge_python, package_dir, read_package
+from buildkit.image.vllmpackage import FIND_SPEC, VllmPackage, judge_package, package_dir, read_package
+from buildkit.models.compiled import python_origin
 from buildkit.models.lock import PythonFiles, read_lock
 from buildkit.stages.verify import COMPILED_CHECK, PYTHON_CHECK, Context, check_gpu_files, check_vllm_python
 from tests.support.fake_upstreams import VLLM_SHA
@@ -56,91 +59,161 @@ def test_the_package_directory_python_names_is_taken_only_when_it_is_a_plain_pat
         assert package_dir(code, out) is None, out
 
 
-def package(files: dict[str, bytes], links: dict[str, tuple[bytes, str]] | None = None) -> VllmPackage:
-    """read_package over a tar stream as `docker cp` sends one: regular files, and links (name -> (type, target))."""
-    entries = [F(name, data) for name, data in files.items()]
+def package(
+    files: dict[str, bytes], links: dict[str, tuple[bytes, str]] | None = None, wheel: dict[str, str] | None = None
+) -> VllmPackage:
+    """read_package over a tar stream as `docker cp` sends one: regular files, and links (name -> (type, target)),
+    directories as tar lists them."""
+    dirs = sorted({name.rsplit("/", 1)[0] for name in files if "/" in name} - set(files))
+    entries = [F(d, kind=tarfile.DIRTYPE, mode=0o755) for d in dirs]
+    entries += [F(name, data) for name, data in files.items()]
     entries += [F(name, kind=kind, linkname=target) for name, (kind, target) in (links or {}).items()]
-    return read_package([layer_tar(entries)], PACKAGE, "image")
+    return read_package([layer_tar(entries)], PACKAGE, "image", wheel or {})
 
 
 LISTED = {
     "vllm/__init__.py": blob_id(b""),
     "vllm/a.py": blob_id(b"a = 1\n"),
     "vllm/b.py": blob_id(b"b = 2\n"),
+    "vllm/tools/__init__.py": blob_id(b""),
     "vllm/tools/c.py": blob_id(b"c = 3\n"),
+    "vllm/configs/x.json": blob_id(b"{}"),
 }
+FLASH = b"def flash_attn_varlen_func(): ...\n"
+SO = b"\x7fELF" + bytes(60)
+WHEEL = {  # what precompiled mode takes from the wheel, as the lock lists it
+    "vllm/_C.abi3.so": hashlib.sha256(SO).hexdigest(),
+    "vllm/vllm_flash_attn/__init__.py": hashlib.sha256(b"").hexdigest(),
+    "vllm/vllm_flash_attn/flash_attn_interface.py": hashlib.sha256(FLASH).hexdigest(),
+}
+VERSION_SCM10 = (  # setuptools-scm 10.3.4's template, as upstream-facts.md read it (vcs-versioning)
+    b"from __future__ import annotations\n\n__all__ = ['__version__', '__commit_id__']\n\nTYPE_CHECKING = False\n"
+    b"if TYPE_CHECKING:\n    from typing import Tuple\n    from typing import Union\n\n"
+    b"    VERSION_TUPLE = Tuple[Union[int, str], ...]\n    COMMIT_ID = Union[str, None]\nelse:\n"
+    b"    VERSION_TUPLE = object\n    COMMIT_ID = object\n\nversion: str\n__version__: str\n"
+    b"__version__ = version = '0.1.dev1+gb17039bcc.d20261201.precompiled'\n"
+    b"__version_tuple__ = version_tuple = (0, 1, 'dev1', 'gb17039bcc.d20261201.precompiled')\n"
+    b"__commit_id__ = commit_id = 'gb17039bcc'\n"
+)
 GOOD = {
     "vllm/__init__.py": b"",
     "vllm/a.py": b"a = 1\n",
     "vllm/b.py": b"b = 2\n",
-    "vllm/__pycache__/a.cpython-312.pyc": b"\x00",
+    "vllm/tools/__init__.py": b"",
+    "vllm/tools/c.py": b"c = 3\n",
     "vllm/configs/x.json": b"{}",
-    "vllm/_version.py": b"__version__ = version = '0.14.0'\n__version_tuple__ = version_tuple = (0, 14, 0)\n",
+    "vllm/_C.abi3.so": SO,
+    "vllm/vllm_flash_attn/__init__.py": b"",
+    "vllm/vllm_flash_attn/flash_attn_interface.py": FLASH,
+    "vllm/_version.py": VERSION_SCM10,
 }
 
 
-def test_the_judgement_names_what_differs_and_what_the_tree_lacks():
-    """vllm/tools/ has no __init__.py in the image: its file is counted, not failed; bytecode is said; package data
-    (JSON) is not Python."""
-    ok, reason = judge_python(LISTED, package(GOOD), SOURCE)
-    assert ok is True
-    assert reason == (
-        "3 file(s) are b17039bcc000's (git blob ids); vllm/_version.py (setuptools-scm's) holds literals only; 1 of "
-        "the tree's are in no package directory the image installs; 1 bytecode file(s) under __pycache__ not "
-        "compared (Python runs one in place of its source when its header matches the source's size and time)"
+def pyc(source: bytes, mtime: int = 0) -> bytes:
+    """A timestamp bytecode cache's header as py_compile writes it (PEP 552), then a body nothing reads."""
+    return importlib.util.MAGIC_NUMBER + struct.pack("<III", 0, mtime, len(source)) + b"\xe3body"
+
+
+def judged(files: dict[str, bytes], links: dict[str, tuple[bytes, str]] | None = None) -> tuple[bool | None, str]:
+    return judge_package(LISTED, package(files, links, WHEEL), SOURCE, WHEEL)
+
+
+def test_a_package_of_the_two_lists_passes_and_says_what_it_held():
+    ok, reason = judged({**GOOD, "vllm/__pycache__/a.cpython-311.pyc": pyc(b"a = 1\n")})
+    assert (ok, reason) == (
+        True,
+        "6 file(s) are b17039bcc000's (git blob ids), and nothing else is there; 3 are the locked wheel's members "
+        "(sha256); vllm/_version.py (setuptools-scm's) holds literals only; 1 bytecode cache(s) bound to their "
+        "sources by their headers (the code in them not compared)",
     )
-    ok, reason = judge_python(
-        LISTED, package({**GOOD, "vllm/b.py": b"b = 3\n", "vllm/evil.py": b"import os\n"}), SOURCE
-    )
-    assert ok is False
-    assert reason == "1 differ from b17039bcc000's: vllm/b.py; 1 are not in b17039bcc000's tree: vllm/evil.py"
-    assert judge_python(LISTED, package({}), SOURCE) == (False, "the image's vLLM package holds no Python file")
+    assert judged({}) == (False, "the image's vLLM package holds no file")
+
+
+def test_version_files_of_setuptools_scm_8_and_10_pass():
+    """setuptools-scm 8.x's template (no __future__ import, no commit id) and 10.3.4's (vcs-versioning: the
+    __future__ import, annotations, __commit_id__); a __future__ import of anything else is not theirs."""
+    scm8 = b"__version__ = version = '0.14.0'\n__version_tuple__ = version_tuple = (0, 14, 0)\n"
+    assert judged({**GOOD, "vllm/_version.py": scm8})[0] is True
+    assert judged(GOOD)[0] is True
+    ok, reason = judged({**GOOD, "vllm/_version.py": b"from __future__ import barry_as_FLUFL\n"})
+    assert ok is False and "vllm/_version.py holds more than setuptools-scm writes: ImportFrom at line 1" in reason
 
 
 @pytest.mark.parametrize(
     "case",
     [
-        "symlink",
-        "hardlink",
-        "sourceless pyc",
-        "extra shared object",
-        "removed module",
+        "changed source",
+        "extra file in a from-wheel folder",
+        "package directory shadowing a wheel module",
+        "symlinked subpackage",
+        "subpackage removed whole",
+        "wheel member removed",
+        "wheel member changed",
+        "hard link",
+        "device",
+        "directory where a file belongs",
+        "sourceless bytecode",
+        "bytecode of another source",
         "odd name",
         "version file runs code",
     ],
 )
-def test_what_python_would_import_but_nothing_compares_fails(case):
-    """Each way an image could carry other code past the check (found by review): a module that is a link, a
-    sourceless .pyc (importable), a shared object the wheel does not have (it wins the import over the .py of the
-    same module), a module of an installed package removed, a module name outside vLLM's, and a vllm/_version.py
-    (which vLLM runs on import) that does more than assign literals."""
+def test_every_image_that_is_not_the_source_and_the_wheel_fails_named(case):
+    """Issue 40: each way an image could carry other code past the proof fails, and the reason names the entry."""
     files, links = dict(GOOD), {}
-    if case == "symlink":
-        del files["vllm/b.py"]
-        links["vllm/b.py"] = (tarfile.SYMTYPE, "/tmp/evil.py")
-    if case == "hardlink":
-        links["vllm/c.py"] = (tarfile.LNKTYPE, "vllm/a.py")
-    if case == "sourceless pyc":
-        files["vllm/d.pyc"] = b"\x00"
-    if case == "extra shared object":
-        files["vllm/b.cpython-312-x86_64-linux-gnu.so"] = b"\x7fELF"
-    if case == "removed module":
-        del files["vllm/b.py"]
+    said = {
+        "changed source": "1 differ from b17039bcc000's: vllm/b.py",
+        "extra file in a from-wheel folder": (
+            "1 are neither b17039bcc000's nor the wheel's: vllm/vllm_flash_attn/evil.py"
+        ),
+        "package directory shadowing a wheel module": (
+            "1 are neither b17039bcc000's nor the wheel's: vllm/vllm_flash_attn/flash_attn_interface/__init__.py"
+        ),
+        "symlinked subpackage": "vllm/tools (a symbolic link to /opt/evil/tools)",
+        "subpackage removed whole": "2 of b17039bcc000's are missing: vllm/tools/__init__.py, vllm/tools/c.py",
+        "wheel member removed": "1 of the wheel's are missing: vllm/_C.abi3.so",
+        "wheel member changed": "1 differ from the locked wheel's: vllm/_C.abi3.so",
+        "hard link": "vllm/d.py (a hard link to vllm/a.py)",
+        "device": "vllm/e.py (a device or a FIFO)",
+        "directory where a file belongs": "1 are directories where a file belongs: vllm/a.py",
+        "sourceless bytecode": "1 bytecode whose source is absent (Python runs it as the module): "
+        "vllm/__pycache__/gone.cpython-311.pyc",
+        "bytecode of another source": "1 bytecode whose header names another source",
+        "odd name": "1 are neither b17039bcc000's nor the wheel's: vllm/\u00e9vil.py",
+        "version file runs code": "vllm/_version.py holds more than setuptools-scm writes: Call at line",
+    }[case]
+    if case == "changed source":
+        files["vllm/b.py"] = b"b = 3\n"
+    if case == "extra file in a from-wheel folder":
+        files["vllm/vllm_flash_attn/evil.py"] = b"import os\n"
+    if case == "package directory shadowing a wheel module":
+        files["vllm/vllm_flash_attn/flash_attn_interface/__init__.py"] = b"import os\n"
+    if case == "symlinked subpackage":
+        del files["vllm/tools/__init__.py"], files["vllm/tools/c.py"]
+        links["vllm/tools"] = (tarfile.SYMTYPE, "/opt/evil/tools")
+    if case == "subpackage removed whole":
+        del files["vllm/tools/__init__.py"], files["vllm/tools/c.py"]
+    if case == "wheel member removed":
+        del files["vllm/_C.abi3.so"]
+    if case == "wheel member changed":
+        files["vllm/_C.abi3.so"] = SO + b"\x00"
+    if case == "hard link":
+        links["vllm/d.py"] = (tarfile.LNKTYPE, "vllm/a.py")
+    if case == "device":
+        links["vllm/e.py"] = (tarfile.FIFOTYPE, "")
+    if case == "directory where a file belongs":
+        del files["vllm/a.py"]
+        files["vllm/a.py/__init__.py"] = b""
+    if case == "sourceless bytecode":
+        files["vllm/__pycache__/gone.cpython-311.pyc"] = pyc(b"")
+    if case == "bytecode of another source":
+        files["vllm/__pycache__/a.cpython-311.pyc"] = pyc(b"a = 2 # other\n")
     if case == "odd name":
         files["vllm/\u00e9vil.py"] = b"import os\n"
     if case == "version file runs code":
         files["vllm/_version.py"] += b"__import__('os').system('id')\n"
-    ok, reason = judge_python(LISTED, package(files, links), SOURCE)
+    ok, reason = judged(files, links)
     assert ok is False, reason
-    said = {
-        "symlink": "cannot be vLLM's as installed: vllm/b.py is a link, not a file",
-        "hardlink": "cannot be vLLM's as installed: vllm/c.py is a link, not a file",
-        "sourceless pyc": "cannot be vLLM's as installed: vllm/d.pyc is bytecode without its source",
-        "extra shared object": "1 shared object(s) are not the wheel's: vllm/b.cpython-312-x86_64-linux-gnu.so",
-        "removed module": "1 of b17039bcc000's are missing from the package directories installed: vllm/b.py",
-        "odd name": "is a module outside vLLM's file names",
-        "version file runs code": "vllm/_version.py holds more than setuptools-scm writes: Call at line 3",
-    }[case]
     assert said in reason, reason
 
 
@@ -167,43 +240,40 @@ def test_the_fixture_is_what_the_real_wheel_holds():
 
 @pytest.mark.e2e
 def test_an_editable_vllm_is_held_file_by_file_to_the_source_and_the_wheel(vllm_files):
-    """The release image's vLLM as build-custom-vllm.sh leaves it: the checkout's Python at 3rdparty/vllm, the
-    wheel's shared objects copied beside it. Every Python file from the source is the listed commit's; the shared
-    objects (outside any site-packages) are held to the wheel's sha256; one changed or added file fails, named."""
-    kernel = b"\x7fELF" + bytes(60)  # not read as ELF here: the compiled check compares sha256 only
+    """The release image's vLLM as build-custom-vllm.sh leaves it, from the real wheel's files: the checkout's
+    Python at 3rdparty/vllm, the wheel's from-wheel Python beside it. Every file is the listed commit's or the
+    wheel's; one changed or added file fails, named; the shared object is held to the wheel's by both checks."""
     image = release_image()
     image.answers[tuple(FIND_SPEC)] = (0, f"{PACKAGE}\n")
     image.files.update({f"{PACKAGE}/{n.removeprefix('vllm/')}": data for n, data in vllm_files.items()})
-    image.files[f"{PACKAGE}/__pycache__/__init__.cpython-312.pyc"] = b"\x00"  # bytecode: said, not compared
-    lock = LOCK.model_copy(
-        update={
-            "vllm_python": PythonFiles(commit=SOURCE, source="stand-in", files=listing()),
-        }
-    )
+    wheel = {n: hashlib.sha256(d).hexdigest() for n, d in vllm_files.items() if python_origin(n) == "wheel"}
+    listed = PythonFiles(commit=SOURCE, source="stand-in", files=listing(), scope="package")
+    lock = LOCK.model_copy(update={"vllm_python": listed, "vllm_files": wheel})
     c = context(image, lock)
     check_vllm_python(c)
-    assert [(r.name, r.status) for r in c.results] == [(PYTHON_CHECK, "pass")]
-    assert c.results[0].reason.startswith(
-        "1186 file(s) are b17039bcc000's (git blob ids); 47 from the wheel (held to its sha256 by the compiled-file "
-        "check); vllm/_version.py (setuptools-scm's) holds literals only; 1 bytecode file(s) under __pycache__"
+    assert [(r.name, r.status) for r in c.results] == [(PYTHON_CHECK, "pass")], c.results
+    assert c.results[0].reason == (
+        "1186 file(s) are b17039bcc000's (git blob ids), and nothing else is there; 47 are the locked wheel's "
+        "members (sha256); vllm/_version.py (setuptools-scm's) holds literals only"
     )
     assert c.package is not None and len(c.package.wheel_files) == 47  # vllm_flash_attn's and triton_kernels' .py
 
     changed = dict(vllm_files)
     changed["vllm/config/__init__.py"] += b"# edited in the image\n"
     changed["vllm/backdoor.py"] = b"import os\n"
+    changed["vllm/_C.abi3.so"] = SO
     image.files = {k: v for k, v in image.files.items() if not k.startswith(PACKAGE)}
     image.files.update({f"{PACKAGE}/{n.removeprefix('vllm/')}": data for n, data in changed.items()})
-    image.files[f"{PACKAGE}/_C.abi3.so"] = kernel
-    c = context(image, lock.model_copy(update={"vllm_files": {"vllm/_C.abi3.so": hashlib.sha256(kernel).hexdigest()}}))
+    c = context(image, lock.model_copy(update={"vllm_files": {**wheel, "vllm/_C.abi3.so": WHEEL["vllm/_C.abi3.so"]}}))
     check_vllm_python(c)
     assert (c.results[0].status, c.results[0].reason) == (
         "fail",
-        ("1 differ from b17039bcc000's: vllm/config/__init__.py; 1 are not in b17039bcc000's tree: vllm/backdoor.py"),
+        "1 differ from b17039bcc000's: vllm/config/__init__.py; 1 are neither b17039bcc000's nor the wheel's: "
+        "vllm/backdoor.py",
     )
     check_gpu_files(c)  # the editable package's shared object is found and held to the wheel's
     compiled = next(r for r in c.results if r.name == COMPILED_CHECK)
-    assert (compiled.status, compiled.reason) == ("pass", "1 file(s) match the wheel's sha256")
+    assert (compiled.status, compiled.reason[:38]) == ("pass", "48 file(s) match the wheel's sha256")
 
 
 def test_a_lock_without_the_listing_says_why_the_check_did_not_run():
@@ -211,6 +281,18 @@ def test_a_lock_without_the_listing_says_why_the_check_did_not_run():
     c = context(image)
     check_vllm_python(c)
     assert c.results[0].status == "skip" and "run `buildkit resolve`" in c.results[0].reason
+    older = PythonFiles(commit=SOURCE, source="stand-in", files=LISTED)  # no scope: a lock listing only Python
+    c = context(image, LOCK.model_copy(update={"vllm_python": older, "vllm_files": WHEEL}))
+    check_vllm_python(c)
+    assert (c.results[0].status, c.results[0].reason) == (
+        "skip",
+        "the lock lists only the source's Python files (written before buildkit listed every file of the package): "
+        "run `buildkit resolve`",
+    )
+    newer = older.model_copy(update={"scope": "package"})
+    c = context(image, LOCK.model_copy(update={"vllm_python": newer}))
+    check_vllm_python(c)
+    assert c.results[0].status == "skip" and "no list of the wheel's members" in c.results[0].reason
     image.answers[tuple(FIND_SPEC)] = (1, "Traceback ...\nModuleNotFoundError: No module named 'vllm'")
     c = context(image)
     check_vllm_python(c)
@@ -226,6 +308,7 @@ def test_resolve_lists_the_source_python_through_githubs_tree_api(project, upstr
     assert result.code == 0, result.output
     lock = read_lock(root / "pins.lock")
     assert lock.vllm_python is not None and lock.vllm_python.files == listing()
+    assert lock.vllm_python.scope == "package"  # every file under vllm/ the tree has (the stand-in's: Python only)
     assert lock.vllm_python.source.endswith(f"/repos/vllm-project/vllm/git/trees/{lock.vllm.commit}?recursive=1")
     upstreams.github.truncated_trees.add(lock.vllm.commit)
     with (root / "pins.yaml").open("a") as pins:
