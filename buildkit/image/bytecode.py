@@ -1,6 +1,6 @@
 """Python's bytecode caches (`__pycache__/NAME.TAG.pyc`) held to the source beside them, as the import system
-would hold them (PEP 552): Python runs a cache in place of its source when its header matches the source, so a
-cache whose source is absent, or whose header names other source, is code nothing compared.
+holds them (PEP 3147, PEP 552): a cache runs in place of its source only when its header matches the source (or it
+is hash-based and unchecked), and never without its source.
 
 Header: magic (4 bytes), flags (4, little-endian); flags bit 0 clear: the source's mtime and size (4 + 4); set: a
 hash of the source (8), checked on import only when bit 1 is set or Python is told to, and run unchecked
@@ -36,24 +36,29 @@ def source_of(cache: str) -> str | None:
     return f"{found['dir']}{found['module']}.py" if found else None
 
 
+# What the import system makes of a cache, as judge() says it. Only RUNS_UNCHECKED and SOURCELESS fail a proof: a
+# stale cache is never run (Python compiles the source again), and BuildKit's rewrite-timestamp makes every cache
+# written during a build stale (it sets the sources' mtimes to SOURCE_DATE_EPOCH, not the headers').
+BOUND = "bound to its source by its header (run in its place; the code in it not compared)"
+STALE = "stale (its header names other source: Python compiles the source again and never runs it)"
+SOURCELESS = "bytecode whose source is absent (no install leaves one)"
+RUNS_UNCHECKED = "unchecked hash-based bytecode whose hash is not its source's (Python runs it without checking)"
 NOT_CHECKED = "hash-based bytecode whose source hash buildkit cannot compute (another Python, or its source not kept)"
+FAILS = (SOURCELESS, RUNS_UNCHECKED)
 
 
-def unbound(header: bytes, source: Source | None) -> str | None:
-    """Why the import system would not hold this cache to `source`, or None when its header binds it; NOT_CHECKED
-    for a hash-based cache whose hash cannot be computed here (the caller says it, and fails nothing)."""
+def judge(header: bytes, source: Source | None) -> str:
+    """What the import system would do with this cache beside `source` (PEP 552), one of the constants above."""
     if source is None:
-        return "bytecode whose source is absent (Python runs it as the module)"
+        return SOURCELESS
     if len(header) < HEADER_BYTES:
-        return "bytecode shorter than its header"
+        return STALE  # importlib's _classify_pyc refuses it, and the source is compiled instead
     magic, flags = header[:4], struct.unpack("<I", header[4:8])[0]
     if flags & 1 == 0:
         mtime, size = struct.unpack("<II", header[8:16])
-        if (mtime, size) != (source.mtime & 0xFFFFFFFF, source.size & 0xFFFFFFFF):
-            return "bytecode whose header names another source (mtime and size differ from the file's)"
-        return None
+        return BOUND if (mtime, size) == (source.mtime & 0xFFFFFFFF, source.size & 0xFFFFFFFF) else STALE
     if magic != importlib.util.MAGIC_NUMBER or source.data is None:
-        return NOT_CHECKED  # the key of the hash is the magic: only this Python's own can be computed
-    if importlib.util.source_hash(source.data) != header[8:16]:
-        return "hash-based bytecode whose hash is not its source's"
-    return None
+        return NOT_CHECKED  # the hash is keyed by the magic number: only this Python's own can be computed
+    if importlib.util.source_hash(source.data) == header[8:16]:
+        return BOUND
+    return STALE if flags & 2 else RUNS_UNCHECKED  # bit 1: checked on import

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from buildkit.budget import IMAGE_FILES, Budget
 from buildkit.errors import UpstreamMalformed
 from buildkit.files import ChunkReader
-from buildkit.image.bytecode import HEADER_BYTES, NOT_CHECKED, Source, source_of, unbound
+from buildkit.image.bytecode import BOUND, FAILS, HEADER_BYTES, Source, judge, source_of
 from buildkit.models.compiled import GENERATED_PYTHON
 from buildkit.text.sanitize import strip_controls
 
@@ -148,8 +148,8 @@ def judge_package(
     version = version_file_problem(package.version_file)
     if version:
         problems.append(version)
-    caches = _cache_problems(package)
-    problems += [f"{len(paths)} {why}: {_said(paths)}" for why, paths in caches.items() if why != NOT_CHECKED]
+    caches = _caches(package)
+    problems += [f"{len(paths)} {why}: {_said(paths)}" for why, paths in caches.items() if why in FAILS]
     if problems:
         return False, "; ".join(problems)[:900]
     notes = [f"{len(package.python)} file(s) are {commit[:12]}'s (git blob ids), and nothing else is there"]
@@ -157,14 +157,12 @@ def judge_package(
         notes.append(f"{len(package.wheel_files)} are the locked wheel's members (sha256)")
     if package.version_file is not None:
         notes.append("vllm/_version.py (setuptools-scm's) holds literals only")
-    bound = len(package.caches) - len(caches.get(NOT_CHECKED, []))
-    if bound:
-        notes.append(
-            f"{bound} bytecode cache(s) bound to their sources by their headers (the code in them not compared)"
-        )
-    if caches.get(NOT_CHECKED):
-        notes.append(f"{len(caches[NOT_CHECKED])} {NOT_CHECKED}")
+    notes += [f"{len(paths)} bytecode cache(s) {why}" for why, paths in sorted(caches.items(), key=_bound_first)]
     return True, "; ".join(notes)
+
+
+def _bound_first(item: tuple[str, list[str]]) -> tuple[bool, str]:
+    return item[0] != BOUND, item[0]
 
 
 def _differences(source: dict[str, str], wheel: dict[str, str], package: VllmPackage, commit: str) -> list[str]:
@@ -191,15 +189,13 @@ def _differences(source: dict[str, str], wheel: dict[str, str], package: VllmPac
     return said
 
 
-def _cache_problems(package: VllmPackage) -> dict[str, list[str]]:
-    """The bytecode caches the import system would not hold to their sources, by why (NOT_CHECKED among them)."""
-    problems: dict[str, list[str]] = {}
+def _caches(package: VllmPackage) -> dict[str, list[str]]:
+    """The package's bytecode caches by what the import system makes of each (image/bytecode.py)."""
+    kinds: dict[str, list[str]] = {}
     for cache, header in sorted(package.caches.items()):
         origin = source_of(cache)
-        why = unbound(header, package.sources.get(origin) if origin else None)
-        if why is not None:
-            problems.setdefault(why, []).append(cache)
-    return problems
+        kinds.setdefault(judge(header, package.sources.get(origin) if origin else None), []).append(cache)
+    return kinds
 
 
 def _said(paths: list[str]) -> str:

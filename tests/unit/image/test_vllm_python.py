@@ -119,12 +119,19 @@ def judged(files: dict[str, bytes], links: dict[str, tuple[bytes, str]] | None =
 
 
 def test_a_package_of_the_two_lists_passes_and_says_what_it_held():
-    ok, reason = judged({**GOOD, "vllm/__pycache__/a.cpython-311.pyc": pyc(b"a = 1\n")})
+    caches = {
+        "vllm/__pycache__/a.cpython-311.pyc": pyc(b"a = 1\n"),  # bound: mtime 0, size 6, as the tar says
+        # stale, as every cache written during a build is after BuildKit's rewrite-timestamp: the source's mtime
+        # is SOURCE_DATE_EPOCH, the header's the install's
+        "vllm/__pycache__/b.cpython-311.pyc": pyc(b"b = 2\n", mtime=1764633600),
+    }
+    ok, reason = judged({**GOOD, **caches})
     assert (ok, reason) == (
         True,
         "6 file(s) are b17039bcc000's (git blob ids), and nothing else is there; 3 are the locked wheel's members "
-        "(sha256); vllm/_version.py (setuptools-scm's) holds literals only; 1 bytecode cache(s) bound to their "
-        "sources by their headers (the code in them not compared)",
+        "(sha256); vllm/_version.py (setuptools-scm's) holds literals only; 1 bytecode cache(s) bound to its "
+        "source by its header (run in its place; the code in it not compared); 1 bytecode cache(s) stale (its "
+        "header names other source: Python compiles the source again and never runs it)",
     )
     assert judged({}) == (False, "the image's vLLM package holds no file")
 
@@ -176,9 +183,10 @@ def test_every_image_that_is_not_the_source_and_the_wheel_fails_named(case):
         "hard link": "vllm/d.py (a hard link to vllm/a.py)",
         "device": "vllm/e.py (a device or a FIFO)",
         "directory where a file belongs": "1 are directories where a file belongs: vllm/a.py",
-        "sourceless bytecode": "1 bytecode whose source is absent (Python runs it as the module): "
+        "sourceless bytecode": "1 bytecode whose source is absent (no install leaves one): "
         "vllm/__pycache__/gone.cpython-311.pyc",
-        "bytecode of another source": "1 bytecode whose header names another source",
+        "bytecode of another source": "1 unchecked hash-based bytecode whose hash is not its source's (Python runs "
+        "it without checking): vllm/__pycache__/a.cpython-311.pyc",
         "odd name": "1 are neither b17039bcc000's nor the wheel's: vllm/\u00e9vil.py",
         "version file runs code": "vllm/_version.py holds more than setuptools-scm writes: Call at line",
     }[case]
@@ -207,7 +215,9 @@ def test_every_image_that_is_not_the_source_and_the_wheel_fails_named(case):
     if case == "sourceless bytecode":
         files["vllm/__pycache__/gone.cpython-311.pyc"] = pyc(b"")
     if case == "bytecode of another source":
-        files["vllm/__pycache__/a.cpython-311.pyc"] = pyc(b"a = 2 # other\n")
+        # PEP 552: flags 0b01, hash-based and not checked on import; the hash of other source than vllm/a.py's
+        header = importlib.util.MAGIC_NUMBER + struct.pack("<I", 1) + importlib.util.source_hash(b"a = 2\n")
+        files["vllm/__pycache__/a.cpython-311.pyc"] = header + b"\xe3body"
     if case == "odd name":
         files["vllm/\u00e9vil.py"] = b"import os\n"
     if case == "version file runs code":
