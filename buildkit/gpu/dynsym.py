@@ -4,6 +4,7 @@ like the tables they point to: a member of a zip is read without decompressing t
 
 Path: PT_DYNAMIC -> DT_SYMTAB, DT_STRTAB/DT_STRSZ, DT_GNU_HASH or DT_HASH (the symbol count), DT_VERSYM,
 DT_VERNEED/DT_VERNEEDNUM, DT_VERDEF/DT_VERDEFNUM; addresses map to file offsets through the PT_LOAD holding them.
+A GNU hash table that hashes no symbol does not give the count: then the section headers' .dynsym does.
 Every count and size is checked against the file and a fixed limit before it is read (see elfsections.py).
 """
 
@@ -13,7 +14,7 @@ import struct
 from dataclasses import dataclass
 from typing import Protocol
 
-from buildkit.gpu.elfsections import GpuFileError
+from buildkit.gpu.elfsections import MAX_SECTIONS, GpuFileError
 
 MAX_PROGRAM_HEADERS = 256
 MAX_DYNAMIC_BYTES = 64 * 1024
@@ -25,6 +26,7 @@ _HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
 _PHDR = struct.Struct("<IIQQQQQQ")
 _DYN = struct.Struct("<qQ")
 _SYM = struct.Struct("<IBBHQQ")
+_SHDR = struct.Struct("<IIQQQQIIQQ")
 PT_LOAD, PT_DYNAMIC = 1, 2
 DT_NULL, DT_NEEDED, DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SYMENT = 0, 1, 4, 5, 6, 10, 11
 DT_GNU_HASH, DT_VERSYM, DT_VERDEF, DT_VERDEFNUM, DT_VERNEED, DT_VERNEEDNUM = (
@@ -35,6 +37,9 @@ DT_GNU_HASH, DT_VERSYM, DT_VERDEF, DT_VERDEFNUM, DT_VERNEED, DT_VERNEEDNUM = (
     0x6FFFFFFE,
     0x6FFFFFFF,
 )
+DT_RELA, DT_REL, DT_JMPREL, SHT_DYNSYM = 7, 17, 23, 11
+# The tables the dynamic section names: one of them ends the symbol table when nothing else says where it ends.
+_TABLES = (DT_HASH, DT_STRTAB, DT_RELA, DT_REL, DT_JMPREL, DT_GNU_HASH, DT_VERSYM, DT_VERDEF, DT_VERNEED)
 STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE, SHN_UNDEF = 1, 2, 10, 0
 # GNU_UNIQUE: a global the loader keeps one copy of (C++ inline statics, template members); torch 2.9's
 # libtorch_cuda.so defines about 2,000 symbols that way (`nm` lists them as `u`). They are definitions like any.
@@ -133,7 +138,7 @@ def read_symbols(file: Seekable, size: int) -> DynamicSymbols:
         raise GpuFileError(f"a dynamic string table of {strsz:,} bytes (buildkit reads at most {MAX_STRINGS:,})")
     if tags.get(DT_SYMENT, _SYM.size) != _SYM.size:
         raise GpuFileError(f"symbols of {tags[DT_SYMENT]} bytes, not {_SYM.size}")
-    count = _symbol_count(r, tags, where)
+    count = _symbol_count(r, tags, where, fields)
     symtab = r.read(
         where(tags[DT_SYMTAB], count * _SYM.size, "the symbol table"), count * _SYM.size, "the symbol table"
     )
@@ -190,7 +195,7 @@ def read_symbols(file: Seekable, size: int) -> DynamicSymbols:
     return DynamicSymbols(needed, defined, undefined, version_defs, machine)
 
 
-def _symbol_count(r: _Reader, tags: dict[int, int], where) -> int:
+def _symbol_count(r: _Reader, tags: dict[int, int], where, header: tuple) -> int:
     if DT_HASH in tags:
         nchain = struct.unpack("<II", r.read(where(tags[DT_HASH], 8, "the hash table"), 8, "the hash table"))[1]
         count = nchain
@@ -202,8 +207,8 @@ def _symbol_count(r: _Reader, tags: dict[int, int], where) -> int:
         buckets_at = at + 16 + 8 * bloom
         buckets = struct.unpack(f"<{nbuckets}I", r.read(buckets_at, 4 * nbuckets, "the GNU hash buckets"))
         last = max(buckets, default=0)
-        if last < symoffset:
-            count = symoffset
+        if last < symoffset:  # no symbol hashed: the table does not say how many there are
+            count = _unhashed_count(r, tags, header, symoffset)
         else:
             chain_at = buckets_at + 4 * nbuckets
             index = last
@@ -220,6 +225,23 @@ def _symbol_count(r: _Reader, tags: dict[int, int], where) -> int:
     if count > MAX_SYMBOLS:
         raise GpuFileError(f"{count:,} dynamic symbols (buildkit reads at most {MAX_SYMBOLS:,})")
     return count
+
+
+def _unhashed_count(r: _Reader, tags: dict[int, int], header: tuple, floor: int) -> int:
+    """The symbol count of a file whose GNU hash table hashes none (it exports nothing): GNU ld writes such a table
+    with 1 as its first hashed index, whatever comes before it (torch 2.9.1's libtorch_global_deps.so: 5 symbols,
+    the 4 weak undefined ones `nm -D` lists among them). From the section headers' .dynsym, as nm reads it; without
+    them (sstrip), the symbols up to the next table the dynamic section names (linkers lay .dynstr right after)."""
+    symtab = tags[DT_SYMTAB]
+    shoff, shentsize, shnum = header[6], header[11], header[12]
+    if shoff and shentsize == _SHDR.size and 0 < shnum <= MAX_SECTIONS:
+        table = r.read(shoff, shnum * shentsize, "the section header table")
+        for i in range(shnum):
+            _name, kind, _flags, addr, _offset, size, *_rest = _SHDR.unpack_from(table, i * shentsize)
+            if kind == SHT_DYNSYM and addr == symtab:
+                return max(floor, size // _SYM.size)
+    above = [value for tag, value in tags.items() if tag in _TABLES and value > symtab]
+    return max(floor, (min(above) - symtab) // _SYM.size) if above else floor
 
 
 def _verdefs(r: _Reader, at: int, count: int, string):

@@ -23,6 +23,7 @@ from buildkit.gpu.dynsym import DynamicSymbols, read_symbols
 from buildkit.gpu.elfsections import MACHINES, ElfFile, GpuFileError, machine_name
 from buildkit.gpu.fatbin import Kernel, kernels
 from buildkit.gpu.zipmember import InflateError, member_bytes
+from buildkit.gpu.zipsize import open_zip
 from buildkit.models.compiled import is_vllm_python, python_origin
 from buildkit.models.gpufacts import LibraryKernels
 
@@ -67,7 +68,7 @@ def spooled(
     section headers and .dynamic lie at the end, the symbol tables at the start, and a zip stream seeks backwards
     by inflating again from the start (torch 2.9.0's libtorch_cuda.so, 1 GB, was inflated twice)."""
     what = f"wheel {wheel.name}"
-    with readable_wheel(what), zipfile.ZipFile(wheel) as archive, wheel.open("rb") as raw:
+    with readable_wheel(what), open_zip(wheel, what, budget) as (archive, raw):
         for info in members(archive, what, select, budget):
             budget.compressed += info.compress_size
             with tempfile.TemporaryFile() as spool:
@@ -81,6 +82,9 @@ def readable_wheel(what: str) -> Iterator[None]:
     """Whatever zipfile raises for a wheel it cannot read (a broken or hostile zip): one refusal naming it (exit 3)."""
     try:
         yield
+    except UnicodeDecodeError as exc:  # zipfile decodes a name flagged UTF-8 (bit 11) strictly
+        why = f"an entry's name is flagged UTF-8 but is not ({excerpt(str(exc), 100)})"
+        raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {why}") from None
     except (
         zipfile.BadZipFile,
         zipfile.LargeZipFile,
@@ -100,7 +104,7 @@ def wheel_python_hashes(wheel: Path, hashes: dict[str, str]) -> None:
     holds the shared objects."""
     what = f"wheel {wheel.name}"
     budget = Budget(what, WHEEL)
-    with readable_wheel(what), zipfile.ZipFile(wheel) as archive, wheel.open("rb") as raw:
+    with readable_wheel(what), open_zip(wheel, what, budget) as (archive, raw):
         for info in members(archive, what, lambda n: is_vllm_python(n) and python_origin(n) == "wheel", budget):
             digest = hashlib.sha256()
             for chunk in member_bytes(raw, archive, info):
@@ -112,9 +116,9 @@ def wheel_python_hashes(wheel: Path, hashes: dict[str, str]) -> None:
 def members(archive: zipfile.ZipFile, what: str, select: Callable[[str], bool], budget: Budget) -> list[ZipInfo]:
     """The members `select` names, in name order, once the whole archive was held to the budget: no two entries of
     one name, no two whose bytes overlap (a zip bomb names one compressed entry many times over, each inflated
-    again), entries and declared sizes within the budget."""
+    again), declared sizes within the budget. Its entries were counted to the budget by zipsize.sized (open_zip)
+    before zipfile parsed them."""
     infos = archive.infolist()
-    budget.entry(len(infos))
     names: set[str] = set()
     for info in infos:
         if info.filename in names:

@@ -10,7 +10,6 @@ and left to the ABI check on the symbols, which decides whether it loads.
 from __future__ import annotations
 
 import re
-import zipfile
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -22,6 +21,7 @@ from buildkit.budget import WHEEL, Budget
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch, excerpt
 from buildkit.gpu.scan import readable_wheel
 from buildkit.gpu.torchlock import LockedTorch
+from buildkit.gpu.zipsize import open_zip
 from buildkit.models.lock import TorchCheck
 
 # vLLM 0.14.0's METADATA is 8.9 KB (its long description is most of it); far more is not a wheel buildkit reads.
@@ -40,12 +40,12 @@ class TorchMismatch(UpstreamMismatch):
 
 def requires_torch(wheel: Path, filename: str) -> str | None:
     """The specifier of the wheel's unconditional torch requirement ("==2.9.1"); None when its METADATA names none
-    or it has no METADATA. One member read, bounded: its declared size first, then its bytes under the wheel's
-    budget (budget.WHEEL)."""
+    or it has no METADATA. One member read, bounded: the zip's directory first (zipsize), its declared size, then
+    its bytes under the wheel's budget (budget.WHEEL)."""
     what = f"wheel {filename}"
     budget = Budget(what, WHEEL)
     with readable_wheel(what):
-        with zipfile.ZipFile(wheel) as archive:
+        with open_zip(wheel, what, budget) as (archive, _raw):
             infos = [i for i in archive.infolist() if _METADATA_RE.fullmatch(i.filename)]
             if not infos:
                 return None

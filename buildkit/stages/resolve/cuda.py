@@ -11,14 +11,12 @@ never extracted.
 from __future__ import annotations
 
 import re
-import struct
-import zipfile
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
 from buildkit.budget import WHEEL, Budget
-from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, excerpt
+from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch
 from buildkit.gpu.scan import spooled
 from buildkit.models.lock import CudaCheck, ImageFact, WheelFact, cuda_major
 from buildkit.stages.resolve.elf import ElfError, needed
@@ -27,11 +25,6 @@ from buildkit.stages.resolve.wheels import FoundWheel, wheel_variant
 LIBRARY = "vllm/_C.abi3.so"
 _CU_RE = re.compile(r"cu(?P<major>[0-9]{1,2})(?P<minor>[0-9])")  # cu129 -> 12.9, cu118 -> 11.8; fullmatch
 _CUDART_RE = re.compile(r"libcudart\.so\.(?P<major>[0-9]{1,3})(?:\.[0-9]{1,4}){0,3}")  # fullmatch
-# A wheel's central directory: vLLM's lists a few thousand files (~1 MiB). More is not a wheel buildkit reads.
-MAX_DIRECTORY_BYTES = 64 << 20
-_EOCD = struct.Struct("<4sHHHHIIH")
-_ZIP64_LOCATOR = struct.Struct("<4sIQI")
-_ZIP64_EOCD = struct.Struct("<4sQHHIIQQQQ")
 
 
 def cuda_of_name(found: FoundWheel) -> tuple[str | None, str]:
@@ -101,51 +94,20 @@ def _needed(filename: str, wheel: Path) -> list[str] | None:
     """The DT_NEEDED entries of LIBRARY inside the wheel; None when the wheel has no such member."""
     what = f"wheel {filename}"
     try:
-        handle = wheel.open("rb")
+        wheel.open("rb").close()
     except OSError as exc:  # the cache's file, not upstream's answer
         raise InputError(
             f"{wheel}: the cached wheel cannot be read: {exc.strerror or exc}", hint="delete it and run again"
         ) from None
-    try:
-        with handle:
-            _check_directory_size(handle, what)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise UpstreamMalformed(f"{what} is not a readable wheel (zip): {excerpt(str(exc), 120)}") from None
-    # Spooled (scan.spooled: inflated once by ISA-L, under the wheel's budget): .dynamic lies at the end of the
-    # library and its strings at the start, and a zip stream seeks back by inflating again from the start.
+    # Spooled (scan.spooled: its directory sized first by gpu.zipsize, then inflated once by ISA-L, under the
+    # wheel's budget): .dynamic lies at the end of the library and its strings at the start, and a zip stream seeks
+    # back by inflating again from the start.
     for _name, spool, size, _digest in spooled(wheel, lambda name: name == LIBRARY, Budget(what, WHEEL)):
         try:
             return needed(spool, size)
         except ElfError as exc:
             raise UpstreamMalformed(f"{what}: {LIBRARY} is not a library buildkit can read: {exc}") from None
     return None
-
-
-def _check_directory_size(handle, what: str) -> None:
-    """zipfile holds the whole central directory in memory: its size, from the end record, is bounded first."""
-    handle.seek(0, 2)
-    size = handle.tell()
-    tail_start = max(0, size - (_EOCD.size + 0xFFFF))
-    handle.seek(tail_start)
-    tail = handle.read()
-    at = tail.rfind(b"PK\x05\x06")
-    if at < 0 or at + _EOCD.size > len(tail):
-        raise zipfile.BadZipFile("no end of central directory record")
-    directory = _EOCD.unpack_from(tail, at)[5]
-    locator = at - _ZIP64_LOCATOR.size
-    if directory == 0xFFFFFFFF and locator >= 0 and tail[locator : locator + 4] == b"PK\x06\x07":
-        offset = _ZIP64_LOCATOR.unpack_from(tail, locator)[2]
-        if offset + _ZIP64_EOCD.size > size:
-            raise zipfile.BadZipFile("the zip64 end record lies past the end")
-        handle.seek(offset)
-        record = handle.read(_ZIP64_EOCD.size)
-        if record[:4] != b"PK\x06\x06":
-            raise zipfile.BadZipFile("no zip64 end of central directory record")
-        directory = _ZIP64_EOCD.unpack(record)[7]
-    if directory > MAX_DIRECTORY_BYTES:
-        raise UpstreamMalformed(
-            f"{what}: its zip directory is {directory:,} bytes, more than buildkit reads ({MAX_DIRECTORY_BYTES:,})"
-        )
 
 
 def check(base: ImageFact, wheel: WheelFact) -> CudaCheck:
