@@ -6,25 +6,23 @@ and `readlink`."""
 
 from __future__ import annotations
 
-import io
 import re
-import tarfile
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 
 from buildkit.budget import IMAGE_FILES, Budget
 from buildkit.errors import UpstreamMalformed
-from buildkit.files import ChunkReader
 from buildkit.gpu import abi, driver
 from buildkit.gpu.coverage import gpu_name, gpus
 from buildkit.gpu.dynsym import DynamicSymbols
 from buildkit.gpu.fatbin import Kernel
 from buildkit.gpu.scan import MAX_LIBRARY_BYTES, _read, _spool, _symbols, is_shared_object, kernel_table
+from buildkit.image.tarstream import members
 from buildkit.models.gpufacts import AbiCheck, DriverCheck, GpuCheck
 from buildkit.models.pins import ARCH_OF_PLATFORM, Build
 
-_DIR_RE = re.compile(r"/[A-Za-z0-9._+/-]{1,400}/(?:site|dist)-packages")  # fullmatch
+ENVIRONMENT_RE = re.compile(r"/[A-Za-z0-9._+/-]{1,400}/(?:site|dist)-packages")  # fullmatch
 MAX_ENVIRONMENTS = 64
 FIND = ["sh", "-c", "find / -xdev \\( -name site-packages -o -name dist-packages \\) -type d -prune -print 2>/dev/null"]
 SYSTEM_LIBRARIES = ("libc.so.6", "libstdc++.so.6", "libgcc_s.so.1")
@@ -39,35 +37,27 @@ def tar_libraries(
     """(path in the tar, kernels, dynamic symbols) for each regular shared object in a tar stream, under the
     image's budget (budget.IMAGE_FILES); with `arch`, each must be an ELF file for that machine. `hashes` gets each
     one's sha256."""
-    stream = io.BufferedReader(ChunkReader(chunks), 1 << 20)
     budget = Budget(where, IMAGE_FILES)
-    try:
-        with tarfile.open(fileobj=stream, mode="r|") as tar:
-            for member in tar:
-                budget.entry()
-                budget.tick()
-                if not member.isreg() or not is_shared_object(member.name):
-                    continue
-                if member.size > MAX_LIBRARY_BYTES:
-                    raise UpstreamMalformed(
-                        f"{where}: {member.name} is {member.size:,} bytes, more than buildkit "
-                        f"reads ({MAX_LIBRARY_BYTES:,})"
-                    )
-                source = tar.extractfile(member)
-                assert source is not None  # a regular file always has contents
-                with tempfile.TemporaryFile() as spool:
-                    chunks = iter(partial(source.read, 4 << 20), b"")  # (iterating a file would give lines)
-                    digest = _spool(chunks, spool, budget, f"{where}: {member.name}", hashes is not None)
-                    size = spool.tell()
-                    spool.seek(0)
-                    if spool.read(4) != b"\x7fELF":
-                        continue  # a linker script (libc.so) or data named *.so: not a shared object
-                    what = f"{where}: {member.name}"
-                    if hashes is not None and digest is not None:
-                        hashes[member.name] = digest
-                    yield member.name, _read(spool, size, what, arch), _symbols(spool, size, what)
-    except tarfile.TarError as exc:
-        raise UpstreamMalformed(f"{where}: not a readable tar stream: {exc}") from None
+    for tar, member in members(chunks, where, budget):
+        if not member.isreg() or not is_shared_object(member.name):
+            continue
+        if member.size > MAX_LIBRARY_BYTES:
+            raise UpstreamMalformed(
+                f"{where}: {member.name} is {member.size:,} bytes, more than buildkit reads ({MAX_LIBRARY_BYTES:,})"
+            )
+        source = tar.extractfile(member)
+        assert source is not None  # a regular file always has contents
+        with tempfile.TemporaryFile() as spool:
+            chunks = iter(partial(source.read, 4 << 20), b"")  # (iterating a file would give lines)
+            digest = _spool(chunks, spool, budget, f"{where}: {member.name}", hashes is not None)
+            size = spool.tell()
+            spool.seek(0)
+            if spool.read(4) != b"\x7fELF":
+                continue  # a linker script (libc.so) or data named *.so: not a shared object
+            what = f"{where}: {member.name}"
+            if hashes is not None and digest is not None:
+                hashes[member.name] = digest
+            yield member.name, _read(spool, size, what, arch), _symbols(spool, size, what)
 
 
 def image_check(
@@ -83,7 +73,7 @@ def image_check(
     archive: the tar stream of a path in the image; `hashes` gets each shared object's sha256 by its path in the
     image, relative to its environment ("vllm/_C.abi3.so")."""
     _code, out = run(FIND)
-    environments = [line for line in out.splitlines() if _DIR_RE.fullmatch(line)][:MAX_ENVIRONMENTS]
+    environments = [line for line in out.splitlines() if ENVIRONMENT_RE.fullmatch(line)][:MAX_ENVIRONMENTS]
     found: list[tuple[str, list[Kernel] | None]] = []
     abi_results: list[AbiCheck] = []
     for env in environments:

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import io
 import re
 import tarfile
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from buildkit.budget import IMAGE_FILES, Budget
-from buildkit.errors import UpstreamMalformed
-from buildkit.files import ChunkReader
 from buildkit.image.bytecode import BOUND, FAILS, HEADER_BYTES, Source, judge, source_of
+from buildkit.image.tarstream import members
 from buildkit.models.compiled import GENERATED_PYTHON
 from buildkit.text.sanitize import strip_controls
 
@@ -70,16 +68,9 @@ def read_package(chunks: Iterable[bytes], directory: str, where: str, from_wheel
     git blob id; each bytecode cache by its header; links, devices and the like by what they are."""
     found = VllmPackage(directory)
     budget = Budget(where, IMAGE_FILES)
-    stream = io.BufferedReader(ChunkReader(chunks), 1 << 20)
     wheel = set(from_wheel)
-    try:
-        with tarfile.open(fileobj=stream, mode="r|") as tar:
-            for member in tar:
-                budget.entry()
-                budget.tick()
-                _read_member(tar, member, found, wheel, budget)
-    except tarfile.TarError as exc:
-        raise UpstreamMalformed(f"{where}: not a readable tar stream: {exc}") from None
+    for tar, member in members(chunks, where, budget):
+        _read_member(tar, member, found, wheel, budget)
     return found
 
 

@@ -20,9 +20,11 @@ from buildkit.errors import CredentialsError, EngineNotReady, InputError, Upstre
 from buildkit.files import read_record, utc_now
 from buildkit.gpu import driver
 from buildkit.gpu.abi import stop_if_unresolved
-from buildkit.gpu.image import image_check
+from buildkit.gpu.image import ENVIRONMENT_RE, MAX_ENVIRONMENTS, image_check
+from buildkit.gpu.image import FIND as FIND_ENVIRONMENTS
 from buildkit.gpu.scan import check_required
 from buildkit.gpu.scan import required as scan_required  # a path matched by build.gpu_required
+from buildkit.image.pyenv import judge_environment, read_environment
 from buildkit.image.vllmpackage import FIND_SPEC, VllmPackage, judge_package, package_dir, read_package
 from buildkit.models.gpufacts import GpuCheck
 from buildkit.models.labels import verified_labels
@@ -234,6 +236,28 @@ def check_vllm_python(c: Context) -> None:
     c.add(PYTHON_CHECK, *judge_package(listed.files, c.package, listed.commit, wheel))
 
 
+ENVIRONMENTS_CHECK = "every file of the Python environments is its distribution's (RECORD)"
+
+
+def check_environments(c: Context) -> None:
+    """Each site-packages or dist-packages directory, read once and held to its distributions' RECORDs, its
+    start-up files and its bytecode (image/pyenv.py); vLLM's editable finder to the package the Python check read."""
+    if c.smoke:
+        c.add(ENVIRONMENTS_CHECK, None, "a smoke image has no Python environment")
+        return
+    _code, out = c.run(*FIND_ENVIRONMENTS)
+    found = [line for line in out.splitlines() if ENVIRONMENT_RE.fullmatch(line)][:MAX_ENVIRONMENTS]
+    if not found:
+        c.add(ENVIRONMENTS_CHECK, False, "the image has no site-packages or dist-packages directory")
+        return
+    vllm_dir = c.package.directory if c.package else None
+    judged = [
+        judge_environment(read_environment(c.engine.archive(c.image, d), d, f"{c.image}:{d}"), vllm_dir) for d in found
+    ]
+    ok = all(good for good, _reason in judged)
+    c.add(ENVIRONMENTS_CHECK, ok, "; ".join(reason for good, reason in judged if good == ok)[:900])
+
+
 def check_gpu_files(c: Context) -> None:
     if c.smoke:
         c.add("GPU kernels, ABI and drivers", None, "a smoke image has no Python environment")
@@ -279,6 +303,11 @@ CHECKS = (
     ),
     Check("GPU files", "the image's shared objects and CUDA_VERSION (buildkit.gpu), --driver", check_gpu_files),
     Check("GPU", "torch and nvidia-smi in a container given the GPUs (--gpus)", check_gpu),
+    Check(
+        "Python environments",
+        "every site-packages and dist-packages directory, against its distributions' RECORDs",
+        check_environments,
+    ),
 )
 
 

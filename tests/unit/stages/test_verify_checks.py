@@ -10,7 +10,15 @@ import pytest
 from buildkit.errors import EngineNotReady, InputError
 from buildkit.models.labels import VERIFIED, image_labels, verified_labels
 from buildkit.stages import verify
-from buildkit.stages.verify import CHECKS, FINGERPRINT, GPU_PROBE, PYTHON_CHECK, WORKDIR, verify_image
+from buildkit.stages.verify import (
+    CHECKS,
+    ENVIRONMENTS_CHECK,
+    FINGERPRINT,
+    GPU_PROBE,
+    PYTHON_CHECK,
+    WORKDIR,
+    verify_image,
+)
 from buildkit.world.engine import ImageEngine
 from tests.support.memengine import NO_GPU_RUNTIME, MemoryEngine, MemoryImage
 from tests.support.verifyimages import (
@@ -47,12 +55,13 @@ def test_the_smoke_build_is_judged_as_the_real_engine_judged_it():
     """Through the in-memory engine, the recorded smoke image gets the recorded verdicts, reasons and header."""
     record, _engine = run_verify(smoke_image(), SMOKE_TAG)
     got = [(r.name, r.status, r.reason) for r in record.results]
-    # verify.json was recorded before the vLLM Python and GPU file checks came (issues 28, 23): a smoke image skips
-    # them, in their place.
+    # verify.json was recorded before the vLLM Python, GPU file and environment checks came (issues 28, 23, 40): a
+    # smoke image skips them, in their place.
     python = (PYTHON_CHECK, "skip", "a smoke image has no vLLM installed")
     gpu_files = ("GPU kernels, ABI and drivers", "skip", "a smoke image has no Python environment")
     assert got.pop(6) == python
     assert got.pop(6) == gpu_files
+    assert got.pop() == (ENVIRONMENTS_CHECK, "skip", "a smoke image has no Python environment")
     assert got == [(r["name"], r["status"], r["reason"]) for r in SMOKE_VERIFY["results"]]
     assert record.header is not None
     assert record.header.model_dump() == SMOKE_VERIFY["header"] | {"buildkit_version": record.buildkit_version}
