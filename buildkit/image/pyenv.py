@@ -173,10 +173,17 @@ def _editable_vllm(env: Environment, vllm_dir: str | None) -> list[str]:
         mapping = _mapping(finder) if finder is not None else None
         if mapping is None:
             problems.append(f"{pth} is not the editable finder pip writes for vLLM")
-        elif mapping != {"vllm": vllm_dir}:
+        elif vllm_dir is None or any(v != _where(k, vllm_dir) for k, v in mapping.items()) or "vllm" not in mapping:
             shown = ", ".join(f"{_name(k)} -> {_name(v)}" for k, v in sorted(mapping.items())[:3])
             problems.append(f"{pth}'s finder maps {shown}, not vllm -> the package verified ({vllm_dir})")
     return problems
+
+
+def _where(module: str, vllm_dir: str) -> str | None:
+    """Where the finder should send a module of vLLM's ("vllm.x.y" -> <package>/x/y); None for any other module."""
+    if module == "vllm":
+        return vllm_dir
+    return f"{vllm_dir}/{module[5:].replace('.', '/')}" if module.startswith("vllm.") else None
 
 
 def _mapping(finder: bytes) -> dict[str, str] | None:
