@@ -147,7 +147,8 @@ def check_replaceable(path: Path) -> None:
     """A write replaces `path` by renaming a new file onto it: only a regular file, a symlink to one (the link
     is replaced, not what it points at) or a new path may be there. A device, FIFO or socket, or a symlink to one,
     is refused (InputError), and nothing is replaced: as root, renaming onto /dev/null would replace the device for
-    every process on the machine. A directory gets the rename's own error (EISDIR)."""
+    every process on the machine. So is a symlink to a directory: the rename would replace the link, which names a
+    directory, not a file (`-o reports/` through a link). A directory gets the rename's own error (EISDIR)."""
     try:
         mode = os.lstat(path).st_mode
     except OSError:
@@ -159,13 +160,54 @@ def check_replaceable(path: Path) -> None:
         except OSError:
             return  # a dangling link: the link itself is replaced
         through = " through a symlink"
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+    if stat.S_ISREG(mode) or (stat.S_ISDIR(mode) and not through):
         return
     kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
     raise InputError(
         f"{path} is {kind}{through}, not a regular file: refusing to replace it",
         hint="give a file path, or `-o -` for standard output",
     )
+
+
+def check_folders(top: Path, folders: Iterable[Path]) -> None:
+    """The folders below `top` (a build folder) that buildkit writes into, and every folder on the way to each, are
+    real directories or not there yet (buildkit makes them): a symlink, dangling or not, would send the records
+    and the files they replace wherever it points, so it is refused (InputError, exit 2), as is anything else that
+    is not a directory. `top` itself is checked where it is named (discovery.check_build_dir); a folder not below
+    it is one the user named."""
+    for folder in folders:
+        try:
+            parts = folder.relative_to(top).parts
+        except ValueError:
+            continue
+        at = top
+        for part in parts:
+            at = at / part
+            try:
+                mode = os.lstat(at).st_mode
+            except OSError:
+                break  # not there yet (or unreadable: the write says why): nothing below it is either
+            if stat.S_ISLNK(mode):
+                raise InputError(
+                    f"{at}: a folder buildkit writes into is a symlink (to {_link(at)}): refused",
+                    hint="remove the link: buildkit makes the folder itself (or name another --build-dir)",
+                )
+            if not stat.S_ISDIR(mode):
+                kind = _KINDS.get(stat.S_IFMT(mode), "a regular file")
+                raise InputError(
+                    f"{at}: a folder buildkit writes into is {kind}, not a directory: refused",
+                    hint="move it away: buildkit makes the folder itself",
+                )
+
+
+def _link(path: Path) -> str:
+    """Where a planted link points, as one bounded line (its target is anyone's bytes: a line break stays escaped)."""
+    try:
+        target = os.readlink(path)
+    except OSError:
+        return "?"  # replaced again since lstat: still refused
+    shown = re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", target)
+    return shown if len(shown) <= 200 else shown[:100] + "..." + shown[-97:]
 
 
 def write_error(path: Path, exc: OSError) -> InputError:

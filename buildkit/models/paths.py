@@ -1,5 +1,7 @@
-"""Where every artifact lives: the defaults are computed here and nowhere else. Pure: it names paths, it reads and
-writes nothing (the cache directory's default reads the environment)."""
+"""Where every artifact lives: the defaults are computed here and nowhere else. It names paths and writes nothing
+(the cache directory's default reads the environment); the one thing it looks at on disk is what the folders below
+the build folder are: `Paths.of` and `for_platform` refuse a symlink there (files.check_folders), as build/ itself
+is refused (discovery.check_build_dir), so that no record is ever written through a link planted in build/."""
 
 from __future__ import annotations
 
@@ -69,6 +71,16 @@ class Paths(NamedTuple):
     def of(
         cls, pins: Path, lock: Path | None = None, build_dir: Path | None = None, cache_dir: Path | None = None
     ) -> Paths:
+        """The paths of a pins file, with the folders below its build folder checked (`check_folders`)."""
+        paths = cls.named(pins, lock, build_dir, cache_dir)
+        paths.check_folders()
+        return paths
+
+    @classmethod
+    def named(
+        cls, pins: Path, lock: Path | None = None, build_dir: Path | None = None, cache_dir: Path | None = None
+    ) -> Paths:
+        """The paths, named only (nothing on disk looked at): for a plan shown, never run."""
         return cls(
             pins=pins,
             lock=lock or default_lock(pins),
@@ -81,8 +93,25 @@ class Paths(NamedTuple):
         return self.pins.parent
 
     def for_platform(self, platform: str) -> Paths:
-        """One platform's paths of a multi-platform lock: its own folder under the top build folder."""
-        return self._replace(build_dir=self.top_dir / platform_folder(platform), platform=platform)
+        """One platform's paths of a multi-platform lock: its own folder under the top build folder, checked
+        (`check_folders`). Every command makes each platform's paths before it runs any stage, so a planted link
+        stops it before anything is written, for every platform."""
+        paths = self._replace(build_dir=self.top_dir / platform_folder(platform), platform=platform)
+        paths.check_folders()
+        return paths
+
+    @property
+    def folders(self) -> list[Path]:
+        """The folders below the top build folder that these paths write into: this platform's folder, its logs/,
+        smoke/ and the reproducibility checks' repro/ folders (the top folder itself: discovery.check_build_dir)."""
+        return [self.build_dir, self.logs, self.out_dir(True), self.repro_dir(False), self.repro_dir(True)]
+
+    def check_folders(self) -> None:
+        """Each of `folders`, and every folder on the way to it, is a real directory or not there yet; a symlink
+        (dangling or not) or anything but a directory is InputError (exit 2), before anything is written."""
+        from buildkit.files import check_folders  # here: files imports pydantic, and `--help` never needs it
+
+        check_folders(self.top_dir, self.folders)
 
     @property
     def top_dir(self) -> Path:

@@ -102,6 +102,26 @@ def run_git(
     return run_git_bytes(args, cwd=cwd, timeout=timeout, config=config, env=env).decode("utf-8", "replace")
 
 
+GIT_PATH_MAX = 4096  # bytes of one path: Linux's PATH_MAX, so no checkout can hold a longer one
+
+
+def path_problem(path: str) -> str | None:
+    """Why `path` is not a path of a file in a git tree (None when it is): components joined by single `/`s, none
+    of them empty (a leading, trailing or doubled `/`), `.` or `..` (git itself refuses to check such a path out),
+    and at most GIT_PATH_MAX bytes of UTF-8. The compiled-input rules match paths by prefix
+    (buildkit/models/compiled.py): `vllm/../csrc/x.cu` is csrc/x.cu, spelled to miss the `csrc/` rule."""
+    try:
+        size = len(path.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "a character UTF-8 cannot hold"  # a lone surrogate, from a JSON \ud800 escape
+    if size > GIT_PATH_MAX:
+        return f"more than {GIT_PATH_MAX} bytes"
+    for component, named in (("", "an empty component"), (".", "a '.' component"), ("..", "a '..' component")):
+        if component in path.split("/"):
+            return named
+    return None
+
+
 def has_commit(repo: Path, sha: str) -> bool:
     """Whether the repository already holds the commit (so no fetch is needed)."""
     try:

@@ -251,7 +251,7 @@ def by_hand(lock: Lock, prepare: PrepareRecord | None, rendered: RenderRecord | 
         lines.append(_heredoc("patch Dockerfile", rendered.diff, "DOCKERFILE_DIFF"))
     else:
         lines.append("# then the changes `buildkit render` makes (not rendered from this lock yet)")
-    plan = plan_for_lock(lock, Paths.of(Path("pins.yaml")), smoke=smoke, provenance=False)
+    plan = plan_for_lock(lock, Paths.named(Path("pins.yaml")), smoke=smoke, provenance=False)
     plan = replace(
         plan,
         dockerfile=Path("Dockerfile"),

@@ -14,14 +14,15 @@ import hashlib
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 from buildkit.errors import GitFailed, InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
+from buildkit.files import work_dir_beside
 from buildkit.models.grammar import FULL_SHA_RE, SHA_PREFIX_RE
 from buildkit.models.lock import CommitFact
-from buildkit.world.git import has_commit, inspect_git_dir, run_git, run_git_bytes, written_by_init
+from buildkit.world.git import has_commit, inspect_git_dir, path_problem, run_git, run_git_bytes, written_by_init
 from buildkit.world.http import OFFLINE_HINT
 
 
@@ -189,15 +190,22 @@ class GitHistory:
     def __init__(self, cache_dir: Path, upstream: str, branch: str, rewrites: list[tuple[str, str]]):
         self.upstream, self.branch = upstream, branch
         self._config = [arg for url, instead in rewrites for arg in ("-c", f"url.{url}.insteadOf={instead}")]
-        (cache_dir / "git").mkdir(parents=True, exist_ok=True)
-        self._dir = Path(tempfile.mkdtemp(prefix="history-", dir=cache_dir / "git"))  # mode 0700
-        self.repo = self._dir / "repo.git"
-        run_git(["init", "--quiet", "--bare", str(self.repo)])
-        self.tip = self._fetch(upstream, f"+refs/heads/{branch}:refs/buildkit/upstream")
+        # A private directory (0700) named with this process's id, as files.work_dir_beside names them: removed by
+        # `close`, or here when the first fetch fails (the caller never gets an object to close); one a killed
+        # resolve left is removed by the next history made beside it, once that process is gone.
+        self._stack = ExitStack()
+        self._dir = self._stack.enter_context(work_dir_beside(cache_dir / "git" / "history"))
+        try:
+            self.repo = self._dir / "repo.git"
+            run_git(["init", "--quiet", "--bare", str(self.repo)])
+            self.tip = self._fetch(upstream, f"+refs/heads/{branch}:refs/buildkit/upstream")
+        except BaseException:
+            self.close()
+            raise
         self.command = f"git fetch --filter=blob:none {upstream} {branch}"
 
     def close(self) -> None:
-        shutil.rmtree(self._dir, ignore_errors=True)
+        self._stack.close()
 
     def add(self, url: str, commit: str) -> None:
         """Fetch a source commit (by id: every host that allows it, GitHub included, serves a reachable SHA)."""
@@ -248,9 +256,19 @@ class GitHistory:
         return _blob_at(self.repo, commit, path, max_bytes, self.upstream, self._config)
 
     def changed(self, base: str, head: str) -> list[str]:
-        """The paths that differ between two commits' trees (a rename: both paths)."""
+        """The paths that differ between two commits' trees (a rename: both paths). A tree entry named `..` (or `.`,
+        or empty) is no file git checks out, and spells a path past the compiled-input rules: the fetched history
+        is refused (a remote's trees are not checked on fetch), as GitHub's answer is (github.py GitPath)."""
         out = run_git_bytes(["diff", "--name-only", "-z", "--no-renames", base, head, "--"], cwd=self.repo, timeout=600)
-        return sorted({_shown(p) for p in out.split(b"\0") if p})
+        raw = [p for p in out.split(b"\0") if p]
+        for path in raw:
+            problem = path_problem(path.decode("utf-8", "replace"))
+            if problem is not None:
+                raise UpstreamMalformed(
+                    f"git diff {base[:12]} {head[:12]}: {_shown(path)} is no path git checks out ({problem}): "
+                    "the fetched history is refused"
+                )
+        return sorted({_shown(p) for p in raw})
 
     def tree_files(self, commit: str, keep: Callable[[str, str], bool]) -> dict[str, str]:
         """The blob ids of the files at a commit that `keep(path, mode)` keeps: its trees, no file contents."""

@@ -13,15 +13,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable, excerpt
 from buildkit.models.grammar import FullSha, HttpsUrl, is_loopback_host
 from buildkit.models.lock import CommitFact, PullRequestFact
 from buildkit.models.pins import DEFAULT_GITHUB_API, ENV_GITHUB_API
+from buildkit.world.git import path_problem
 from buildkit.world.http import GITHUB_API, GITHUB_FILE, Http, Limit, Reply
 from buildkit.world.shapes import Answer, Line, Timestamp, one_line, parse
 
@@ -92,9 +93,24 @@ class _Pull(Answer):
     head: _Head | None = None
 
 
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _git_path(value: str) -> str:
+    """A changed path as git names it (world/git.py path_problem), without a control character: the answer names
+    files of real trees, and anything else is refused (exit 3), never matched against the compiled-input rules."""
+    problem = path_problem(value) or ("a control character" if _CONTROL_RE.search(value) else None)
+    if problem is not None:
+        raise ValueError(f"expected a git path, found one with {problem}: {excerpt(value, 80)}")
+    return value
+
+
+GitPath = Annotated[str, AfterValidator(_git_path)]
+
+
 class _ChangedFile(Answer):
-    filename: Line
-    previous_filename: Line | None = None  # a rename: both paths changed
+    filename: GitPath
+    previous_filename: GitPath | None = None  # a rename: both paths changed
 
 
 class _Sha(Answer):
@@ -103,6 +119,7 @@ class _Sha(Answer):
 
 class _CompareFiles(Answer):
     status: Literal["ahead", "behind", "identical", "diverged"]
+    ahead_by: int = Field(ge=0)  # the commits head has that the merge base has not
     merge_base_commit: _Sha
     files: list[_ChangedFile] = Field(max_length=10_000)  # always in GitHub's answer ([] for identical commits)
 
@@ -114,12 +131,14 @@ COMPARE_FILES_CAP = 300
 @dataclass(frozen=True)
 class Comparison:
     """`compare/{base}...{head}`: how head relates to base, their merge base, the paths that differ between the
-    merge base and head (None when the answer was cut at COMPARE_FILES_CAP), and the API URL asked."""
+    merge base and head (None when the answer is no list of them: `why` says why, and git must list them), and the
+    API URL asked."""
 
     status: str
     merge_base: str
     paths: list[str] | None
     url: str
+    why: str | None = None
 
 
 class _Compare(Answer):
@@ -332,10 +351,20 @@ class GitHub:
         path = f"/repos/{owner}/{repo}/compare/{base}...{head}"
         what = f"{owner}/{repo} compare {base[:12]}...{head[:12]}"
         answer = parse(_CompareFiles, self._get(path, what), f"GitHub API answer for {what}")
-        paths: list[str] | None = sorted({p for f in answer.files for p in (f.filename, f.previous_filename) if p})
+        paths = sorted({p for f in answer.files for p in (f.filename, f.previous_filename) if p})
+        why = None
         if len(answer.files) >= COMPARE_FILES_CAP:
-            paths = None
-        return Comparison(answer.status, answer.merge_base_commit.sha, paths, f"{self.api}{path}")
+            why = f"GitHub's compare answer lists at most {COMPARE_FILES_CAP} files"
+        elif not answer.files and (answer.ahead_by > 0 or answer.status in ("ahead", "diverged")):
+            # Head has commits base has not, and no file is listed: GitHub lists none where it does not list
+            # them (past the first page; users have been answered ahead_by > 0 with `files: []`,
+            # octokit/octokit.net#1749). Commits that change nothing in the end are possible too: git tells.
+            why = (
+                f"GitHub's compare answer lists no files, though the head has commits the base has not (status "
+                f"{answer.status}, ahead_by {answer.ahead_by})"
+            )
+        merge_base = answer.merge_base_commit.sha
+        return Comparison(answer.status, merge_base, None if why else paths, f"{self.api}{path}", why)
 
     def tree_files(self, repo_url: str, commit: str, keep: Callable[[str, str], bool]) -> tuple[dict[str, str], str]:
         """The blob ids of the files at a commit that `keep(path, mode)` keeps
