@@ -18,9 +18,9 @@ from buildkit.gpu.coverage import gpu_name, gpus
 from buildkit.gpu.dynsym import DynamicSymbols
 from buildkit.gpu.fatbin import Kernel
 from buildkit.gpu.scan import MAX_LIBRARY_BYTES, _read, _spool, _symbols, is_shared_object, kernel_table
-from buildkit.image.tarstream import members
 from buildkit.models.gpufacts import AbiCheck, DriverCheck, GpuCheck
 from buildkit.models.pins import ARCH_OF_PLATFORM, Build
+from buildkit.world.tarstream import members
 
 ENVIRONMENT_RE = re.compile(r"/[A-Za-z0-9._+/-]{1,400}/(?:site|dist)-packages")  # fullmatch
 MAX_ENVIRONMENTS = 64

@@ -102,10 +102,22 @@ def wheel_python_hashes(wheel: Path, hashes: dict[str, str]) -> None:
     """The sha256 of each Python file precompiled mode copies out of the wheel (vllm/vllm_flash_attn/**/*.py ...:
     buildkit.models.compiled's from-wheel rules), under the wheel's budget: verify holds the image's to them, as it
     holds the shared objects."""
+    member_hashes(wheel, lambda n: is_vllm_python(n) and python_origin(n) == "wheel", hashes)
+
+
+def member_names(wheel: Path) -> list[str]:
+    """Every member's name, the archive sized first (zipsize: its entries within the wheel's budget)."""
+    what = f"wheel {wheel.name}"
+    with readable_wheel(what), open_zip(wheel, what, Budget(what, WHEEL)) as (archive, _raw):
+        return [info.filename for info in archive.infolist()]
+
+
+def member_hashes(wheel: Path, select: Callable[[str], bool], hashes: dict[str, str]) -> None:
+    """The sha256 of each member `select` names, into `hashes`, under the wheel's budget."""
     what = f"wheel {wheel.name}"
     budget = Budget(what, WHEEL)
     with readable_wheel(what), open_zip(wheel, what, budget) as (archive, raw):
-        for info in members(archive, what, lambda n: is_vllm_python(n) and python_origin(n) == "wheel", budget):
+        for info in members(archive, what, select, budget):
             digest = hashlib.sha256()
             for chunk in member_bytes(raw, archive, info):
                 budget.inflate(len(chunk))

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from buildkit.budget import Budget
 from buildkit.errors import BuildkitError, InputError, excerpt
 from buildkit.text.sanitize import strip_controls
+from buildkit.world.tarstream import BoundedInfo
 
 MAX_JSON_BYTES = 4 * 1024 * 1024  # index, manifest or config; real ones are a few KiB
 MAX_JSON_DEPTH = 64
@@ -290,7 +291,7 @@ class OciLayout:
         if not path.is_file():
             raise InputError(f"{path}: no OCI layout there (expected the tar file or directory of `--output type=oci`)")
         try:
-            self._tar = tarfile.open(path, mode="r:", encoding="utf-8", errors="surrogateescape")
+            self._tar = tarfile.open(path, mode="r:", encoding="utf-8", errors="surrogateescape", tarinfo=BoundedInfo)
             self._index_tar()
             if "index.json" not in self._members and "manifest.json" in self._members:
                 self._from_docker_archive()
@@ -573,26 +574,6 @@ def _decompress(raw: CheckedStream, compression: str, media_type: str) -> _ByteS
     return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)  # type: ignore[arg-type]
 
 
-class _BoundedInfo(tarfile.TarInfo):
-    """A header whose extended header (PAX, or GNU's long name) tarfile would read whole, at any size the tar
-    declares: refused past MAX_EXTENDED_HEADER (real ones are hundreds of bytes)."""
-
-    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
-        if self.type in _EXTENDED_TYPES and self.size > MAX_EXTENDED_HEADER:
-            raise tarfile.HeaderError(f"an extended header of {self.size:,} bytes (at most {MAX_EXTENDED_HEADER:,})")
-        return super()._proc_member(tarfile_)  # type: ignore[misc]
-
-
-_EXTENDED_TYPES = (
-    tarfile.XHDTYPE,
-    tarfile.XGLTYPE,
-    tarfile.SOLARIS_XHDTYPE,
-    tarfile.GNUTYPE_LONGNAME,
-    tarfile.GNUTYPE_LONGLINK,
-)
-MAX_EXTENDED_HEADER = 1 << 20
-
-
 def _walk_entries(
     stream: CheckedStream,
     what: str,
@@ -600,7 +581,7 @@ def _walk_entries(
     budget: Budget | None = None,
 ) -> None:
     try:
-        tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="surrogateescape", tarinfo=_BoundedInfo)
+        tar = tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="surrogateescape", tarinfo=BoundedInfo)
     except tarfile.ReadError:
         stream.drain()
         if stream.all_zeros:

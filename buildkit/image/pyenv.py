@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from buildkit.budget import IMAGE_FILES, Budget
 from buildkit.image.bytecode import FAILS, HEADER_BYTES, Source, judge, source_of
-from buildkit.image.tarstream import members
 from buildkit.text.sanitize import strip_controls
+from buildkit.world.tarstream import members
 
 MAX_RECORD = 16 << 20  # torch's RECORD is about 2 MiB
 MAX_TEXT = 64 << 10  # a .pth file or an editable finder is a few KiB

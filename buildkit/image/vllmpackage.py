@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from buildkit.budget import IMAGE_FILES, Budget
 from buildkit.image.bytecode import BOUND, FAILS, HEADER_BYTES, Source, judge, source_of
-from buildkit.image.tarstream import members
 from buildkit.models.compiled import GENERATED_PYTHON
 from buildkit.text.sanitize import strip_controls
+from buildkit.world.tarstream import members
 
 # The directories `import vllm` would search, one per line (a namespace package may have several; vLLM has one).
 FIND_SPEC = [

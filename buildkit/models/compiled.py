@@ -52,6 +52,7 @@ compiled files themselves: every `.so` of vllm-0.14.0-cp38-abi3-manylinux_2_31_x
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import re
 import tomllib
@@ -270,3 +271,79 @@ def python_origin(path: str) -> str:
         return "generated"
     rule = rule_for(path)
     return "wheel" if rule is not None and rule.kind == "from-wheel" else "source"
+
+
+# What precompiled mode takes from the wheel, read from setup.py at the wheel's commit (issue 40): vLLM 0.14.0's
+# `extract_precompiled_and_patch_package` lists `files_to_copy` (names) and compiles `*_regex` patterns that it
+# `.match`es (a prefix match) against every member name. Newer setup.py versions have other shapes; a setup.py
+# whose shape is not this one gives None, and the caller says so and uses the rules above.
+MAX_PATTERN = 300  # 0.14.0's longest is 66 characters
+MAX_NAMES = 200
+
+
+@dataclass(frozen=True)
+class Extraction:
+    names: tuple[str, ...]
+    patterns: tuple[str, ...]
+
+    def describe(self, commit: str) -> str:
+        return f"setup.py at {commit[:12]}: files_to_copy ({len(self.names)} names) and {len(self.patterns)} pattern(s)"
+
+
+def extraction_of(setup_py: str) -> Extraction | None:
+    """The names and patterns setup.py's precompiled extraction takes from the wheel, or None when setup.py has no
+    `files_to_copy` list of strings with `re.compile("...")` patterns beside it (read with ast: nothing runs)."""
+    try:
+        tree = ast.parse(setup_py)
+    except (SyntaxError, ValueError):
+        return None
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        assigned = {
+            target.id: node.value
+            for node in ast.walk(function)
+            if isinstance(node, ast.Assign)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        names = _strings(assigned.get("files_to_copy"))
+        if names is None:
+            continue
+        patterns = [_compiled(value) for key, value in assigned.items() if key.endswith("_regex")]
+        if any(p is None for p in patterns) or len(names) > MAX_NAMES:
+            return None
+        return Extraction(tuple(names), tuple(p for p in patterns if p is not None))
+    return None
+
+
+def _strings(node: ast.expr | None) -> list[str] | None:
+    if not isinstance(node, ast.List) or not all(
+        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts
+    ):
+        return None
+    return [e.value for e in node.elts]  # type: ignore[attr-defined]
+
+
+def _compiled(node: ast.expr) -> str | None:
+    """The pattern of `re.compile("...")`, held to MAX_PATTERN and to what `re` compiles; None otherwise."""
+    ok = (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "compile"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "re"
+        and len(node.args) == 1
+        and not node.keywords
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+        and len(node.args[0].value) <= MAX_PATTERN
+    )
+    if not ok:
+        return None
+    pattern = node.args[0].value  # type: ignore[attr-defined]
+    try:
+        re.compile(pattern)
+    except re.error:
+        return None
+    return str(pattern)

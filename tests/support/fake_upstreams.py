@@ -301,6 +301,9 @@ class FakeGitHub(Upstream):
         # true`.
         self.trees: dict[str, dict[str, str]] = {}
         self.truncated_trees: set[str] = set()
+        # A vLLM commit's setup.py, unless `files` holds another: vLLM 0.14.0's real one (vllmtree.SETUP_PY), whose
+        # extraction resolve reads to list what precompiled mode takes from the wheel. None: no default (404).
+        self.setup_py: bytes | None = vllmtree.SETUP_PY.read_bytes()
 
     def add_commit(
         self,
@@ -463,6 +466,8 @@ class FakeGitHub(Upstream):
             repo, name = f"{parts[1]}/{parts[2]}", unquote("/".join(parts[4:]))
             sha = self._find(repo, parse_qs(urlsplit(path).query).get("ref", ["main"])[0])
             data = self.files.get((repo, sha or "", name))
+            if data is None and sha is not None and name == "setup.py" and repo.endswith("/vllm"):
+                data = self.setup_py
             if data is None:
                 return _json(404, {"message": "Not Found", "status": "404"}, limit_headers)
             if headers.get("Accept") == "application/vnd.github.raw+json":

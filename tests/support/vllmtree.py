@@ -17,6 +17,11 @@ from buildkit.models.compiled import is_vllm_python, python_origin
 from tests.support.paths import FIXTURES
 
 FIXTURE = FIXTURES / "vllm-0.14.0-python.json"
+# vLLM 0.14.0's setup.py, copied from its sdist on PyPI (vllm-0.14.0.tar.gz, sha256
+# ed86c6a9d22fbfd059648794493cad88444c71688f3ff6efcb26c5ca353f0e5d, read
+# 2026-12-01); the file's own sha256 is eb5b615cc0b1da3f73dab2bab79c44bc8be43a26c49e768abdbc4fec9c531194. Apache-2.0,
+# the vLLM project's. The stand-in GitHub answers it for vLLM's commits (tests/support/fake_upstreams.py).
+SETUP_PY = FIXTURES / "vllm-0.14.0-setup.py.txt"  # (.txt: upstream's file, not linted here)
 COMMIT_PREFIX = "b17039bcc"  # vllm/_version.py's commit_id in the wheel
 
 

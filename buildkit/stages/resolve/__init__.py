@@ -41,6 +41,7 @@ from buildkit.files import utc_now, write_atomic
 from buildkit.gpu import abi, torchreq
 from buildkit.gpu.check import System, wheel_check
 from buildkit.gpu.torchlock import MAX_UV_LOCK_BYTES, LockedTorch, torch_of_uv_lock
+from buildkit.models.compiled import Extraction
 from buildkit.models.lock import (
     SKIPPED_REASON,
     CommitFact,
@@ -71,6 +72,7 @@ from buildkit.stages.resolve.download import Hashed, OnProgress, measure_afresh
 from buildkit.stages.resolve.git import GitResolver
 from buildkit.stages.resolve.github import GitHub, token_for
 from buildkit.stages.resolve.ours import check_lock_is_ours, pins_file_of
+from buildkit.stages.resolve.precompiled import precompiled_files
 from buildkit.stages.resolve.source import MAX_WHEEL_TRIES, Chooser, source_ref
 from buildkit.stages.resolve.wheels import FoundWheel, resolve_wheel, wheel_fact
 from buildkit.world.cache import default_cache_dir
@@ -288,7 +290,12 @@ class Resolver:
                 def facts() -> PlatformFacts:
                     found = found_for[choice.result().wheel.commit][platform]
                     return others[platform].platform_facts(
-                        found, other_base[platform].result(), cancel, other_torch[platform], other_system[platform]
+                        found,
+                        other_base[platform].result(),
+                        cancel,
+                        other_torch[platform],
+                        other_system[platform],
+                        choice.result().extraction,
                     )
 
                 return timed(f"wheel {platform}", facts)
@@ -319,7 +326,12 @@ class Resolver:
                 cancel.set()
                 raise
         facts = self.checked(
-            found, got, base_fact, torch.result() if torch else None, system.result() if system else None
+            found,
+            got,
+            base_fact,
+            torch.result() if torch else None,
+            system.result() if system else None,
+            choice.result().extraction,
         )
         for platform, other in others.items():  # their notes (the GPU checks'), said with the primary's
             self.git.notes += [f"{platform}: {note}" for note in other.git.notes]
@@ -383,6 +395,7 @@ class Resolver:
         cancel: threading.Event,
         torch: Future[LockedTorch | str] | None,
         system: Future[System | str] | None,
+        extraction: Extraction | None = None,
     ) -> PlatformFacts:
         """This platform's wheel (found with the primary's, of the one wheel commit), its bytes, and the checks on
         them against its manifest of the base image and the torch NeMo-RL's uv.lock installs for its arch (both
@@ -392,7 +405,9 @@ class Resolver:
         got = self._bytes_of(found, cancel)
         if got is not None and got.found is not None:
             found = got.found
-        return self.checked(found, got, base, torch.result() if torch else None, system.result() if system else None)
+        return self.checked(
+            found, got, base, torch.result() if torch else None, system.result() if system else None, extraction
+        )
 
     def checked(
         self,
@@ -401,9 +416,11 @@ class Resolver:
         base: ImageFact,
         torch: LockedTorch | str | None,
         system: System | str | None,
+        extraction: Extraction | None = None,
     ) -> PlatformFacts:
         """The checks of the wheel's bytes, for this resolver's platform: its fact, CUDA against the base image's,
-        the torch its METADATA names against uv.lock's, and the GPU checks (kernels, ABI)."""
+        the torch its METADATA names against uv.lock's, the GPU checks (kernels, ABI), and the members precompiled
+        mode takes from it (setup.py's `extraction`, else buildkit's rules)."""
         gpu, torch_check, hashes = None, None, dict[str, str]()
         with said_from_cache(got):
             wheel = self.wheel_fact(found, got)
@@ -418,7 +435,10 @@ class Resolver:
                 )
                 # Said with the git notes, which the command prints after resolve (and the record keeps).
                 self.git.notes += notes
-        files = {k: v for k, v in sorted(hashes.items()) if k.startswith("vllm/")} or None
+        files = None
+        if self.wheel_path:
+            files, notes = precompiled_files(self.wheel_path, hashes, extraction)
+            self.git.notes += notes
         return PlatformFacts(
             wheel=wheel, base_image=base, cuda=cuda_check, gpu=gpu, vllm_files=files, torch=torch_check
         )

@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import Literal
 
 from buildkit.errors import CompiledSourceChanged, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable, excerpt
-from buildkit.models.compiled import compiled_changes, is_vllm_file, rule_for, torch_requirement
+from buildkit.models.compiled import (
+    Extraction,
+    compiled_changes,
+    extraction_of,
+    is_vllm_file,
+    rule_for,
+    torch_requirement,
+)
 from buildkit.models.lock import CommitFact, PullRequestFact, PythonFiles, SourceComparison, WheelCommitFact
 from buildkit.models.lock.facts import MAX_LISTED
 from buildkit.models.lock.facts import WheelChoice as ChosenBy
@@ -47,6 +54,7 @@ class Choice:
     found: FoundWheel
     compare: SourceComparison
     python: PythonFiles | None = None  # the source's Python files, for verify (None: not listed, said why)
+    extraction: Extraction | None = None  # what precompiled mode takes, from setup.py at the wheel commit
 
 
 def source_ref(pins: Pins, pr: PullRequestFact | None) -> tuple[str, str]:
@@ -100,7 +108,8 @@ class Chooser:
                 listed = side.submit(self._listed_by_github, source)
                 choice = self._choose(source, pr)
                 by_git, python = listed.result()
-            return replace(choice, python=self._python_files(source) if by_git else python)
+            python = self._python_files(source) if by_git else python
+            return replace(choice, python=python, extraction=self._extraction(choice.wheel.commit))
         finally:
             if self._history is not None:
                 self._history.close()
@@ -182,10 +191,7 @@ class Chooser:
                 return answer.merge_base, [], "same commit", answer.url
             if answer.paths is not None:
                 return answer.merge_base, answer.paths, "GitHub compare", answer.url
-            self.note(
-                f"GitHub's compare answer lists at most 300 files: {self.branch}...{source.commit[:12]} "
-                "listed with git instead"
-            )
+            self.note(f"{answer.why}: {self.branch}...{source.commit[:12]} listed with git instead")
         history = self._git(source)
         merge_base = history.merge_base(source.commit)
         if merge_base is None:
@@ -220,10 +226,7 @@ class Chooser:
                 raise _not_ancestor(wheel_commit, source, answer.status)
             if answer.paths is not None:
                 return answer.paths, "GitHub compare", answer.url
-            self.note(
-                f"GitHub's compare answer lists at most 300 files: {wheel_commit[:12]}...{source.commit[:12]} "
-                "listed with git instead"
-            )
+            self.note(f"{answer.why}: {wheel_commit[:12]}...{source.commit[:12]} listed with git instead")
         history = self._git(source)
         if not history.contains(wheel_commit, source.commit):
             raise _not_ancestor(wheel_commit, source, "not an ancestor")
@@ -270,6 +273,23 @@ class Chooser:
         except (UpstreamMismatch, UpstreamUnreachable) as exc:
             self._not_listed(source, exc)
             return None
+
+    def _extraction(self, commit: str) -> Extraction | None:
+        """What precompiled mode takes from the wheel, as setup.py at the wheel's commit declares it; None, said,
+        when setup.py cannot be read or has another shape (the lock's vllm_files then follow buildkit's rules)."""
+        try:
+            text = self._file(self.upstream, commit, "setup.py")
+        except (UpstreamMismatch, UpstreamUnreachable) as exc:
+            text, why = "", exc.message
+        else:
+            why = "it has no files_to_copy list with re.compile patterns beside it" if text else "there is none"
+        found = extraction_of(text) if text else None
+        if found is None:
+            self.note(
+                f"setup.py at {commit[:12]} not read for what precompiled mode takes ({excerpt(why, 120)}): "
+                "the wheel's shared objects and from-wheel Python are listed instead"
+            )
+        return found
 
     # --- the proof -------------------------------------------------------------------------------------------------
 
