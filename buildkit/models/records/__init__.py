@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_serializer
 
 from buildkit import __version__
 
@@ -22,17 +22,39 @@ class RecordHeader(BaseModel):
     lock_sha256: str
     smoke: bool
     buildkit_version: str
+    # The same image's other names: its config digest (Docker's image ID), the digest Docker pulled it by (an
+    # index's, for a pushed multi-platform build). One image, whichever name a stage met it by (issue 41).
+    aliases: tuple[str, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_empty_aliases(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if not data.get("aliases"):
+            data.pop("aliases", None)  # a record with none keeps the bytes it had before aliases came
+        return data
 
     def of_build(self, images: set[str], lock_sha256: str, smoke: bool) -> bool:
-        """Whether this record belongs to the build of these image identities, this lock, smoke or release. A
-        record with no image (render) belongs to every build of its lock and target."""
+        """Whether this record belongs to the build of these image identities, this lock, smoke or release: by any
+        name of its image. A record with no image (render) belongs to every build of its lock and target."""
         if self.lock_sha256 != lock_sha256 or self.smoke != smoke:
             return False
-        return self.image is None or self.image in images
+        return self.image is None or bool({self.image, *self.aliases} & images)
 
 
-def header(kind: Kind, image: str | None, lock_sha256: str, smoke: bool) -> RecordHeader:
-    return RecordHeader(kind=kind, image=image, lock_sha256=lock_sha256, smoke=smoke, buildkit_version=__version__)
+def header(
+    kind: Kind, image: str | None, lock_sha256: str, smoke: bool, aliases: tuple[str | None, ...] = ()
+) -> RecordHeader:
+    others = tuple(sorted({a for a in aliases if a and a != image}))
+    return RecordHeader(
+        kind=kind, image=image, lock_sha256=lock_sha256, smoke=smoke, buildkit_version=__version__, aliases=others
+    )
+
+
+def repo_digests(attrs: dict[str, Any]) -> tuple[str, ...]:
+    """The digests Docker names an image by in its RepoDigests ("repo@sha256:..."): for an image pulled by a tag of
+    an index, the index's; by a platform manifest's tag or digest, the manifest's."""
+    found = (str(item).partition("@")[2] for item in attrs.get("RepoDigests") or [])
+    return tuple(sorted({d for d in found if d.startswith("sha256:")}))
 
 
 class Build(NamedTuple):

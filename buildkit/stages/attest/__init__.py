@@ -27,7 +27,13 @@ from buildkit.world.served import served_image
 def _write_record(paths: Paths, sources, payload: bytes, subject: str, done: Attested) -> None:
     record = sources.record
     kept = AttestRecord(
-        header=header("attest", record.image.digest or record.image.id, record.lock_sha256, record.smoke),
+        header=header(
+            "attest",
+            record.image.digest or record.image.id,
+            record.lock_sha256,
+            record.smoke,
+            (record.image.config_digest, record.image.id),
+        ),
         statement=done.statement_file.name,
         statement_sha256=sha256_bytes(payload),
         subject=subject,

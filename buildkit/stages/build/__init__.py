@@ -317,7 +317,7 @@ def build_record(
         force_compression=plan.force_compression,
         log=str(log_path),
         metadata_file=str(plan.metadata_file),
-        header=header("build", image.digest or image.id, lock_sha256, smoke),
+        header=header("build", image.digest or image.id, lock_sha256, smoke, (image.config_digest, image.id)),
     )
 
 

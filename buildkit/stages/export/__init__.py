@@ -67,7 +67,7 @@ from buildkit.models.grammar import DIGEST_RE, image_ref
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.paths import Paths
 from buildkit.models.plan import source_date_epoch
-from buildkit.models.records import belongs, header
+from buildkit.models.records import belongs, header, repo_digests
 from buildkit.models.records.build import BuildRecord, latest_successful_build
 from buildkit.models.records.squashfs import EnrootLayout, SquashfsRecord
 from buildkit.options import ExportOptions
@@ -208,7 +208,13 @@ def export_squashfs(
         skipped_count=unpacked.skipped_count,
         exported_at=started,
         seconds=round(time.monotonic() - begun, 3),
-        header=header("squashfs", str(attrs["Id"]), record.lock_sha256 if record else lock_sha256(lock), smoke),
+        header=header(
+            "squashfs",
+            (record.image.digest if record and built_by(attrs, record) else None) or str(attrs["Id"]),
+            record.lock_sha256 if record else lock_sha256(lock),
+            smoke,
+            (str(attrs["Id"]), config_digest, *repo_digests(attrs)),
+        ),
     )
     where = paths.squashfs_record(smoke)
     write_atomic(where, result.to_json())

@@ -30,7 +30,7 @@ from buildkit.models.gpufacts import GpuCheck
 from buildkit.models.labels import verified_labels
 from buildkit.models.lock import Lock, composition, lock_sha256
 from buildkit.models.paths import Paths
-from buildkit.models.records import header
+from buildkit.models.records import header, repo_digests
 from buildkit.models.records.build import latest_build, latest_successful_build, pushed
 from buildkit.models.records.prepare import PrepareRecord
 from buildkit.models.records.render import RenderRecord
@@ -329,6 +329,7 @@ def verify_image(
             check.run(c)
     except ContainerRefused as exc:
         raise EngineNotReady(f"the engine refused to run a check container: {exc}") from None
+    checked, aliases = _identity(image, attrs)
     return VerifyRecord(
         buildkit_version=__version__,
         image=image,
@@ -338,26 +339,42 @@ def verify_image(
         gpus=gpus,
         checked_at=utc_now(),
         results=c.results,
-        header=header("verify", _identity(image, attrs), lock_sha256(lock), c.smoke),
+        header=header("verify", checked, lock_sha256(lock), c.smoke, aliases),
         seconds=round(time.monotonic() - begun, 3),
         gpu=c.gpu,
         vllm=None if c.smoke else composition(lock),  # a smoke image holds no vLLM
     )
 
 
-def _identity(image: str, attrs: dict) -> str | None:
-    """Which image was checked, as its build record names it: the registry's digest when the engine holds the image
-    by a digest of the repository verified (a pushed build: its record has that digest, not the engine's ID), else
-    the engine's image ID (a loaded build: its record has that ID)."""
+def _identity(image: str, attrs: dict) -> tuple[str | None, tuple[str, ...]]:
+    """Which image was checked, and its other names: the registry's digest when the engine holds the image by a
+    digest of the repository verified, else the engine's image ID (its config digest); every digest Docker knows it
+    by and the ID as aliases. run() names it by its build record's manifest digest where a record made it."""
     name = image.partition("@")[0]
     tail = name.rsplit("/", 1)[-1]
     if ":" in tail:
         name = name[: -len(tail)] + tail.partition(":")[0]
+    aliases = (str(attrs.get("Id") or ""), *repo_digests(attrs))
     for repo_digest in attrs.get("RepoDigests") or []:
         repo, _, digest = str(repo_digest).partition("@")
         if repo == name and digest.startswith("sha256:"):
-            return digest
-    return attrs.get("Id") or None
+            return digest, aliases
+    return attrs.get("Id") or None, aliases
+
+
+def by_manifest(record: VerifyRecord, paths: Paths) -> VerifyRecord:
+    """The record named by the platform manifest's digest when the newest build made the image verified (one
+    identity per image: the build record's), with every other name kept as an alias."""
+    latest, found = latest_build(paths), record.header
+    if latest is None or found is None:
+        return record
+    built = latest[1].build()
+    names = {found.image, *found.aliases} - {None}
+    digest = latest[1].image.digest
+    if not digest or not names & built.images or built.lock_sha256 != found.lock_sha256:
+        return record
+    renamed = header("verify", digest, found.lock_sha256, found.smoke, (*names, *built.images))
+    return record.model_copy(update={"header": renamed})
 
 
 def gpu_checks(
@@ -489,7 +506,7 @@ def run(ctx: context.Context) -> None:
         image = opts.image if opts.image is not None else _newest_image(paths, ctx)
         ctx.step(f"verifying {image}...")
         result = verify_image(image, lock, prepare, gpus=opts.gpus, drivers=list(opts.drivers))
-        where = paths.verify_record
+        result, where = by_manifest(result, paths), paths.verify_record
     ctx.write(where, result.to_json())
     ctx.made.verify = (result, where)
 
