@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from buildkit.errors import CredentialsError, EngineNotReady, InputError
+from buildkit.errors import CredentialsError, EngineNotReady, InputError, excerpt
 from buildkit.files import write_error
-from buildkit.world.credentials import DockerConfig, config_path
+from buildkit.text.sanitize import strip_controls
+from buildkit.world.credentials import DockerConfig, config_path, lookup
+from buildkit.world.registry import parse_image_ref
 
 CHUNK = 1024 * 1024
 
@@ -53,7 +55,7 @@ class ImageEngine(Protocol):
 
     def archive(self, image: str, path: str) -> Iterator[bytes]: ...
 
-    def pull(self, ref: str, auth: dict[str, str]) -> str | None: ...
+    def pull(self, ref: str, auth: dict[str, str], platform: str | None = None) -> str | None: ...
 
     def save_image(
         self,
@@ -161,13 +163,13 @@ class DockerEngine:
         except APIError as exc:
             raise ContainerRefused(str(exc.explanation or exc)) from None
 
-    def pull(self, ref: str, auth: dict[str, str]) -> str | None:
-        """Pull `ref` with this auth config (empty: anonymous; never the SDK's own credential lookup). None when
-        it worked, else the engine's reason."""
+    def pull(self, ref: str, auth: dict[str, str], platform: str | None = None) -> str | None:
+        """Pull `ref` with this auth config (empty: anonymous; never the SDK's own credential lookup), of
+        `platform` from an index (else the engine's own). None when it worked, else the engine's reason."""
         from docker.errors import DockerException
 
         try:
-            for event in self.client.api.pull(ref, stream=True, decode=True, auth_config=auth):
+            for event in self.client.api.pull(ref, stream=True, decode=True, auth_config=auth, platform=platform):
                 if isinstance(event, dict) and event.get("error"):
                     return str(event["error"])
         except DockerException as exc:
@@ -231,3 +233,33 @@ def _short(exc: Exception) -> str:
         if needle in text:
             return needle.lower()
     return text.splitlines()[0][:160] if text else type(exc).__name__
+
+
+def pull_image(engine: ImageEngine, image: str, platform: str | None = None) -> dict:
+    """The image's attributes after the engine pulled it (of `platform`, from an index: a pushed build of another
+    platform than this machine's is found too) with Docker's credentials for its registry (anonymously when there
+    are none: the SDK's own lookup is never used, so there is one way credentials are found)."""
+    try:
+        registry = parse_image_ref(image).registry
+    except ValueError:
+        raise InputError(f"no image {image!r} in the engine", hint="build it first (`buildkit build`)") from None
+    credential = lookup(registry)
+    problem = engine.pull(image, credential.engine_auth() if credential else {}, platform)
+    attrs = engine.image_attrs(image) if problem is None else None
+    if attrs is not None:
+        return attrs
+    reason = excerpt(strip_controls(problem or "the engine has no such image after the pull"), 300)[1:-1]
+    lowered = reason.lower()
+    if credential is not None and any(word in lowered for word in ("unauthorized", "denied", "forbidden")):
+        raise CredentialsError(
+            f"the engine could not pull {image} with the credentials from {credential.source}: {reason}",
+            hint=f"`docker login {registry}`, then run again",
+        )
+    if "no matching manifest" in lowered:
+        wanted = platform or "this machine's platform"
+        hint = f"the registry holds {image} for other platforms only: build and push {wanted} (`buildkit build --push`)"
+    elif any(word in lowered for word in ("unauthorized", "denied", "forbidden")):
+        hint = f"`docker login {registry}` if it is in a private registry, then run again"
+    else:
+        hint = "build it first (`buildkit build --push`, or `buildkit build` to load it into Docker)"
+    raise InputError(f"no image {image!r} in the engine, and it could not be pulled: {reason}", hint=hint)

@@ -78,6 +78,7 @@ class MemoryEngine:
 
     images: dict[str, MemoryImage] = field(default_factory=dict)
     registry: dict[str, MemoryImage] = field(default_factory=dict)
+    platforms: dict[str, str] = field(default_factory=dict)  # a registry ref of an index holding only this platform
     gpu_runtime: bool = False
     calls: list[tuple[Any, ...]] = field(default_factory=list)
 
@@ -127,10 +128,13 @@ class MemoryEngine:
             raise ContainerRefused(f"No such image: {image}")
         yield self.images[image].tar(path)
 
-    def pull(self, ref: str, auth: dict[str, str]) -> str | None:
+    def pull(self, ref: str, auth: dict[str, str], platform: str | None = None) -> str | None:
         self.calls.append(("pull", ref, tuple(sorted(auth))))
         if ref not in self.registry:
             return PULL_DENIED.format(ref.partition(":")[0])
+        only = self.platforms.get(ref)
+        if only is not None and (platform or "linux/amd64") != only:  # Docker 20.10's words, this machine amd64
+            return f"no matching manifest for {platform or 'linux/amd64'} in the manifest list entries"
         self.images[ref] = self.registry[ref]
         return None
 

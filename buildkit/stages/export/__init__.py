@@ -63,7 +63,7 @@ from buildkit.files import (
 )
 from buildkit.image.ocilayout import OciLayout, resolve_image
 from buildkit.image.unpack import Rootfs, Unpacked, unpack_image
-from buildkit.models.grammar import DIGEST_RE, image_ref
+from buildkit.models.grammar import DIGEST_RE, image_ref, parse_image_ref
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.paths import Paths
 from buildkit.models.plan import source_date_epoch
@@ -72,7 +72,7 @@ from buildkit.models.records.build import BuildRecord, latest_successful_build
 from buildkit.models.records.squashfs import EnrootLayout, SquashfsRecord
 from buildkit.options import ExportOptions
 from buildkit.stages.context import Context, load_inputs
-from buildkit.world.engine import Engine, ImageEngine
+from buildkit.world.engine import Engine, ImageEngine, pull_image
 from buildkit.world.mksquashfs import Mksquashfs, find_mksquashfs, squash
 
 ENROOT_SQUASH_OPTIONS = ("-comp", "lzo", "-noD", "-exit-on-error")  # enroot.in: ENROOT_SQUASH_OPTIONS
@@ -107,13 +107,15 @@ def run(ctx: Context) -> None:
     opts = ctx.given(ExportOptions)
     tool = find_mksquashfs()  # before anything else: without it nothing can be made
     lock = load_inputs(ctx.paths, on_note=ctx.on_note).lock
-    source = choose_source(ctx.paths, opts.image)
+    source = choose_source(ctx.paths, opts.image, platform=lock.build.platform)
     if source.record_path:
         ctx.say(f"image {source.ref}, from {source.record_path}")
     ctx.made.export = export_squashfs(ctx.paths, lock, source, tool, opts.output, on_step=ctx.on_step)
 
 
-def choose_source(paths: Paths, image: str | None, engine: ImageEngine | None = None) -> Source:
+def choose_source(
+    paths: Paths, image: str | None, engine: ImageEngine | None = None, platform: str | None = None
+) -> Source:
     """The newest build's image (as `verify` and `report` pick the build), or `image` as given: with the record of
     the build that made it, when one did (`built_by`)."""
     if image is None:
@@ -130,7 +132,7 @@ def choose_source(paths: Paths, image: str | None, engine: ImageEngine | None = 
         except ValueError as exc:
             raise InputError(f"IMAGE: {exc}") from None
     named = Source(image, None, None)
-    attrs = _engine_image(engine or Engine(), named)
+    attrs = _engine_image(engine or Engine(), named, platform)
     for smoke in (False, True):
         path = paths.build_record(smoke)
         built = read_record(path, BuildRecord)
@@ -176,7 +178,7 @@ def export_squashfs(
     started, begun = utc_now(), time.monotonic()
     engine = engine or Engine()
     record = source.record
-    attrs = _engine_image(engine, source)
+    attrs = _engine_image(engine, source, lock.build.platform)
     labels = (attrs.get("Config") or {}).get("Labels") or {}
     smoke = record.smoke if record else labels.get("buildkit.smoke") == "true"
     epoch = record.source_date_epoch if record else source_date_epoch(lock)
@@ -262,18 +264,22 @@ def _make(
             return _Made(config_digest, unpacked, layout, options, sha256_file(tmp), tmp.stat().st_size)
 
 
-def _engine_image(engine: ImageEngine, source: Source) -> dict[str, Any]:
-    """The image's attributes from the local engine: the build's image ID when its record names one."""
+def _engine_image(engine: ImageEngine, source: Source, platform: str | None) -> dict[str, Any]:
+    """The image's attributes from the local engine: the build's image ID when its record names one. A pushed build
+    (not loaded into Docker) is pulled by its manifest digest, for its platform (issue 41: an arm64 build pushed
+    from an amd64 machine); an image named that the engine lacks is not fetched from anywhere, the hint says how."""
     record = source.record
     wanted = record.image.id if record and record.image.id else source.ref
     attrs = engine.image_attrs(wanted)
-    if attrs is None:
-        if record is not None and record.image.id is None:  # a --push build is not loaded into Docker
-            hint = "it was pushed, not loaded: `docker pull` it, then `buildkit export IMAGE`"
-        else:
-            hint = "run `buildkit build` first: it loads the image into Docker"
-        raise InputError(f"no image {source.ref} in the local engine", hint=hint)
-    return attrs
+    if attrs is not None:
+        return attrs
+    if record is not None and record.image.id is None and record.image.digest:
+        return pull_image(engine, parse_image_ref(record.image.tag).at(record.image.digest), platform)
+    pull = f"`docker pull --platform {platform} {source.ref}`" if platform else f"`docker pull {source.ref}`"
+    raise InputError(
+        f"no image {source.ref} in the local engine",
+        hint=f"run `buildkit build` first: it loads the image into Docker; or {pull} if a registry has it",
+    )
 
 
 def _unpack(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from buildkit import __version__
-from buildkit.errors import CredentialsError, EngineNotReady, InputError, UpstreamMismatch, excerpt
+from buildkit.errors import EngineNotReady, InputError, UpstreamMismatch, excerpt
 from buildkit.files import read_record, utc_now
 from buildkit.gpu import driver
 from buildkit.gpu.abi import stop_if_unresolved
@@ -39,9 +39,7 @@ from buildkit.options import VerifyOptions
 from buildkit.stages import context
 from buildkit.stages.verify.provenance import verify_provenance
 from buildkit.text.sanitize import strip_controls
-from buildkit.world.credentials import lookup
-from buildkit.world.engine import ContainerRefused, Engine, ImageEngine
-from buildkit.world.registry import parse_image_ref
+from buildkit.world.engine import ContainerRefused, Engine, ImageEngine, pull_image
 
 FINGERPRINT = "/opt/nemo_rl_container_fingerprint"
 WORKDIR = "/opt/nemo-rl"  # where the Dockerfile copies the prepared tree
@@ -85,30 +83,6 @@ def judge_gpu(cuda_arch_list: str, code: int, output: str) -> tuple[bool, str]:
     if missing:
         reason += f"; missing {' '.join(missing)}"
     return ok_gpu and not missing, reason
-
-
-def pull(engine: ImageEngine, image: str) -> dict:
-    """The image's attributes after the engine pulled it with Docker's credentials for its registry (anonymously
-    when there are none: the SDK's own lookup is never used, so there is one way credentials are found)."""
-    try:
-        registry = parse_image_ref(image).registry
-    except ValueError:
-        raise InputError(f"no image {image!r} in the engine", hint="build it first (`buildkit build`)") from None
-    credential = lookup(registry)
-    problem = engine.pull(image, credential.engine_auth() if credential else {})
-    attrs = engine.image_attrs(image) if problem is None else None
-    if attrs is not None:
-        return attrs
-    reason = excerpt(strip_controls(problem or "the engine has no such image after the pull"), 300)[1:-1]
-    if credential is not None and any(word in reason.lower() for word in ("unauthorized", "denied", "forbidden")):
-        raise CredentialsError(
-            f"the engine could not pull {image} with the credentials from {credential.source}: {reason}",
-            hint=f"`docker login {registry}`, then run again",
-        )
-    raise InputError(
-        f"no image {image!r} in the engine, and it could not be pulled: {reason}",
-        hint=f"build it first (`buildkit build`), or `docker login {registry}` if it is in a private registry",
-    )
 
 
 @dataclass
@@ -322,7 +296,7 @@ def verify_image(
     """Every check of CHECKS on the image (pulled first when the engine does not have it), in order."""
     begun = time.monotonic()
     engine = engine or Engine()
-    attrs = engine.image_attrs(image) or pull(engine, image)
+    attrs = engine.image_attrs(image) or pull_image(engine, image, lock.build.platform)
     c = Context(engine, image, attrs, lock, prepare, gpus, drivers or [])
     try:
         for check in CHECKS:

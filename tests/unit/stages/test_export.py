@@ -487,3 +487,27 @@ def test_a_tag_that_names_another_image_or_lock_has_no_record(tmp_path):
     )
     with pytest.raises(InputError, match="no image nosuch:1 in the local engine"):
         choose_source(paths, "nosuch:1", rebuilt)
+
+
+def test_a_pushed_build_of_another_platform_is_pulled_by_its_digest_for_its_platform(tmp_path):
+    """Issue 41: `build --push` of linux/arm64 from an amd64 machine loads nothing into Docker; export pulls the
+    record's manifest digest for the record's platform (the tag names an index with no amd64 image)."""
+    from buildkit.stages import export
+    from tests.support.memengine import MemoryEngine, MemoryImage
+
+    paths, record = _recorded(tmp_path)
+    tag = "127.0.0.1:5000/nemo-rl:v0.5.0-spec-decode-arm64-smoke"
+    pushed = record.model_copy(update={"image": record.image.model_copy(update={"tag": tag, "id": None})})
+    by_digest = f"127.0.0.1:5000/nemo-rl@{record.image.digest}"
+    image = MemoryImage({"Id": record.image.config_digest, "Config": {"Labels": record.image.labels}})
+    engine = MemoryEngine(registry={by_digest: image}, platforms={by_digest: "linux/arm64"})
+    source = export.Source(tag, paths.build_record(True), pushed)
+    assert export._engine_image(engine, source, "linux/arm64")["Id"] == record.image.config_digest
+    assert ("pull", by_digest, ()) in engine.calls
+    with pytest.raises(InputError, match="no matching manifest for linux/amd64"):
+        export._engine_image(
+            MemoryEngine(registry={by_digest: image}, platforms={by_digest: "linux/arm64"}), source, None
+        )
+    with pytest.raises(InputError, match="no image nosuch:1 in the local engine") as raised:
+        export._engine_image(MemoryEngine(), export.Source("nosuch:1", None, None), "linux/arm64")
+    assert "`docker pull --platform linux/arm64 nosuch:1`" in (raised.value.hint or "")

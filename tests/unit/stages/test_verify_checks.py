@@ -200,6 +200,27 @@ def test_an_image_the_engine_lacks_is_pulled_then_checked():
     assert ("pull", SMOKE_TAG, ()) in engine.calls and record.image_id == SMOKE_BUILD["image"]["id"]
 
 
+def test_a_pushed_image_of_another_platform_is_pulled_for_its_platform():
+    """Issue 41: after `build --push` of linux/arm64 on an amd64 machine, the tag names an index with no amd64 image:
+    verify pulls the platform the lock builds, and the hint for one that is not there names the fix."""
+    tag = "127.0.0.1:5000/nemo-rl:v0.5.0-spec-decode-arm64-smoke"
+    arm64 = LOCK.model_copy(update={"build": LOCK.build.model_copy(update={"platform": "linux/arm64"})})
+    engine = MemoryEngine(registry={tag: smoke_image()}, platforms={tag: "linux/arm64"})
+    verify_image(tag, arm64, PREPARE, gpus=False, engine=engine)
+    assert ("pull", tag, ()) in engine.calls
+    with pytest.raises(InputError, match="no matching manifest for linux/amd64") as raised:
+        verify_image(
+            tag,
+            LOCK,
+            PREPARE,
+            gpus=False,
+            engine=MemoryEngine(registry={tag: smoke_image()}, platforms={tag: "linux/arm64"}),
+        )
+    assert raised.value.hint == (
+        f"the registry holds {tag} for other platforms only: build and push linux/amd64 (`buildkit build --push`)"
+    )
+
+
 def test_an_image_nobody_has_is_one_message():
     with pytest.raises(InputError, match="no image 'nemo-rl:v0.5.0-spec-decode-smoke' in the engine, and it could not"):
         verify_image(SMOKE_TAG, LOCK, PREPARE, gpus=False, engine=MemoryEngine())
