@@ -197,3 +197,19 @@ def test_a_push_of_two_platforms_is_one_image_index(project, remote, upstreams, 
         timeout=120,
     )
     assert checked.returncode == 0, checked.stderr[-2000:]
+
+    # docs/how-to/gb200.md's steps after the push, as written, with no manual step (issue 41): verify and export read
+    # each pushed platform image (the arm64 one pulled for its platform: the tag names an index), and the report
+    # says verify ran on each, its record of the same image (named by its manifest digest, the pull's names kept).
+    verified = cli("verify", timeout=600)
+    assert verified.code == 0, verified.output[-3000:]
+    exported = cli("export", timeout=600)
+    assert exported.code == 0, exported.output[-3000:]
+    for image in record["platforms"]:
+        folder = root / "build" / image["platform"].replace("/", "-")
+        kept = json.loads((folder / "verify.json").read_text())["header"]
+        assert kept["image"] == image["digest"], kept
+        assert json.loads((folder / "smoke" / "squashfs.json").read_text())["header"]["image"] == image["digest"]
+    report = cli("report")
+    assert report.code == 0, report.output[-3000:]
+    assert "a record of another build" not in report.stderr and "not run on this image" not in report.stdout
