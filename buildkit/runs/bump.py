@@ -19,6 +19,7 @@ import difflib
 import re
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -26,7 +27,7 @@ from packaging.version import Version
 
 from buildkit.dockerfile.patches import PatchConflict, PatchObsolete, patch_facts
 from buildkit.dockerfile.stagediff import compare
-from buildkit.errors import BuildkitError, GitFailed, InputError, UpstreamMalformed, UpstreamMismatch
+from buildkit.errors import BuildkitError, InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
 from buildkit.files import write_all_atomic
 from buildkit.gpu.torchreq import TorchMismatch
 from buildkit.models.checks import known_checks
@@ -61,6 +62,8 @@ from buildkit.stages.context import Context, Inputs, platform_contexts
 from buildkit.stages.prepare import git_config
 from buildkit.stages.render import MAX_UPSTREAM_DOCKERFILE, UPSTREAM_PATH, upstream_dockerfile
 from buildkit.stages.resolve import NoWheelFound, Resolver, download_notes, resolve_lock
+from buildkit.stages.resolve.git import GitHistory
+from buildkit.stages.resolve.github import NotOnGitHub
 from buildkit.stages.resolve.ours import check_lock_is_ours
 from buildkit.world.git import run_git
 
@@ -148,13 +151,26 @@ def torch_advice(exc: TorchMismatch, pins, old_lock: Lock | None, nemo_to: str) 
 def bump(paths: Paths, request: BumpRequest, on_note: OnNote | None = None, on_progress=None) -> BumpReport:
     """Do the bump (see the module's doc). Returns the report; raises BumpFailed with the report so far."""
     report = BumpReport(pins=str(paths.pins), dry_run=request.dry_run)
+    runner = _Bump(paths, request, report, on_note or (lambda _: None), on_progress)
     try:
-        _Bump(paths, request, report, on_note or (lambda _: None), on_progress).run()
+        runner.run()
     except BuildkitError as exc:
         report.outcome = "failed"
         report.error = exc.message
         raise BumpFailed(exc, report) from None
+    finally:
+        runner.close()
     return report
+
+
+@dataclass(frozen=True)
+class _Compared:
+    """How `head` relates to `base` in the words of GitHub's compare `status`, the commits `head` has that `base` has
+    not (its `ahead_by`), and GitHub's compare page (None when git answered)."""
+
+    status: str
+    ahead_by: int
+    page: str | None
 
 
 class _Bump:
@@ -164,6 +180,12 @@ class _Bump:
         self.report = report
         self.on_note = on_note
         self.on_progress = on_progress
+        self._compared: dict[tuple[str, str, str], _Compared] = {}
+        self._histories: dict[str, GitHistory] = {}  # repository URL -> its commits, fetched once for every question
+
+    def close(self) -> None:
+        for history in self._histories.values():
+            history.close()
 
     def run(self) -> None:
         paths, request, report = self.paths, self.request, self.report
@@ -241,7 +263,7 @@ class _Bump:
             edits.append(lambda e: e.set_commit(("nemo_rl", "ref"), new_nemo.commit))
             self._stale_comment("nemo_rl", "ref")
         move.new = _info(new_nemo)
-        _count(move, resolver, nemo.repo, old_pins.git_url_rewrites)
+        self._count(move, resolver, nemo.repo, old_pins)
         return old_nemo, new_nemo, edits
 
     def _staged(self, edits: list[Callable], old_pins) -> tuple[str, Context]:
@@ -295,7 +317,7 @@ class _Bump:
         report.moves.append(move)
         if old.commit != new.commit:
             # A force-push is how a PR branch moves too: said, never a stop.
-            move.relation = _relation(resolver, vllm.upstream, old.commit, new.commit, old_pins.git_url_rewrites)
+            move.relation = self._relation(resolver, vllm.upstream, old.commit, new.commit, old_pins)
             how = {"descendant": "new commits", "older": "moved back", "unrelated": "a force-push"}.get(
                 move.relation or "", "moved"
             )
@@ -324,7 +346,7 @@ class _Bump:
         new = search.commit
         move.new = _info(new)
         self._check_descends(resolver, move, vllm.repo, old, new, old_pins)
-        _count(move, resolver, vllm.repo, old_pins.git_url_rewrites)
+        self._count(move, resolver, vllm.repo, old_pins)
         edits: list[Callable] = []
         if new.commit == old.commit:  # already the newest with a wheel: the PR (if any) still names it
             if vllm.ref:
@@ -346,7 +368,7 @@ class _Bump:
         unrelated to it (history rewritten by a force-push), stops the bump (exit 4) unless allow_unrelated."""
         if old.commit == new.commit:
             return
-        move.relation = _relation(resolver, repo, old.commit, new.commit, pins.git_url_rewrites)
+        move.relation = self._relation(resolver, repo, old.commit, new.commit, pins)
         if move.relation == "descendant" or self.request.allow_unrelated:
             return
         what = (
@@ -369,14 +391,15 @@ class _Bump:
                 note.merge_commit = old_lock.vllm_pr.merge_commit
             else:
                 note.merge_commit = resolver.github.pull(vllm.repo, vllm.pr).merge_commit
-            note.compare = resolver.contains(vllm.repo, note.merge_commit, new_commit)
-        except (UpstreamMismatch, UpstreamMalformed, InputError) as exc:
+            if note.merge_commit is None:
+                note.detail = f"could not be checked: PR #{vllm.pr} is not merged (it has no merge commit)"
+                return note
+            compared = self._compare(resolver, vllm.repo, note.merge_commit, new_commit, old_pins)
+        except (UpstreamMismatch, UpstreamUnreachable, InputError) as exc:
             note.detail = f"could not be checked: {exc.message}"
             return note
-        if note.compare is None:
-            note.detail = "could not be checked: the repository is not on GitHub"
-        else:
-            note.contained = note.compare in ("ahead", "identical")
+        note.compare, note.by = compared.status, "GitHub compare" if compared.page else "git"
+        note.contained = note.compare in ("ahead", "identical")
         return note
 
     def _resolve(self, pins, facts) -> Lock:
@@ -435,6 +458,66 @@ class _Bump:
             f"upstream docker/Dockerfile at {new.commit[:12]}",
         )
 
+    # -- how two commits relate: GitHub's compare API, else git ----------------------------------------------------
+
+    def _compare(self, resolver, repo: str, base: str, head: str, pins) -> _Compared:
+        """GitHub's compare API for a GitHub repository; git for another, or where the API has no answer (a
+        mirror's commit, history it will not compare), said in one note. Asked once for each pair."""
+        key = (repo, base, head)
+        if key not in self._compared:
+            found = None
+            if resolver.github.owner_repo(repo):
+                try:
+                    found = _Compared(*resolver.github.commits_between(repo, base, head))
+                except NotOnGitHub as exc:
+                    self.on_note(f"{exc.message}: compared with git instead")
+            if found is None:
+                history = self._history(repo, pins, base, head)
+                found = _Compared(history.status(base, head), history.count(base, head), None)
+            self._compared[key] = found
+        return self._compared[key]
+
+    def _history(self, repo: str, pins, *commits: str) -> GitHistory:
+        """The commits' history, commits alone (`--filter=tree:0`), from the repository prepare fetches
+        (pins.yaml's git_url_rewrites apply: a GitHub URL may be fetched from a mirror), in a scratch repository
+        removed when the bump ends."""
+        history = self._histories.get(repo)
+        if history is None:
+            rewrites = [(r.url, r.instead_of) for r in pins.git_url_rewrites]
+            history = GitHistory(self.paths.cache_dir, repo, None, rewrites, commits, fetch_filter="tree:0")
+            self._histories[repo] = history
+            return history
+        for commit in commits:
+            history.add(repo, commit)
+        return history
+
+    def _relation(self, resolver, repo: str, old: str, new: str, pins) -> Literal["descendant", "older", "unrelated"]:
+        """How `new` relates to `old`: it contains it ("ahead", "identical"), old contains it ("behind"), or
+        neither ("diverged")."""
+        status = self._compare(resolver, repo, old, new, pins).status
+        relations: dict[str, Literal["descendant", "older"]] = {
+            "ahead": "descendant",
+            "identical": "descendant",
+            "behind": "older",
+        }
+        return relations.get(status, "unrelated")
+
+    def _count(self, move: Move, resolver, repo: str, pins) -> None:
+        """How many commits the move takes in, and GitHub's compare page (when GitHub answered). Informative: a
+        failure is said in the summary and does not stop the bump."""
+        if move.old is None or move.new is None or move.old.commit == move.new.commit:
+            if move.old is not None and move.new is not None:
+                move.commits = 0
+            return
+        try:
+            compared = self._compare(resolver, repo, move.old.commit, move.new.commit, pins)
+        except BuildkitError as exc:
+            move.count_note = f"commit count not known: {exc.message}"
+            return
+        move.commits, move.compare_url = compared.ahead_by, compared.page
+        if compared.page is None and resolver.github.owner_repo(repo):
+            move.count_note = "counted with git: GitHub's compare API had no answer"
+
     def _stale_comment(self, *path: str) -> None:
         """A comment line right above a value that moves may describe the old one: the summary points at it."""
         lines = self.old_text.splitlines()
@@ -444,36 +527,6 @@ class _Bump:
 
 
 # -- helpers -----------------------------------------------------------------------------------------------------
-
-
-def _count(move: Move, resolver, repo: str, rewrites) -> None:
-    """How many commits the move takes in, and GitHub's compare page: through GitHub's compare API for a GitHub
-    repository, through git (the commits alone, no trees or files) for any other. Informative: a failure is said in
-    the summary and does not stop the bump."""
-    if move.old is None or move.new is None or move.old.commit == move.new.commit:
-        if move.old is not None and move.new is not None:
-            move.commits = 0
-        return
-    old, new = move.old.commit, move.new.commit
-    try:
-        if resolver.github.owner_repo(repo):
-            move.commits, move.compare_url = resolver.github.commits_between(repo, old, new)
-        else:
-            move.commits = _git_count(repo, old, new, rewrites)
-    except BuildkitError as exc:
-        move.count_note = f"commit count not known: {exc.message}"
-
-
-def _git_count(repo: str, old: str, new: str, rewrites) -> int | None:
-    """`git rev-list --count old..new` in a scratch repository holding the commits alone (a treeless fetch)."""
-    config = git_config(rewrites, repo)
-    with tempfile.TemporaryDirectory(prefix="buildkit-bump-count-") as scratch:
-        repo_dir = Path(scratch) / "count.git"
-        run_git(["init", "-q", "--bare", str(repo_dir)])
-        for commit in (old, new):
-            run_git(["fetch", "-q", "--filter=tree:0", "--no-tags", "--", repo, commit], cwd=repo_dir, config=config)
-        counted = run_git(["rev-list", "--count", f"{old}..{new}"], cwd=repo_dir).strip()
-        return int(counted) if counted.isdigit() else None
 
 
 def _old_lock(paths: Paths) -> Lock | None:
@@ -538,36 +591,6 @@ def _statuses(declared: list[str], removed: dict[str, str], failed, done: bool =
 
 def _diff(old: str, new: str, name: str) -> str:
     return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{name}", f"b/{name}"))
-
-
-def _relation(resolver, repo: str, old: str, new: str, rewrites) -> Literal["descendant", "older", "unrelated"]:
-    """How `new` relates to `old`: GitHub's compare for GitHub repositories; otherwise git, in a scratch repository
-    that fetches the two commits' history without trees or blobs (`--filter=tree:0`: commits only, where the
-    server allows filters)."""
-    status = resolver.contains(repo, old, new)
-    if status is not None:
-        relations: dict[str, Literal["descendant", "older"]] = {
-            "ahead": "descendant",
-            "identical": "descendant",
-            "behind": "older",
-        }
-        return relations.get(status, "unrelated")
-    config = git_config(rewrites, repo)
-    with tempfile.TemporaryDirectory(prefix="buildkit-bump-") as scratch:
-        repo_dir = Path(scratch) / "history.git"
-        run_git(["init", "-q", "--bare", str(repo_dir)])
-        run_git(["fetch", "-q", "--filter=tree:0", "--no-tags", "--", repo, old, new], cwd=repo_dir, config=config)
-
-        def contains(head: str, ancestor: str) -> bool:
-            try:
-                run_git(["merge-base", "--is-ancestor", ancestor, head], cwd=repo_dir)
-                return True
-            except GitFailed:
-                return False
-
-        if contains(new, old):
-            return "descendant"
-        return "older" if contains(old, new) else "unrelated"
 
 
 def _file_at(repo: str, commit: str, rewrites) -> str | None:

@@ -35,8 +35,8 @@ class Move(BaseModel):
     # a force-push?); None when unchanged or not checked. The summary says so, and names an older date.
     relation: Literal["descendant", "older", "unrelated"] | None = None
     commits: int | None = None  # commits in new that old does not have (None: not known, see count_note)
-    compare_url: str | None = None  # GitHub's compare page old...new (GitHub repositories only)
-    count_note: str = ""
+    compare_url: str | None = None  # GitHub's compare page old...new (when GitHub's compare API answered)
+    count_note: str = ""  # why the count is not known; with a count, how it was had when not as asked
 
 
 class SkippedCommit(BaseModel):
@@ -52,6 +52,7 @@ class PullRequestNote(BaseModel):
     number: int
     merge_commit: str | None = None
     compare: str | None = None  # GitHub's compare status of the new commit against the merge commit
+    by: Literal["GitHub compare", "git"] = "GitHub compare"  # git: where GitHub's compare API had no answer
     contained: bool | None = None  # None: not known (see detail)
     detail: str = ""
 
@@ -142,7 +143,9 @@ def _between(move) -> str:
         return text(move.count_note or "commit count not known")
     count = f"{move.commits} commit{'s' if move.commits != 1 else ''}"
     url = safe_url(move.compare_url, {"github.com"} | ({move.compare_url.split("/")[2]} if move.compare_url else set()))
-    return f"{count}{' (' + link(url, 'compare on GitHub') + ')' if url else ''}"
+    if url:
+        return f"{count} ({link(url, 'compare on GitHub')})"
+    return f"{count} ({text(move.count_note)})" if move.count_note else count
 
 
 def _outcome(report: BumpReport) -> str:
@@ -219,13 +222,13 @@ def _commits(report: BumpReport) -> list[str]:
     if pr is not None:
         head = f"`vllm.pr` #{pr.number} is removed from pins.yaml: the new vLLM commit is not its merge commit."
         merge = code(pr.merge_commit[:12]) if pr.merge_commit else "its merge commit"
+        how = f"{'GitHub compare' if pr.by == 'GitHub compare' else 'compared with git'}: {text(pr.compare)}"
         if pr.contained is True:
-            how = f"GitHub compare: {text(pr.compare)}"
             out.append(f"{head} The PR is contained in it: {merge} is an ancestor ({how}).")
         elif pr.contained is False:
             out.append(
-                f"{head} **The PR is not contained in it**: {merge} is not an ancestor (GitHub compare: "
-                f"{text(pr.compare)}); check that the new commit still has what the PR brought."
+                f"{head} **The PR is not contained in it**: {merge} is not an ancestor ({how}); check that the "
+                "new commit still has what the PR brought."
             )
         else:
             out.append(f"{head} Whether it contains the PR {text(pr.detail)}.")

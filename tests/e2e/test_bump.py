@@ -165,6 +165,7 @@ def test_vllm_moves_to_the_newest_commit_with_a_wheel_and_the_pr_goes(project, r
         "number": VLLM_PR,
         "merge_commit": VLLM_SHA,
         "compare": "ahead",
+        "by": "GitHub compare",
         "contained": True,
         "detail": "",
     }

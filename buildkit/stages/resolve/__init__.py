@@ -70,7 +70,7 @@ from buildkit.stages.context import (
 from buildkit.stages.resolve import baselibs, cuda, download
 from buildkit.stages.resolve.download import Hashed, OnProgress, measure_afresh
 from buildkit.stages.resolve.git import GitResolver
-from buildkit.stages.resolve.github import GitHub, token_for
+from buildkit.stages.resolve.github import GitHub, NotOnGitHub, token_for
 from buildkit.stages.resolve.ours import check_lock_is_ours, pins_file_of
 from buildkit.stages.resolve.precompiled import precompiled_files
 from buildkit.stages.resolve.source import MAX_WHEEL_TRIES, Chooser, source_ref
@@ -445,21 +445,37 @@ class Resolver:
 
     def read_uv_lock(self, commit: str) -> tuple[str, bytes | str]:
         """NeMo-RL's uv.lock at `commit` (with the commit), read through the GitHub API (the token goes to the API
-        host only) or, for another remote, with git; a string in its place says why there is none."""
+        host only) or with git (_uv_lock_bytes); a string in its place says why there is none."""
         repo = self.pins.nemo_rl.repo
         try:
-            if self.github.owner_repo(repo):
-                raw: bytes | None = self.github.read_file(repo, "uv.lock", commit)
-            else:
-                raw = self.git.file(repo, commit, "uv.lock", MAX_UV_LOCK_BYTES)
+            raw = self._uv_lock_bytes(repo, commit)
         except UpstreamMalformed:
             raise  # past a limit, or not what the protocol promises: exit 3, never "not checked"
         except (UpstreamMismatch, UpstreamUnreachable) as exc:
-            # GitHub's 404 cannot tell a missing file from one this token may not read: its answer is the reason.
             return commit, f"not checked: could not read NeMo-RL's uv.lock at {commit[:12]}: {exc.message}"
         if raw is None:  # git: the commit's tree holds no uv.lock
             return commit, f"not checked: NeMo-RL has no uv.lock at {commit[:12]} (git, {repo})"
         return commit, raw
+
+    def _uv_lock_bytes(self, repo: str, commit: str) -> bytes | None:
+        """uv.lock's bytes through the GitHub API; with git for another remote, or where the API has no answer (its
+        404 cannot tell a missing file from one it will not show: a mirror's commit, a file this token may not
+        read). git reads the repository prepare fetches (pins.yaml's git_url_rewrites apply), one blob; the
+        fallback is said in one note."""
+        rewrites = [arg for r in self.pins.git_url_rewrites for arg in ("-c", f"url.{r.url}.insteadOf={r.instead_of}")]
+        if not self.github.owner_repo(repo):
+            return self.git.file(repo, commit, "uv.lock", MAX_UV_LOCK_BYTES, rewrites)
+        try:
+            return self.github.read_file(repo, "uv.lock", commit)
+        except NotOnGitHub as exc:
+            self.git.notes.append(f"{exc.message}: NeMo-RL's uv.lock read with git instead")
+            github_said = exc.message
+        try:
+            return self.git.file(repo, commit, "uv.lock", MAX_UV_LOCK_BYTES, rewrites)
+        except UpstreamMalformed:
+            raise
+        except (UpstreamMismatch, UpstreamUnreachable) as exc:  # the reason names both answers
+            raise UpstreamMismatch(f"{github_said}; with git: {exc.message}") from None
 
     def torch_of(self, uv_lock: tuple[str, bytes | str]) -> LockedTorch | str:
         """The torch uv.lock installs for this resolver's arch (its reason when read_uv_lock found none)."""

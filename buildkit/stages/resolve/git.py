@@ -17,6 +17,7 @@ import shutil
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Literal
 
 from buildkit.errors import GitFailed, InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
 from buildkit.files import work_dir_beside
@@ -121,14 +122,15 @@ class GitResolver:
             )
         return facts
 
-    def file(self, url: str, commit: str, path: str, max_bytes: int) -> bytes | None:
+    def file(self, url: str, commit: str, path: str, max_bytes: int, config: list[str] | None = None) -> bytes | None:
         """A file's bytes at a commit (NeMo-RL's uv.lock): the commit is in the cache after resolve(), and git
         fetches the trees and the one blob it needs from the remote (the cache is a partial clone); None when the
-        commit has no such file. Larger than max_bytes: UpstreamMalformed, nothing more read."""
+        commit has no such file. Larger than max_bytes: UpstreamMalformed, nothing more read. `config`: git's `-c`
+        options for every fetch (pins.yaml's git_url_rewrites: the mirror a GitHub URL is fetched from)."""
         repo, _reset = self._repo_for(url)
         if not has_commit(repo, commit):
-            self._fetch(repo, url, [commit], depth=1)
-        return _blob_at(repo, commit, path, max_bytes, url)
+            self._fetch(repo, url, [commit], depth=1, config=config)
+        return _blob_at(repo, commit, path, max_bytes, url, config)
 
     def _from_ls_remote(self, url: str, ref: str) -> str | None:
         try:
@@ -159,12 +161,14 @@ class GitResolver:
                 raise UpstreamMismatch(f"{url}: SHA prefix {prefix!r} is ambiguous; pin more hex digits") from None
             return None
 
-    def _fetch(self, repo: Path, url: str, refspecs: list[str], depth: int | None) -> None:
+    def _fetch(
+        self, repo: Path, url: str, refspecs: list[str], depth: int | None, config: list[str] | None = None
+    ) -> None:
         args = ["fetch", "--quiet", "--no-tags", "--filter=tree:0"]
         if depth:
             args.append(f"--depth={depth}")
         try:
-            run_git([*args, "--", url, *refspecs], cwd=repo)
+            run_git([*args, "--", url, *refspecs], cwd=repo, config=config)
         except GitFailed as exc:
             if (
                 "not our ref" in exc.stderr
@@ -185,24 +189,38 @@ class GitHistory:
     trees are fetched, no file contents: enough for merge-base, first-parent ancestry and the changed paths. The
     repository is made afresh for each resolve in a private directory and removed by `close`: the proof never rests
     on objects a cache kept (git does not check a loose object's content against its id when it reads it).
-    `rewrites` are git's url.<mirror>.insteadOf from pins.yaml."""
+    `rewrites` are git's url.<mirror>.insteadOf from pins.yaml. Without a branch, only `commits` are fetched (by id,
+    with their history): what `bump` compares and counts where GitHub's compare API does not answer
+    (`fetch_filter` "tree:0": the commits alone; a file read later fetches its trees and blob)."""
 
-    def __init__(self, cache_dir: Path, upstream: str, branch: str, rewrites: list[tuple[str, str]]):
-        self.upstream, self.branch = upstream, branch
+    def __init__(
+        self,
+        cache_dir: Path,
+        upstream: str,
+        branch: str | None,
+        rewrites: list[tuple[str, str]],
+        commits: tuple[str, ...] = (),
+        fetch_filter: str = "blob:none",
+    ):
+        self.upstream, self.branch, self._filter = upstream, branch, fetch_filter
         self._config = [arg for url, instead in rewrites for arg in ("-c", f"url.{url}.insteadOf={instead}")]
         # A private directory (0700) named with this process's id, as files.work_dir_beside names them: removed by
         # `close`, or here when the first fetch fails (the caller never gets an object to close); one a killed
         # resolve left is removed by the next history made beside it, once that process is gone.
         self._stack = ExitStack()
         self._dir = self._stack.enter_context(work_dir_beside(cache_dir / "git" / "history"))
+        self.tip = ""  # the branch's tip (none without a branch)
         try:
             self.repo = self._dir / "repo.git"
             run_git(["init", "--quiet", "--bare", str(self.repo)])
-            self.tip = self._fetch(upstream, f"+refs/heads/{branch}:refs/buildkit/upstream")
+            if branch is not None:
+                self.tip = self._fetch(upstream, f"+refs/heads/{branch}:refs/buildkit/upstream")
+            for commit in commits:
+                self.add(upstream, commit)
         except BaseException:
             self.close()
             raise
-        self.command = f"git fetch --filter=blob:none {upstream} {branch}"
+        self.command = f"git fetch --filter={fetch_filter} {upstream} {branch or ' '.join(c[:12] for c in commits)}"
 
     def close(self) -> None:
         self._stack.close()
@@ -215,7 +233,7 @@ class GitHistory:
     def _fetch(self, url: str, refspec: str) -> str:
         try:
             run_git(
-                ["fetch", "--quiet", "--no-tags", "--filter=blob:none", "--", url, refspec],
+                ["fetch", "--quiet", "--no-tags", f"--filter={self._filter}", "--", url, refspec],
                 cwd=self.repo,
                 timeout=1800,
                 config=self._config,
@@ -225,7 +243,9 @@ class GitHistory:
                 last = exc.stderr.splitlines()[-1] if exc.stderr else "no answer"
                 raise UpstreamUnreachable(f"cannot fetch from {url}: {last}", hint=OFFLINE_HINT) from None
             raise UpstreamMismatch(
-                f"{url}: {refspec.split(':')[0].lstrip('+')} does not exist there ({_last(exc.stderr)})"
+                f"{url}: {refspec.split(':')[0].lstrip('+')} does not exist there ({_last(exc.stderr)})",
+                hint=f"check that {url}, or the mirror pins.yaml's git_url_rewrites send it to, holds it: update the "
+                "mirror, or pin a commit it has",
             ) from None
         return run_git(["rev-parse", "FETCH_HEAD"], cwd=self.repo).strip()
 
@@ -250,6 +270,21 @@ class GitHistory:
             if exc.stderr.strip():
                 raise
             return False
+
+    def status(self, base: str, head: str) -> Literal["ahead", "behind", "identical", "diverged"]:
+        """How `head` relates to `base`, in the words of GitHub's compare API (its `status`)."""
+        if base == head:
+            return "identical"
+        if self.contains(base, head):
+            return "ahead"
+        return "behind" if self.contains(head, base) else "diverged"
+
+    def count(self, base: str, head: str) -> int:
+        """The commits `head` has that `base` has not (GitHub's compare `ahead_by`): `git rev-list --count`."""
+        counted = run_git(["rev-list", "--count", f"{base}..{head}", "--"], cwd=self.repo).strip()
+        if not counted.isdigit():
+            raise UpstreamMalformed(f"git rev-list --count {base[:12]}..{head[:12]} gave no count: {counted[:80]!r}")
+        return int(counted)
 
     def file(self, commit: str, path: str, max_bytes: int = 1 << 20) -> bytes | None:
         """A small file at a commit (a requirements file): its blob fetched on demand from the promisor remote."""

@@ -30,6 +30,16 @@ TOKEN_ENV = "GITHUB_TOKEN"
 _TOKEN_RE = re.compile(r"[!-~]{1,4096}")  # it goes into a header: printable ASCII, no spaces or line breaks
 
 
+class NotOnGitHub(UpstreamMismatch):
+    """GitHub's API has no answer for what was asked (404 or 422): a missing commit, ref or file, or one its API
+    cannot show (a compare it will not make, a file this token may not read). Exit 4 unless the caller asks git,
+    which answers for the repository it fetches (pins.yaml's git_url_rewrites may send it to a mirror)."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
 def token_for(api_base: str, named_by_pins: bool) -> tuple[str | None, str | None]:
     """$GITHUB_TOKEN when it may be sent to `api_base`, else None and a note saying why (never the token)."""
     token = os.environ.get(TOKEN_ENV) or None
@@ -146,6 +156,7 @@ class _Compare(Answer):
 
 
 class _CompareCount(Answer):
+    status: Literal["ahead", "behind", "identical", "diverged"]
     ahead_by: int = Field(ge=0)
 
 
@@ -198,7 +209,7 @@ class GitHub:
                 f"GitHub API rejected the credentials for {what} (401)", hint=f"check ${TOKEN_ENV}, or unset it"
             )
         if reply.status in (404, 422):
-            raise UpstreamMismatch(f"{what}: not found on GitHub ({reply.status} from {url})")
+            raise NotOnGitHub(f"{what}: not found on GitHub ({reply.status} from {url})", reply.status)
         if reply.status != 200:
             raise UpstreamUnreachable(f"GitHub API answered {reply.status} for {what} ({url})")
         if self._token and self._token.encode() in reply.body:
@@ -216,8 +227,8 @@ class GitHub:
             return None
 
     def read_file(self, repo_url: str, path: str, commit: str) -> bytes:
-        """The same, with GitHub's answer kept when there is no file: UpstreamMismatch on 404 or 422 (its message
-        names the status and the URL), UpstreamUnreachable on another answer."""
+        """The same, with GitHub's answer kept when there is no file: NotOnGitHub on 404 or 422 (its message names
+        the status and the URL), UpstreamUnreachable on another answer."""
         owner, repo = self._require(repo_url)
         api_path = f"/repos/{owner}/{repo}/contents/{quote(path)}?ref={commit}"
         return bytes(self._get(api_path, f"{owner}/{repo} {path} at {commit[:12]}", raw=True))
@@ -285,14 +296,15 @@ class GitHub:
         what = f"{owner}/{repo} compare {base[:12]}...{head[:12]}"
         return parse(_Compare, self._get(path, what), f"GitHub API answer for {what}").status
 
-    def commits_between(self, repo_url: str, base: str, head: str) -> tuple[int, str]:
-        """How many commits `head` has that `base` has not (the compare API's ahead_by), and the compare page."""
+    def commits_between(self, repo_url: str, base: str, head: str) -> tuple[str, int, str]:
+        """How `head` relates to `base` (as `compare` says it), how many commits `head` has that `base` has not (the
+        compare API's ahead_by), and the compare page: one request."""
         owner, repo = self._require(repo_url)
         path = f"/repos/{owner}/{repo}/compare/{base}...{head}?per_page=1"
         what = f"{owner}/{repo} compare {base[:12]}...{head[:12]}"
         answer = parse(_CompareCount, self._get(path, what), f"GitHub API answer for {what}")
         host = urlsplit(repo_url).hostname or "github.com"
-        return answer.ahead_by, f"https://{host}/{owner}/{repo}/compare/{base}...{head}"
+        return answer.status, answer.ahead_by, f"https://{host}/{owner}/{repo}/compare/{base}...{head}"
 
     def _head_url(self, pull: _Pull) -> str | None:
         """The PR's head repository, when GitHub names one on this GitHub (for a hint: never a URL from elsewhere)."""

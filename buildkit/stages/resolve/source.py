@@ -38,7 +38,7 @@ from buildkit.models.lock.facts import MAX_LISTED
 from buildkit.models.lock.facts import WheelChoice as ChosenBy
 from buildkit.models.pins import ARCH_OF_PLATFORM, Pins
 from buildkit.stages.resolve.git import GitHistory
-from buildkit.stages.resolve.github import GitHub
+from buildkit.stages.resolve.github import Comparison, GitHub, NotOnGitHub
 from buildkit.stages.resolve.wheels import MISSING_HINT, FoundWheel
 from buildkit.world.http import AnswerTooLarge
 
@@ -180,8 +180,8 @@ class Chooser:
 
     def _merge_base(self, source: CommitFact, on_github: bool) -> tuple[str, list[str], Method, str]:
         """The source's merge base with the branch, the paths from it to the source, and how they were listed."""
-        if on_github:
-            answer = self.github.compare_files(self.upstream, self.branch, source.commit)
+        answer = self._compare_files(self.branch, source.commit) if on_github else None
+        if answer is not None:
             if answer.status in ("behind", "identical"):  # the source is on the branch: it is its own merge base
                 if answer.merge_base != source.commit:
                     raise UpstreamMalformed(
@@ -220,8 +220,8 @@ class Chooser:
         """The paths that differ between the wheel's commit and the source, which must contain it."""
         if wheel_commit == source.commit:
             return [], "same commit", "the same commit"
-        if on_github:
-            answer = self.github.compare_files(self.upstream, wheel_commit, source.commit)
+        answer = self._compare_files(wheel_commit, source.commit) if on_github else None
+        if answer is not None:
             if answer.status not in ("ahead", "identical"):
                 raise _not_ancestor(wheel_commit, source, answer.status)
             if answer.paths is not None:
@@ -231,6 +231,16 @@ class Chooser:
         if not history.contains(wheel_commit, source.commit):
             raise _not_ancestor(wheel_commit, source, "not an ancestor")
         return history.changed(wheel_commit, source.commit), "git diff", history.command
+
+    def _compare_files(self, base: str, head: str) -> Comparison | None:
+        """GitHub's compare of base...head; None, said in one note, where it has no answer (404: a mirror's commit,
+        history it will not compare): git compares them instead, on the repositories it fetches (git_url_rewrites
+        apply), and says so if they do not hold them."""
+        try:
+            return self.github.compare_files(self.upstream, base, head)
+        except NotOnGitHub as exc:
+            self.note(f"{exc.message}: compared with git instead")
+            return None
 
     def _git(self, source: CommitFact) -> GitHistory:
         if self._history is None:
