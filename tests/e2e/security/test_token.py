@@ -71,13 +71,16 @@ def test_redirect_to_another_host_drops_the_token(project, hostile, elsewhere):
     elsewhere.route(f"/moved{VLLM_PULL}", json_answer(github_pull(VLLM_PR, VLLM_SHA)))
     elsewhere.route(f"/moved/repos/vllm-project/vllm/compare/main...{VLLM_SHA}", json_answer(github_compare(VLLM_SHA)))
     elsewhere.route(f"/moved/repos/vllm-project/vllm/git/trees/{VLLM_SHA}", json_answer(github_tree(VLLM_SHA)))
-    run = measured(cli, "resolve", env={"GITHUB_TOKEN": TOKEN})
+    # uv.lock's 404 sends resolve to git (issue 41): github.com here is a loopback port nothing listens on.
+    dead = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "url.http://127.0.0.1:9/.insteadOf"}
+    run = measured(cli, "resolve", env={"GITHUB_TOKEN": TOKEN, **dead, "GIT_CONFIG_VALUE_0": "https://github.com/"})
     assert run.code == 0, run.output
     assert authorizations(hostile.log) == {f"Bearer {TOKEN}"}
     assert {r.path.split("/")[1] for r in hostile.log} == {"repos", "moved"}
     assert authorizations(elsewhere.log) == {None}
-    # The two commits, the PR, vLLM's compare with main and its tree, NeMo-RL's uv.lock (404).
-    assert len(elsewhere.log) == 6
+    # The two commits, the PR, vLLM's compare with main and its tree, vLLM's setup.py at the wheel commit (404: what
+    # precompiled mode takes then follows buildkit's rules, said) and NeMo-RL's uv.lock (404).
+    assert len(elsewhere.log) == 7
     assert f"/moved/repos/NVIDIA-NeMo/RL/contents/uv.lock?ref={NEMO_RL_SHA}" in {r.path for r in elsewhere.log}
     assert_token_nowhere(run, root)
 

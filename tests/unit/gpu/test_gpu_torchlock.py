@@ -89,7 +89,8 @@ def test_resolve_reads_uv_lock_at_the_locked_commit(project, upstreams):
         "unresolved": [],
     }
     asked = [(p, h) for m, p, h in upstreams.github.log if "/contents/" in p]
-    assert [p for p, _h in asked] == [f"/repos/NVIDIA-NeMo/RL/contents/uv.lock?ref={NEMO_RL_SHA}"]
+    assert [p for p, _h in asked if "/RL/" in p] == [f"/repos/NVIDIA-NeMo/RL/contents/uv.lock?ref={NEMO_RL_SHA}"]
+    asked = [(p, h) for p, h in asked if "/RL/" in p]  # (vLLM's setup.py at the wheel commit is read too)
     assert asked[0][1]["Accept"] == "application/vnd.github.raw+json"
     assert asked[0][1]["Authorization"] == "Bearer ghp_test_token_for_the_api_only"
     assert all("Authorization" not in h for _m, _p, h in upstreams.wheels.log)  # the token stays with the API
@@ -103,12 +104,20 @@ def test_resolve_without_uv_lock_says_the_abi_was_not_checked_and_why(project, u
     root, cli = project
     url = f"{upstreams.github.url}/repos/NVIDIA-NeMo/RL/contents/uv.lock?ref={NEMO_RL_SHA}"
     upstreams.github.files.clear()
+    # After the 404, git is asked (issue 41): github.com here is a loopback port nothing listens on.
+    cli.env.update(
+        GIT_CONFIG_COUNT="1",
+        GIT_CONFIG_KEY_0="url.http://127.0.0.1:9/.insteadOf",
+        GIT_CONFIG_VALUE_0="https://github.com/",
+    )
     result = cli("resolve")
     assert result.code == 0, result.output
+    said = json.loads((root / "pins.lock").read_text())["gpu"]["not_checked"]["abi"]
     why = (
         f"could not read NeMo-RL's uv.lock at 946862e7755f: NVIDIA-NeMo/RL uv.lock at 946862e7755f: not found "
-        f"on GitHub (404 from {url})"
+        f"on GitHub (404 from {url}); with git: {said.partition('; with git: ')[2]}"
     )
+    assert "127.0.0.1" in said.partition("; with git: ")[2], said
     assert f"ABI not checked: {why}" in result.stderr
     lock = json.loads((root / "pins.lock").read_text())
     assert lock["gpu"]["not_checked"]["abi"] == why
