@@ -109,6 +109,12 @@ def base_env(tmp_path: Path) -> dict[str, str]:
         BUILDKIT_HTTP_TIMEOUT="5",
         COLUMNS="200",
         NO_COLOR="1",
+        # Hermetic git: github.com is a loopback port nothing listens on, so a fallback to git (issue 41) never
+        # leaves the machine; a test that serves a repository names its own rewrite (these variables, or pins.yaml's
+        # git_url_rewrites, the more specific one winning).
+        GIT_CONFIG_COUNT="1",
+        GIT_CONFIG_KEY_0="url.http://127.0.0.1:9/.insteadOf",
+        GIT_CONFIG_VALUE_0="https://github.com/",
     )
     for proxy in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
         env.pop(proxy, None)
