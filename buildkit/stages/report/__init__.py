@@ -27,7 +27,6 @@ from buildkit.files import (
     read_record,
     sha256_bytes,
 )
-from buildkit.models.checks import counts, known_checks, row
 from buildkit.models.choices import ReportFormat
 from buildkit.models.grammar import one_line_text
 from buildkit.models.labels import commit_time
@@ -45,6 +44,7 @@ from buildkit.models.records.resolve import ResolveRecord
 from buildkit.models.records.squashfs import SquashfsRecord, srun_line
 from buildkit.models.records.verify import VerifyRecord
 from buildkit.models.results import Reported
+from buildkit.models.verdicts import MEANING, UNCHECKED, counts, image_check, judged, known, no_image
 from buildkit.models.yamlload import load_yaml
 from buildkit.options import ReportOptions
 from buildkit.stages.context import Context, load_inputs
@@ -193,6 +193,7 @@ def gather(
         provenance_checked=provenance_checked,
         attested=attested,
         resolved=resolve_record(paths, lock_sha256(lock), note),
+        smoke=smoke,
     )
     return data, used
 
@@ -265,13 +266,15 @@ def by_hand(lock: Lock, prepare: PrepareRecord | None, rendered: RenderRecord | 
 
 
 def verdict(lock, record, rendered, verify, provenance_checked, exported, attested=None) -> dict[str, Any]:
-    """The report's first block: what was built, the build, every check buildkit knows (models/checks.py) with
-    pass, fail or not checked and why, the image's own checks, and what is unpinned."""
+    """The report's first block: what was built, the build, every check buildkit knows (models/checks.py) and each
+    check of `buildkit verify`, each a pass, a fail or one of the three kinds of not checked (models/verdicts.py)
+    with its detail, and what is unpinned. The provenance check's own results are summed up in the known check
+    "provenance" (and listed in `provenance_checks`), so no result is counted twice."""
     checks = [
         *_build_checks(record, rendered),
-        *known_checks(lock, verify, record, provenance_checked),
-        *_verify_checks(verify, provenance_checked),
-        *_after_build_checks(attested, exported),
+        *known(lock, verify, record, provenance_checked),
+        *_verify_checks(verify, record),
+        *_after_build_checks(record, attested, exported),
     ]
     target = ("smoke" if rendered.smoke_base else lock.build.target) if rendered else None
     return {
@@ -282,9 +285,14 @@ def verdict(lock, record, rendered, verify, provenance_checked, exported, attest
             "target": built_target(record),
             "kind": ("smoke" if record.smoke else "release") if record else None,
             "outcome": record.outcome if record else None,
+            "platform": lock.build.platform,
         },
         "checks": checks,
         "counts": counts(checks),
+        "provenance_checks": [
+            image_check("provenance", r.name, r.status, r.reason, provenance_checked.smoke)
+            for r in (provenance_checked.results if provenance_checked else [])
+        ],
         "unpinned": {"target": target, "items": rendered.unpinned} if rendered else None,
     }
 
@@ -300,49 +308,112 @@ def _build_checks(record, rendered) -> list[dict[str, str]]:
     """The build, and drift (upstream's Dockerfile against the pins)."""
     checks = []
     if record is None:
-        checks.append(row("build", "not checked", "nothing built yet: buildkit build"))
+        checks.append(judged("build", "not run yet", "nothing built from this lock yet", "buildkit build"))
     elif record.outcome == "succeeded":
         cached = f"{record.instructions_cached or 0} of {record.instructions_total or 0} steps cached"
-        checks.append(row("build", "pass", cached))
+        checks.append(judged("build", "pass", cached))
     else:
         why = " ".join(x for x in (record.failed_step, record.error) if x) or record.outcome
-        checks.append(row("build", "fail", why))
+        checks.append(judged("build", "fail", why))
     if rendered is None:
-        checks.append(row("drift", "not checked", "not rendered from this lock"))
+        checks.append(judged("drift", "not run yet", "not rendered from this lock", "buildkit render"))
     elif rendered.drift:
-        checks.append(row("drift", "fail", "; ".join(rendered.drift)))
+        checks.append(judged("drift", "fail", "; ".join(rendered.drift)))
     else:
-        checks.append(row("drift", "pass", "upstream expects nothing the pins do not give"))
+        checks.append(judged("drift", "pass", "upstream expects nothing the pins do not give"))
     return checks
 
 
-def _verify_checks(verify, provenance_checked) -> list[dict[str, str]]:
-    """Each check of `buildkit verify` and of `buildkit verify --provenance` (the latter summed up in the known
-    check "provenance"), or why verify did not run."""
-    checks = []
+def _verify_checks(verify, record) -> list[dict[str, str]]:
+    """Each check of `buildkit verify` on the image ("verify: ..."), or one row saying why it has not run."""
     if verify is None:
-        checks.append(row("verify", "not checked", "not run on this image: buildkit verify"))
-    for label, found in (("verify", verify), ("provenance", provenance_checked)):
-        for r in found.results if found else []:
-            checks.append(row(f"{label}: {r.name}", {"skip": "not checked"}.get(r.status, r.status), r.reason))
-    return checks
+        return [
+            no_image("verify", record) or judged("verify", "not run yet", "not run on this image", "buildkit verify")
+        ]
+    return [image_check("verify", r.name, r.status, r.reason, verify.smoke) for r in verify.results]
 
 
-def _after_build_checks(attested, exported) -> list[dict[str, str]]:
+def _after_build_checks(record, attested, exported) -> list[dict[str, str]]:
     """The SLSA attestation and the squashfs export."""
     checks = []
     if attested is None:
-        checks.append(row("SLSA attestation", "not checked", "not attested: buildkit attest"))
+        checks.append(
+            no_image("SLSA attestation", record)
+            or judged("SLSA attestation", "not run yet", "not attested", "buildkit attest")
+        )
     elif attested.attached_to:
-        checks.append(row("SLSA attestation", "pass", f"signed and attached to {attested.attached_to}"))
+        checks.append(judged("SLSA attestation", "pass", f"signed and attached to {attested.attached_to}"))
+    elif attested.signed:
+        why = f"{attested.statement} signed, not attached: {attested.not_attached or 'not said why'}"
+        checks.append(judged("SLSA attestation", "could not check", why))
     else:
-        how = "signed, not attached: " + (attested.not_attached or "") if attested.signed else "written, not signed"
-        checks.append(row("SLSA attestation", "not checked", f"{attested.statement} {how}"))
+        checks.append(
+            judged(
+                "SLSA attestation",
+                "not run yet",
+                f"{attested.statement} written, not signed",
+                "buildkit attest --key cosign.key",
+            )
+        )
     if exported is None:
-        checks.append(row("squashfs export", "not checked", "not exported: buildkit export"))
+        checks.append(
+            no_image("squashfs export", record)
+            or judged("squashfs export", "not run yet", "not exported", "buildkit export")
+        )
     else:
-        checks.append(row("squashfs export", "pass", f"{exported.path}, sha256 {exported.sha256}"))
+        checks.append(judged("squashfs export", "pass", f"{exported.path}, sha256 {exported.sha256}"))
     return checks
+
+
+def matrix(checks: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The verdict's rows as a table shows them: one row per check, the checks of `buildkit verify` summed up in
+    one row (each is listed under Verification), so the table has the same rows whatever verify found."""
+    out: list[dict[str, Any]] = []
+    for c in checks:
+        if c["check"].startswith("verify: "):
+            if not out or out[-1]["check"] != "verify":
+                out.append({"check": "verify", "rows": []})
+            out[-1]["rows"].append(c)
+        else:
+            out.append({"check": c["check"], "rows": [c]})
+    for r in out:
+        rows = r["rows"]
+        one = len(rows) == 1 and rows[0]["check"] == r["check"]
+        r["result"] = rows[0]["status"] if one else counted(counts(rows), only_found=True)
+        r["cell"] = _result(rows[0]["status"]) if one else _summed(rows)
+        r["detail"] = _detail(rows[0]) if one else f"{len(rows)} checks inside the image, each under Verification"
+    return out
+
+
+def _result(status: str) -> str:
+    return "**FAIL**" if status == "fail" else status
+
+
+def _summed(rows: list[dict[str, str]]) -> str:
+    """The results of several rows counted: "5 pass, 2 not applicable" ("**1 FAIL**" where one failed)."""
+    found = counts(rows)
+    return ", ".join(f"**{n} FAIL**" if kind == "fail" else f"{n} {kind}" for kind, n in found.items() if n)
+
+
+def _detail(row: dict[str, str]) -> str:
+    """A row's detail as the table shows it: a row not run yet ends with the command that runs it, as code."""
+    if row["status"] == "not run yet":
+        return f"{row['detail']}: run `{row['command']}`"
+    return row["detail"]
+
+
+def counted(found: dict[str, int], only_found: bool = False) -> str:
+    """Counts as one phrase: every result named ("10 pass, 0 fail, 4 not applicable, ..."), or only those found."""
+    return ", ".join(f"{n} {result}" for result, n in found.items() if n or not only_found)
+
+
+def legend() -> str:
+    """What the three kinds of not checked mean, as every verdict says it (markdown: each kind in italics)."""
+    return (
+        "A check that neither passed nor failed is one of three: "
+        + "; ".join(f"*{kind}*: {MEANING[kind]}" for kind in UNCHECKED)
+        + "."
+    )
 
 
 def stage_times(prepare, rendered, record, verify, exported, resolved=None) -> list[dict[str, Any]]:
@@ -361,6 +432,35 @@ def stage_times(prepare, rendered, record, verify, exported, resolved=None) -> l
     ]
 
 
+def rendered_path(rendered: RenderRecord, paths: Paths | None, smoke: bool) -> str:
+    """The Dockerfile a render record describes, as the report shows it: the file beside the record (build/Dockerfile,
+    build/smoke/Dockerfile, build/linux-arm64/smoke/Dockerfile ...)."""
+    if paths is None:
+        return f"build/{'smoke/' if smoke else ''}{rendered.dockerfile}"
+    return _shown_path(paths.render_record(smoke).parent / rendered.dockerfile, paths.project_dir)
+
+
+def layer_count(record: BuildRecord | None) -> dict[str, Any] | None:
+    """How many layers the image has and how many of them are empty, said one way wherever the report says it:
+    the image's own count (the build record's), and the layers with content in its history (the same layers the
+    layer list shows; an empty layer has size 0 there, as a step that made no layer does).
+    None: no image facts."""
+    if record is None or record.outcome != "succeeded":
+        return None
+    total = record.image.layers
+    content = sum(1 for entry in record.image.history if entry.size > 0) if record.image.history else None
+    if total is None and content is None:
+        return None
+    empty = total - content if total is not None and content is not None and total >= content else None
+    if total is None:
+        text = f"{content} layers with content (the image's own count not recorded)"
+    elif empty is None:
+        text = f"{total} layers" if content is None else f"{total} layers (its history lists {content} with content)"
+    else:
+        text = f"{total} layers, {empty or 'none'} empty"
+    return {"total": total, "with_content": content, "empty": empty, "text": text}
+
+
 def layers(record: BuildRecord | None) -> list[dict[str, Any]] | None:
     """The image's layers, largest first, each with the instruction that made it (None: not known)."""
     if record is None or not record.image.history:
@@ -368,7 +468,7 @@ def layers(record: BuildRecord | None) -> list[dict[str, Any]] | None:
     out = []
     for entry in record.image.history:
         if entry.size == 0:
-            continue  # ENV, CMD, LABEL...: history entries that made no layer
+            continue  # ENV, CMD, LABEL...: history entries that made no layer, and layers of 0 bytes
         made_by = entry.created_by.removeprefix("/bin/sh -c #(nop) ").strip()
         out.append({"size": entry.size, "created_by": made_by[:300] + ("..." if len(made_by) > 300 else "")})
     return sorted(out, key=lambda layer: -layer["size"])
@@ -428,14 +528,17 @@ def facts(
     provenance_checked: VerifyRecord | None = None,
     attested=None,
     resolved: ResolveRecord | None = None,
+    smoke: bool | None = None,
 ) -> dict[str, Any]:
+    """The report's facts, one plain dictionary (the JSON report). `smoke`: whether the build described is a smoke
+    build (default: what the build record says; False before any build)."""
     w, b = lock.wheel, lock.base_image
     times = resolve_times(lock, resolved)
-    smoke = bool(record and record.smoke)
+    smoke = bool(record and record.smoke) if smoke is None else smoke
     # buildkit.gpu: the image's own files when verify read them, else the wheel's at resolve; absent when neither
     gpu = verify.gpu if verify and verify.gpu else lock.gpu
     return {
-        "report_version": 1,
+        "report_version": 2,
         "buildkit_version": __version__,
         "lock_sha256": lock_sha256(lock),
         "overview": _overview(lock, record, times),
@@ -446,7 +549,7 @@ def facts(
         "base_image": {**b.model_dump(mode="json"), "resolved_at": times.get("base_image")},
         "cuda": lock.cuda.model_dump(mode="json"),
         **({"gpu": gpu.model_dump(mode="json")} if gpu else {}),
-        **_source_facts(lock, prepare, rendered, paths),
+        **_source_facts(lock, prepare, rendered, paths, smoke),
         **_record_facts(record, record_name, verify, provenance_checked),
         "verdict": verdict(lock, record, rendered, verify, provenance_checked, exported, attested),
         "attestation": attested.model_dump(mode="json") if attested else None,
@@ -454,6 +557,7 @@ def facts(
         "stages": (stages := stage_times(prepare, rendered, record, verify, exported, resolved)),
         "stages_chart": stage_gantt(stages),
         "layers": layers(record),
+        "layer_count": layer_count(record),
         "slurm": exported.model_dump(mode="json") | {"srun": srun_line(exported)} if exported else None,
         "reproducibility": {
             "source_date_epoch": record.source_date_epoch if record else source_date_epoch(lock),
@@ -462,6 +566,7 @@ def facts(
             "unpinned": rendered.unpinned if rendered else None,
         },
         "reproduction": {
+            "needs": needs(lock, rendered, record, smoke),
             "buildkit": ["buildkit resolve --check", "buildkit build" + (" --smoke" if smoke else "")],
             "manual": by_hand(lock, prepare, rendered, smoke),
             "run": run_line(lock, record),
@@ -492,6 +597,39 @@ def _overview(lock: Lock, record: BuildRecord | None, times: dict[str, str]) -> 
     }
 
 
+def needs(lock: Lock, rendered: RenderRecord | None, record: BuildRecord | None, smoke: bool) -> str:
+    """What reproducing this build needs, in buildkit's words (`...` pairs are code): a release build needs room for
+    CUDA, PyTorch and vLLM (build's preflight asks 100 GB free), the upstreams its Dockerfile downloads from, and
+    GPUs to run the image; a smoke build needs the stand-in base image, the wheel and no GPU."""
+    split = urlsplit(lock.wheel.url)
+    wheel = f"{split.scheme}://{split.netloc}" if split.netloc else lock.wheel.url
+    resolve = (
+        f"`buildkit resolve --check` asks the GitHub API, the wheel index and the registry of `{lock.base_image.ref}`"
+    )
+    if not smoke:
+        return (
+            "Needs Docker with buildx, about 100 GB free where the builder keeps its data (build's preflight asks "
+            "that much: `--min-free-gb`), and network access to the base image's registry, the vLLM repository, "
+            "the wheel index and the Python package indexes the Dockerfile uses; running the image needs NVIDIA "
+            f"GPUs ({'; '.join(gpus_of(lock.build.cuda_arch_list))}). {resolve}."
+        )
+    base = rendered.smoke_base if rendered and rendered.smoke_base else None
+    reads = [
+        f"the stand-in base image `{base}` from its registry" if base else "the stand-in base image (`--smoke-base`)"
+    ]
+    if rendered is not None and rendered.syntax:
+        reads.append("the `# syntax=` frontend image from Docker Hub")
+    reads.append(f"the wheel from `{wheel}`")
+    size = f" ({lock.wheel.size / 2**20:,.1f} MiB)" if lock.wheel.size else ""
+    made = f" and the image ({_human_size(record.image.size)})" if record and record.image.size else ""
+    return (
+        f"Needs Docker with buildx and room where the builder keeps its data for the wheel{size}{made}; build's "
+        "preflight asks 1 GB free for a smoke build (`--min-free-gb`). buildx reads "
+        f"{', '.join(reads[:-1])} and {reads[-1]} (unless the builder has them cached), and nothing else. {resolve}. "
+        "No GPU: the smoke image holds no CUDA runtime, Python environment or vLLM, so nothing in it runs on one."
+    )
+
+
 def run_line(lock: Lock, record: BuildRecord | None) -> str | None:
     """`docker run` for the image the build made (before any build: the one `buildkit build` makes, said so); None
     when there is none to run on GPUs (a failed build, or a smoke image: no Python environment and no vLLM)."""
@@ -511,10 +649,14 @@ def skipped(prepare, rendered, verify, record) -> list[str]:
             "the image holds none of their files"
         )
     if rendered is not None and not rendered.syntax:
-        out.append(
-            "the `# syntax=` frontend image: render ran with --no-syntax, so BuildKit used the builder's "
-            "own Dockerfile frontend"
+        # A smoke render leaves the line out unless given --syntax (it must build offline); a release render keeps
+        # it unless given --no-syntax. The record says which render it was (smoke_base), not which flags it had.
+        why = (
+            "a smoke build renders its Dockerfile without it unless given --syntax (it must build with no internet)"
+            if rendered.smoke_base
+            else "render ran with --no-syntax"
         )
+        out.append(f"the `# syntax=` frontend image: {why}, so BuildKit used the builder's own Dockerfile frontend")
     if record is not None and record.outcome == "succeeded":
         if verify is None:
             out.append("the checks inside the image: `buildkit verify` has not run on it")
@@ -581,8 +723,9 @@ def _links(lock: Lock) -> dict[str, str | None]:
     }
 
 
-def _source_facts(lock: Lock, prepare, rendered, paths: Paths | None) -> dict[str, Any]:
-    """The patches, the dropped extras, the rendered Dockerfile and the prepared tree."""
+def _source_facts(lock: Lock, prepare, rendered, paths: Paths | None, smoke: bool) -> dict[str, Any]:
+    """The patches, the dropped extras, the rendered Dockerfile (and the file it is: render's record sits beside
+    it) and the prepared tree."""
     return {
         "modifications": [p.model_dump(mode="json") for p in prepare.patches] if prepare else [],
         "declared_patches": _declared_diffs(lock, paths.project_dir if paths else None),
@@ -592,6 +735,7 @@ def _source_facts(lock: Lock, prepare, rendered, paths: Paths | None) -> dict[st
                 mode="json",
                 include={"dockerfile_sha256", "upstream_path", "upstream_sha256", "drift", "transformations"},
             )
+            | {"path": rendered_path(rendered, paths, smoke)}
             if rendered
             else None
         ),
@@ -642,36 +786,80 @@ def render_markdown(data: dict[str, Any]) -> str:
     )
     env.filters["mib"] = lambda size: f"{size / 2**20:,.1f} MiB" if isinstance(size, int) else "unknown"
     env.filters["bytes"] = _human_size
-    return env.get_template("report.md.j2").render(**data)
+    checks = data["verdict"]["checks"]
+    shown = {
+        "verdict_rows": [{**r, "cell": markdown.Markdown(r["cell"])} for r in matrix(checks)],
+        "verify_rows": _named_rows(checks, "verify: "),
+        "provenance_rows": _named_rows(data["verdict"]["provenance_checks"], "provenance: "),
+        "legend": markdown.Markdown(legend()),
+        "counted": counted(data["verdict"]["counts"]),
+    }
+    return env.get_template("report.md.j2").render(**data, **shown)
+
+
+def _named_rows(rows: list[dict[str, str]], prefix: str) -> list[dict[str, Any]]:
+    """The rows of one record's checks (verify's, or the provenance check's) as its own table shows them."""
+    return [
+        {"name": r["check"].removeprefix(prefix), "cell": markdown.Markdown(_result(r["status"])), "detail": _detail(r)}
+        for r in rows
+        if r["check"].startswith(prefix)
+    ]
 
 
 # -- several platforms (build.platforms) ----------------------------------------------------------------------------
 
 
 def several(paths: Paths, reports: dict[str, str], fmt: ReportFormat, smoke: bool) -> str:
-    """The report of a lock of several platforms: what differs between them (from the lock), the image index (from
-    build/index.json, when a build of them all ran), then each platform's own report, its headings one level down."""
+    """The report of a lock of several platforms. Its first screen is the verdict matrix: one column per platform,
+    one row per check (the same rows as each platform's own verdict), each cell that platform's result. Then what
+    differs between the platforms (from the lock), the image index (from build/index.json, when a build of them all
+    ran), and each platform's own report, folded, its headings one level down."""
     lock = load_inputs(paths, whole=True).lock
     rows = platform_rows(lock)
     index = read_record(paths.index_record(smoke), IndexRecord)
     if index is not None and index.lock_sha256 != lock_sha256(lock):
         index = None
+    names = list(reports)
+    # Each platform's verdict, as its own report has it: the JSON report holds it; the markdown one is gathered
+    # again from the same files (no notes: the platform's own report said them).
+    verdicts = {
+        p: json.loads(text)["verdict"] if fmt == "json" else gather(paths.for_platform(p), None, None)[0]["verdict"]
+        for p, text in reports.items()
+    }
+    table = verdict_matrix(verdicts)
     if fmt == "json":
         data = {
             "lock_sha256": lock_sha256(lock),
+            "verdict": {
+                "rows": [{"check": r["check"], "results": r["results"]} for r in table],
+                "counts": {p: v["counts"] for p, v in verdicts.items()},
+            },
             "platforms": {p: json.loads(text) for p, text in reports.items()},
             "differences": [{"fact": r.fact, "values": r.values} for r in rows if r.differs],
             "same": [{"fact": r.fact, "value": next(iter(r.values.values()))} for r in rows if not r.differs],
             "index": index.model_dump(mode="json") if index else None,
         }
         return json.dumps(data, indent=2) + "\n"
-    names = list(reports)
     out = [
         f"# NeMo-RL image for {len(names)} platforms: {', '.join(names)}",
         "",
         f"One lock ({markdown.code(paths.lock.name)}, sha256 {markdown.code(lock_sha256(lock)[:12])}...) with one "
         "NeMo-RL commit, one vLLM source and wheel commit, and one set of patches; each platform built in a folder "
-        "of its own. Each platform's report follows this comparison.",
+        "of its own.",
+        "",
+        "## Verdict",
+        "",
+        "| | " + " | ".join(markdown.cell(p) for p in names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for p_row in _identity_rows(verdicts):
+        out.append(p_row)
+    for check in table:
+        out.append(f"| {markdown.cell(check['check'])} | " + " | ".join(check["cells"][p] for p in names) + " |")
+    out.append("| Checks | " + " | ".join(counted(verdicts[p]["counts"]) for p in names) + " |")
+    out += [
+        "",
+        f"{legend()} Each cell's detail is in that platform's own verdict: its report, folded below.",
         "",
         "## What differs between the platforms",
         "",
@@ -697,8 +885,62 @@ def several(paths: Paths, reports: dict[str, str], fmt: ReportFormat, smoke: boo
         for i in index.platforms:
             out.append(f"- {markdown.text(i.platform)}: {markdown.code(i.tag)} {markdown.code(i.digest or '?')}")
     for platform, text in reports.items():
-        out += ["", f"# {markdown.text(platform)}", "", demoted(text).rstrip("\n")]
+        body = demoted(text).rstrip("\n")
+        out += [
+            "",
+            f"# {markdown.text(platform)}",
+            "",
+            "<details>",
+            f"<summary>The report of {markdown.text(platform)} ({len(body.splitlines())} lines): its verdict with "
+            "each check's detail, the build, the image, the sources and how to reproduce it</summary>",
+            "",
+            body,
+            "",
+            "</details>",
+        ]
     return "\n".join(out) + "\n"
+
+
+def verdict_matrix(verdicts: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of the platforms' verdicts side by side: one per check (in the first platform's order, then any only
+    another has), each with every platform's result ("none" where a platform has no such row)."""
+    each = {p: {r["check"]: r for r in matrix(v["checks"])} for p, v in verdicts.items()}
+    order: list[str] = []
+    for found in each.values():
+        order += [name for name in found if name not in order]
+    return [
+        {
+            "check": name,
+            "results": {p: found[name]["result"] if name in found else None for p, found in each.items()},
+            "cells": {p: found[name]["cell"] if name in found else "none" for p, found in each.items()},
+        }
+        for name in order
+    ]
+
+
+def _identity_rows(verdicts: dict[str, dict[str, Any]]) -> list[str]:
+    """The verdict matrix's first rows: what each platform's build made (its tag, kind and outcome), its digest and
+    its target."""
+    built = {p: v["built"] for p, v in verdicts.items()}
+
+    def cells(value) -> str:
+        return " | ".join(value(b) for b in built.values())
+
+    return [
+        "| Built | "
+        + cells(
+            lambda b: (
+                f"{markdown.code_cell(b['tag'])} ({b['kind']}): **{b['outcome']}**"
+                if b["outcome"]
+                else f"nothing built yet: run {markdown.code('buildkit build')}"
+            )
+        )
+        + " |",
+        "| Digest | "
+        + cells(lambda b: markdown.code_cell(b["digest"]) if b["digest"] else ("none" if b["outcome"] else "no image"))
+        + " |",
+        "| Target | " + cells(lambda b: markdown.code_cell(b["target"]) if b["target"] else "none") + " |",
+    ]
 
 
 def demoted(text: str) -> str:
