@@ -30,8 +30,33 @@ def _help() -> str:
     )
 
 
+class _Group(typer.core.TyperGroup):
+    """The commands' group: an interrupted command (Ctrl-C, or SIGTERM and SIGHUP, which main turns into it) ends
+    with one line on stderr saying what stopped and what is left, and exit 130. typer itself turns KeyboardInterrupt
+    into a silent exit 130."""
+
+    def invoke(self, ctx):
+        from buildkit.errors import Interrupted
+
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as stop:  # (proc.Interrupted too: its child was stopped first)
+            reason = stop.args[0] if stop.args and isinstance(stop.args[0], str) else "Ctrl-C"
+            _say_interrupted(ctx.invoked_subcommand, f"interrupted ({reason})")
+        except Interrupted as stop:  # raised where the work stopped, saying what it stopped
+            _say_interrupted(ctx.invoked_subcommand, stop.message)
+        raise typer.Exit(130)
+
+
+def _say_interrupted(command: str | None, what: str) -> None:
+    from buildkit.text.ui import print_interrupted
+
+    print_interrupted(command, what)
+
+
 app = typer.Typer(
     name="buildkit",
+    cls=_Group,
     help=_help(),
     no_args_is_help=True,
     add_completion=False,
@@ -951,8 +976,8 @@ def main() -> None:
 
         print_error(err)
         sys.exit(err.exit_code)
-    except KeyboardInterrupt as stop:
-        sys.stderr.write(f"interrupted ({stop.args[0] if stop.args else 'Ctrl-C'})\n")
+    except KeyboardInterrupt as stop:  # before or after a command ran (_Group says it for the commands)
+        _say_interrupted(None, f"interrupted ({stop.args[0] if stop.args else 'Ctrl-C'})")
         sys.exit(130)
     except Exception as err:  # noqa: BLE001 -- a bug: say so briefly; the traceback is one variable away
         if os.environ.get("BUILDKIT_DEBUG"):

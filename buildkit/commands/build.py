@@ -207,14 +207,16 @@ class _Run:
     def _preflight(self, builder: str | None, platforms: str) -> Preflighted:
         lock, opts = self.ctx.lock, self.opts
         tag = lock.build.tag + ("-smoke" if opts.smoke else "")
-        checks = run_preflight(builder, platforms, opts.min_free, opts.push, tag, opts.emulate)
+        checks = run_preflight(builder, platforms, opts.min_free, opts.push, tag, opts.emulate, opts.smoke)
         if checks.failed:
             ui.print_checks(checks.checks)
             first = checks.failed[0]
             raise EngineNotReady(f"preflight: {first.name}: {first.detail}", hint=first.fix or None)
         if opts.check_reproducible and opts.rebuild_builder:
             # The rebuild's builder is checked now, not after the first build has run.
-            rebuild_checks = run_preflight(opts.rebuild_builder, platforms, opts.min_free, False, tag, opts.emulate)
+            rebuild_checks = run_preflight(
+                opts.rebuild_builder, platforms, opts.min_free, False, tag, opts.emulate, opts.smoke
+            )
             if rebuild_checks.failed:
                 ui.print_checks(rebuild_checks.checks)
                 first = rebuild_checks.failed[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -190,6 +191,7 @@ class WheelProgress:
         self.next_time = 0.0
         self.lookups_task: TaskID | None = None
         self.base_said = False
+        self.holding = threading.Lock()  # `held`: the download's thread says lines while the lookups' thread ends it
 
     def __enter__(self) -> WheelProgress:
         if ui.err.is_terminal and self.lookups:
@@ -223,10 +225,12 @@ class WheelProgress:
         line (the download started beside them; it stops, and nothing of it is said)."""
         if self.parent is not None:
             self.parent._say(line)
-        elif self.held is not None:
-            self.held.append(line)
-        else:
-            ui.err.print(line)
+            return
+        with self.holding:
+            if self.held is not None:
+                self.held.append(line)
+                return
+        ui.err.print(line)
 
     def __call__(self, event: DownloadEvent) -> None:
         platform, said, filename = event.filename.partition(": ")
@@ -234,10 +238,11 @@ class WheelProgress:
             other = self.others.setdefault(platform, WheelProgress(None, f"wheel {platform}", self))
             other(dataclasses.replace(event, filename=filename))
             return
-        if event.kind == "resolved":  # every lookup succeeded: what was held back is said now
-            held, self.held = self.held or [], None
-            for line in held:
-                ui.err.print(line)
+        if event.kind == "resolved":  # every lookup succeeded: what was held back is said now, in order
+            with self.holding:
+                held, self.held = self.held or [], None
+                for line in held:
+                    ui.err.print(line)
         elif event.kind == "cached":
             self._say(f"{self.label}: reused from cache, sha256 {ui.safe(event.sha256)}")
         elif event.kind == "waiting":
@@ -252,6 +257,8 @@ class WheelProgress:
             self._finished(event)
         elif event.kind == "base":
             self._base(event)
+        elif event.kind in ("gpu", "gpu_read"):
+            self._gpu(event)
 
     def _base(self, event: DownloadEvent) -> None:
         """The base image's layers read for its glibc and libstdc++ (once per base): on the lookups' row on a
@@ -268,6 +275,17 @@ class WheelProgress:
                 f"{event.done / 1e9:.2f} of {(event.total or 0) / 1e9:.2f} GB"
             )
             self.bar.update(self.lookups_task, description=shown)
+
+    def _gpu(self, event: DownloadEvent) -> None:
+        """The GPU checks on the wheel's bytes (tens of seconds with real wheels): a line when they start, when
+        torch's symbols are read and when they are done (held back with the download's lines, for another
+        platform, while the lookups may still fail); on a terminal, each shared object read on the lookups' row."""
+        said = f"{self.label.replace('wheel', 'GPU checks', 1)}: {ui.safe(event.step)}"
+        if event.kind == "gpu":
+            self._say(said)
+        root = self.parent or self
+        if root.bar is not None and root.lookups_task is not None:
+            root.bar.update(root.lookups_task, description=f"{root.lookups}; {said}")
 
     def _started(self, event: DownloadEvent) -> None:
         """An attempt starts: the first one, or one that resumes (or restarts) after a broken transfer."""
@@ -351,7 +369,7 @@ def _emit(lock: Lock, json_out: bool, title: str) -> None:
     if json_out:
         sys.stdout.write(lock.to_json())
     else:
-        ui.out.print(lock_table(lock, title))
+        ui.out.print(lock_table(lock, title, whole=ui.unbounded(ui.out)))
 
 
 _CHOSEN = {
@@ -362,12 +380,13 @@ _CHOSEN = {
 }
 
 
-def lock_table(lock: Lock, title: str) -> Table:
-    """One line per pin that fits an 80-column terminal: short SHAs and hosts; the lock and --json have it all."""
+def lock_table(lock: Lock, title: str, whole: bool = False) -> Table:
+    """One line per pin that fits an 80-column terminal: short SHAs and hosts; the lock and --json have it all.
+    `whole` (a pipe or a file, no COLUMNS): every value whole, however wide the table."""
     table = Table(title=ui.safe(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("pin", no_wrap=True, min_width=10)
     table.add_column("resolved to", overflow="ellipsis", no_wrap=True)
-    table.add_column("from", overflow="ellipsis", no_wrap=True, max_width=16)
+    table.add_column("from", overflow="ellipsis", no_wrap=True, max_width=None if whole else 16)
     n, v, pr, w, b = lock.nemo_rl, lock.vllm, lock.vllm_pr, lock.wheel, lock.base_image
     rows = [("nemo_rl", f"{_short_ref(n.ref)} -> {n.commit[:12]} ({n.date[:10]})", _commit_source(n))]
     if pr and pr.merged_at and pr.merge_commit:

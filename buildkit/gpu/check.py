@@ -3,6 +3,7 @@ uv.lock installs at the locked commit (verify's, on the built image's files, are
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -15,6 +16,19 @@ from buildkit.models.gpufacts import GpuCheck
 from buildkit.models.pins import ARCH_OF_PLATFORM, Build
 
 TorchSymbols = Callable[[LockedTorch], "set[str] | str"]
+
+
+class Step(NamedTuple):
+    """What the GPU checks do now, for a progress display (with real wheels they take tens of seconds): `line`, a
+    step worth a line of its own (they start, torch's symbols are read, they are done); otherwise one more shared
+    object of the wheel was read (`libraries`: how many so far), for a display's row."""
+
+    text: str
+    line: bool
+    libraries: int = 0
+
+
+OnStep = Callable[[Step], None]
 
 
 class System(NamedTuple):
@@ -32,6 +46,7 @@ def wheel_check(
     torch_symbols: TorchSymbols | None = None,
     system: System | str | None = None,
     hashes: dict[str, str] | None = None,
+    on_step: OnStep | None = None,
 ) -> tuple[GpuCheck, list[str]]:
     """The lock's gpu section for the wheel, and notes on what the ABI check could not check. UpstreamMismatch when
     a required library has no kernel for a target GPU, or vLLM's modules need symbols that the torch of NeMo-RL's
@@ -39,8 +54,16 @@ def wheel_check(
     torch_symbols gives the names its libraries define (a string: why not), asked only when vLLM's modules need some
     (a wheel without C++ from torch's namespaces, like the test index's, needs no torch download). system: the
     newest symbol versions the base image provides and what provides them (a string: why they are unknown).
-    hashes: gets each shared object's sha256 (verify holds the image's vLLM files to them)."""
-    libraries = list(wheel_libraries(wheel, arch=ARCH_OF_PLATFORM[build.platform], hashes=hashes))
+    hashes: gets each shared object's sha256 (verify holds the image's vLLM files to them). on_step hears what they
+    read as they go (Step)."""
+    said = on_step or (lambda step: None)
+    began = time.monotonic()
+    targets = ", ".join(gpu_name(cc) for cc in gpus(build.cuda_arch_list))
+    said(Step(f"reading {filename}'s shared objects: kernels for {targets}, and vLLM's symbols", True))
+    libraries = []
+    for library in wheel_libraries(wheel, arch=ARCH_OF_PLATFORM[build.platform], hashes=hashes):
+        libraries.append(library)
+        said(Step(f"read {library[0]}", False, len(libraries)))
     if hashes is not None:
         wheel_python_hashes(wheel, hashes)
     rows = kernel_table(iter((name, ks) for name, ks, _s in libraries), build.cuda_arch_list, build.gpu_required)
@@ -55,6 +78,15 @@ def wheel_check(
         unchecked["abi"] = "no torch was given to check vLLM's symbols against"
     else:
         wanted = any(abi.wants_torch(u.name) for _n, s in modules for u in s.undefined if u.version is None)
+        if wanted:
+            said(
+                Step(
+                    f"reading torch {torch.version}'s symbols ({torch.filename}, NeMo-RL's uv.lock; downloaded "
+                    "once, then cached)",
+                    True,
+                    len(libraries),
+                )
+            )
         names = torch_symbols(torch) if wanted else set()
         if isinstance(names, str):
             unchecked["abi"] = names
@@ -85,4 +117,14 @@ def wheel_check(
         f"ABI not checked: {why}" if key == "abi" else f"ABI glibc/libstdc++ not checked: {why}"
         for key, why in unchecked.items()
     ]
+    abi_said = "not checked" if found is None else "checked in part" if unchecked else "checked"
+    seconds = time.monotonic() - began
+    said(
+        Step(
+            f"done in {seconds:.1f}s: {len(libraries)} shared objects read, every required kernel found, "
+            f"ABI {abi_said}",
+            True,
+            len(libraries),
+        )
+    )
     return gpu, notes

@@ -49,6 +49,16 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+class AtKey(ValueError):
+    """A model validator's refusal that belongs to one key (`loc`, below the model that raised it: ("wheel", "arch")
+    from Pins): the message names that key and its line, not the model's first line (pydantic gives a model
+    validator's error the model's own location)."""
+
+    def __init__(self, loc: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
 class Source(_Strict):
     """A git repository at a ref."""
 
@@ -101,7 +111,7 @@ class Vllm(Source):
     @model_validator(mode="after")
     def _ref_or_pr(self) -> Vllm:
         if self.ref is None and self.pr is None:
-            raise ValueError("give vllm.ref, vllm.pr, or both")
+            raise ValueError("give vllm.ref, vllm.pr, or both")  # neither key is there to point at
         return self
 
 
@@ -160,14 +170,16 @@ class Build(_Strict):
             return data
         given = [key for key in ("platform", "cuda_arch_list") if key in data]
         if given:
-            raise ValueError(
+            raise AtKey(
+                (given[0],),
                 f"build.platforms replaces build.{given[0]}: give each platform's cuda_arch_list under "
-                "build.platforms, or use the single-platform form without build.platforms"
+                "build.platforms, or use the single-platform form without build.platforms",
             )
         platforms = data["platforms"]
         if not isinstance(platforms, dict) or not platforms:
-            raise ValueError(
-                "build.platforms: expected a mapping of at least one platform (linux/amd64: {cuda_arch_list: '9.0'})"
+            raise AtKey(
+                ("platforms",),
+                "expected a mapping of at least one platform (linux/amd64: {cuda_arch_list: '9.0'})",
             )
         first, primary = next(iter(platforms.items()))
         arch_list = primary.get("cuda_arch_list") if isinstance(primary, dict) else None
@@ -263,7 +275,8 @@ class Pins(_Strict):
     def _no_boolean_version(cls, data: Any) -> Any:
         # Literal[1] takes `true` (True == 1 in Python): a boolean is never a number here.
         if isinstance(data, dict) and isinstance(data.get("schema_version"), bool):
-            raise ValueError(f"schema_version: expected the integer 1, found {str(data['schema_version']).lower()}")
+            found = str(data["schema_version"]).lower()
+            raise AtKey(("schema_version",), f"expected the integer 1, found {found}")
         return data
 
     schema_version: Literal[1] = 1
@@ -288,7 +301,10 @@ class Pins(_Strict):
             return data
         wheel = data.get("wheel") if isinstance(data.get("wheel"), dict) else {}
         if "arch" in wheel:
-            raise ValueError("wheel.arch follows build.platforms (each platform's wheel is its own arch): leave it out")
+            raise AtKey(
+                ("wheel", "arch"),
+                "wheel.arch follows build.platforms (each platform's wheel is its own arch): leave it out",
+            )
         primary = next(iter(build["platforms"]))
         return {**data, "wheel": {**wheel, "arch": ARCH_OF_PLATFORM.get(str(primary), "x86_64")}}
 
@@ -303,12 +319,20 @@ class Pins(_Strict):
 
     @model_validator(mode="after")
     def _arch_matches_platform(self) -> Pins:
-        if ARCH_OF_PLATFORM[self.build.platform] != self.wheel.arch:
-            raise ValueError(
-                f"wheel.arch {self.wheel.arch!r} does not match build.platform {self.build.platform!r} "
-                f"(expected {ARCH_OF_PLATFORM[self.build.platform]!r})"
+        """Said at the key written by hand: wheel.arch, or build.platform when wheel.arch is the default."""
+        expected = ARCH_OF_PLATFORM[self.build.platform]
+        if expected == self.wheel.arch:
+            return self
+        if "arch" in self.wheel.model_fields_set:
+            raise AtKey(
+                ("wheel", "arch"),
+                f"{self.wheel.arch!r} does not match build.platform {self.build.platform!r} (expected {expected!r})",
             )
-        return self
+        raise AtKey(
+            ("build", "platform"),
+            f"{self.build.platform!r} needs wheel.arch {expected!r} (wheel.arch is {self.wheel.arch!r} when not "
+            "given): set it under wheel",
+        )
 
     def sha256(self) -> str:
         """Hash of the validated content: comments and formatting do not make a lock stale."""
@@ -389,6 +413,9 @@ def format_validation_error(path: Path, exc: ValidationError, root: yaml.Node | 
     lines = [f"{path}: {len(errors)} problem(s):"]
     for err in errors[:MAX_PROBLEMS_SHOWN]:
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, AtKey):  # a model validator's refusal of one of its keys: that key, at its line
+            loc += cause.loc
         key = ".".join(str(p) for p in loc) or "(top level)"
         if len(key) > 120:  # a hostile key name is quoted short like any other value
             key = key[:117] + "..."

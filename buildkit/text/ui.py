@@ -6,19 +6,69 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 
 from buildkit.errors import BuildkitError
 from buildkit.text.sanitize import strip_controls, without_remembered_secrets
 
+# How wide a table or block may be measured (its widest line, unwrapped, is far less): no limit, in effect.
+_MEASURE_LIMIT = 100_000
+
+
+def unbounded(console: Console) -> bool:
+    """Whether `console` writes to a pipe or a file with no COLUMNS given: scripts and logs, which want whole
+    values, where rich would take 80 columns."""
+    return isinstance(console, _Console) and console.unbounded()
+
+
+class _Console(Console):
+    """A rich console that, writing to a pipe or a file with no COLUMNS (`unbounded`), prints each table or block at
+    the width it needs: rich's default there is 80 columns, which cut the resolve table's values (`127.0.0.1:180…`)
+    and wrapped the rest in the files and logs scripts read. On a terminal, or with COLUMNS, nothing changes. Text
+    is never wrapped either way (soft_wrap); a rule (no width of its own) stays 80 wide."""
+
+    _print_width: int | None = None  # the width of the print in progress, when it needs more than the console's
+
+    def unbounded(self) -> bool:
+        """Not a terminal, and no width given: rich takes COLUMNS (when it is a number) as one when it starts."""
+        return not self.is_terminal and self._width is None
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        return size if self._print_width is None else ConsoleDimensions(self._print_width, size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        needed = self._needed(objects) if self.unbounded() and kwargs.get("width") is None else 0
+        if needed <= self.width:
+            super().print(*objects, **kwargs)
+            return
+        self._print_width = needed
+        try:
+            super().print(*objects, **kwargs)
+        finally:
+            self._print_width = None
+
+    def _needed(self, objects: tuple[Any, ...]) -> int:
+        """The widest of the renderables' unwrapped widths (text is soft-wrapped: never cut, so not measured)."""
+        options = self.options.update_width(_MEASURE_LIMIT)
+        widths = [Measurement.get(self, options, each).maximum for each in objects if not isinstance(each, str)]
+        return min(max(widths, default=0), _MEASURE_LIMIT)
+
+
 # NO_COLOR (no-color.org: set and not empty) turns off every style, bold and dim included, not only colours.
 _COLOR_SYSTEM: Literal["auto"] | None = None if os.environ.get("NO_COLOR") else "auto"
-out = Console(highlight=False, soft_wrap=True, color_system=_COLOR_SYSTEM)
-err = Console(stderr=True, highlight=False, soft_wrap=True, color_system=_COLOR_SYSTEM)
+out: Console = _Console(highlight=False, soft_wrap=True, color_system=_COLOR_SYSTEM)
+err: Console = _Console(stderr=True, highlight=False, soft_wrap=True, color_system=_COLOR_SYSTEM)
 
 
 SECRET_ENV = ("GITHUB_TOKEN", "COSIGN_PASSWORD")
@@ -44,6 +94,21 @@ def print_error(error: BuildkitError) -> None:
     err.print(f"[bold red]error:[/] {safe(error.message)}", markup=True, emoji=False)
     if error.hint:
         err.print(f"  [dim]hint:[/] {safe(error.hint)}", markup=True, emoji=False)
+
+
+def print_interrupted(command: str | None, what: str) -> None:
+    """The one line an interrupted command ends with (exit 130): which command, what stopped ("interrupted
+    (Ctrl-C)", or what the work said where it stopped), and what is left: every file buildkit writes is replaced
+    whole (buildkit/files.py), so nothing is half-written; a wheel's partial download is kept to resume."""
+    if not what.startswith("interrupted"):
+        what = f"interrupted: {what}"
+    who = f"buildkit {command}" if command else "buildkit"
+    err.print(
+        f"{safe(who)}: {safe(what)}; nothing is half-written (each file is written whole or left as it was): "
+        "run it again to finish",
+        markup=True,
+        emoji=False,
+    )
 
 
 def warn(text: str) -> None:

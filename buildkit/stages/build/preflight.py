@@ -57,12 +57,19 @@ EMULATION_COST = "4-10x slower than native for CPU-bound steps (bench/emulation.
 
 
 def run_preflight(
-    builder: str | None, platform: str, min_free_gb: float, push: bool, tag: str, emulate: bool | None = None
+    builder: str | None,
+    platform: str,
+    min_free_gb: float,
+    push: bool,
+    tag: str,
+    emulate: bool | None = None,
+    smoke: bool = False,
 ) -> Preflight:
     """The checks before a build (`emulate`: whether a platform the builder only emulates is allowed; None, as
-    doctor asks, says where each platform runs without judging it)."""
+    doctor asks, says where each platform runs without judging it; `smoke`: a smoke build, which may run emulated
+    without asking)."""
     result = Preflight()
-    _engine_checks(result, builder, platform, min_free_gb, emulate)
+    _engine_checks(result, builder, platform, min_free_gb, emulate, smoke)
     if push:  # asked whatever the engine's state: they do not depend on it
         result.checks.append(_push_credentials_check(tag))
     return result
@@ -120,7 +127,7 @@ def credentials_check(registry: str) -> Check:
 
 
 def _engine_checks(
-    result: Preflight, builder: str | None, platform: str, min_free_gb: float, emulate: bool | None
+    result: Preflight, builder: str | None, platform: str, min_free_gb: float, emulate: bool | None, smoke: bool
 ) -> None:
     """The engine, buildx and the builder, then what the builder offers: the platform, attestations, disk."""
     add = result.checks.append
@@ -140,7 +147,7 @@ def _engine_checks(
     add(
         Check("builder", True, f"{info.name} ({info.driver} driver, {info.endpoint}), BuildKit {info.buildkit_version}")
     )
-    result.checks += platform_checks(info, platform, emulate)
+    result.checks += platform_checks(info, platform, emulate, smoke)
     add(_attestations_check(info))
     add(_disk_check(info, result.engine, min_free_gb))
 
@@ -155,14 +162,16 @@ def _engine_check(result: Preflight) -> Check:
     return Check("engine", True, f"Docker {result.engine_version} (API {version.get('ApiVersion', '?')})")
 
 
-def platform_checks(info: BuilderInfo, platform: str, emulate: bool | None = None) -> list[Check]:
+def platform_checks(info: BuilderInfo, platform: str, emulate: bool | None = None, smoke: bool = False) -> list[Check]:
     """One check per platform, saying where it runs: several (build.platforms) come as buildx names them,
-    "linux/amd64,linux/arm64". A platform the builder only emulates fails unless `emulate` (None: said, not
-    judged): a 20-30 minute build under QEMU takes hours."""
-    return [_platform_check(info, each, emulate) for each in platform.split(",") if each]
+    "linux/amd64,linux/arm64". A platform the builder only emulates fails a release build unless `emulate` (None:
+    said, not judged): a 20-30 minute build under QEMU takes hours. A smoke build (`smoke`) goes ahead emulated
+    without asking: its steps take seconds under QEMU (arm64's smoke build: 12 s, issue 41); the check says so, and the
+    build command says it once before it starts."""
+    return [_platform_check(info, each, emulate, smoke) for each in platform.split(",") if each]
 
 
-def _platform_check(info: BuilderInfo, platform: str, emulate: bool | None) -> Check:
+def _platform_check(info: BuilderInfo, platform: str, emulate: bool | None, smoke: bool = False) -> Check:
     offers = f"builder offers {', '.join(info.platforms)}"
     where = info.where(platform)
     if where is None:
@@ -178,15 +187,25 @@ def _platform_check(info: BuilderInfo, platform: str, emulate: bool | None) -> C
     emulated = f"emulated with QEMU on node {node}, {EMULATION_COST}"
     if emulate is None:
         return Check(
-            "platform", True, f"{platform} supported ({emulated}; `buildkit build` needs --emulate for it; {offers})"
+            "platform",
+            True,
+            f"{platform} supported ({emulated}; `buildkit build` needs --emulate for it, a smoke build does not; "
+            f"{offers})",
         )
     if emulate:
         return Check("platform", True, f"{platform} supported ({emulated}, as --emulate allows; {offers})")
+    if smoke:
+        return Check(
+            "platform",
+            True,
+            f"{platform} supported ({emulated}; a smoke build's few steps need no --emulate; {offers})",
+        )
     return Check(
         "platform",
         False,
         f"{platform} runs only under emulation ({emulated}; {offers})",
-        f"pass --emulate to build it so anyway, or add a node whose CPU runs it natively: `docker buildx create "
+        f"pass --emulate to build it so anyway (or try it first with `buildkit build --smoke`, which needs no "
+        f"--emulate), or add a node whose CPU runs it natively: `docker buildx create "
         f"--append --name {info.name} <endpoint of a {platform} machine>`",
     )
 

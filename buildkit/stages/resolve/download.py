@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from buildkit.budget import Budget
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable, excerpt
 from buildkit.files import utc_now, write_atomic, write_hint
+from buildkit.gpu.check import Step
 from buildkit.models.lock import Sha256Hex
 from buildkit.stages.resolve.wheels import CONTENT_RANGE_RE, MISSING_HINT, FoundWheel, header_text
 from buildkit.world.http import OFFLINE_HINT, WHEEL, Http, Stream, content_length, redact
@@ -69,16 +70,33 @@ class DownloadEvent:
 
     # "resolved": not the download's: every other lookup of resolve succeeded (a display may say what it held back);
     # "base": not the download's either: the base image's layers being read for its glibc (`filename`: which layer,
-    # done/total: bytes of all its layers)
-    kind: Literal["cached", "waiting", "started", "advanced", "finished", "resolved", "base"]
+    # done/total: bytes of all its layers);
+    # "gpu", "gpu_read": nor these: the GPU checks reading the wheel (gpu_progress): "gpu" a step worth a line (they
+    # start, torch's symbols are read, they are done), "gpu_read" one more shared object read (for a display's row);
+    # `step` says it, done counts the shared objects read so far
+    kind: Literal["cached", "waiting", "started", "advanced", "finished", "resolved", "base", "gpu", "gpu_read"]
     filename: str
     done: int
     total: int | None
     resumed_at: int = 0  # "started": the bytes already there, continued with a Range request
     sha256: str | None = None  # "cached", "finished"
+    step: str = ""  # "gpu", "gpu_read": what the GPU checks do now, in words
 
 
 OnProgress = Callable[[DownloadEvent], None]
+
+
+def gpu_progress(on_progress: OnProgress | None, filename: str) -> Callable[[Step], None] | None:
+    """The GPU checks' steps (buildkit.gpu.check.wheel_check's on_step) as events of the display that shows the
+    download, for the wheel `filename` (None: nobody listens)."""
+    if on_progress is None:
+        return None
+    said = on_progress
+
+    def on_step(step: Step) -> None:
+        said(DownloadEvent("gpu" if step.line else "gpu_read", filename, step.libraries, None, step=step.text))
+
+    return on_step
 
 
 class _Record(BaseModel):
