@@ -9,6 +9,7 @@ source, which only the image's own interpreter could make again): docs/explanati
 
 from __future__ import annotations
 
+import _imp
 import importlib.util
 import re
 import struct
@@ -43,7 +44,9 @@ BOUND = "bound to its source by its header (run in its place; the code in it not
 STALE = "stale (its header names other source: Python compiles the source again and never runs it)"
 SOURCELESS = "bytecode whose source is absent (no install leaves one)"
 RUNS_UNCHECKED = "unchecked hash-based bytecode whose hash is not its source's (Python runs it without checking)"
-NOT_CHECKED = "hash-based bytecode whose source hash buildkit cannot compute (another Python, or its source not kept)"
+NOT_CHECKED = (
+    "hash-based bytecode whose source hash buildkit cannot compute (a Python before 3.11, or its source not kept)"
+)
 FAILS = (SOURCELESS, RUNS_UNCHECKED)
 
 
@@ -57,8 +60,19 @@ def judge(header: bytes, source: Source | None) -> str:
     if flags & 1 == 0:
         mtime, size = struct.unpack("<II", header[8:16])
         return BOUND if (mtime, size) == (source.mtime & 0xFFFFFFFF, source.size & 0xFFFFFFFF) else STALE
-    if magic != importlib.util.MAGIC_NUMBER or source.data is None:
-        return NOT_CHECKED  # the hash is keyed by the magic number: only this Python's own can be computed
-    if importlib.util.source_hash(source.data) == header[8:16]:
+    if source.data is None or not _same_hash(magic):
+        return NOT_CHECKED
+    # importlib.util.source_hash with the cache's own key: its magic number, read as importlib's _RAW_MAGIC_NUMBER
+    if _imp.source_hash(int.from_bytes(magic, "little"), source.data) == header[8:16]:
         return BOUND
     return STALE if flags & 2 else RUNS_UNCHECKED  # bit 1: checked on import
+
+
+SIPHASH13_FROM = 3495  # CPython 3.11's magic number: from 3.11 on, source hashes are SipHash-1-3 (before: 2-4)
+
+
+def _same_hash(magic: bytes) -> bool:
+    """Whether this Python computes the source hash of the Python that wrote `magic`: its own, or another CPython of
+    3.11 or later (SipHash-1-3 keyed by the magic number: buildkit runs on 3.11+)."""
+    number = int.from_bytes(magic[:2], "little")
+    return magic == importlib.util.MAGIC_NUMBER or (magic[2:4] == b"\r\n" and number >= SIPHASH13_FROM)
