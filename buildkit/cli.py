@@ -570,8 +570,8 @@ EmulateOption = Annotated[
     typer.Option(
         "--emulate",
         help="Build a platform the builder runs only under QEMU emulation (binfmt_misc). Without it such a platform "
-        "stops the build at preflight: emulation is 4-10x slower for CPU-bound steps (bench/emulation.py), hours "
-        "for a real build. `buildkit doctor` says where each platform runs.",
+        "stops a release build at preflight: emulation is 4-10x slower for CPU-bound steps (bench/emulation.py), "
+        "hours for a real build; a --smoke build goes ahead, said. `buildkit doctor` says where each platform runs.",
     ),
 ]
 

@@ -93,7 +93,7 @@ DEFAULT_VLLM_REPO = "https://github.com/vllm-project/vllm.git"
 class Vllm(Source):
     """The vLLM source: `repo` (vLLM or any fork of it) at `ref`, or pull request `pr` of `repo`."""
 
-    repo: GitUrl = Field(description="vLLM's repository or a fork of it (https://github.com/<user>/vllm.git).")
+    repo: GitUrl = Field(description="vLLM's repository or a fork of it (`https://github.com/<user>/vllm.git`).")
     pr: int | None = Field(
         default=None,
         ge=1,

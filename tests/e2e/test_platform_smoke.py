@@ -48,14 +48,11 @@ def machine_of(image: str, platform: str, path: str = "/bin/busybox") -> int:
 
 def test_two_platforms_build_verify_export_and_report_as_one(project, remote, upstreams, engine):
     root, cli = two_platform_smoke(project, remote, upstreams)
-    # Emulation is asked for, never assumed: a 20-30 minute build under QEMU takes hours.
-    refused = cli("build", "--smoke", "--progress", "plain", timeout=300)
-    assert refused.code == 5, refused.output
-    assert "preflight: platform: linux/arm64 runs only under emulation (emulated with QEMU on node" in refused.stderr
-    assert "pass --emulate" in refused.stderr and not (root / "build" / "linux-arm64").exists()
-
-    built = cli("build", "--smoke", "--emulate", "--progress", "plain", timeout=900)
+    # A smoke build of an emulated platform goes ahead, said once (issue 41: its arm64 part takes seconds); a
+    # release build still asks for --emulate (tests/unit/stages/test_emulated_smoke.py).
+    built = cli("build", "--smoke", "--progress", "plain", timeout=900)
     assert built.code == 0, built.output[-4000:]
+    assert built.stderr.count("emulated with QEMU") == 1, built.stderr[-3000:]
     index = json.loads((root / "build" / "smoke-index.json").read_text())
     assert index["index_digest"] is None and index["index"].startswith("not assembled: --load gives one image")
     images = {i["platform"]: i for i in index["platforms"]}

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from tests.conftest import Cli
 from tests.support.fake_upstreams import WHEEL_X86
 from tests.support.projects import use_base
@@ -34,11 +32,6 @@ def test_a_pipe_gets_the_whole_table_with_no_columns(project, upstreams):
     assert as_json.code == 0 and json.loads(as_json.stdout)["base_image"]["tag"] == LONG_TAG
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs buildkit/stages/resolve/__init__.py to pass the GPU checks' progress on (wheel_check's on_step, "
-    "issue 41): remove this mark with that line",
-)
 def test_the_gpu_checks_say_what_they_read_and_json_stays_clean(project):
     root, cli = project
     result = cli("resolve")

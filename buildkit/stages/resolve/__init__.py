@@ -431,7 +431,14 @@ class Resolver:
                 requires = torchreq.requires_torch(self.wheel_path, found.filename)
                 torch_check = torchreq.check(requires, torch, found.filename)
                 gpu, notes = wheel_check(
-                    self.wheel_path, found.filename, self.pins.build, torch, self.torch_symbols, system, hashes
+                    self.wheel_path,
+                    found.filename,
+                    self.pins.build,
+                    torch,
+                    self.torch_symbols,
+                    system,
+                    hashes,
+                    download.gpu_progress(self.on_progress, found.filename),
                 )
                 # Said with the git notes, which the command prints after resolve (and the record keeps).
                 self.git.notes += notes

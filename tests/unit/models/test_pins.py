@@ -195,7 +195,7 @@ def test_image_tags():
         ("platform: linux/amd64", "platform: windows/amd64", "build.platform"),
         ("  - name: sglang", "  - name: Sg Lang", "build.drop_extras.0.name"),
         ("variant: default", "variant: ../x", "wheel.variant"),
-        ("arch: x86_64", "arch: aarch64", "(top level)"),
+        ("arch: x86_64", "arch: aarch64", "wheel.arch"),
     ],
 )
 def test_bad_build_values(tmp_path, old, new, key):
