@@ -201,7 +201,11 @@ class Resolver:
                     if done.exception() is not None:
                         out.set_exception(done.exception())
                         return
-                    inner = pool.submit(fn)
+                    try:
+                        inner = pool.submit(fn)
+                    except RuntimeError as exc:  # the pool shut down (Ctrl-C while a lookup ran): nothing to chain
+                        out.set_exception(exc)
+                        return
                     inner.add_done_callback(lambda f: _copy_result(f, out))
 
                 dep.add_done_callback(run)
