@@ -122,6 +122,10 @@ def _abi(gpu, where: str, lock, key: str, against: str, name: str) -> dict[str, 
         return row(name, "not checked", why or f"not recorded why: the lock predates the reason ({against} unread)")
     if found.unresolved_count:
         return row(name, "fail", f"{found.unresolved_count} of {found.checked} symbols unresolved {where}")
+    if not found.checked:  # a pass needs at least one thing checked (issue 41)
+        return row(
+            name, "not checked", f"0 undefined symbols {where} were looked up in {'; '.join(used)}: nothing was judged"
+        )
     return row(name, "pass", f"{found.checked} symbols {where} resolve against {'; '.join(used)}")
 
 
