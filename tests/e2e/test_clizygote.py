@@ -85,7 +85,8 @@ def test_a_run_past_its_timeout_is_killed_and_raises_as_subprocess_run_does(proj
             zygotes.run(["resolve"], str(root), env, timeout=2)
     finally:
         silent.close()
-    assert 2 <= time.monotonic() - started < 30
+    # The failure's scale: a run the runner did not kill waits on the silent socket for BUILDKIT_HTTP_TIMEOUT's 600 s.
+    assert 2 <= time.monotonic() - started < 60
     assert raised.value.timeout == 2 and raised.value.cmd == [sys.executable, "-m", "buildkit.cli", "resolve"]
 
 

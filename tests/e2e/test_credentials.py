@@ -232,7 +232,7 @@ def test_a_config_that_is_not_a_regular_file(project, upstreams):
     fifo_dir = root / "fifo-config"
     fifo_dir.mkdir()
     os.mkfifo(fifo_dir / "config.json")  # a reader that waited for a writer would hang here
-    assert_failed(cli("resolve", env=env_for(fifo_dir), timeout=30), 5, "it is not a regular file")
+    assert_failed(cli("resolve", env=env_for(fifo_dir)), 5, "it is not a regular file")
 
 
 @pytest.mark.parametrize("variant", ["auths-basic-token-flow", "auths-identitytoken", "credsStore", "credHelpers"])
@@ -410,15 +410,12 @@ def test_a_failing_helper_that_printed_the_credential_is_not_quoted(cli, tmp_pat
 
 
 def test_a_helper_printing_without_end_is_cut_off_at_the_limit(tmp_path):
-    """Its output is read up to the limit and no further (it once was read whole first: gigabytes of memory)."""
-    import time
-
+    """Its output is read up to the limit and no further (it once was read whole first: gigabytes of memory). No
+    clock: `yes` never ends, so a run not cut off at the limit would end only at its 30 s deadline, as TimedOut."""
     from buildkit.world import proc
 
-    started = time.monotonic()
     done = proc.run(["sh", "-c", "yes credential"], stdout_limit=64 << 10, timeout=30)
     assert done.over and len(done.stdout) == 64 << 10
-    assert time.monotonic() - started < 10
 
 
 def test_a_credential_helper_that_prints_too_much_is_one_message(cli, tmp_path):

@@ -9,7 +9,6 @@ import hashlib
 import io
 import json
 import struct
-import time
 from pathlib import Path
 
 import pytest
@@ -298,10 +297,11 @@ def test_a_hostile_wheel_is_exit_3(project, upstreams, change, needle):
     root, cli = project
     for name, value in change.items():
         setattr(served(upstreams), name, value)
-    started = time.monotonic()
+    # No clock: the needle says the reader refused the wheel; a reader that hung on it would end only at the cli
+    # fixture's hang guard, and fail.
     result = run(cli)
     assert result.code == 3 and needle in result.stderr, result.output
-    assert time.monotonic() - started < 30 and not (root / "pins.lock").exists()
+    assert not (root / "pins.lock").exists()
 
 
 def test_a_zip_directory_claiming_to_be_huge_is_refused(tmp_path):

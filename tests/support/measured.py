@@ -19,16 +19,22 @@ from tests.conftest import Cli, Result
 # swapping the machine (the assertion on peak memory below is much tighter).
 ADDRESS_SPACE_CAP = 4 << 30
 
+# The hang guard: a run still going after this long is killed and fails its test. Its scale is a hang (a read that
+# waits for ever, an endless answer read to its end), never the machine's speed: a run of half a second has taken 8 s
+# at nice 10 on 2 cores busy with other work. The cli fixture's default (tests/conftest.py), the same.
+HANG_GUARD = 120.0
+
 
 @dataclass
 class Run(Result):
     seconds: float
     peak_mib: float
 
-    def assert_refused(self, code: int, *needles: str, within: float = 30.0, peak_mib: float = 250) -> None:
-        """Exit `code`, a short message naming `needles`, no traceback, in bounded time and memory. The time bound
-        is against hanging (a trickle would take hours), not a speed test: the test command runs these at nice 10
-        beside the engine's Go builds, where a 0.5 s run has taken 8 s."""
+    def assert_refused(self, code: int, *needles: str, within: float | None = None, peak_mib: float = 250) -> None:
+        """Exit `code`, a short message naming `needles`, no traceback, in bounded memory, and ended: measured()'s
+        HANG_GUARD fails a run that never ends. `within`, where time is what the test is about: a bound against the
+        failure's own scale (well under the length of the trickle the run would otherwise sit through), never
+        against the machine's speed."""
         assert self.code == code, self.output[-3000:]
         assert "Traceback" not in self.output and "internal error" not in self.output, self.output[-3000:]
         assert self.stdout == ""
@@ -36,12 +42,14 @@ class Run(Result):
         assert 1 <= len(lines) <= 3 and len(self.stderr) < 800, self.stderr[:3000]
         for needle in needles:
             assert needle in self.stderr, self.stderr
-        assert self.seconds < within, f"took {self.seconds:.1f}s"
+        if within is not None:
+            assert self.seconds < within, f"took {self.seconds:.1f}s"
         assert self.peak_mib < peak_mib, f"peak memory {self.peak_mib:.0f} MiB"
 
 
-def measured(cli: Cli, *args: str, env: dict[str, str] | None = None, timeout: float = 30) -> Run:
-    """`cli(*args)` as a child process; its own rusage comes from wait4 (not the sum over all children)."""
+def measured(cli: Cli, *args: str, env: dict[str, str] | None = None, timeout: float = HANG_GUARD) -> Run:
+    """`cli(*args)` as a child process; its own rusage comes from wait4 (not the sum over all children). A run past
+    `timeout` is killed and fails the test."""
 
     # `python -m buildkit.cli`, with the cap set first (inside the child: preexec_fn is unsafe with threads running).
     launcher = (

@@ -155,14 +155,14 @@ def test_signing_needs_the_registry_to_serve_this_locks_build(cli, tmp_path, ups
     other = registry.platform_digest("nvidia/cuda-dl-base", "25.05-cuda12.9-devel-ubuntu24.04", "linux/amd64")
     _pushed(project, other)
     run = _attest(cli, project, "--key", str(key), "--repository", f"{registry.netloc}/nvidia/cuda-dl-base", env=env)
-    run.assert_refused(2, "is not a build of this lock", "has no buildkit.lock.sha256 label", within=60)
+    run.assert_refused(2, "is not a build of this lock", "has no buildkit.lock.sha256 label")
     assert not envelope.exists(), "nothing was signed"
 
     # An image labelled by another lock: refused too.
     forged = _labelled_image(registry, "buildkit/other", {"buildkit.lock.sha256": "f" * 64})
     _edit(project, digest=forged)
     run = _attest(cli, project, "--key", str(key), "--repository", f"{registry.netloc}/buildkit/other", env=env)
-    run.assert_refused(2, "is not a build of this lock", "f" * 12, within=60)
+    run.assert_refused(2, "is not a build of this lock", "f" * 12)
     assert not envelope.exists()
 
     # This lock's build: the check passes and cosign signs (attaching then needs a registry that takes pushes,

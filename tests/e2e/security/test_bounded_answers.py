@@ -71,9 +71,9 @@ def test_trickle_ends_at_the_deadline(index, in_headers):
     hostile.route(META, trickle(0.1, in_headers=in_headers))  # each byte well within the per-read timeout
     env = {"BUILDKIT_HTTP_DEADLINE": "0.5", "BUILDKIT_HTTP_TIMEOUT": "5"}
     run = measured(cli, "resolve", env=env)
-    # Without the deadline the trickle would take 10,000 s (100,000 bytes, one every 0.1 s); assert_refused's 30 s
-    # leaves room for a CLI run at nice 10 on 2 cores busy with the engine's Go builds (8 s seen there).
-    run.assert_refused(3, META, "no complete answer within 0.5s", "BUILDKIT_HTTP_DEADLINE")
+    # The failure's scale: without the deadline the trickle takes 10,000 s (100,000 bytes, one every 0.1 s, each
+    # within the per-read timeout); the message says the deadline ended it.
+    run.assert_refused(3, META, "no complete answer within 0.5s", "BUILDKIT_HTTP_DEADLINE", within=60)
 
 
 def test_answer_shorter_than_its_length(index, monkeypatch):
@@ -88,7 +88,9 @@ def test_redirect_body_is_never_read(index, elsewhere):
     elsewhere.route(META, json_answer(METADATA))
     run = measured(cli, "resolve", "--json")
     assert run.code == 0, run.output
-    assert run.seconds < 10 and run.peak_mib < 250
+    # Measured in memory, not time: a client that read the endless body into memory would pass 250 MiB (or die at
+    # measured()'s address-space cap); one that read it and threw it away would never end (measured()'s hang guard).
+    assert run.peak_mib < 250
     assert json.loads(run.stdout)["wheel"]["filename"] == WHEEL_X86
 
 

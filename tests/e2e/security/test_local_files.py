@@ -134,7 +134,9 @@ def test_records_and_the_files_they_name_are_never_waited_on(cli, tmp_path):
     record_file.write_text(json.dumps({**record, "metadata_file": str(fifo), "log": str(fifo)}))
     attest = ["attest", "--pins", str(project / "pins.yaml"), "--record", str(record_file)]
     run = measured(cli, *attest)
-    assert run.code == 0 and run.seconds < 20, run.output  # the metadata file is optional: never waited on
+    # The metadata file is optional: never waited on. A reader that opened the FIFO would wait for a writer for
+    # ever, and measured()'s hang guard would fail the run: its ending at all is the proof, not its speed.
+    assert run.code == 0, run.output
     record_file.unlink()
     os.mkfifo(record_file)
     measured(cli, *attest).assert_refused(2, "a FIFO")

@@ -87,7 +87,9 @@ def test_the_torch_download_has_a_total_deadline_besides_the_stall_timer(monkeyp
             torch_symbols(server, tmp_path)
     finally:
         server.shutdown()
-    assert time.monotonic() - begun < 5
+    # The failure's scale: without the deadline the download runs to its end, 1 GiB at 64 KiB per 0.01 s at the
+    # most (6.4 MB/s: over 160 s). The message says the deadline ended it.
+    assert time.monotonic() - begun < 60
     assert raised.value.exit_code == 3
     assert raised.value.message == f"torch 2.9.0+cu129's wheel {FILENAME}: more than 1 s to read: refused"
     assert raised.value.hint == "on a slow link, raise BUILDKIT_TORCH_DEADLINE=<seconds>"
