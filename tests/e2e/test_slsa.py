@@ -446,7 +446,10 @@ def test_build_push_attest_verify_on_the_engine(project, remote, upstreams, tmp_
     assert "1 check(s) failed" in other.stderr and "buildkit statement: signature" in other.stderr
 
     # A lock whose vLLM commit differs: both statements fail on that field, naming the lock's and the image's.
-    upstreams.github.add_commit("vllm-project/vllm", OTHER_VLLM, "another vLLM", "2026-01-20T10:00:00Z")
+    # One Python file changed: GitHub's compare lists it (an empty list ahead of the base proves nothing: git then).
+    upstreams.github.add_commit(
+        "vllm-project/vllm", OTHER_VLLM, "another vLLM", "2026-01-20T10:00:00Z", files=["vllm/engine/arg_utils.py"]
+    )
     upstreams.wheels.add(OTHER_VLLM, f"vllm-0.14.0rc2.dev157+g{OTHER_VLLM[:9]}-cp38-abi3-manylinux_2_31_x86_64.whl")
     text = (
         (root / "pins.yaml")

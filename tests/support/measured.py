@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -52,16 +54,24 @@ def measured(cli: Cli, *args: str, env: dict[str, str] | None = None, timeout: f
     `timeout` is killed and fails the test."""
 
     # `python -m buildkit.cli`, with the cap set first (inside the child: preexec_fn is unsafe with threads running).
+    # Its peak memory is its own mm's high-water mark (VmHWM), written at exit: wait4's ru_maxrss also holds the
+    # pytest worker's, which the child inherits at exec (subprocess starts it with vfork), so a worker that had read
+    # a large wheel made a 55 MiB run look like 371 MiB.
+    hwm = tempfile.NamedTemporaryFile(prefix="hwm-", delete=False)
+    hwm.close()
     launcher = (
-        "import resource, runpy, sys; "
+        "import atexit, os, resource, runpy, sys; "
         f"resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE_CAP}, {ADDRESS_SPACE_CAP})); "
+        "hwm = os.environ.pop('MEASURED_HWM_FILE'); "
+        "atexit.register(lambda: open(hwm, 'w').write("
+        "next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM:')))); "
         "sys.argv[0] = 'buildkit'; runpy.run_module('buildkit.cli', run_name='__main__', alter_sys=True)"
     )
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-c", launcher, *args],
         cwd=cli.cwd,
-        env={**cli.env, **(env or {})},
+        env={**cli.env, **(env or {}), "MEASURED_HWM_FILE": hwm.name},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -85,12 +95,15 @@ def measured(cli: Cli, *args: str, env: dict[str, str] | None = None, timeout: f
     proc.returncode = os.waitstatus_to_exitcode(status)
     for reader in readers:
         reader.join()
+    said = Path(hwm.name).read_text().strip()
+    Path(hwm.name).unlink()
     return Run(
         code=proc.returncode,
         stdout=out["stdout"].decode(errors="replace"),
         stderr=out["stderr"].decode(errors="replace"),
         seconds=seconds,
-        peak_mib=usage.ru_maxrss / 1024,  # KiB on Linux
+        # KiB; a child that ended without its exit handlers (killed) has only wait4's figure, the worker's included
+        peak_mib=(int(said) if said.isdigit() else usage.ru_maxrss) / 1024,
     )
 
 

@@ -222,7 +222,7 @@ def check_environments(c: Context) -> None:
     _code, out = c.run(*FIND_ENVIRONMENTS)
     found = [line for line in out.splitlines() if ENVIRONMENT_RE.fullmatch(line)][:MAX_ENVIRONMENTS]
     if not found:
-        c.add(ENVIRONMENTS_CHECK, False, "the image has no site-packages or dist-packages directory")
+        c.add(ENVIRONMENTS_CHECK, None, "the image has no site-packages or dist-packages directory: no RECORD to hold")
         return
     vllm_dir = c.package.directory if c.package else None
     judged = [
