@@ -236,3 +236,43 @@ def test_vllm_against_a_mirror_is_compared_with_git_in_resolve_and_bump(project,
         f"`{newest[:12]}`" in result.stdout
     )
     assert f'+  ref: "{newest}"' in result.stdout and "moved back" not in result.stdout
+
+
+def test_vllm_history_and_setup_py_are_read_with_git_where_github_has_none(project, remote, upstreams):
+    """A vLLM mirror whose commits GitHub cannot list (404) and whose setup.py its contents API does not have: the
+    wheel commit's walk back along main and setup.py's extraction at the wheel commit both come from git, each
+    fallback said once. setup.py is vLLM 0.14.0's real one (tests/support/vllmtree.py)."""
+    from tests.support.fake_upstreams import Fault
+    from tests.support.vllmtree import SETUP_PY
+
+    vllm = "vllm-project/vllm"
+    work = remote.work.parent / "vllm-work"
+    work.mkdir()
+    git("init", "-q", "-b", "main", cwd=work)
+    shas: list[str] = []
+    for n, subject in enumerate(("[Core] has a wheel (#30001)", "[Docs] no wheel (#30002)", "[Core] source (#30003)")):
+        (work / "vllm").mkdir(exist_ok=True)
+        (work / "vllm" / "__init__.py").write_text(f"# {n}\n")
+        (work / "setup.py").write_bytes(SETUP_PY.read_bytes())
+        shas.append(commit_all(work, subject, date=f"2026-03-0{n + 1}T10:00:00+00:00"))
+        epoch = int(git("log", "-1", "--format=%ct", cwd=work))
+        upstreams.github.add_commit(vllm, shas[-1], subject, iso(epoch), branch="main", parents=shas[-2:-1])
+    remote.daemon.publish(work, "vllm.git")
+    upstreams.wheels.add(shas[0], f"vllm-0.15.0rc1.dev12+g{shas[0][:9]}-cp38-abi3-manylinux_2_31_x86_64.whl")
+    on_github(upstreams, remote, remote.commit, branch="main")
+    root, cli = mirrored(project, remote, remote.commit)
+    text = (root / "pins.yaml").read_text()
+    text = text.replace('ref: "4a5299c93ff97c26def537b92562df5ada530fea"\n  pr: 24322', f'ref: "{shas[-1]}"')
+    text += f"  - url: {remote.daemon.url}\n    instead_of: https://github.com/vllm-project/\n"
+    (root / "pins.yaml").write_text(text)
+    upstreams.github.setup_py = None  # GitHub's contents API: 404 for setup.py
+    upstreams.github.faults.append(Fault(f"/repos/{vllm}/commits?", 404, count=99))  # the commits list: 404
+
+    resolved = cli("resolve")
+    assert resolved.code == 0, resolved.output
+    assert resolved.stderr.count(f"the history of {shas[-1][:12]} listed with git instead") == 1, resolved.stderr
+    assert "not read for what precompiled mode takes" not in resolved.stderr, resolved.stderr
+    lock = read_lock(root / "pins.lock")
+    assert lock.vllm_wheel.commit == shas[0] and lock.vllm_wheel.chosen_by == "an ancestor of the merge base"
+    # setup.py's names that the stand-in wheel carries, taken by the extraction git read
+    assert lock.vllm_files is not None and sorted(lock.vllm_files) == ["vllm/_C.abi3.so", "vllm/_moe_C.abi3.so"]

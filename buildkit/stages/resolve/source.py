@@ -109,7 +109,7 @@ class Chooser:
                 choice = self._choose(source, pr)
                 by_git, python = listed.result()
             python = self._python_files(source) if by_git else python
-            return replace(choice, python=python, extraction=self._extraction(choice.wheel.commit))
+            return replace(choice, python=python, extraction=self._extraction(choice.wheel.commit, source))
         finally:
             if self._history is not None:
                 self._history.close()
@@ -134,7 +134,7 @@ class Chooser:
         merge_base, base_paths, base_method, how = self._merge_base(source, on_github)
         tried: list[str] = []
         first = ""
-        for wheel_commit in self._ancestors(merge_base, on_github):  # the merge base first
+        for wheel_commit in self._ancestors(merge_base, on_github, source):  # the merge base first
             try:
                 found = self.find_wheel(wheel_commit)
                 break
@@ -202,18 +202,21 @@ class Chooser:
             )
         return merge_base, history.changed(merge_base, source.commit), "git diff", history.command
 
-    def _ancestors(self, merge_base: str, on_github: bool) -> Iterator[str]:
+    def _ancestors(self, merge_base: str, on_github: bool, source: CommitFact) -> Iterator[str]:
         """The merge base, then (only when it has no wheel: listing costs a request) its ancestors along the branch.
         GitHub lists a commit's history by date, which on vLLM's main (squash merges: one line) is first-parent
-        order; git walks first parents."""
+        order; git walks first parents, also where GitHub has no answer (a mirror's commit: 404), said."""
         yield merge_base
+        listed: list[str] | None = None
         if on_github:
-            listed = [c.commit for c in self.github.branch_commits(self.upstream, merge_base, MAX_WHEEL_TRIES)]
-            if listed[:1] != [merge_base]:
+            try:
+                listed = [c.commit for c in self.github.branch_commits(self.upstream, merge_base, MAX_WHEEL_TRIES)]
+            except NotOnGitHub as exc:
+                self.note(f"{exc.message}: the history of {merge_base[:12]} listed with git instead")
+            if listed is not None and listed[:1] != [merge_base]:
                 raise UpstreamMalformed(f"GitHub API: the history of {merge_base[:12]} does not start with it")
-        else:
-            assert self._history is not None
-            listed = self._history.first_parents(merge_base, MAX_WHEEL_TRIES)
+        if listed is None:
+            listed = self._git(source).first_parents(merge_base, MAX_WHEEL_TRIES)
         yield from listed[1:]
 
     def _paths(self, wheel_commit: str, source: CommitFact, on_github: bool) -> tuple[list[str], Method, str]:
@@ -284,15 +287,19 @@ class Chooser:
             self._not_listed(source, exc)
             return None
 
-    def _extraction(self, commit: str) -> Extraction | None:
-        """What precompiled mode takes from the wheel, as setup.py at the wheel's commit declares it; None, said,
-        when setup.py cannot be read or has another shape (the lock's vllm_files then follow buildkit's rules)."""
+    def _extraction(self, commit: str, source: CommitFact) -> Extraction | None:
+        """What precompiled mode takes from the wheel, as setup.py at the wheel's commit declares it (GitHub's
+        contents API, else git on the repositories fetched: a mirror's commit); None, said, when setup.py cannot be
+        read or has another shape (the lock's vllm_files then follow buildkit's rules)."""
+        why = "it has no files_to_copy list with re.compile patterns beside it"
         try:
             text = self._file(self.upstream, commit, "setup.py")
+            if not text and self.github.owner_repo(self.upstream):  # GitHub has none: a mirror's commit, maybe
+                text = (self._git(source).file(commit, "setup.py") or b"").decode("utf-8", "replace")
         except (UpstreamMismatch, UpstreamUnreachable) as exc:
             text, why = "", exc.message
         else:
-            why = "it has no files_to_copy list with re.compile patterns beside it" if text else "there is none"
+            why = why if text else "there is none"
         found = extraction_of(text) if text else None
         if found is None:
             self.note(
