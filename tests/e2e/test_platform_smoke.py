@@ -16,6 +16,7 @@ import pytest
 
 from tests.support.fake_upstreams import VLLM_SHA, WHEEL_ARM, cudart_for, minimal_elf, two_platforms
 from tests.support.projects import smoke_project
+from tests.support.reporttruth import Platform, check_several, platform_facts, upstream_files
 from tests.support.signing import PASSWORD, key_pair
 
 pytestmark = pytest.mark.e2e
@@ -210,3 +211,12 @@ def test_a_push_of_two_platforms_is_one_image_index(project, remote, upstreams, 
     report = cli("report")
     assert report.code == 0, report.output[-3000:]
     assert "a record of another build" not in report.stderr and "not run on this image" not in report.stdout
+    # The report as a checked artifact (issue 41, point 3), for a real build of two platforms: every row and figure
+    # re-derived from the records and the files they name (tests/support/reporttruth.py).
+    lock = json.loads((root / "pins.lock").read_text())
+    judged = [
+        Platform(name, root / "build" / name.replace("/", "-"), platform_facts(lock, name)).load()
+        for name in ("linux/amd64", "linux/arm64")
+    ]
+    files = {p.name: upstream_files(upstreams, remote, root, lock, p.build_dir) for p in judged}
+    check_several(report.stdout, judged, files, root)
