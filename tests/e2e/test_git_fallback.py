@@ -276,3 +276,21 @@ def test_vllm_history_and_setup_py_are_read_with_git_where_github_has_none(proje
     assert lock.vllm_wheel.commit == shas[0] and lock.vllm_wheel.chosen_by == "an ancestor of the merge base"
     # setup.py's names that the stand-in wheel carries, taken by the extraction git read
     assert lock.vllm_files is not None and sorted(lock.vllm_files) == ["vllm/_C.abi3.so", "vllm/_moe_C.abi3.so"]
+
+
+def test_a_nemo_rl_commit_only_the_mirror_holds_is_read_with_git(project, remote, upstreams):
+    """A NeMo-RL commit GitHub does not know (422 from its commits API: it was pushed to the mirror only) is read
+    from the mirror with git, said once; without a mirror, GitHub's answer stands (exit 4), as before."""
+    sha = remote.new_commit("uv.lock", NEMO_RL_UV_LOCK, "deps: lock torch 2.9.0 (#1880)")  # not on the stand-in
+    root, cli = mirrored(project, remote, sha)
+    result = cli("resolve")
+    assert result.code == 0, result.output
+    assert result.stderr.count(": read with git instead") == 1, result.stderr
+    assert read_lock(root / "pins.lock").nemo_rl.commit == sha
+
+    text = (root / "pins.yaml").read_text()
+    (root / "pins.yaml").write_text(text[: text.index("\ngit_url_rewrites:")] + "\n")
+    (root / "pins.lock").unlink()
+    unmirrored = cli("resolve")  # GitHub answers an unknown SHA with 422 ("No commit found for SHA")
+    said = f"error: {NEMO} ref '{sha}': not found on GitHub (422 from "
+    assert unmirrored.code == 4 and unmirrored.stderr.startswith(said), unmirrored.output

@@ -133,14 +133,35 @@ class Resolver:
         self.record: ResolveRecord | None = None  # set by resolve()
 
     def commit(self, repo: str, ref: str) -> CommitFact:
+        """The commit `ref` names: GitHub's API, else git on the repository fetched (a mirror through pins.yaml's
+        git_url_rewrites, where GitHub has no answer for it: 404), said. Without a mirror GitHub's 404 stands."""
         if self.github.owner_repo(repo):
-            return self.github.commit(repo, ref)
-        return self.git.resolve(repo, ref)
+            try:
+                return self.github.commit(repo, ref)
+            except NotOnGitHub as exc:
+                if not self.mirrored(repo):
+                    raise
+                self.git.notes.append(f"{exc.message}: read with git instead")
+        return self.git.resolve(repo, ref, self.rewrites())
 
     def branch_commits(self, repo: str, branch: str, count: int) -> list[CommitFact]:
+        """The newest `count` commits of a branch: GitHub's API, else git as for commit()."""
         if self.github.owner_repo(repo):
-            return self.github.branch_commits(repo, branch, count)
-        return self.git.branch_commits(repo, branch, count)
+            try:
+                return self.github.branch_commits(repo, branch, count)
+            except NotOnGitHub as exc:
+                if not self.mirrored(repo):
+                    raise
+                self.git.notes.append(f"{exc.message}: listed with git instead")
+        return self.git.branch_commits(repo, branch, count, self.rewrites())
+
+    def mirrored(self, repo: str) -> bool:
+        """Whether pins.yaml's git_url_rewrites send `repo` to a mirror (which may hold what GitHub does not)."""
+        return any(repo.startswith(r.instead_of) for r in self.pins.git_url_rewrites)
+
+    def rewrites(self) -> list[str]:
+        """pins.yaml's git_url_rewrites as git's `-c` options."""
+        return [arg for r in self.pins.git_url_rewrites for arg in ("-c", f"url.{r.url}.insteadOf={r.instead_of}")]
 
     def newest_with_wheel(
         self, repo: str, branch: str, tries: int = MAX_WHEEL_TRIES, on_skip: Callable[[str], None] | None = None
@@ -473,7 +494,7 @@ class Resolver:
         404 cannot tell a missing file from one it will not show: a mirror's commit, a file this token may not
         read). git reads the repository prepare fetches (pins.yaml's git_url_rewrites apply), one blob; the
         fallback is said in one note."""
-        rewrites = [arg for r in self.pins.git_url_rewrites for arg in ("-c", f"url.{r.url}.insteadOf={r.instead_of}")]
+        rewrites = self.rewrites()
         if not self.github.owner_repo(repo):
             return self.git.file(repo, commit, "uv.lock", MAX_UV_LOCK_BYTES, rewrites)
         try:

@@ -53,16 +53,18 @@ class GitResolver:
             run_git(["init", "--quiet", "--bare", str(path)])
         return path, damaged
 
-    def resolve(self, url: str, ref: str) -> CommitFact:
+    def resolve(self, url: str, ref: str, config: list[str] | None = None) -> CommitFact:
+        """The commit `ref` names on `url`. `config`: git's `-c` options for every command that reaches the remote
+        (pins.yaml's git_url_rewrites: the mirror a GitHub URL is fetched from)."""
         try:
-            return self._resolve(url, ref)
+            return self._resolve(url, ref, config=config)
         except GitFailed as exc:
             if exc.remote_unreachable():
                 raise
             # Git could not use the cached repository (garbage objects, half deleted): once more from an empty one.
-            return self._resolve(url, ref, damaged=exc.message)
+            return self._resolve(url, ref, damaged=exc.message, config=config)
 
-    def _resolve(self, url: str, ref: str, damaged: str | None = None) -> CommitFact:
+    def _resolve(self, url: str, ref: str, damaged: str | None = None, config: list[str] | None = None) -> CommitFact:
         repo, reset = self._repo_for(url, damaged)
         if reset:
             self.notes.append(f"git cache for {url} reset: {reset}")
@@ -71,15 +73,15 @@ class GitResolver:
         sha = FULL_SHA_RE.fullmatch(ref) and ref
         how = "git fetch --depth=1 <sha>"
         if not sha:
-            sha = self._from_ls_remote(url, ref)
+            sha = self._from_ls_remote(url, ref, config)
             how = "git ls-remote"
         if not sha and SHA_PREFIX_RE.fullmatch(ref):
-            sha = self._from_history(repo, url, ref)
+            sha = self._from_history(repo, url, ref, config)
             how = "git ls-remote, git fetch (branches and tags)"
         if not sha:
             raise UpstreamMismatch(f"{url}: no branch, tag or commit matches {ref!r}")
         if not has_commit(repo, sha):
-            self._fetch(repo, url, [sha], depth=1)
+            self._fetch(repo, url, [sha], depth=1, config=config)
         out = run_git(["log", "-1", "--format=%H%n%cI%n%s", sha], cwd=repo)
         commit, date, subject = (out.splitlines() + ["", "", ""])[:3]
         return CommitFact(
@@ -92,14 +94,15 @@ class GitResolver:
             source=f"{how} on {url}",
         )
 
-    def branch_commits(self, url: str, branch: str, count: int) -> list[CommitFact]:
+    def branch_commits(self, url: str, branch: str, count: int, config: list[str] | None = None) -> list[CommitFact]:
         """The newest `count` commits reachable from a branch or tag, newest first: its tip from `git ls-remote`,
-        then that much of its history (commit objects only where the server allows filters) into the cache."""
+        then that much of its history (commit objects only where the server allows filters) into the cache.
+        `config`: as for resolve."""
         repo, reset = self._repo_for(url)
-        tip = self._from_ls_remote(url, branch)
+        tip = self._from_ls_remote(url, branch, config)
         if not tip:
             raise UpstreamMismatch(f"{url}: no branch or tag {branch!r}")
-        self._fetch(repo, url, [tip], depth=count)
+        self._fetch(repo, url, [tip], depth=count, config=config)
         out = run_git(["log", f"--max-count={count}", "--format=%H%x1f%cI%x1f%s", tip, "--"], cwd=repo)
         if reset:
             self.notes.append(f"git cache for {url} reset: {reset}")
@@ -132,9 +135,9 @@ class GitResolver:
             self._fetch(repo, url, [commit], depth=1, config=config)
         return _blob_at(repo, commit, path, max_bytes, url, config)
 
-    def _from_ls_remote(self, url: str, ref: str) -> str | None:
+    def _from_ls_remote(self, url: str, ref: str, config: list[str] | None = None) -> str | None:
         try:
-            out = run_git(["ls-remote", "--", url], timeout=120)
+            out = run_git(["ls-remote", "--", url], timeout=120, config=config)
         except GitFailed as exc:
             last = exc.stderr.splitlines()[-1] if exc.stderr else "no answer"
             raise UpstreamUnreachable(f"cannot reach git remote {url}: {last}", hint=OFFLINE_HINT) from None
@@ -152,8 +155,9 @@ class GitResolver:
                 return matches.pop()
         return None
 
-    def _from_history(self, repo: Path, url: str, prefix: str) -> str | None:
-        self._fetch(repo, url, ["+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"], depth=None)
+    def _from_history(self, repo: Path, url: str, prefix: str, config: list[str] | None = None) -> str | None:
+        refspecs = ["+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"]
+        self._fetch(repo, url, refspecs, depth=None, config=config)
         try:
             return run_git(["rev-parse", "--verify", "--quiet", f"{prefix}^{{commit}}"], cwd=repo).strip() or None
         except GitFailed as exc:
