@@ -94,15 +94,18 @@ def write_wheel(path: Path, members: list[tuple[str, bytes]], compression=zipfil
     return path
 
 
-def test_a_member_that_inflates_a_thousandfold_is_refused_before_a_byte_is_inflated(tmp_path):
+def test_a_member_that_inflates_a_thousandfold_is_refused_before_a_byte_is_inflated(tmp_path, monkeypatch):
     # 96 MiB of zeros stored in about 100 KB: the ratio a zip bomb needs, which no real wheel member has (vLLM
     # 0.14.0's wheel: 495 MB holding 1.2 GB of libraries, under 3:1).
     wheel = write_wheel(tmp_path / "bomb-1.0-py3-none-any.whl", [("bomb/_C.so", bytes(96 << 20))])
-    spooled_before = set(os.listdir(tempfile.gettempdir()))
+    # A temporary directory of this test's own: other workers write and remove files in the shared one meanwhile.
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spool))
     why = r"'bomb/_C.so': 96.0 MiB stored in [0-9,]+ bytes, a ratio over 100:1 \(a decompression bomb\)"
     with within(HANG), pytest.raises(LimitExceeded, match=why):
         list(wheel_kernels(wheel))
-    assert set(os.listdir(tempfile.gettempdir())) == spooled_before
+    assert os.listdir(spool) == []
 
 
 def test_one_local_entry_named_many_times_is_refused(tmp_path):
