@@ -4,10 +4,11 @@ The package is a stack of layers; a module imports from its own layer and the la
 (tests/unit/suite/test_layers.py holds the rule). Top to bottom:
 
   buildkit/cli.py, buildkit/commands/  the CLI: parse options, call one stage, present the result
+  buildkit/flags.py      the command line's options, each declared once, and their parsing into options.py's
   buildkit/runs/         what runs several stages for one command: bump, the reproducibility check
   buildkit/stages/       the pipeline's stages, one package each (resolve, prepare, render, build, verify, attest,
                          export, report), and the registry that orders them (stages/pipeline.py)
-  buildkit/options.py    every command's options, parsed and checked before any work
+  buildkit/options.py    every command's and stage's options, parsed and checked before any work
   buildkit/image/        image files: OCI layouts, unpacking layers, comparing two images
   buildkit/dockerfile/   Dockerfile text: parsing, the declared transformations, unpinned inputs, patches
   buildkit/gpu/          ELF and CUDA fat binaries: kernels per GPU, dynamic symbols, driver tables

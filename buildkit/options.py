@@ -1,8 +1,9 @@
-"""Every command's options, in one place: each class is what one command parses its command line into, frozen and
-checked (`parse`) before any work, so a wrong value stops the command before anything is fetched or written (an
-OptionError is typer's usage error, exit 2, naming the option). cli.py parses them, the commands pass them on, and a
-stage takes its own from the context (`ctx.given(BuildOptions)`). Choices are enums (models/choices.py), which typer
-shows and checks.
+"""Every command's and every stage's options, in one place: each class is what one command parses its command line
+into (`parse`, whose keywords are the command's parameters), frozen and checked before any work, so a wrong value
+stops the command before anything is fetched or written (an OptionError is typer's usage error, exit 2, naming the
+option). A stage runs from a `Context[O]` whose `options` is its own class (ResolveOptions, PrepareOptions,
+RenderOptions, BuildOptions, VerifyOptions, ...); a command that runs several stages holds each one's (BuildOptions
+holds resolve's, prepare's and render's). Choices are enums (models/choices.py), which typer shows and checks.
 
 Below the stages: may import world, gpu, models, text and the base, never a stage or the CLI.
 """
@@ -13,7 +14,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 from urllib.parse import urlsplit
 
 from buildkit.errors import InputError, OptionError, excerpt
@@ -21,48 +22,78 @@ from buildkit.files import check_replaceable, is_stdout
 from buildkit.gpu import driver
 from buildkit.models.choices import Compression, ProgressMode, ReportFormat
 from buildkit.models.grammar import IMAGE_REF_RE, git_ref
-from buildkit.models.pins import ARCH_OF_PLATFORM
+from buildkit.models.lock import PatchFact
+from buildkit.models.pins import ARCH_OF_PLATFORM, Pins
 from buildkit.models.slsa import DEFAULT_BUILDER_ID
 from buildkit.world import buildx, cosign
+
+# What the resolve stage does with the lock: "write" (`buildkit resolve`: resolve, and write the lock unless it says
+# what the lock says), "check" (`--check`: write nothing; the result says where upstream disagrees), "offline" (the
+# pins, and the lock against them; no network), "if-stale" (`build`: a current lock is kept, a missing or stale one
+# resolved and written), "fresh" (`bump`: resolve the staged pins and write nothing).
+ResolveMode = Literal["write", "check", "offline", "if-stale", "fresh"]
 
 
 @dataclass(frozen=True)
 class ResolveOptions:
-    """`buildkit resolve`'s options, checked together (`parse`) before any work. deep (with check): the wheel's bytes
-    are downloaded afresh and their sha256 compared with the lock. download_wheel False: the lock's wheel is hashed
-    only if the cache has it (else: not content-addressed)."""
+    """The resolve stage's options (`buildkit resolve`'s, checked together by `parse` before any work). deep (with
+    check): the wheel's bytes are downloaded afresh and their sha256 compared with the lock. download_wheel False:
+    the lock's wheel is hashed only if the cache has it (else: not content-addressed). staged: the pins to resolve
+    and their patches when they are not the pins file's (bump's edited pins)."""
 
-    json_out: bool
-    check: bool
-    offline: bool
+    mode: ResolveMode = "if-stale"
+    json_out: bool = False
     deep: bool = False
     download_wheel: bool = True
+    check: bool = False  # --check (with --offline too: no lock is then a failure)
+    staged: tuple[Pins, list[PatchFact]] | None = None
 
     @classmethod
     def parse(
         cls, *, json_out: bool, check: bool, offline: bool, deep: bool, no_wheel_download: bool
     ) -> ResolveOptions:
-        import typer  # resolve's checks raise typer's usage error themselves (the CLI calls this parse directly)
-
         if deep and (not check or offline):
-            raise typer.BadParameter("needs --check, and the network (not --offline)", param_hint="--deep")
+            raise OptionError("needs --check, and the network (not --offline)", param_hint="--deep")
         if no_wheel_download and (check or offline):
-            raise typer.BadParameter("only applies when resolve writes the lock", param_hint="--no-wheel-download")
-        return cls(json_out, check, offline, deep, not no_wheel_download)
+            raise OptionError("only applies when resolve writes the lock", param_hint="--no-wheel-download")
+        mode: ResolveMode = "offline" if offline else "check" if check else "write"
+        return cls(mode, json_out, deep, not no_wheel_download, check)
+
+
+@dataclass(frozen=True)
+class PrepareOptions:
+    """The prepare stage's options: whether NeMo-RL's submodules are checked out, and which flag or variable said so
+    (as messages name it)."""
+
+    submodules: bool = True
+    submodules_from: str = "default"
+    json_out: bool = False  # `buildkit prepare --json`: the record on stdout
 
 
 @dataclass(frozen=True)
 class RenderOptions:
-    """`buildkit render`'s options, checked (`parse`) before any work."""
+    """The render stage's options. smoke: the smoke target's Dockerfile (build/smoke/), FROM smoke_base (the stand-in
+    base image pinned by digest: the build pins it once the lock names the platform). refuse_drift: drift findings
+    stop the stage before anything is written (`build` without --allow-drift, `render --strict`)."""
 
-    output: Path | None  # None: build/Dockerfile (also with `-o -`, which then streams it)
+    smoke: bool = False
+    smoke_base: str | None = None
+    syntax: bool = True
+    refuse_drift: bool = False
+    output: Path | None = None  # None: build/Dockerfile
+
+
+@dataclass(frozen=True)
+class RenderCommandOptions:
+    """`buildkit render`'s options, checked (`parse`) before any work: prepare's and render's, and how the command
+    answers."""
+
+    prepare: PrepareOptions
+    render: RenderOptions
     streamed: bool  # `-o -`: written where it goes by default, and streamed to stdout
-    submodules: bool
     diff: bool
-    strict: bool
-    syntax: bool
     json_out: bool
-    submodules_from: str = "default"  # the flag or variable that set `submodules`, as messages name it
+    platform: str | None = None
 
     @classmethod
     def parse(
@@ -75,14 +106,16 @@ class RenderOptions:
         syntax: bool,
         json_out: bool,
         submodules_from: str = "default",
-    ) -> RenderOptions:
+        platform: str | None = None,
+    ) -> RenderCommandOptions:
         streamed = is_stdout(output)
         if streamed and (json_out or diff):
             raise InputError("-o - writes the Dockerfile to standard output: it cannot go with --json or --diff")
         output = None if streamed else output
         if output is not None:
             check_replaceable(output)  # before the work: a device or FIFO is never replaced
-        return cls(output, streamed, submodules, diff, strict, syntax, json_out, submodules_from)
+        render = RenderOptions(syntax=syntax, refuse_drift=strict, output=output)
+        return cls(PrepareOptions(submodules, submodules_from), render, streamed, diff, json_out, platform)
 
 
 class BumpRequest(NamedTuple):
@@ -141,8 +174,11 @@ class BumpOptions:
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """`buildkit build`'s options, parsed and validated (`parse`) before any work."""
+    """`buildkit build`'s options, parsed and validated (`parse`) before any work: the build stage's own, and those
+    of the stages build runs before it (`resolve`, `prepare`, `render`), each the class its stage declares."""
 
+    prepare: PrepareOptions
+    render: RenderOptions  # smoke_base unpinned: the build pins it once the lock names the platform
     builder: str | None
     push: bool
     sbom: bool
@@ -151,21 +187,17 @@ class BuildOptions:
     progress: ProgressMode
     dry_run: bool
     smoke: bool
-    smoke_base: str
     min_free_gb: float | None
-    submodules: bool
-    syntax: bool | None  # None: the default, which is no `# syntax=` line for --smoke (it must work offline)
     extra: tuple[str, ...]
-    allow_drift: bool = False
     check_reproducible: bool = False
     rebuild_builder: str | None = None
     shared_cache: bool = True  # the lock's build.cache, if it names one
     compression: Compression | None = None  # None: the lock's build.compression
     force_compression: bool | None = None
     json_out: bool = False
-    submodules_from: str = "default"  # the flag or variable that set `submodules`, as messages name it
     emulate: bool = False  # build a platform the builder runs only under QEMU (an order of magnitude slower)
     platform_builders: tuple[tuple[str, str], ...] = ()  # --platform-builder PLATFORM=NAME: that platform's builder
+    resolve: ResolveOptions = ResolveOptions("if-stale")  # a current lock is kept; a missing or stale one resolved
 
     def builder_for(self, platform: str) -> str | None:
         """The builder a platform builds on: its --platform-builder, else --builder (None: the current one)."""
@@ -180,11 +212,18 @@ class BuildOptions:
         cache_from: list[str],
         cache_to: list[str],
         extra: list[str],
-        platform_builders: list[str] | None = None,
+        smoke: bool,
+        smoke_base: str,
+        syntax: bool | None,
+        allow_drift: bool = False,
+        submodules: bool = True,
+        submodules_from: str = "default",
+        platform_builder: list[str] | None = None,
         **given,
     ) -> BuildOptions:
         """The options as typed, checked: a wrong value is a usage error (exit 2) naming the option. (The CLI's
-        typer checks the choices first; a caller that gives strings has them checked here.)"""
+        typer checks the choices first; a caller that gives strings has them checked here.) syntax None: the
+        default, which is no `# syntax=` line for --smoke (it must work offline)."""
         progress = progress or "auto"  # BUILDKIT_PROGRESS set but empty, as buildx reads it
         if progress not in ProgressMode.__members__:
             raise OptionError(
@@ -193,13 +232,22 @@ class BuildOptions:
             )
         if compression not in (None, *Compression.__members__):
             raise OptionError("expected gzip or zstd", param_hint="--compression")
+        render = RenderOptions(
+            smoke=smoke,
+            smoke_base=smoke_base if smoke else None,
+            syntax=syntax if syntax is not None else not smoke,
+            refuse_drift=not allow_drift,
+        )
         opts = cls(
+            prepare=PrepareOptions(submodules, submodules_from),
+            render=render,
+            smoke=smoke,
             progress=ProgressMode(progress),
             compression=Compression(compression) if compression else None,
             cache_from=tuple(cache_from),
             cache_to=tuple(cache_to),
             extra=tuple(extra),
-            platform_builders=parse_platform_builders(platform_builders or []),
+            platform_builders=parse_platform_builders(platform_builder or []),
             **given,
         )
         if opts.rebuild_builder and not opts.check_reproducible:
@@ -208,10 +256,6 @@ class BuildOptions:
             if name:
                 buildx.validate_builder_name(name)
         return opts
-
-    @property
-    def with_syntax(self) -> bool:
-        return self.syntax if self.syntax is not None else not self.smoke
 
     @property
     def view_mode(self) -> str:
@@ -277,6 +321,10 @@ class DoctorOptions:
     json_out: bool = False
     platform_builders: tuple[tuple[str, str], ...] = ()  # --platform-builder: a platform checked on its own builder
 
+    @classmethod
+    def parse(cls, *, platform_builder: list[str], **given) -> DoctorOptions:
+        return cls(platform_builders=parse_platform_builders(platform_builder), **given)
+
 
 @dataclass(frozen=True)
 class VerifyOptions:
@@ -288,10 +336,19 @@ class VerifyOptions:
     provenance: bool
     key: str | None
     drivers: tuple[str, ...]
+    platform: str | None = None  # with build.platforms: only this platform's image
 
     @classmethod
     def parse(
-        cls, *, image: str | None, gpus: bool, json_out: bool, provenance: bool, key: str | None, drivers: list[str]
+        cls,
+        *,
+        image: str | None,
+        gpus: bool,
+        json_out: bool,
+        provenance: bool,
+        key: str | None,
+        drivers: list[str],
+        platform: str | None = None,
     ) -> VerifyOptions:
         if provenance and gpus:
             raise OptionError("not with --provenance", param_hint="--gpus")
@@ -304,7 +361,7 @@ class VerifyOptions:
             if not key:
                 raise InputError("--provenance needs --key: the public key buildkit's statement was signed with")
             cosign.check_public_key(key)  # bad input before any check: a missing or private key is not a failed check
-        return cls(image, gpus, json_out, provenance, key, tuple(drivers))
+        return cls(image, gpus, json_out, provenance, key, tuple(drivers), platform)
 
 
 @dataclass(frozen=True)
@@ -315,16 +372,24 @@ class ReportOptions:
     output: Path | None  # None or `-`: standard output
     format: ReportFormat
     results: Path | None
+    platform: str | None = None  # with build.platforms: only this platform's report
 
     @classmethod
     def parse(
-        cls, *, record: Path | None, output: Path | None, fmt: ReportFormat | str, results: Path | None
+        cls,
+        *,
+        record: Path | None,
+        output: Path | None,
+        fmt: ReportFormat | str,
+        results: Path | None,
+        platform: str | None = None,
     ) -> ReportOptions:
         if fmt not in ReportFormat.__members__:
             raise InputError(f"--format: expected markdown or json, found {fmt!r}")
         if output is not None and not is_stdout(output):
             check_replaceable(output)  # a device or FIFO is never replaced
-        return cls(record, None if output is None or is_stdout(output) else output, ReportFormat(fmt), results)
+        written = None if output is None or is_stdout(output) else output
+        return cls(record, written, ReportFormat(fmt), results, platform)
 
 
 _BUILDER_ID_RE = re.compile(r"[a-z][a-z0-9+.-]*:[A-Za-z0-9._~:/?#@!$&'()*+,;=%-]{1,500}")
@@ -357,16 +422,24 @@ class AttestOptions:
     builder_id: str  # runDetails.builder.id
     json_out: bool
     repository: str | None
+    platform: str | None = None  # with build.platforms: only this platform's statement
 
     @classmethod
     def parse(
-        cls, *, record: Path | None, key: str | None, builder_id: str | None, json_out: bool, repository: str | None
+        cls,
+        *,
+        record: Path | None,
+        key: str | None,
+        builder_id: str | None,
+        json_out: bool,
+        repository: str | None,
+        platform: str | None = None,
     ) -> AttestOptions:
         builder = checked_builder_id(builder_id)
         if key is not None:
             cosign.check_key(key)  # a missing key is bad input before anything else is read
         named = checked_repository(repository) if repository is not None else None
-        return cls(record, key, builder, json_out, named)
+        return cls(record, key, builder, json_out, named, platform)
 
 
 @dataclass(frozen=True)
@@ -377,10 +450,13 @@ class ExportOptions:
     output: Path | None  # None: build/<image>.sqsh (also with `-o -`, which then streams it)
     streamed: bool  # `-o -`: made where it goes by default, then streamed to stdout
     json_out: bool
+    platform: str | None = None  # with build.platforms: only this platform's image
 
     @classmethod
-    def parse(cls, *, image: str | None, output: Path | None, json_out: bool) -> ExportOptions:
+    def parse(
+        cls, *, image: str | None, output: Path | None, json_out: bool, platform: str | None = None
+    ) -> ExportOptions:
         streamed = is_stdout(output)
         if streamed and json_out:
             raise InputError("-o - writes the squashfs to standard output: it cannot go with --json")
-        return cls(image, None if streamed else output, streamed, json_out)
+        return cls(image, None if streamed else output, streamed, json_out, platform)

@@ -16,13 +16,13 @@ from buildkit.stages.context import Context, each_platform
 from buildkit.text import ui
 
 
-def attest_command(paths: Paths, opts: AttestOptions, platform: str | None = None) -> None:
+def attest_command(paths: Paths, opts: AttestOptions) -> None:
     """Each platform's statement (its own image the subject), signed and attached with a key; for several
     platforms pushed as one image index, the index's too (each platform's image and statement its dependencies)."""
-    each = each_platform(paths, platform, **{"--record": opts.record})
+    each = each_platform(paths, opts.platform, **{"--record": opts.record})
     done = ui.per_platform(each, lambda one: _attest(one, opts))
     statements = {p: d.statement for p, d in done.items()}
-    if len(each) > 1 and platform is None:
+    if len(each) > 1 and opts.platform is None:
         smoke = done[each[0].platform].statement_file == each[0].statement(True)
         index = read_record(paths.index_record(smoke), IndexRecord)
         ui.platform_heading("image index", paths.index_record(smoke), 2)
@@ -42,7 +42,7 @@ def attest_command(paths: Paths, opts: AttestOptions, platform: str | None = Non
 
 
 def _attest(paths: Paths, opts: AttestOptions) -> Attested:
-    ctx = Context(paths, options=opts)
+    ctx = Context(paths, opts)
     pipeline.run_stage("attest", ctx)
     done = ctx.made.attest
     _say(done)

@@ -66,14 +66,10 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     index_record(paths, opts, ctx.inputs, engines[platforms[0]], made)
 
 
-def _context(paths: Paths, opts: BuildOptions) -> Context:
+def _context(paths: Paths, opts: BuildOptions) -> Context[BuildOptions]:
     return Context(
         paths,
-        smoke=opts.smoke,
-        submodules=opts.submodules,
-        syntax=opts.with_syntax,
-        refuse_drift=not opts.allow_drift,
-        options=opts,
+        opts,
         on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"),
         on_say=lambda text: ui.err.print(ui.safe(text)),
         watch=lambda plan: _view(plan, opts.view_mode),
@@ -137,14 +133,14 @@ def build_settings(pins: Pins, paths: Paths, opts: BuildOptions) -> list[Setting
     return [
         platform_setting(pins, name),
         target_setting(pins, name, opts.smoke),
-        submodules_setting(opts.submodules, opts.submodules_from),
+        submodules_setting(opts.prepare.submodules, opts.prepare.submodules_from),
     ]
 
 
 def _dry_run(paths: Paths, opts: BuildOptions) -> None:
     each = platform_paths(paths)  # one platform's paths per platform of build.platforms
     for one in each:
-        todo, inputs = pipeline.status(one, smoke=opts.smoke, submodules=opts.submodules)
+        todo, inputs = pipeline.status(one, opts)
         if one is each[0]:
             # Once the pins and patches have loaded: a refused input stays the only thing said.
             whole = inputs.pins if inputs and len(each) == 1 else load_pins(paths.pins)
@@ -174,15 +170,18 @@ def _dry_run(paths: Paths, opts: BuildOptions) -> None:
 class _Run:
     """One `buildkit build`: the registry's stages before buildx, each shown as it runs, then buildx."""
 
-    def __init__(self, paths: Paths, opts: BuildOptions, ctx: Context) -> None:
+    def __init__(self, paths: Paths, opts: BuildOptions, ctx: Context[BuildOptions]) -> None:
         self.paths, self.opts, self.ctx = paths, opts, ctx
+        self.render = opts.render  # with the smoke build's base pinned, once the lock names the platform
 
     def resolve(self) -> None:
+        resolving = self.ctx.using(self.opts.resolve)
         with ui.err.status("checking the lock (resolving the pins if it is missing or stale)...", spinner="dots"):
-            pipeline.run_stage("resolve", self.ctx)
-        if self.ctx.made.resolve:
+            pipeline.run_stage("resolve", resolving)
+        self.ctx.inputs = resolving.inputs
+        if self.ctx.made.resolve.written:
             ui.err.print(f"[green]wrote[/] {ui.safe(str(self.paths.lock))}")
-        if self.opts.smoke and not self.opts.with_syntax:
+        if self.opts.smoke and not self.opts.render.syntax:
             ui.err.print(
                 "[dim]note[/]: smoke build without a `# syntax=` line: the builder's own frontend, no internet"
             )
@@ -236,8 +235,9 @@ class _Run:
         """One platform after resolve and preflight: prepare and render (work already done is left as it is),
         buildx, and the reproducibility check when asked."""
         self.ctx.made.preflight = engine
-        if self.opts.smoke:
-            self.ctx.smoke_base = pin_smoke_base(self.opts.smoke_base, self.ctx.lock.build.platform)
+        if self.render.smoke_base:
+            pinned = pin_smoke_base(self.render.smoke_base, self.ctx.lock.build.platform)
+            self.render = replace(self.render, smoke_base=pinned)
         for stage in pipeline.before_build():
             if stage.name != "resolve":
                 self.stage(stage)
@@ -252,17 +252,17 @@ class _Run:
         shown = {"prepare": self._prepare, "render": self._render}
         if stage.name in shown:
             shown[stage.name]()
-        else:  # a stage with nothing of its own to show
+        else:  # a stage with nothing of its own to show, with the options build holds for it
             with ui.err.status(f"{stage.name}...", spinner="dots"):
-                pipeline.run_stage(stage.name, self.ctx)
+                pipeline.run_entry(stage, self.ctx.using(pipeline.options_for(stage, self.opts)))
 
     def _prepare(self) -> None:
         with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
-            pipeline.run_stage("prepare", self.ctx)
-        ui.print_prepare(self.ctx.made.prepare, self.paths.prepare_record, self.opts.submodules_from)
+            pipeline.run_stage("prepare", self.ctx.using(self.opts.prepare))
+        ui.print_prepare(self.ctx.made.prepare, self.paths.prepare_record, self.opts.prepare.submodules_from)
 
     def _render(self) -> None:
-        pipeline.run_stage("render", self.ctx)
+        pipeline.run_stage("render", self.ctx.using(self.render))
         ui.print_drift(self.ctx.made.render.record.drift)
         ui.err.print(f"[green]rendered[/] {ui.safe(str(self.paths.dockerfile(self.opts.smoke)))}")
 
@@ -338,7 +338,7 @@ def _check_reproducible(inputs, plan: BuildPlan, record, paths: Paths, opts: Bui
             record,
             paths.build_record(opts.smoke),
             rebuild_builder=opts.rebuild_builder,
-            submodules=opts.submodules,
+            submodules=opts.prepare.submodules,
             log_path=log_path,
             on_prepared=prepared,
             on_line=view.update,

@@ -13,11 +13,11 @@ from buildkit.stages.context import Context, each_platform
 from buildkit.text import ui
 
 
-def export_command(paths: Paths, opts: ExportOptions, platform: str | None = None) -> None:
+def export_command(paths: Paths, opts: ExportOptions) -> None:
     """One squashfs per platform, each named after its own image tag (<tag>-<arch>), so a Slurm user cannot take
     one platform's for another's."""
     each = each_platform(
-        paths, platform, **{"IMAGE": opts.image, "--output": opts.output, "-o -": True if opts.streamed else None}
+        paths, opts.platform, **{"IMAGE": opts.image, "--output": opts.output, "-o -": True if opts.streamed else None}
     )
     results = ui.per_platform(each, lambda one: _export(one, opts))
     if opts.json_out:
@@ -28,7 +28,7 @@ def _export(paths: Paths, opts: ExportOptions) -> dict:
     with ui.err.status("exporting...", spinner="dots") as status:
         ctx = Context(
             paths,
-            options=opts,
+            opts,
             on_note=ui.warn,
             on_say=lambda text: ui.err.print(ui.safe(text)),
             on_step=lambda text: status.update(ui.safe(text)),

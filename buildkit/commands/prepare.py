@@ -5,18 +5,19 @@ from __future__ import annotations
 import sys
 
 from buildkit.models.paths import Paths
+from buildkit.options import PrepareOptions
 from buildkit.stages import pipeline
 from buildkit.stages.context import Context, load_inputs
 from buildkit.text import ui
 
 
-def prepare_command(paths: Paths, submodules: bool, json_out: bool, submodules_from: str = "default") -> None:
+def prepare_command(paths: Paths, opts: PrepareOptions) -> None:
     # The tree is the same for every platform of build.platforms: prepared once, recorded at the top.
-    ctx = Context(paths, load_inputs(paths, on_note=ui.warn, whole=True), submodules=submodules)
+    ctx = Context(paths, opts, load_inputs(paths, on_note=ui.warn, whole=True))
     with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
         pipeline.run_stage("prepare", ctx)
     record = ctx.made.prepare
-    if json_out:
+    if opts.json_out:
         sys.stdout.write(record.to_json())
     else:
-        ui.print_prepare(record, paths.prepare_record, submodules_from)
+        ui.print_prepare(record, paths.prepare_record, opts.submodules_from)

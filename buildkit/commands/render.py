@@ -7,38 +7,32 @@ import sys
 from rich.syntax import Syntax
 
 from buildkit.models.paths import Paths
-from buildkit.options import RenderOptions
+from buildkit.options import RenderCommandOptions
 from buildkit.stages import pipeline
 from buildkit.stages.context import Context, each_platform, load_inputs
 from buildkit.text import ui
 
 
-def render_command(paths: Paths, opts: RenderOptions, platform: str | None = None) -> None:
+def render_command(paths: Paths, opts: RenderCommandOptions) -> None:
     """The Dockerfile of each platform (build/<os>-<arch>/Dockerfile for several: each names its own wheel)."""
-    each = each_platform(paths, platform, **{"--output": opts.output, "-o -": True if opts.streamed else None})
+    given = {"--output": opts.render.output, "-o -": True if opts.streamed else None}
+    each = each_platform(paths, opts.platform, **given)
     summaries = ui.per_platform(each, lambda one: _render(one, opts))
     if opts.json_out:
         ui.write_json_by_platform(summaries)
 
 
-def _render(paths: Paths, opts: RenderOptions) -> dict:
-    output, streamed, submodules, json_out = opts.output, opts.streamed, opts.submodules, opts.json_out
-    syntax, strict, diff = opts.syntax, opts.strict, opts.diff
-    ctx = Context(
-        paths,
-        load_inputs(paths, on_note=ui.warn),
-        submodules=submodules,
-        syntax=syntax,
-        refuse_drift=strict,
-        output=output,
-    )
+def _render(paths: Paths, opts: RenderCommandOptions) -> dict:
+    output, streamed, json_out, diff = opts.render.output, opts.streamed, opts.json_out, opts.diff
+    ctx = Context(paths, opts.prepare, load_inputs(paths, on_note=ui.warn))
     with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
         pipeline.run_stage("prepare", ctx)
     prepared = ctx.made.prepare
     if not json_out:
-        ui.print_prepare(prepared, paths.prepare_record, opts.submodules_from)
-    pipeline.run_stage("render", ctx)
-    text, record = ctx.made.render
+        ui.print_prepare(prepared, paths.prepare_record, opts.prepare.submodules_from)
+    rendering = ctx.using(opts.render)
+    pipeline.run_stage("render", rendering)
+    text, record = rendering.made.render
     if streamed:
         sys.stdout.write(text)
     if not json_out:

@@ -4,6 +4,7 @@ what differs between them, the image index, then each platform's report)."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 from buildkit.files import write_atomic
 from buildkit.models.paths import Paths
@@ -15,13 +16,13 @@ from buildkit.stages.report import several
 from buildkit.text import ui
 
 
-def report_command(paths: Paths, opts: ReportOptions, platform: str | None = None) -> None:
-    each = each_platform(paths, platform, **{"--record": opts.record})
+def report_command(paths: Paths, opts: ReportOptions) -> None:
+    each = each_platform(paths, opts.platform, **{"--record": opts.record})
     if len(each) == 1:
         made = _report(each[0], opts)
         text = made.text
     else:
-        quiet = ReportOptions(opts.record, None, opts.format, opts.results)  # written once, all together, below
+        quiet = replace(opts, output=None)  # written once, all together, below
         reports = {str(one.platform): _report(one, quiet) for one in each}
         smoke = all(r.record is not None and r.record.endswith("smoke-record.json") for r in reports.values())
         text = several(paths, {p: r.text for p, r in reports.items()}, opts.format, smoke)
@@ -34,7 +35,7 @@ def report_command(paths: Paths, opts: ReportOptions, platform: str | None = Non
 
 
 def _report(paths: Paths, opts: ReportOptions) -> Reported:
-    ctx = Context(paths, options=opts, on_note=lambda text: ui.err.print(f"[yellow]note[/]: {ui.safe(text)}"))
+    ctx = Context(paths, opts, on_note=lambda text: ui.err.print(f"[yellow]note[/]: {ui.safe(text)}"))
     pipeline.run_stage("report", ctx)
     made = ctx.made.report
     where = f" ({paths.platform})" if paths.platform else ""

@@ -7,7 +7,6 @@ import dataclasses
 import sys
 import threading
 import time
-from pathlib import Path
 from urllib.parse import urlsplit
 
 from rich import box
@@ -27,129 +26,73 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from buildkit.errors import CheckFailed, InputError
+from buildkit.errors import CheckFailed
 from buildkit.models.lock import (
     Lock,
-    PatchFact,
-    consistency_problems,
     content_warning,
     cuda_warning,
-    differences,
-    read_lock,
 )
 from buildkit.models.paths import Paths
-from buildkit.models.pins import ARCH_OF_PLATFORM, Pins
+from buildkit.models.pins import ARCH_OF_PLATFORM
 from buildkit.options import ResolveOptions
-from buildkit.stages.context import load_pins_and_patches, lock_state
-from buildkit.stages.resolve import measure_wheel, resolve_lock, write_lock
+from buildkit.stages import pipeline
+from buildkit.stages.context import Context, Resolved
 from buildkit.stages.resolve.download import DownloadEvent
-from buildkit.stages.resolve.ours import check_lock_is_ours
 from buildkit.text import ui
 
 
 def run_resolve(paths: Paths, opts: ResolveOptions) -> None:
-    pins, patches = load_pins_and_patches(paths)
-    if opts.offline:
-        _offline(paths, pins, patches, json_out=opts.json_out, check=opts.check)
-        return
-    old = _previous_lock(paths.lock, strict=opts.check)
-    if opts.check:
-        _stop_unless_checkable(paths.lock, old, pins, patches, opts.deep)
-    else:  # before the network: a lock written from other pins is never replaced
-        check_lock_is_ours(paths, old, pins, on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"))
-    # --check stays cheap: HEAD tells the wheel's URL, size and ETag; only --deep reads its bytes (below).
-    records: list = []  # the resolve record: when each fact was read (build/resolve.json, beside the lock)
-    with WheelProgress("resolving pins (GitHub, wheel index, registry)") as progress:
-        fresh = resolve_lock(
-            paths,
-            pins,
-            patches,
-            on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"),
-            wheel_bytes="none" if opts.check else "download" if opts.download_wheel else "cache",
-            on_progress=progress,
-            on_record=records.append,
-        )
-    if opts.check:
-        assert old is not None
-        _check_against_upstream(paths, old, fresh, opts)
+    """The resolve stage in the mode the options say, then what it found: the lock's table (or JSON), what was
+    written, and where upstream disagrees (`--check`: exit 1)."""
+    ctx = Context(paths, opts, on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"))
+    if opts.mode == "offline":
+        pipeline.run_stage("resolve", ctx)
     else:
-        _write(paths, old, fresh, records[0] if records else None, opts.json_out)
+        with WheelProgress("resolving pins (GitHub, wheel index, registry)") as progress:
+            ctx.on_progress = progress
+            pipeline.run_stage("resolve", ctx)
+    _SHOW[opts.mode](paths, ctx.made.resolve, opts)
 
 
-def _stop_unless_checkable(lock_path: Path, old: Lock | None, pins: Pins, patches, deep: bool) -> None:
-    """`--check` needs a lock that is current for the pins (and, with --deep, one that holds the wheel's sha256)."""
-    if old is None:
-        raise CheckFailed(f"{lock_path}: no lock to check", hint="run `buildkit resolve` to write one")
-    problems = consistency_problems(pins, old, patches)
-    if problems:
-        raise CheckFailed(_bullets(f"{lock_path} is stale:", problems), hint="run `buildkit resolve`")
-    if deep and old.wheel.sha256 is None:
-        raise CheckFailed(
-            f"{lock_path}: wheel.sha256: the lock has none ({old.wheel.not_content_addressed}), so --deep has "
-            "nothing to compare the wheel's bytes with",
-            hint="run `buildkit resolve` (without --no-wheel-download) to hash the wheel",
-        )
+def _offline(paths: Paths, resolved: Resolved, opts: ResolveOptions) -> None:
+    if resolved.old is None:
+        msg = f"pins valid; no lock at {paths.lock} to compare (run `buildkit resolve` with network to write one)"
+        if opts.check:
+            raise CheckFailed(msg)
+        if opts.json_out:
+            sys.stdout.write("null\n")
+        ui.err.print(f"[green]ok[/]: {ui.safe(msg)}")
+        return
+    _emit(resolved.old, opts.json_out, title=f"{paths.lock} (offline: consistent with the pins, upstream not asked)")
+    ui.err.print("[green]ok[/]: pins valid and the lock is consistent with them (no network used)")
+    _warn(resolved.old)
 
 
-def _check_against_upstream(paths: Paths, old: Lock, fresh: Lock, opts: ResolveOptions) -> None:
-    diffs = differences(old, fresh)
+def _checked(paths: Paths, resolved: Resolved, opts: ResolveOptions) -> None:
+    old = resolved.old
+    assert old is not None
     _emit(old, opts.json_out, title=f"{paths.lock} (checked against upstream)")
-    if diffs:
-        lines = _pr_moves(old, fresh) + [f"{field}: lock has {a!r}, upstream now says {b!r}" for field, a, b in diffs]
-        raise CheckFailed(_bullets("upstream no longer agrees with the lock:", lines), hint="run `buildkit resolve`")
-    if opts.deep:
-        _check_bytes(paths, old, fresh)
+    if resolved.disagrees:
+        raise CheckFailed(resolved.disagrees, hint="run `buildkit resolve`")
     wheels = "the wheel's bytes too" if len(old.platforms()) == 1 else "every platform's wheel's bytes too"
     agrees = f"upstream agrees ({wheels})" if opts.deep else "upstream agrees"
     ui.err.print(f"[green]ok[/]: {ui.safe(str(paths.lock))} is current and {agrees}")
     _warn(old)
 
 
-def _pr_moves(old: Lock, fresh: Lock) -> list[str]:
-    """What happened to a tracked pull request, in words, before the fields that say it."""
-    was, now = old.vllm_pr, fresh.vllm_pr
-    if was is None or now is None or was.number != now.number:
-        return []
-    if not was.merged and now.merged:
-        return [
-            f"PR #{now.number} was merged as {now.merge_commit}: `buildkit resolve` builds its merge commit "
-            "(with vllm.ref pinned, `buildkit bump --vllm` moves it)"
-        ]
-    if not now.merged and was.head_commit != now.head_commit:
-        return [
-            f"PR #{now.number}'s head moved from {was.head_commit} to {now.head_commit} (new commits, or a "
-            "force-push): `buildkit resolve` follows it (with vllm.ref pinned, `buildkit bump --vllm` moves "
-            "it)"
-        ]
-    return []
-
-
-def _write(paths: Paths, old: Lock | None, fresh: Lock, record, json_out: bool) -> None:
-    """The fresh lock, unless it says what the old one said (then only the resolve record is written)."""
-    if old is not None and not differences(old, fresh, every_fact=True):
-        write_lock(paths, fresh, record, rewrite=False)  # the record says the facts were read again
+def _written(paths: Paths, resolved: Resolved, opts: ResolveOptions) -> None:
+    assert resolved.inputs is not None
+    lock = resolved.inputs.lock
+    if not resolved.written:
         ui.err.print(f"[green]ok[/]: {ui.safe(str(paths.lock))} is already up to date (left as it was)")
-        _emit(old, json_out, title=str(paths.lock))
-        _warn(old)
-        return
-    write_lock(paths, fresh, record)
-    _emit(fresh, json_out, title=str(paths.lock))
-    ui.err.print(f"[green]wrote[/] {ui.safe(str(paths.lock))}")
-    _warn(fresh)
+        _emit(lock, opts.json_out, title=str(paths.lock))
+    else:
+        _emit(lock, opts.json_out, title=str(paths.lock))
+        ui.err.print(f"[green]wrote[/] {ui.safe(str(paths.lock))}")
+    _warn(lock)
 
 
-def _check_bytes(paths: Paths, old: Lock, fresh: Lock) -> None:
-    """--deep: each platform's wheel downloaded afresh (not from the cache) hashes to the locked sha256."""
-    problems = []
-    for platform in old.platforms():
-        locked, now = old.for_platform(platform).wheel, fresh.for_platform(platform).wheel
-        with WheelProgress(None) as progress:
-            measured = measure_wheel(paths, now, progress)
-        if measured != locked.sha256:
-            where = "" if platform == old.build.platform else f"{platform}: "
-            problems.append(f"{where}wheel.sha256: lock has {locked.sha256!r}, upstream now says {measured!r}")
-    if problems:
-        raise CheckFailed(_bullets("upstream no longer agrees with the lock:", problems), hint="run `buildkit resolve`")
+_SHOW = {"offline": _offline, "check": _checked, "write": _written}
 
 
 def _warn(lock: Lock) -> None:
@@ -335,36 +278,6 @@ class WheelProgress:
         return f"{self.received / max(now - self.began, 1e-3) / 2**20:.1f} MiB/s"
 
 
-def _previous_lock(lock_path: Path, *, strict: bool) -> Lock | None:
-    """The existing lock. `--check` must read it; a plain resolve replaces an unreadable one (after success)."""
-    if not lock_path.exists():
-        return None
-    try:
-        return read_lock(lock_path)
-    except InputError as error:
-        if strict:
-            raise
-        ui.err.print(f"[yellow]note[/]: {ui.safe(error.message)}; it will be replaced once resolve succeeds")
-        return None
-
-
-def _offline(paths: Paths, pins: Pins, patches: list[PatchFact], *, json_out: bool, check: bool) -> None:
-    lock, problems = lock_state(paths, pins, patches)
-    if lock is None:
-        msg = f"pins valid; no lock at {paths.lock} to compare (run `buildkit resolve` with network to write one)"
-        if check:
-            raise CheckFailed(msg)
-        if json_out:
-            sys.stdout.write("null\n")
-        ui.err.print(f"[green]ok[/]: {ui.safe(msg)}")
-        return
-    if problems:
-        raise CheckFailed(_bullets(f"{paths.lock} does not match the pins:", problems), hint="run `buildkit resolve`")
-    _emit(lock, json_out, title=f"{paths.lock} (offline: consistent with the pins, upstream not asked)")
-    ui.err.print("[green]ok[/]: pins valid and the lock is consistent with them (no network used)")
-    _warn(lock)
-
-
 def _emit(lock: Lock, json_out: bool, title: str) -> None:
     if json_out:
         sys.stdout.write(lock.to_json())
@@ -431,7 +344,3 @@ def _host(url: str) -> str:
 
 def _size(size: int | None) -> str:
     return "size unknown" if size is None else f"{size / 2**20:.1f} MiB"
-
-
-def _bullets(head: str, lines: list[str]) -> str:
-    return head + "".join(f"\n  - {line}" for line in lines)

@@ -12,8 +12,8 @@ from buildkit.stages.context import Context, each_platform
 from buildkit.text import ui
 
 
-def verify_command(paths: Paths, opts: VerifyOptions, platform: str | None = None) -> None:
-    each = each_platform(paths, platform, **{"IMAGE": opts.image})
+def verify_command(paths: Paths, opts: VerifyOptions) -> None:
+    each = each_platform(paths, opts.platform, **{"IMAGE": opts.image})
     records = ui.per_platform(each, lambda one: _verify(one, opts))
     failed: list[tuple[str, list[str]]] = []  # (image, the checks that failed on it)
     for record in records.values():
@@ -32,7 +32,7 @@ def _verify(paths: Paths, opts: VerifyOptions) -> VerifyRecord:
     with ui.err.status("verifying...", spinner="dots") as status:
         ctx = Context(
             paths,
-            options=opts,
+            opts,
             on_note=ui.warn,
             on_say=lambda text: ui.err.print(ui.safe(text)),
             on_step=lambda text: status.update(ui.safe(text)),

@@ -45,7 +45,7 @@ from buildkit.models.lock import (
 from buildkit.models.paths import Paths
 from buildkit.models.pins import pins_from_text, read_pins_text
 from buildkit.models.pinsedit import PinsEditor
-from buildkit.options import BumpRequest
+from buildkit.options import BumpRequest, PrepareOptions, RenderOptions, ResolveOptions
 from buildkit.runs.bumpsummary import (
     BumpReport,
     CommitInfo,
@@ -61,7 +61,7 @@ from buildkit.stages import pipeline
 from buildkit.stages.context import Context, Inputs, platform_contexts
 from buildkit.stages.prepare import git_config
 from buildkit.stages.render import MAX_UPSTREAM_DOCKERFILE, UPSTREAM_PATH, upstream_dockerfile
-from buildkit.stages.resolve import NoWheelFound, Resolver, download_notes, resolve_lock
+from buildkit.stages.resolve import NoWheelFound, Resolver
 from buildkit.stages.resolve.git import GitHistory
 from buildkit.stages.resolve.github import NotOnGitHub
 from buildkit.stages.resolve.ours import check_lock_is_ours
@@ -217,7 +217,7 @@ class _Bump:
         )
         report.vllm_source = composition(lock)
         report.vllm_compiled = list(lock.vllm_compare.compiled)
-        for each in platform_contexts(ctx):  # each platform's Dockerfile (build/<os>-<arch>/ for several)
+        for each in platform_contexts(ctx.using(RenderOptions())):  # each platform's (build/<os>-<arch>/ for several)
             pipeline.run_stage("render", each)
         record = each.made.render.record  # drift is upstream's Dockerfile against the pins: the same for each
         report.drift = record.drift
@@ -266,7 +266,7 @@ class _Bump:
         self._count(move, resolver, nemo.repo, old_pins)
         return old_nemo, new_nemo, edits
 
-    def _staged(self, edits: list[Callable], old_pins) -> tuple[str, Context]:
+    def _staged(self, edits: list[Callable], old_pins) -> tuple[str, Context[PrepareOptions]]:
         """The edited pins text, and the pipeline's context after resolve and prepare ran on it with their writes
         held: a patch that prepare finds obsolete is removed from the pins, and prepare runs again."""
         paths = self.paths
@@ -278,7 +278,8 @@ class _Bump:
             new_pins = pins_from_text(new_text, paths.pins)
             facts = patch_facts(new_pins, paths.project_dir)
             lock = self._resolve(new_pins, facts) if lock is None else _repinned(lock, new_pins, facts)
-            ctx = Context(paths, Inputs(paths, new_pins, facts, lock), submodules=self.request.submodules, hold=True)
+            inputs = Inputs(paths, new_pins, facts, lock)
+            ctx = Context(paths, PrepareOptions(self.request.submodules), inputs, hold=True)
             if self._prepare(ctx, old_pins, removed):
                 break
         self._check_lock(new_pins, lock, facts)
@@ -403,11 +404,16 @@ class _Bump:
         return note
 
     def _resolve(self, pins, facts) -> Lock:
-        progress = self.on_progress
-        if progress is None:
-            progress = download_notes(self.on_note)
+        """The resolve stage on the staged pins, writing nothing (the bump writes the lock with the rest)."""
+        ctx = Context(
+            self.paths,
+            ResolveOptions("fresh", staged=(pins, facts)),
+            on_note=self.on_note,
+            on_progress=self.on_progress,
+        )
         try:
-            return resolve_lock(self.paths, pins, facts, self.on_note, on_progress=progress)
+            pipeline.run_stage("resolve", ctx)
+            return ctx.lock
         except TorchMismatch as exc:
             # The summary says what the other torch means and every change the next bump needs, then it stops.
             self.report.torch = [exc.message]
@@ -415,7 +421,7 @@ class _Bump:
             self.report.advice = torch_advice(exc, pins, _old_lock(self.paths), self.report.moves[0].to)
             raise
 
-    def _prepare(self, ctx: Context, old_pins, removed: dict[str, str]) -> bool:
+    def _prepare(self, ctx: Context[PrepareOptions], old_pins, removed: dict[str, str]) -> bool:
         """The pipeline's prepare stage, its writes held; False when a patch turned out obsolete (it is added to
         `removed`: go again)."""
         lock = ctx.lock

@@ -21,6 +21,7 @@ from buildkit.files import utc_now, write_atomic
 from buildkit.image.diff import compare, summary
 from buildkit.models.plan import BuildPlan
 from buildkit.models.records.build import BuildRecord, Rebuild, ReproCheck
+from buildkit.options import PrepareOptions
 from buildkit.stages.build import first_layout, run_buildx
 from buildkit.stages.context import Context, Inputs
 from buildkit.stages.pipeline import run_stage
@@ -44,7 +45,7 @@ def check_reproducible(
     leaves the record as the build wrote it."""
     with second_cache_dir() as cache:
         paths = inputs.paths._replace(cache_dir=Path(cache))
-        ctx = Context(paths, inputs._replace(paths=paths), smoke=record.smoke, submodules=submodules, hold=True)
+        ctx = Context(paths, PrepareOptions(submodules), inputs._replace(paths=paths), hold=True)
         run_stage("prepare", ctx)
         second = ctx.made.prepare
         on_prepared(second)

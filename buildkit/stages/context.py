@@ -9,7 +9,7 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from buildkit.dockerfile.patches import patch_facts
 from buildkit.errors import BuildkitError, CheckFailed, InputError
@@ -34,7 +34,8 @@ from buildkit.models.results import Attested, Built, Preflighted, Rendered, Repo
 from buildkit.text.progress import Progress
 
 OnNote = Callable[[str], None]
-Options = TypeVar("Options")
+Opts = TypeVar("Opts")  # a stage's options (buildkit/options.py)
+Other = TypeVar("Other")
 
 
 class Inputs(NamedTuple):
@@ -129,7 +130,7 @@ def platform_inputs(inputs: Inputs, platform: str) -> Inputs:
     return Inputs(paths, inputs.pins.for_platform(platform), inputs.patches, view)
 
 
-def platform_contexts(ctx: Context) -> list[Context]:
+def platform_contexts(ctx: Context[Opts]) -> list[Context[Opts]]:
     """One context per platform of the lock in ctx (ctx itself for one platform): each with that platform's paths
     and inputs and a copy of what was made so far; writes held in ctx stay held there (the same list)."""
     if ctx.inputs is None or not ctx.lock.other_platforms:
@@ -202,12 +203,24 @@ class StageStatus(NamedTuple):
     detail: str
 
 
+class Resolved(NamedTuple):
+    """What resolve did: the inputs that are current now (None: `--offline` found no lock), whether it wrote the
+    lock, and, for `buildkit resolve`, the lock it found and upstream's answer; `disagrees`: `--check`'s finding
+    (where upstream no longer agrees with the lock, in words), None when it agrees."""
+
+    inputs: Inputs | None
+    written: bool = False
+    old: Lock | None = None
+    fresh: Lock | None = None
+    disagrees: str | None = None
+
+
 class Made:
     """What the stages made, each under its stage's name and type: set by the stage's `run`, read by the command that
     ran it and by the stages after it. What no stage has made yet is not there (AttributeError): reading it is a
     caller's mistake, as is running a stage before the one it needs."""
 
-    resolve: bool  # whether resolve wrote the lock (False: it was current)
+    resolve: Resolved
     preflight: Preflighted  # set by the build command, which checks the engine before the long stages
     prepare: PrepareRecord
     render: Rendered
@@ -219,29 +232,24 @@ class Made:
 
 
 @dataclass
-class Context:
-    """What a stage runs from: the paths and inputs, the options that shape the stages, what earlier stages made
-    (`made`, typed by stage: `Made`), and the files they wrote. A stage writes through `write`: at once (each file
-    atomically), or, with `hold` (bump, the reproducibility check), into `held`, which the caller writes all together
-    or drops.
+class Context(Generic[Opts]):
+    """What a stage runs from: the paths and inputs, the stage's own options (`options`, one of buildkit/options.py's
+    classes: `Context[PrepareOptions]` for prepare), what earlier stages made (`made`, typed by stage: `Made`), and
+    the files they wrote. A stage writes through `write`: at once (each file atomically), or, with `hold` (bump, the
+    reproducibility check), into `held`, which the caller writes all together or drops. A command that runs several
+    stages gives each its options with `using`, which shares what was made and held.
 
-    `options` are the command's, parsed and frozen (one of buildkit/options.py's classes, such as BuildOptions; the
-    stage takes them with `given`). The stage tells the CLI what it does through `note` (a warning), `say` (a line of
-    what it found or does), `step` (what a long stage does now, for a spinner) and `watch` (a view of its output as
-    it comes); the CLI decides how to show it."""
+    The stage tells the CLI what it does through `note` (a warning), `say` (a line of what it found or does), `step`
+    (what a long stage does now, for a spinner), `on_progress` (a download's events) and `watch` (a view of its
+    output as it comes); the CLI decides how to show it."""
 
     paths: Paths
+    options: Opts
     inputs: Inputs | None = None
-    smoke: bool = False
-    submodules: bool = True
-    syntax: bool = True
-    smoke_base: str | None = None  # the smoke build's base image, pinned
-    refuse_drift: bool = False
-    output: Path | None = None  # where render writes the Dockerfile [default: paths.dockerfile(smoke)]
     on_note: OnNote | None = None
-    options: object = None
     on_say: OnNote | None = None
     on_step: OnNote | None = None
+    on_progress: Callable[[Any], None] | None = None  # resolve's download events (stages/resolve/download.py)
     watch: Callable[[Any], Watch] | None = None  # the view of a long stage's output, given what it runs (a plan)
     hold: bool = False
     made: Made = field(default_factory=Made)
@@ -252,10 +260,9 @@ class Context:
         assert self.inputs is not None, "a stage after resolve runs with the inputs loaded"
         return self.inputs.lock
 
-    def given(self, kind: type[Options]) -> Options:
-        """The command's options, as the stage that reads them declares them."""
-        assert isinstance(self.options, kind), f"this stage runs with {kind.__name__}, not {type(self.options)}"
-        return self.options
+    def using(self, options: Other) -> Context[Other]:
+        """This context with another stage's options: the same paths, inputs, hooks, made and held."""
+        return replace(self, options=options)  # type: ignore[return-value,arg-type]
 
     def note(self, text: str) -> None:
         if self.on_note:

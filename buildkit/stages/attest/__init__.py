@@ -45,10 +45,10 @@ def _write_record(paths: Paths, sources, payload: bytes, subject: str, done: Att
     write_atomic(paths.attest_record(record.smoke), kept.model_dump_json(indent=2) + "\n")
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[AttestOptions]) -> None:
     """The statement of the build the options name (AttestOptions), signed and attached with their key; `Attested`
     in ctx.made.attest."""
-    opts = ctx.given(AttestOptions)
+    opts = ctx.options
     ctx.made.attest = attest(ctx.paths, opts.record, opts.key, opts.builder_id, opts.repository)
 
 

@@ -321,12 +321,12 @@ def build_record(
     )
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[BuildOptions]) -> None:
     """buildx on the rendered Dockerfile as the options say (BuildOptions), on the builder the preflight checked
     (ctx.made.preflight): the record written and `Built` in ctx.made.build. What the build will do goes to
     ctx.note and ctx.say before it starts, buildx's output to ctx.watch's view. With check_reproducible, the image
     is also written as an OCI layout, for the rebuild to compare with."""
-    opts, paths, inputs = ctx.given(BuildOptions), ctx.paths, ctx.inputs
+    opts, paths, inputs = ctx.options, ctx.paths, ctx.inputs
     engine = ctx.made.preflight
     assert inputs is not None, "after resolve"
     one_platform(inputs.lock)

@@ -67,7 +67,7 @@ from buildkit.models.grammar import DIGEST_RE, image_ref, parse_image_ref
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.paths import Paths
 from buildkit.models.plan import source_date_epoch
-from buildkit.models.records import belongs, header, repo_digests
+from buildkit.models.records import RecordHeader, belongs, header, repo_digests
 from buildkit.models.records.build import BuildRecord, latest_successful_build
 from buildkit.models.records.squashfs import EnrootLayout, SquashfsRecord
 from buildkit.options import ExportOptions
@@ -100,11 +100,11 @@ class Source(NamedTuple):
     record: BuildRecord | None
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[ExportOptions]) -> None:
     """The image the options name (ExportOptions; the newest build's when none) as a .sqsh, and its record: the
     record and where it was written in ctx.made.export. Which image and build it is goes to ctx.say, each step
     to ctx.step."""
-    opts = ctx.given(ExportOptions)
+    opts = ctx.options
     tool = find_mksquashfs()  # before anything else: without it nothing can be made
     lock = load_inputs(ctx.paths, on_note=ctx.on_note).lock
     source = choose_source(ctx.paths, opts.image, platform=lock.build.platform)
@@ -210,17 +210,25 @@ def export_squashfs(
         skipped_count=unpacked.skipped_count,
         exported_at=started,
         seconds=round(time.monotonic() - begun, 3),
-        header=header(
-            "squashfs",
-            (record.image.digest if record and built_by(attrs, record) else None) or str(attrs["Id"]),
-            record.lock_sha256 if record else lock_sha256(lock),
-            smoke,
-            (str(attrs["Id"]), config_digest, *repo_digests(attrs)),
-        ),
+        header=_header(attrs, record, lock, smoke, config_digest),
     )
     where = paths.squashfs_record(smoke)
     write_atomic(where, result.to_json())
     return result, where
+
+
+def _header(
+    attrs: dict[str, Any], record: BuildRecord | None, lock: Lock, smoke: bool, config_digest: str
+) -> RecordHeader:
+    """The export record's header: the image is the build's manifest digest when the engine's image is the one that
+    build made, else the engine's image ID; the image ID, config digest and repo digests name it too."""
+    return header(
+        "squashfs",
+        (record.image.digest if record and built_by(attrs, record) else None) or str(attrs["Id"]),
+        record.lock_sha256 if record else lock_sha256(lock),
+        smoke,
+        (str(attrs["Id"]), config_digest, *repo_digests(attrs)),
+    )
 
 
 class _Made(NamedTuple):

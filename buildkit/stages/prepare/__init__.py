@@ -37,7 +37,9 @@ from buildkit.files import MAX_RECORD_BYTES, read_local, utc_now, write_atomic, 
 from buildkit.models.lock import Lock, PatchFact
 from buildkit.models.pins import GitUrlRewrite
 from buildkit.models.records.prepare import AppliedPatch, PrepareRecord, SubmoduleFact
+from buildkit.options import PrepareOptions
 from buildkit.stages.context import Context, StageStatus
+from buildkit.stages.prepare.submodules import submodule_failure, submodule_status
 from buildkit.world.cache import prepared_tree
 from buildkit.world.git import (
     has_commit,
@@ -74,51 +76,6 @@ def _git_dir_bytes(tree: Path) -> int:
             except OSError:
                 pass
     return total
-
-
-SUBMODULE_HINT = (
-    "check the network to that host; or point it at a mirror with pins.yaml `git_url_rewrites` (git's "
-    "url.<mirror>.insteadOf); or, for a smoke build, skip submodules in every command with BUILDKIT_SUBMODULES=0 "
-    '(or --no-submodules); see "No internet" (docs/how-to/no-internet.md)'
-)
-
-
-def _submodule_failure(tree: Path, exc: GitFailed) -> GitFailed:
-    """git's "Failed to clone 'x' a second time" made into what failed (the submodule and its URL) and the ways on."""
-    paths = re.findall(r"'([^'\n]{1,200})'", exc.stderr)
-    urls: dict[str, str] = {}
-    try:
-        listed = run_git(["config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.(path|url)$"], cwd=tree)
-        names: dict[str, dict[str, str]] = {}
-        for line in listed.splitlines():
-            key, _, value = line.partition(" ")
-            name, _, field = key.removeprefix("submodule.").rpartition(".")
-            names.setdefault(name, {})[field] = value
-        urls = {entry["path"]: entry["url"] for entry in names.values() if "path" in entry and "url" in entry}
-    except GitFailed:
-        pass  # the message then names the path git gave, without its URL
-    failed = next((path for path in reversed(paths) if path in urls), None)
-    if failed is None:
-        failed = next((p for p in reversed(paths) if "/" in p or p in urls), None)
-    what = f"submodule {failed}" if failed else "a submodule"
-    where = f" from {urls[failed]}" if failed in urls else ""
-    exc.message = f"cannot fetch {what}{where}: {exc.message.removeprefix('git submodule update failed: ')}"
-    exc.hint = SUBMODULE_HINT
-    exc.args = (exc.message,)
-    return exc
-
-
-def _submodule_status(tree: Path, config: list[str]) -> list[tuple[str, str, str]]:
-    """(flag, commit, path) per submodule: ' ' in sync, '-' not checked out, '+' other commit, 'U' conflict."""
-    out = run_git(["submodule", "status", "--recursive"], cwd=tree, config=config)
-    rows = []
-    for line in out.splitlines():
-        if not line:
-            continue
-        flag, rest = line[0], line[1:]
-        commit, _, path = rest.partition(" ")
-        rows.append((flag, commit, path.split(" (")[0]))
-    return rows
 
 
 def prepare(
@@ -350,9 +307,9 @@ def _update_submodules(
             config=config,
         )
     except GitFailed as exc:
-        raise _submodule_failure(tree, exc) from None
+        raise submodule_failure(tree, exc) from None
     run_git(["submodule", "foreach", "-q", "--recursive", "git clean -q -ffdx"], cwd=tree, config=config)
-    status = _submodule_status(tree, config)
+    status = submodule_status(tree, config)
     for _flag, sha, path in status:
         if before.get(path) != sha:
             fetched.append(f"submodule {path} at {sha} (shallow)")
@@ -781,16 +738,16 @@ def _remove(path: Path, why: str = "") -> None:
 # -- the pipeline's stage (stages/pipeline.py) --------------------------------------------------------------------
 
 
-def current(ctx: Context) -> StageStatus:
+def current(ctx: Context[PrepareOptions]) -> StageStatus:
     """Prepared when the cached tree is this lock's commit with its patches (and submodules, if asked for)."""
     commit = ctx.lock.nemo_rl.commit
     tree = ctx.paths.tree(commit)
-    if is_prepared(tree, ctx.lock, ctx.paths.project_dir, ctx.submodules):
+    if is_prepared(tree, ctx.lock, ctx.paths.project_dir, ctx.options.submodules):
         return StageStatus("prepare", True, f"{tree} is prepared for this lock")
     return StageStatus("prepare", False, f"would fetch NeMo-RL {commit} into {tree}, and patch")
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[PrepareOptions]) -> None:
     """NeMo-RL at the locked commit with the declared patches, in ctx.paths.cache_dir; writes build/prepare.json."""
     assert ctx.inputs is not None
     record = prepare(
@@ -799,7 +756,7 @@ def run(ctx: Context) -> None:
         ctx.paths.project_dir,
         ctx.paths.cache_dir,
         ctx.inputs.pins.git_url_rewrites,
-        submodules=ctx.submodules,
+        submodules=ctx.options.submodules,
     )
     ctx.write(ctx.paths.prepare_record, record.to_json())
     ctx.made.prepare = record

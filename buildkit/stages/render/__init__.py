@@ -30,6 +30,7 @@ from buildkit.models.plan import WHEEL_DIR, wheel_path
 from buildkit.models.records import header
 from buildkit.models.records.render import RenderRecord, Transformation
 from buildkit.models.results import Rendered
+from buildkit.options import RenderOptions
 from buildkit.stages.context import Context, StageStatus, one_platform
 from buildkit.text.templates import template_dir, template_environment
 from buildkit.world.git import run_git
@@ -241,23 +242,25 @@ def upstream_base_image(upstream: str) -> str | None:
 # -- the pipeline's stage (stages/pipeline.py) --------------------------------------------------------------------
 
 
-def current(ctx: Context) -> StageStatus:
+def current(ctx: Context[RenderOptions]) -> StageStatus:
     """Rendered when the render record names this lock and the Dockerfile on disk is the one it rendered."""
-    dockerfile = ctx.paths.dockerfile(ctx.smoke)
-    rendered = read_record(ctx.paths.render_record(ctx.smoke), RenderRecord)
+    smoke = ctx.options.smoke
+    dockerfile = ctx.paths.dockerfile(smoke)
+    rendered = read_record(ctx.paths.render_record(smoke), RenderRecord)
     if rendered is not None and rendered.lock_sha256 == lock_sha256(ctx.lock) and rendered.matches(dockerfile):
         return StageStatus("render", True, f"{dockerfile} was rendered from this lock")
     return StageStatus("render", False, f"would render {dockerfile}")
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[RenderOptions]) -> None:
     """The Dockerfile (upstream's, transformed) and its record (upstream's hash, the diff, the transformations, the
     drift), from the prepared tree. A transformation that cannot find its target stops the stage (exit 4). With
-    ctx.refuse_drift, drift findings stop the stage before anything is written."""
+    refuse_drift, drift findings stop the stage before anything is written."""
     one_platform(ctx.lock)
-    dockerfile = ctx.output or ctx.paths.dockerfile(ctx.smoke)
-    text, record = render_stage(ctx.lock, ctx.made.prepare, dockerfile, syntax=ctx.syntax, smoke_base=ctx.smoke_base)
-    if ctx.refuse_drift and record.drift:
+    opts = ctx.options
+    dockerfile = opts.output or ctx.paths.dockerfile(opts.smoke)
+    text, record = render_stage(ctx.lock, ctx.made.prepare, dockerfile, syntax=opts.syntax, smoke_base=opts.smoke_base)
+    if opts.refuse_drift and record.drift:
         raise CheckFailed(
             f"the pins drift from upstream docker/Dockerfile at {record.nemo_rl_commit[:12]} "
             f"({len(record.drift)} finding(s)):" + "".join(f"\n  - {finding}" for finding in record.drift),

@@ -1,8 +1,9 @@
 """The provenance report: every fact taken from the lock and the records the earlier stages wrote, nothing typed in.
 
 `gather()` reads them and `facts()` turns them into one plain dictionary; the JSON report is that dictionary, the
-markdown report renders it with templates/report.md.j2. The report is a pure function of those files: it reads no
-source tree, no cache and no clock, so the same inputs give the same bytes on any machine.
+markdown report renders it with templates/report.md.j2. The verdict, its checks and the rows of its tables come from
+checks.py. The report is a pure function of those files: it reads no source tree, no cache and no clock, so the same
+inputs give the same bytes on any machine.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import io
 import json
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -44,10 +46,10 @@ from buildkit.models.records.resolve import ResolveRecord
 from buildkit.models.records.squashfs import SquashfsRecord, srun_line
 from buildkit.models.records.verify import VerifyRecord
 from buildkit.models.results import Reported
-from buildkit.models.verdicts import MEANING, UNCHECKED, counts, image_check, judged, known, no_image
 from buildkit.models.yamlload import load_yaml
 from buildkit.options import ReportOptions
 from buildkit.stages.context import Context, load_inputs
+from buildkit.stages.report.checks import built_target, counted, legend, matrix, named_rows, verdict, verdict_matrix
 from buildkit.text import markdown
 from buildkit.text.markdown import safe_url
 from buildkit.text.templates import template_environment
@@ -119,10 +121,10 @@ def read_results(path: Path) -> dict[str, Any]:
     return out
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[ReportOptions]) -> None:
     """The report the options ask for (ReportOptions), written to their output when they name one (else the CLI
     prints it); `Reported` in ctx.made.report. Notes on the records left out go to ctx.note."""
-    opts = ctx.given(ReportOptions)
+    opts = ctx.options
     data, used = gather(ctx.paths, opts.record, opts.results, on_note=ctx.on_note)
     text = json.dumps(data, indent=2) + "\n" if opts.format == "json" else render_markdown(data)
     if opts.output is not None:
@@ -146,22 +148,7 @@ def gather(
     if prepare is not None and prepare.lock_sha256 != lock_sha:
         note(f"{paths.prepare_record}: prepared for another lock; left out")
         prepare = None
-    if record_path is not None:
-        record = read_record(record_path, BuildRecord)
-        if record is None:
-            raise InputError(f"{record_path}: no such build record")
-        if record.lock_sha256 != lock_sha:
-            raise InputError(
-                f"{record_path}: a build of another lock (sha256 {record.lock_sha256[:12]}..., the lock is "
-                f"{lock_sha[:12]}...)",
-                hint="report with the pins and lock it was built from, or build again",
-            )
-    else:
-        latest = latest_build(paths)
-        record_path, record = latest if latest else (None, None)
-        if record is not None and record.lock_sha256 != lock_sha:
-            note(f"{record_path}: a build of another lock; left out (build again to report one)")
-            record_path, record = None, None
+    record_path, record = _build_record(paths, record_path, lock_sha, note)
     smoke = bool(record and record.smoke)
     build = record.build() if record else Build(lock_sha, smoke)  # the record's lock is this one
 
@@ -196,6 +183,30 @@ def gather(
         smoke=smoke,
     )
     return data, used
+
+
+def _build_record(
+    paths: Paths, record_path: Path | None, lock_sha: str, note: Callable[[str], None]
+) -> tuple[Path | None, BuildRecord | None]:
+    """The build record the report describes and where it is: the one given (which must be a build of this lock),
+    else the newest build of this lock; (None, None) when there is none."""
+    if record_path is not None:
+        record = read_record(record_path, BuildRecord)
+        if record is None:
+            raise InputError(f"{record_path}: no such build record")
+        if record.lock_sha256 != lock_sha:
+            raise InputError(
+                f"{record_path}: a build of another lock (sha256 {record.lock_sha256[:12]}..., the lock is "
+                f"{lock_sha[:12]}...)",
+                hint="report with the pins and lock it was built from, or build again",
+            )
+        return record_path, record
+    latest = latest_build(paths)
+    record_path, record = latest if latest else (None, None)
+    if record is not None and record.lock_sha256 != lock_sha:
+        note(f"{record_path}: a build of another lock; left out (build again to report one)")
+        return None, None
+    return record_path, record
 
 
 def _shown_path(path: Path, project_dir: Path) -> str:
@@ -263,157 +274,6 @@ def by_hand(lock: Lock, prepare: PrepareRecord | None, rendered: RenderRecord | 
     )
     lines.append(shell_command(plan))
     return lines
-
-
-def verdict(lock, record, rendered, verify, provenance_checked, exported, attested=None) -> dict[str, Any]:
-    """The report's first block: what was built, the build, every check buildkit knows (models/checks.py) and each
-    check of `buildkit verify`, each a pass, a fail or one of the three kinds of not checked (models/verdicts.py)
-    with its detail, and what is unpinned. The provenance check's own results are summed up in the known check
-    "provenance" (and listed in `provenance_checks`), so no result is counted twice."""
-    checks = [
-        *_build_checks(record, rendered),
-        *known(lock, verify, record, provenance_checked),
-        *_verify_checks(verify, record),
-        *_after_build_checks(record, attested, exported),
-    ]
-    target = ("smoke" if rendered.smoke_base else lock.build.target) if rendered else None
-    return {
-        "built": {
-            "tag": record.image.tag if record else lock.build.tag,
-            "digest": record.image.digest if record else None,
-            "id": record.image.id if record else None,
-            "target": built_target(record),
-            "kind": ("smoke" if record.smoke else "release") if record else None,
-            "outcome": record.outcome if record else None,
-            "platform": lock.build.platform,
-        },
-        "checks": checks,
-        "counts": counts(checks),
-        "provenance_checks": [
-            image_check("provenance", r.name, r.status, r.reason, provenance_checked.smoke)
-            for r in (provenance_checked.results if provenance_checked else [])
-        ],
-        "unpinned": {"target": target, "items": rendered.unpinned} if rendered else None,
-    }
-
-
-def built_target(record: BuildRecord | None) -> str | None:
-    """The target the build asked buildx for (its argv); None before a build."""
-    if record is None or "--target" not in record.argv:
-        return None
-    return record.argv[record.argv.index("--target") + 1]
-
-
-def _build_checks(record, rendered) -> list[dict[str, str]]:
-    """The build, and drift (upstream's Dockerfile against the pins)."""
-    checks = []
-    if record is None:
-        checks.append(judged("build", "not run yet", "nothing built from this lock yet", "buildkit build"))
-    elif record.outcome == "succeeded":
-        cached = f"{record.instructions_cached or 0} of {record.instructions_total or 0} steps cached"
-        checks.append(judged("build", "pass", cached))
-    else:
-        why = " ".join(x for x in (record.failed_step, record.error) if x) or record.outcome
-        checks.append(judged("build", "fail", why))
-    if rendered is None:
-        checks.append(judged("drift", "not run yet", "not rendered from this lock", "buildkit render"))
-    elif rendered.drift:
-        checks.append(judged("drift", "fail", "; ".join(rendered.drift)))
-    else:
-        checks.append(judged("drift", "pass", "upstream expects nothing the pins do not give"))
-    return checks
-
-
-def _verify_checks(verify, record) -> list[dict[str, str]]:
-    """Each check of `buildkit verify` on the image ("verify: ..."), or one row saying why it has not run."""
-    if verify is None:
-        return [
-            no_image("verify", record) or judged("verify", "not run yet", "not run on this image", "buildkit verify")
-        ]
-    return [image_check("verify", r.name, r.status, r.reason, verify.smoke) for r in verify.results]
-
-
-def _after_build_checks(record, attested, exported) -> list[dict[str, str]]:
-    """The SLSA attestation and the squashfs export."""
-    checks = []
-    if attested is None:
-        checks.append(
-            no_image("SLSA attestation", record)
-            or judged("SLSA attestation", "not run yet", "not attested", "buildkit attest")
-        )
-    elif attested.attached_to:
-        checks.append(judged("SLSA attestation", "pass", f"signed and attached to {attested.attached_to}"))
-    elif attested.signed:
-        why = f"{attested.statement} signed, not attached: {attested.not_attached or 'not said why'}"
-        checks.append(judged("SLSA attestation", "could not check", why))
-    else:
-        checks.append(
-            judged(
-                "SLSA attestation",
-                "not run yet",
-                f"{attested.statement} written, not signed",
-                "buildkit attest --key cosign.key",
-            )
-        )
-    if exported is None:
-        checks.append(
-            no_image("squashfs export", record)
-            or judged("squashfs export", "not run yet", "not exported", "buildkit export")
-        )
-    else:
-        checks.append(judged("squashfs export", "pass", f"{exported.path}, sha256 {exported.sha256}"))
-    return checks
-
-
-def matrix(checks: list[dict[str, str]]) -> list[dict[str, Any]]:
-    """The verdict's rows as a table shows them: one row per check, the checks of `buildkit verify` summed up in
-    one row (each is listed under Verification), so the table has the same rows whatever verify found."""
-    out: list[dict[str, Any]] = []
-    for c in checks:
-        if c["check"].startswith("verify: "):
-            if not out or out[-1]["check"] != "verify":
-                out.append({"check": "verify", "rows": []})
-            out[-1]["rows"].append(c)
-        else:
-            out.append({"check": c["check"], "rows": [c]})
-    for r in out:
-        rows = r["rows"]
-        one = len(rows) == 1 and rows[0]["check"] == r["check"]
-        r["result"] = rows[0]["status"] if one else counted(counts(rows), only_found=True)
-        r["cell"] = _result(rows[0]["status"]) if one else _summed(rows)
-        r["detail"] = _detail(rows[0]) if one else f"{len(rows)} checks inside the image, each under Verification"
-    return out
-
-
-def _result(status: str) -> str:
-    return "**FAIL**" if status == "fail" else status
-
-
-def _summed(rows: list[dict[str, str]]) -> str:
-    """The results of several rows counted: "5 pass, 2 not applicable" ("**1 FAIL**" where one failed)."""
-    found = counts(rows)
-    return ", ".join(f"**{n} FAIL**" if kind == "fail" else f"{n} {kind}" for kind, n in found.items() if n)
-
-
-def _detail(row: dict[str, str]) -> str:
-    """A row's detail as the table shows it: a row not run yet ends with the command that runs it, as code."""
-    if row["status"] == "not run yet":
-        return f"{row['detail']}: run `{row['command']}`"
-    return row["detail"]
-
-
-def counted(found: dict[str, int], only_found: bool = False) -> str:
-    """Counts as one phrase: every result named ("10 pass, 0 fail, 4 not applicable, ..."), or only those found."""
-    return ", ".join(f"{n} {result}" for result, n in found.items() if n or not only_found)
-
-
-def legend() -> str:
-    """What the three kinds of not checked mean, as every verdict says it (markdown: each kind in italics)."""
-    return (
-        "A check that neither passed nor failed is one of three: "
-        + "; ".join(f"*{kind}*: {MEANING[kind]}" for kind in UNCHECKED)
-        + "."
-    )
 
 
 def stage_times(prepare, rendered, record, verify, exported, resolved=None) -> list[dict[str, Any]]:
@@ -789,21 +649,12 @@ def render_markdown(data: dict[str, Any]) -> str:
     checks = data["verdict"]["checks"]
     shown = {
         "verdict_rows": [{**r, "cell": markdown.Markdown(r["cell"])} for r in matrix(checks)],
-        "verify_rows": _named_rows(checks, "verify: "),
-        "provenance_rows": _named_rows(data["verdict"]["provenance_checks"], "provenance: "),
+        "verify_rows": named_rows(checks, "verify: "),
+        "provenance_rows": named_rows(data["verdict"]["provenance_checks"], "provenance: "),
         "legend": markdown.Markdown(legend()),
         "counted": counted(data["verdict"]["counts"]),
     }
     return env.get_template("report.md.j2").render(**data, **shown)
-
-
-def _named_rows(rows: list[dict[str, str]], prefix: str) -> list[dict[str, Any]]:
-    """The rows of one record's checks (verify's, or the provenance check's) as its own table shows them."""
-    return [
-        {"name": r["check"].removeprefix(prefix), "cell": markdown.Markdown(_result(r["status"])), "detail": _detail(r)}
-        for r in rows
-        if r["check"].startswith(prefix)
-    ]
 
 
 # -- several platforms (build.platforms) ----------------------------------------------------------------------------
@@ -899,23 +750,6 @@ def several(paths: Paths, reports: dict[str, str], fmt: ReportFormat, smoke: boo
             "</details>",
         ]
     return "\n".join(out) + "\n"
-
-
-def verdict_matrix(verdicts: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows of the platforms' verdicts side by side: one per check (in the first platform's order, then any only
-    another has), each with every platform's result ("none" where a platform has no such row)."""
-    each = {p: {r["check"]: r for r in matrix(v["checks"])} for p, v in verdicts.items()}
-    order: list[str] = []
-    for found in each.values():
-        order += [name for name in found if name not in order]
-    return [
-        {
-            "check": name,
-            "results": {p: found[name]["result"] if name in found else None for p, found in each.items()},
-            "cells": {p: found[name]["cell"] if name in found else "none" for p, found in each.items()},
-        }
-        for name in order
-    ]
 
 
 def _identity_rows(verdicts: dict[str, dict[str, Any]]) -> list[str]:

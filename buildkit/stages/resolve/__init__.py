@@ -1,632 +1,36 @@
-"""Turn pins into a lock. Independent lookups run concurrently, so wall time follows the longest chain of
-dependent requests (the registry's challenge -> token -> manifest), not the sum of all requests.
-
-Dependencies between lookups:
-  nemo_rl commit          independent
-  base image              independent
-  vllm PR                 independent
-  vllm commit             needs the PR's merge commit only when no ref is pinned
-  wheel                   needs the full vLLM commit (known at once when the pin is a full SHA)
-
-The wheel's bytes are downloaded and hashed as soon as the wheel is found, while the other lookups (the registry's
-chain, five requests deep, is the longest) go on. A failed lookup stops the download; its part stays in the cache
-for the next run to continue. The base image's CUDA_VERSION and the wheel's CUDA are compared: by the wheel's name
-as soon as the base image is known (a disagreeing name stops resolve and the download, whatever it has fetched),
-then by the libcudart its bytes need. Different majors stop resolve; no lock is written.
-
-Once the wheel's bytes are there, the GPU checks read them (buildkit/gpu/check.py): kernels for the pinned GPUs,
-and vLLM's undefined symbols against the torch NeMo-RL's uv.lock installs at the locked commit (uv.lock read
-through the GitHub API, or git for another remote, beside the other lookups; torch's symbols from the cache, else
-its wheel downloaded and checked against uv.lock's sha256). A failed check stops resolve; no lock is written.
-
-The lock holds facts only; when each was read goes into `self.record` (buildkit/models/records/resolve.py).
-"""
+"""The resolve stage: pins -> a verified lock (`run`, `current`), in the mode its options say (`ResolveOptions.mode`:
+`buildkit resolve` writes, `--check` compares, `--offline` reads, `build` resolves only a stale lock, `bump` resolves
+its staged pins and writes nothing). How the pins are looked up is resolver.py's (`Resolver`)."""
 
 from __future__ import annotations
 
 import dataclasses
-import threading
-import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal, TypeVar
+from collections.abc import Callable
 
-from buildkit import __version__
-from buildkit.budget import TORCH_DOWNLOAD, Budget
-from buildkit.errors import UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
-from buildkit.files import utc_now, write_atomic
-from buildkit.gpu import abi, torchreq
-from buildkit.gpu.check import System, wheel_check
-from buildkit.gpu.torchlock import MAX_UV_LOCK_BYTES, LockedTorch, torch_of_uv_lock
-from buildkit.models.compiled import Extraction
-from buildkit.models.lock import (
-    SKIPPED_REASON,
-    CommitFact,
-    ImageFact,
-    Lock,
-    PatchFact,
-    PlatformFacts,
-    PullRequestFact,
-    WheelFact,
-    cuda_warning,
-    lock_sha256,
-)
+from buildkit.errors import CheckFailed, InputError
+from buildkit.files import write_atomic
+from buildkit.models.lock import Lock, PatchFact, WheelFact, consistency_problems, cuda_warning, differences, read_lock
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
 from buildkit.models.records.resolve import ResolveRecord, write_record
+from buildkit.options import ResolveOptions
 from buildkit.stages.context import (
     Context,
     Inputs,
     OnNote,
+    Resolved,
     StageStatus,
     load_pins_and_patches,
     lock_state,
     platform_inputs,
     warn_content,
 )
-from buildkit.stages.resolve import baselibs, cuda, download
-from buildkit.stages.resolve.download import Hashed, OnProgress, measure_afresh
-from buildkit.stages.resolve.git import GitResolver
-from buildkit.stages.resolve.github import GitHub, NotOnGitHub, token_for
+from buildkit.stages.resolve.download import OnProgress, measure_afresh
 from buildkit.stages.resolve.ours import check_lock_is_ours, pins_file_of
-from buildkit.stages.resolve.precompiled import precompiled_files
-from buildkit.stages.resolve.source import MAX_WHEEL_TRIES, Chooser, source_ref
-from buildkit.stages.resolve.wheels import FoundWheel, resolve_wheel, wheel_fact
-from buildkit.world.cache import default_cache_dir
+from buildkit.stages.resolve.resolver import NoWheelFound, Resolver, WheelBytes
 from buildkit.world.http import Http
-from buildkit.world.registry import Registry
 
-T = TypeVar("T")
-# What resolve does with the wheel's bytes: download them (or reuse the cache), take their hash from the cache only
-# (--no-wheel-download), or leave them alone (--check, which compares what HEAD says).
-WheelBytes = Literal["download", "cache", "none"]
-
-
-@dataclass(frozen=True)
-class WheelSearch:
-    """The newest commit of a branch with a wheel for the pinned arch and variant, and the newer ones without."""
-
-    commit: CommitFact
-    wheel: FoundWheel
-    skipped: list[tuple[CommitFact, str]]  # (commit, why it has no usable wheel), newest first
-
-
-class NoWheelFound(UpstreamMismatch):
-    """None of the commits tried has a wheel (exit 4); `skipped` says why each was passed over."""
-
-    def __init__(self, message: str, skipped: list[tuple[CommitFact, str]], hint: str | None = None):
-        super().__init__(message, hint=hint)
-        self.skipped = skipped
-
-
-class Resolver:
-    def __init__(
-        self,
-        pins: Pins,
-        http: Http | None = None,
-        cache_dir: Path | None = None,
-        patches: list[PatchFact] | None = None,
-        *,
-        wheel_bytes: WheelBytes = "download",
-        on_progress: OnProgress | None = None,
-        pins_file: str | None = None,
-    ):
-        """wheel_bytes: see WheelBytes; without a hash the lock says the wheel is not content-addressed.
-        on_progress hears about the download. pins_file: what the lock names as its pins (ours.pins_file_of)."""
-        self.pins = pins
-        self.pins_file = pins_file
-        self.patches = patches or []
-        self.http = http or Http()
-        api = pins.github_api()
-        token, note = token_for(api, pins.github_api_named_by_pins())
-        self.notes = [note] if note else []  # for the user, once: the command prints them
-        self.github = GitHub(self.http, api, token)
-        self.cache_dir = cache_dir or default_cache_dir()
-        self.git = GitResolver(self.cache_dir)
-        self.registry = Registry(self.http)
-        self.wheel_bytes = wheel_bytes
-        self.wheel_path: Path | None = None  # the downloaded wheel, once hash_wheel has it
-        self.on_progress = on_progress
-        self.record: ResolveRecord | None = None  # set by resolve()
-
-    def commit(self, repo: str, ref: str) -> CommitFact:
-        """The commit `ref` names: GitHub's API, else git on the repository fetched (a mirror through pins.yaml's
-        git_url_rewrites, where GitHub has no answer for it: 404), said. Without a mirror GitHub's 404 stands."""
-        if self.github.owner_repo(repo):
-            try:
-                return self.github.commit(repo, ref)
-            except NotOnGitHub as exc:
-                if not self.mirrored(repo):
-                    raise
-                self.git.notes.append(f"{exc.message}: read with git instead")
-        return self.git.resolve(repo, ref, self.rewrites())
-
-    def branch_commits(self, repo: str, branch: str, count: int) -> list[CommitFact]:
-        """The newest `count` commits of a branch: GitHub's API, else git as for commit()."""
-        if self.github.owner_repo(repo):
-            try:
-                return self.github.branch_commits(repo, branch, count)
-            except NotOnGitHub as exc:
-                if not self.mirrored(repo):
-                    raise
-                self.git.notes.append(f"{exc.message}: listed with git instead")
-        return self.git.branch_commits(repo, branch, count, self.rewrites())
-
-    def mirrored(self, repo: str) -> bool:
-        """Whether pins.yaml's git_url_rewrites send `repo` to a mirror (which may hold what GitHub does not)."""
-        return any(repo.startswith(r.instead_of) for r in self.pins.git_url_rewrites)
-
-    def rewrites(self) -> list[str]:
-        """pins.yaml's git_url_rewrites as git's `-c` options."""
-        return [arg for r in self.pins.git_url_rewrites for arg in ("-c", f"url.{r.url}.insteadOf={r.instead_of}")]
-
-    def newest_with_wheel(
-        self, repo: str, branch: str, tries: int = MAX_WHEEL_TRIES, on_skip: Callable[[str], None] | None = None
-    ) -> WheelSearch:
-        """The newest of the branch's `tries` newest commits that has a wheel for the pins' arch and variant (found
-        and checked with HEAD like resolve's; not downloaded). A commit without one is skipped with the reason."""
-        pins = self.pins
-        commits = self.branch_commits(repo, branch, tries)
-        skipped: list[tuple[CommitFact, str]] = []
-        for fact in commits:
-            try:
-                found = resolve_wheel(self.http, pins.wheel_index(), fact.commit, pins.wheel.arch, pins.wheel.variant)
-            except UpstreamMismatch as exc:
-                skipped.append((fact, exc.message))
-                if on_skip:
-                    on_skip(f"vllm {fact.commit[:12]} has no usable wheel: {exc.message}")
-                continue
-            return WheelSearch(fact, found, skipped)
-        raise NoWheelFound(
-            f"none of the {len(commits)} newest commits on {branch} of {repo} has a vllm wheel for linux "
-            f"{pins.wheel.arch}, variant {pins.wheel.variant} (tried {len(commits)}, at most {tries})",
-            skipped,
-            hint="try again when the wheels are published, or another wheel.variant",
-        )
-
-    def contains(self, repo: str, ancestor: str, head: str) -> str | None:
-        """GitHub's word on whether `head` contains `ancestor` ("ahead"/"identical": it does; "behind"/"diverged":
-        it does not); None for a repository that is not on GitHub (a PR exists only there)."""
-        if not self.github.owner_repo(repo):
-            return None
-        return self.github.compare(repo, ancestor, head)
-
-    def resolve(self) -> Lock:
-        """The lock; `self.record` then holds when each of its facts was read (the resolve record)."""
-        pins = self.pins
-        started, begun = utc_now(), time.monotonic()
-        read_at: dict[str, str] = {}
-        cancel = threading.Event()  # set when resolve fails: the download stops, its part stays for the next run
-        # Each more platform: its base image, its base libraries, its torch, and its wheel's chain.
-        workers = 6 + 4 * len(pins.build.targets())
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="resolve") as pool:
-
-            def timed(name: str, fn: Callable[[], T]) -> Callable[[], T]:
-                def run() -> T:
-                    out = fn()
-                    read_at[name] = utc_now()
-                    return out
-
-                return run
-
-            def after(dep: Future | None, fn: Callable[[], T]) -> Future[T]:
-                # Chain without blocking a worker: schedule fn once dep has finished well.
-                if dep is None:
-                    return pool.submit(fn)
-                out: Future[T] = Future()
-
-                def run(done: Future) -> None:
-                    if done.exception() is not None:
-                        out.set_exception(done.exception())
-                        return
-                    try:
-                        inner = pool.submit(fn)
-                    except RuntimeError as exc:  # the pool shut down (Ctrl-C while a lookup ran): nothing to chain
-                        out.set_exception(exc)
-                        return
-                    inner.add_done_callback(lambda f: _copy_result(f, out))
-
-                dep.add_done_callback(run)
-                return out
-
-            nemo = pool.submit(timed("nemo_rl", lambda: self.commit(pins.nemo_rl.repo, pins.nemo_rl.ref)))
-            base = pool.submit(timed("base_image", lambda: self.registry.resolve(pins.base_image, pins.build.platform)))
-            # build.platforms after the first: each one's manifest of the base image beside the primary's, then,
-            # once the wheel commit is chosen, its wheel, bytes and checks beside the primary's download.
-            others = {platform: self.for_platform(platform) for platform, _ in pins.build.targets()[1:]}
-
-            def base_of(platform: str) -> Callable[[], ImageFact]:
-                return timed(f"base_image {platform}", lambda: self.registry.resolve(pins.base_image, platform))
-
-            other_base = {platform: pool.submit(base_of(platform)) for platform in others}
-            pr: Future[PullRequestFact] | None = None
-            pr_number = pins.vllm.pr
-            if pr_number:
-                pr = pool.submit(timed("vllm_pr", lambda: self.github.pull(pins.vllm.repo, pr_number, pins.vllm.ref)))
-
-            def source_commit() -> CommitFact:
-                repo, ref = source_ref(pins, pr.result() if pr else None)
-                return self.commit(repo, ref)
-
-            vllm = after(pr, timed("vllm", source_commit))
-
-            found_for: dict[str, dict[str, FoundWheel]] = {}  # wheel commit -> each more platform's wheel
-
-            def find_wheel(commit: str) -> FoundWheel:
-                # Downloading, the GET is the existence check; otherwise HEAD. One wheel commit serves every
-                # platform: a commit without a wheel for one of them is passed over. Every platform's lookup runs
-                # at once, so a second platform adds no round trip here (bench/platforms.py).
-                def lookup(arch: str) -> FoundWheel:
-                    return resolve_wheel(
-                        self.http,
-                        pins.wheel_index(),
-                        commit,
-                        arch,
-                        pins.wheel.variant,
-                        head=self.wheel_bytes != "download",
-                    )
-
-                with ThreadPoolExecutor(max_workers=1 + len(others), thread_name_prefix="wheels") as lookups:
-                    mine = lookups.submit(lookup, pins.wheel.arch)
-                    theirs = {p: lookups.submit(lookup, other.pins.wheel.arch) for p, other in others.items()}
-                    found = mine.result()
-                    found_for[commit] = {p: future.result() for p, future in theirs.items()}
-                return found
-
-            chooser = Chooser(pins, self.github, self.cache_dir, find_wheel, self.git.notes.append)
-            choice = after(vllm, timed("wheel", lambda: chooser.choose(vllm.result(), pr.result() if pr else None)))
-            wheel = after(choice, lambda: choice.result().found)
-            # The download starts as soon as the wheel is found, beside the registry chain (the longest): resolve's
-            # wall time is that chain, not the chain and then the download (bench/resolve_depth.py).
-            hashed = after(wheel, lambda: self._bytes_of(wheel.result(), cancel))
-            # NeMo-RL's uv.lock names the torch vLLM's symbols must resolve against: read once, beside the download;
-            # each platform takes its arch's torch from it.
-            uv_lock = (
-                None
-                if self.wheel_bytes == "none"
-                else after(nemo, timed("uv_lock", lambda: self.read_uv_lock(nemo.result().commit)))
-            )
-            torch = None if uv_lock is None else after(uv_lock, lambda: self.torch_of(uv_lock.result()))
-            # The glibc and libstdc++ the base image provides, from its layers (cached by its digest): beside the rest.
-            system = (
-                None
-                if self.wheel_bytes == "none"
-                else after(base, timed("base_libraries", lambda: self.base_system(base.result(), cancel)))
-            )
-
-            # Each more platform the same way, beside the primary's: its torch, its base image's libraries as soon
-            # as its manifest is known, and its wheel's download as soon as the wheel commit is chosen.
-            def torch_for(platform: str) -> Callable[[], LockedTorch | str]:
-                return lambda: others[platform].torch_of(uv_lock.result())  # type: ignore[union-attr]
-
-            def system_for(platform: str) -> Callable[[], System | str]:
-                return timed(
-                    f"base_libraries {platform}",
-                    lambda: others[platform].base_system(other_base[platform].result(), cancel),
-                )
-
-            other_torch = {p: None if uv_lock is None else after(uv_lock, torch_for(p)) for p in others}
-            other_system = {p: None if system is None else after(other_base[p], system_for(p)) for p in others}
-
-            def facts_of(platform: str) -> Callable[[], PlatformFacts]:
-                def facts() -> PlatformFacts:
-                    found = found_for[choice.result().wheel.commit][platform]
-                    return others[platform].platform_facts(
-                        found,
-                        other_base[platform].result(),
-                        cancel,
-                        other_torch[platform],
-                        other_system[platform],
-                        choice.result().extraction,
-                    )
-
-                return timed(f"wheel {platform}", facts)
-
-            other_facts = {platform: after(choice, facts_of(platform)) for platform in others}
-            # Report the first failure in pin order, once every lookup has settled; the download is stopped then.
-            futures: list[Future] = [f for f in (nemo, vllm, pr, choice, wheel, base, uv_lock, torch, system) if f]
-            futures += [*other_base.values(), *other_facts.values()]
-            futures += [f for f in (*other_torch.values(), *other_system.values()) if f is not None]
-            try:
-                wait(futures)  # (in the try: Ctrl-C here stops the download too)
-                for future in futures:
-                    if (error := future.exception()) is not None:
-                        raise error
-                vllm_fact = vllm.result()
-                pr_fact: PullRequestFact | None = pr.result() if pr else None  # held to the ref by the chooser
-                base_fact, found = base.result(), wheel.result()
-                named, name_source = cuda.cuda_of_name(found)
-                # The name's CUDA is refused as soon as the base image's is known, whatever the download has done
-                # by then: its bytes are never trusted for a wheel whose name already disagrees.
-                cuda.check_majors(base_fact, named, found.filename, name_source)
-                if self.on_progress is not None:
-                    self.on_progress(download.DownloadEvent("resolved", found.filename, 0, None))
-                got = hashed.result()
-                if got is not None and got.found is not None:
-                    found = got.found  # as the downloading GET described it
-            except BaseException:
-                cancel.set()
-                raise
-        facts = self.checked(
-            found,
-            got,
-            base_fact,
-            torch.result() if torch else None,
-            system.result() if system else None,
-            choice.result().extraction,
-        )
-        for platform, other in others.items():  # their notes (the GPU checks'), said with the primary's
-            self.git.notes += [f"{platform}: {note}" for note in other.git.notes]
-        if got is not None:
-            read_at["wheel"] = got.at
-        lock = Lock(
-            buildkit_version=__version__,
-            pins_sha256=pins.sha256(),
-            pins_file=self.pins_file,
-            nemo_rl=nemo.result(),
-            vllm=vllm_fact,
-            vllm_pr=pr_fact,
-            vllm_wheel=choice.result().wheel,
-            vllm_compare=choice.result().compare,
-            wheel=facts.wheel,
-            base_image=base_fact,
-            cuda=facts.cuda,
-            build=pins.build,
-            patches=self.patches,
-            known_issues=pins.known_issues,
-            gpu=facts.gpu,
-            vllm_files=facts.vllm_files,
-            vllm_python=choice.result().python,
-            torch=facts.torch,
-            other_platforms={platform: future.result() for platform, future in other_facts.items()} or None,
-        )
-        self.record = ResolveRecord(
-            lock_sha256=lock_sha256(lock),
-            started_at=started,
-            finished_at=utc_now(),
-            seconds=round(time.monotonic() - begun, 3),
-            read_at=dict(sorted(read_at.items())),
-            notes=list(self.git.notes),
-        )
-        return lock
-
-    def for_platform(self, platform: str) -> Resolver:
-        """A resolver of one more platform of build.platforms: the same upstreams and cache, its own wheel arch
-        and GPUs (its notes are said with this one's)."""
-        said = self.on_progress
-
-        def on_progress(event: download.DownloadEvent) -> None:  # which platform's wheel or layers it is
-            if said is not None:
-                said(dataclasses.replace(event, filename=f"{platform}: {event.filename}"))
-
-        other = Resolver(
-            self.pins.for_platform(platform),
-            http=self.http,
-            cache_dir=self.cache_dir,
-            patches=self.patches,
-            wheel_bytes=self.wheel_bytes,
-            on_progress=on_progress,
-        )
-        other.registry = self.registry  # one login per registry for every platform's manifests and layers
-        return other
-
-    def platform_facts(
-        self,
-        found: FoundWheel,
-        base: ImageFact,
-        cancel: threading.Event,
-        torch: Future[LockedTorch | str] | None,
-        system: Future[System | str] | None,
-        extraction: Extraction | None = None,
-    ) -> PlatformFacts:
-        """This platform's wheel (found with the primary's, of the one wheel commit), its bytes, and the checks on
-        them against its manifest of the base image and the torch NeMo-RL's uv.lock installs for its arch (both
-        read beside the download: `torch` and `system`, None when resolve reads no bytes)."""
-        named, name_source = cuda.cuda_of_name(found)
-        cuda.check_majors(base, named, found.filename, name_source)  # before its bytes are read, as the primary's
-        got = self._bytes_of(found, cancel)
-        if got is not None and got.found is not None:
-            found = got.found
-        return self.checked(
-            found, got, base, torch.result() if torch else None, system.result() if system else None, extraction
-        )
-
-    def checked(
-        self,
-        found: FoundWheel,
-        got: Hashed | None,
-        base: ImageFact,
-        torch: LockedTorch | str | None,
-        system: System | str | None,
-        extraction: Extraction | None = None,
-    ) -> PlatformFacts:
-        """The checks of the wheel's bytes, for this resolver's platform: its fact, CUDA against the base image's,
-        the torch its METADATA names against uv.lock's, the GPU checks (kernels, ABI), and the members precompiled
-        mode takes from it (setup.py's `extraction`, else buildkit's rules)."""
-        gpu, torch_check, hashes = None, None, dict[str, str]()
-        with said_from_cache(got):
-            wheel = self.wheel_fact(found, got)
-            cuda_check = cuda.check(base, wheel)
-            if self.wheel_path:
-                # The torch the wheel names against uv.lock's, from its METADATA: before the ABI check, which would
-                # download torch (900 MB) to find out the same thing symbol by symbol.
-                requires = torchreq.requires_torch(self.wheel_path, found.filename)
-                torch_check = torchreq.check(requires, torch, found.filename)
-                gpu, notes = wheel_check(
-                    self.wheel_path,
-                    found.filename,
-                    self.pins.build,
-                    torch,
-                    self.torch_symbols,
-                    system,
-                    hashes,
-                    download.gpu_progress(self.on_progress, found.filename),
-                )
-                # Said with the git notes, which the command prints after resolve (and the record keeps).
-                self.git.notes += notes
-        files = None
-        if self.wheel_path:
-            files, notes = precompiled_files(self.wheel_path, hashes, extraction)
-            self.git.notes += notes
-        return PlatformFacts(
-            wheel=wheel, base_image=base, cuda=cuda_check, gpu=gpu, vllm_files=files, torch=torch_check
-        )
-
-    def read_uv_lock(self, commit: str) -> tuple[str, bytes | str]:
-        """NeMo-RL's uv.lock at `commit` (with the commit), read through the GitHub API (the token goes to the API
-        host only) or with git (_uv_lock_bytes); a string in its place says why there is none."""
-        repo = self.pins.nemo_rl.repo
-        try:
-            raw = self._uv_lock_bytes(repo, commit)
-        except UpstreamMalformed:
-            raise  # past a limit, or not what the protocol promises: exit 3, never "not checked"
-        except (UpstreamMismatch, UpstreamUnreachable) as exc:
-            return commit, f"not checked: could not read NeMo-RL's uv.lock at {commit[:12]}: {exc.message}"
-        if raw is None:  # git: the commit's tree holds no uv.lock
-            return commit, f"not checked: NeMo-RL has no uv.lock at {commit[:12]} (git, {repo})"
-        return commit, raw
-
-    def _uv_lock_bytes(self, repo: str, commit: str) -> bytes | None:
-        """uv.lock's bytes through the GitHub API; with git for another remote, or where the API has no answer (its
-        404 cannot tell a missing file from one it will not show: a mirror's commit, a file this token may not
-        read). git reads the repository prepare fetches (pins.yaml's git_url_rewrites apply), one blob; the
-        fallback is said in one note."""
-        rewrites = self.rewrites()
-        if not self.github.owner_repo(repo):
-            return self.git.file(repo, commit, "uv.lock", MAX_UV_LOCK_BYTES, rewrites)
-        try:
-            return self.github.read_file(repo, "uv.lock", commit)
-        except NotOnGitHub as exc:
-            self.git.notes.append(f"{exc.message}: NeMo-RL's uv.lock read with git instead")
-            github_said = exc.message
-        try:
-            return self.git.file(repo, commit, "uv.lock", MAX_UV_LOCK_BYTES, rewrites)
-        except UpstreamMalformed:
-            raise
-        except (UpstreamMismatch, UpstreamUnreachable) as exc:  # the reason names both answers
-            raise UpstreamMismatch(f"{github_said}; with git: {exc.message}") from None
-
-    def torch_of(self, uv_lock: tuple[str, bytes | str]) -> LockedTorch | str:
-        """The torch uv.lock installs for this resolver's arch (its reason when read_uv_lock found none)."""
-        commit, raw = uv_lock
-        if isinstance(raw, str):
-            return raw
-        torch = torch_of_uv_lock(raw, f"NeMo-RL's uv.lock at {commit[:12]}", self.pins.wheel.arch)
-        return torch or f"not checked: NeMo-RL's uv.lock at {commit[:12]} lists no torch"
-
-    def base_system(self, base: ImageFact, cancel: threading.Event | None = None) -> System | str:
-        """The newest glibc/libstdc++ symbol versions the base image provides, read from its layers (once per base:
-        cached by its manifest digest) unless resolve may not download (--no-wheel-download); a string says why
-        not. `cancel` (set on Ctrl-C, SIGTERM, or another lookup's failure) stops the read promptly."""
-        if self.wheel_bytes != "download" and baselibs.cached(self.cache_dir, base) is None:
-            return "not checked: the base image's libraries are not in the cache (--no-wheel-download)"
-
-        def on_layer(read: int, layers: int, done: int, total: int) -> None:
-            if self.on_progress is not None:
-                self.on_progress(download.DownloadEvent("base", f"layer {read + 1} of {layers}", done, total))
-
-        try:
-            found = baselibs.read(self.registry, base, self.cache_dir, on_layer, cancel)
-        except UpstreamMalformed:  # (first: LimitExceeded is one, and a bomb is never "not checked")
-            raise  # bytes that are not what the manifest says, or past a limit: the build would meet them too
-        except UpstreamUnreachable as exc:  # a dropped connection in gigabytes of layers: the lock is still good
-            return f"not checked: the base image's layers could not be read ({exc.message}); rerun resolve to check"
-        system = baselibs.system(found)
-        if not isinstance(system, str):
-            self.git.notes.append(baselibs.describe(found))
-        return system
-
-    def torch_symbols(self, torch: LockedTorch) -> set[str] | str:
-        """The names torch's libraries define: from the cache, else from its wheel, downloaded now (checked against
-        uv.lock's sha256) unless resolve may not download (--no-wheel-download); a string says why not."""
-        if self.wheel_bytes != "download":  # a missing or unusable cache entry is not a reason to download
-            names = abi.cached_torch(self.cache_dir, torch.sha256)
-            return (
-                names
-                if names is not None
-                else (f"not checked: torch {torch.version}'s symbols are not in the cache (--no-wheel-download)")
-            )
-
-        found = FoundWheel(
-            index=torch.index,
-            variant="torch",
-            arch=self.pins.wheel.arch,
-            filename=torch.filename,
-            version=torch.version,
-            url=torch.url,
-            size=torch.size,
-            etag=None,
-            last_modified=None,
-            index_sha256=torch.sha256,
-            listed_in="uv.lock",
-            verified_by="GET",
-        )
-        try:
-            # A total deadline besides the stall timer (budget.TORCH_DOWNLOAD: BUILDKIT_TORCH_DEADLINE).
-            deadline = Budget(f"torch {torch.version}'s wheel {torch.filename}", TORCH_DOWNLOAD)
-            return abi.torch_defined(
-                lambda: download.fetch(self.http, self.cache_dir, found, budget=deadline).path,
-                torch.sha256,
-                self.cache_dir,
-                self.pins.wheel.arch,
-            )
-        finally:
-            # Its symbols are cached by its sha256, and without an ETag its bytes are never reused: 900 MB freed.
-            download.discard(self.cache_dir, found)
-
-    def _bytes_of(self, found: FoundWheel, cancel: threading.Event) -> Hashed | None:
-        """The wheel's bytes hashed: downloaded (or reused from the cache), from the cache only, or not at all,
-        as wheel_bytes says."""
-        if self.wheel_bytes == "download":
-            return download.fetch_by_get(self.http, self.cache_dir, found, self.on_progress, cancel=cancel)
-        if self.wheel_bytes == "cache":
-            return download.cached(self.cache_dir, found, self.on_progress)
-        return None
-
-    def hash_wheel(self, found: FoundWheel) -> WheelFact:
-        """The wheel's fact with the sha256 of its bytes (cached, or downloaded now, as wheel_bytes allows)."""
-        return self.wheel_fact(found, self._bytes_of(found, threading.Event()))
-
-    def wheel_fact(self, found: FoundWheel, hashed: Hashed | None) -> WheelFact:
-        """The wheel's fact with the sha256 of its bytes, when there are any, and its CUDA, read from them."""
-        if hashed is None:  # ("none" is --check's: that fact is compared with the lock, never written)
-            unread = "--no-wheel-download" if self.wheel_bytes == "cache" else "resolve --check"
-            return wheel_fact(found, None, SKIPPED_REASON, *cuda.wheel_cuda(found, None, unread))
-        self.wheel_path = hashed.path  # the GPU checks read it next (buildkit.gpu)
-        return wheel_fact(found, hashed.sha256, None, *cuda.wheel_cuda(found, hashed.path, ""))
-
-
-@contextmanager
-def said_from_cache(hashed: Hashed | None) -> Iterator[None]:
-    """A refusal of the wheel's bytes says when they came from the cache, where an earlier resolve (one that failed,
-    perhaps on these very bytes) left them, and how to read them afresh: otherwise `--no-wheel-download` refuses
-    them again and again with nothing to say why."""
-    try:
-        yield
-    except (UpstreamMismatch, UpstreamMalformed) as exc:
-        if hashed is None or not hashed.reused:
-            raise
-        exc.message = f"{exc.message} (the wheel's bytes came from the cache: {hashed.path})"
-        exc.args = (exc.message,)
-        again = (
-            f"to download them again, delete {hashed.path.parent} and run `buildkit resolve` without "
-            "--no-wheel-download"
-        )
-        exc.hint = f"{exc.hint}; {again}" if exc.hint else again
-        raise
-
-
-def _copy_result(source: Future, target: Future) -> None:
-    if source.exception() is not None:
-        target.set_exception(source.exception())
-    else:
-        target.set_result(source.result())
-
-
-# -- the pipeline's stage (stages/pipeline.py) --------------------------------------------------------------------
+__all__ = ["NoWheelFound", "Resolver", "current", "ensure_lock", "resolve_lock", "run"]
 
 
 def resolve_lock(
@@ -725,7 +129,7 @@ def download_notes(on_note: OnNote) -> OnProgress:
     return note
 
 
-def current(ctx: Context) -> StageStatus:
+def current(ctx: Context[ResolveOptions]) -> StageStatus:
     """Current when the lock exists and agrees with the pins and the declared patches (a version-1 lock does not)."""
     pins, patches = load_pins_and_patches(ctx.paths)
     lock, problems = lock_state(ctx.paths, pins, patches)
@@ -739,7 +143,154 @@ def current(ctx: Context) -> StageStatus:
     return StageStatus("resolve", True, f"{ctx.paths.lock} is current")
 
 
-def run(ctx: Context) -> None:
-    """A current lock in ctx.inputs, resolved and written when it is missing or stale; ctx.made.resolve says
-    whether it was written."""
-    ctx.inputs, ctx.made.resolve = ensure_lock(ctx.paths, on_note=ctx.on_note)
+def run(ctx: Context[ResolveOptions]) -> None:
+    """The lock as the mode says (ResolveOptions.mode), in ctx.made.resolve (`Resolved`); the inputs it leaves
+    current, if any, in ctx.inputs. The wheel's download is told to ctx.on_progress."""
+    opts, paths = ctx.options, ctx.paths
+    if opts.mode == "if-stale":
+        inputs, written = ensure_lock(paths, ctx.on_note, ctx.on_progress)
+        ctx.made.resolve = Resolved(inputs, written)
+    else:
+        pins, patches = opts.staged or load_pins_and_patches(paths)
+        ctx.made.resolve = _MODES[opts.mode](ctx, pins, patches)
+    ctx.inputs = ctx.made.resolve.inputs
+
+
+def _offline(ctx: Context[ResolveOptions], pins: Pins, patches: list[PatchFact]) -> Resolved:
+    """The pins valid, and the lock, if there is one, consistent with them: no network."""
+    lock, problems = lock_state(ctx.paths, pins, patches)
+    if lock is None:
+        return Resolved(None)
+    if problems:
+        raise CheckFailed(
+            _bullets(f"{ctx.paths.lock} does not match the pins:", problems), hint="run `buildkit resolve`"
+        )
+    return Resolved(Inputs(ctx.paths, pins, patches, lock), old=lock)
+
+
+def _fresh(ctx: Context[ResolveOptions], pins: Pins, patches: list[PatchFact]) -> Resolved:
+    """Upstream's answer for the pins, written nowhere (bump writes it with the rest, or not at all)."""
+    lock = resolve_lock(ctx.paths, pins, patches, ctx.on_note, on_progress=_progress(ctx))
+    return Resolved(Inputs(ctx.paths, pins, patches, lock), fresh=lock)
+
+
+def _write(ctx: Context[ResolveOptions], pins: Pins, patches: list[PatchFact]) -> Resolved:
+    """Upstream's answer, written as the lock unless it says what the lock says (then only the resolve record is
+    written, which says the facts were read again). A lock written from other pins is never replaced."""
+    paths = ctx.paths
+    old = _previous_lock(paths.lock, ctx.on_note)
+    check_lock_is_ours(paths, old, pins, on_note=ctx.on_note)  # before the network
+    records: list[ResolveRecord] = []
+    wheel_bytes: WheelBytes = "download" if ctx.options.download_wheel else "cache"
+    fresh = resolve_lock(
+        paths,
+        pins,
+        patches,
+        ctx.on_note,
+        wheel_bytes=wheel_bytes,
+        on_progress=ctx.on_progress,
+        on_record=records.append,
+    )
+    same = old is not None and not differences(old, fresh, every_fact=True)
+    write_lock(paths, fresh, records[0] if records else None, rewrite=not same)
+    kept = old if same and old is not None else fresh
+    return Resolved(Inputs(paths, pins, patches, kept), written=not same, old=old, fresh=fresh)
+
+
+def _check(ctx: Context[ResolveOptions], pins: Pins, patches: list[PatchFact]) -> Resolved:
+    """The lock against upstream's answer now, writing nothing: `--check` stays cheap (HEAD tells the wheel's URL,
+    size and ETag); `deep` also downloads each platform's wheel afresh and compares its sha256."""
+    paths, deep = ctx.paths, ctx.options.deep
+    old = read_lock(paths.lock) if paths.lock.exists() else None  # --check must read it
+    _stop_unless_checkable(paths, old, pins, patches, deep)
+    assert old is not None
+    fresh = resolve_lock(paths, pins, patches, ctx.on_note, wheel_bytes="none", on_progress=ctx.on_progress)
+    diffs = differences(old, fresh)
+    lines = _pr_moves(old, fresh) + [f"{field}: lock has {a!r}, upstream now says {b!r}" for field, a, b in diffs]
+    if not lines and deep:
+        lines = _bytes_differ(paths, old, fresh, ctx.on_progress)
+    disagrees = _bullets("upstream no longer agrees with the lock:", lines) if lines else None
+    return Resolved(Inputs(paths, pins, patches, old), old=old, fresh=fresh, disagrees=disagrees)
+
+
+_MODES: dict[str, Callable[[Context[ResolveOptions], Pins, list[PatchFact]], Resolved]] = {
+    "offline": _offline,
+    "fresh": _fresh,
+    "write": _write,
+    "check": _check,
+}
+
+
+def _progress(ctx: Context[ResolveOptions]) -> OnProgress | None:
+    if ctx.on_progress is None and ctx.on_note is not None:
+        return download_notes(ctx.on_note)
+    return ctx.on_progress
+
+
+def _previous_lock(lock_path, on_note: OnNote | None) -> Lock | None:
+    """The existing lock; an unreadable one is replaced once resolve succeeds."""
+    if not lock_path.exists():
+        return None
+    try:
+        return read_lock(lock_path)
+    except InputError as error:
+        if on_note:
+            on_note(f"{error.message}; it will be replaced once resolve succeeds")
+        return None
+
+
+def _stop_unless_checkable(paths: Paths, old: Lock | None, pins: Pins, patches: list[PatchFact], deep: bool) -> None:
+    """`--check` needs a lock that is current for the pins (and, with --deep, one that holds the wheel's sha256)."""
+    if old is None:
+        raise CheckFailed(f"{paths.lock}: no lock to check", hint="run `buildkit resolve` to write one")
+    problems = consistency_problems(pins, old, patches)
+    if problems:
+        raise CheckFailed(_bullets(f"{paths.lock} is stale:", problems), hint="run `buildkit resolve`")
+    if deep and old.wheel.sha256 is None:
+        raise CheckFailed(
+            f"{paths.lock}: wheel.sha256: the lock has none ({old.wheel.not_content_addressed}), so --deep has "
+            "nothing to compare the wheel's bytes with",
+            hint="run `buildkit resolve` (without --no-wheel-download) to hash the wheel",
+        )
+
+
+def _pr_moves(old: Lock, fresh: Lock) -> list[str]:
+    """What happened to a tracked pull request, in words, before the fields that say it."""
+    was, now = old.vllm_pr, fresh.vllm_pr
+    if was is None or now is None or was.number != now.number:
+        return []
+    if not was.merged and now.merged:
+        return [
+            f"PR #{now.number} was merged as {now.merge_commit}: `buildkit resolve` builds its merge commit "
+            "(with vllm.ref pinned, `buildkit bump --vllm` moves it)"
+        ]
+    if not now.merged and was.head_commit != now.head_commit:
+        return [
+            f"PR #{now.number}'s head moved from {was.head_commit} to {now.head_commit} (new commits, or a "
+            "force-push): `buildkit resolve` follows it (with vllm.ref pinned, `buildkit bump --vllm` moves "
+            "it)"
+        ]
+    return []
+
+
+def _bytes_differ(paths: Paths, old: Lock, fresh: Lock, on_progress: OnProgress | None) -> list[str]:
+    """--deep: each platform's wheel downloaded afresh (not from the cache) hashes to the locked sha256. Another
+    platform's download is told as resolve tells it (its name after the platform)."""
+    problems = []
+    for platform in old.platforms():
+        locked, now = old.for_platform(platform).wheel, fresh.for_platform(platform).wheel
+        primary = platform == old.build.platform
+        told = on_progress if primary or on_progress is None else _named(on_progress, platform)
+        measured = measure_wheel(paths, now, told)
+        if measured != locked.sha256:
+            where = "" if primary else f"{platform}: "
+            problems.append(f"{where}wheel.sha256: lock has {locked.sha256!r}, upstream now says {measured!r}")
+    return problems
+
+
+def _named(on_progress: OnProgress, platform: str) -> OnProgress:
+    return lambda event: on_progress(dataclasses.replace(event, filename=f"{platform}: {event.filename}"))
+
+
+def _bullets(head: str, lines: list[str]) -> str:
+    return head + "".join(f"\n  - {line}" for line in lines)

@@ -34,29 +34,7 @@ class ElfError(ValueError):
 def needed(file: IO[bytes], size: int) -> list[str]:
     """The DT_NEEDED names of the ELF file `file` (`size` bytes long), in their order; [] when it has no dynamic
     section. ElfError when the bytes do not hold together."""
-    header = _read(file, size, 0, _HEADER.size, "the ELF header")
-    ident, _type, _machine, _version, _entry, phoff, _shoff, _flags, _ehsize, phentsize, phnum = _HEADER.unpack(header)[
-        :11
-    ]
-    if ident[:4] != b"\x7fELF":
-        raise ElfError("not an ELF file")
-    if ident[4] != 2 or ident[5] != 1:
-        raise ElfError("not a 64-bit little-endian ELF file")
-    if phentsize != _PROGRAM_HEADER.size:
-        raise ElfError(f"program header size {phentsize}, not {_PROGRAM_HEADER.size}")
-    if not 0 < phnum <= MAX_PROGRAM_HEADERS:
-        raise ElfError(f"{phnum} program headers (buildkit reads 1 to {MAX_PROGRAM_HEADERS})")
-    table = _read(file, size, phoff, phnum * phentsize, "the program headers")
-    loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
-    dynamic: list[tuple[int, int]] = []  # (offset, filesz)
-    for i in range(phnum):
-        p_type, _pflags, offset, vaddr, _paddr, filesz, _memsz, _align = _PROGRAM_HEADER.unpack_from(
-            table, i * phentsize
-        )
-        if p_type == PT_LOAD:
-            loads.append((vaddr, offset, filesz))
-        elif p_type == PT_DYNAMIC:
-            dynamic.append((offset, filesz))
+    loads, dynamic = _segments(file, size)
     if not dynamic:
         return []  # statically linked: it needs no library
     if len(dynamic) > 1:
@@ -93,6 +71,35 @@ def needed(file: IO[bytes], size: int) -> list[str]:
             raise ElfError(f"a needed library's name is not a file name of at most {MAX_NAME} bytes: {name[:40]!r}")
         out[name_offset] = name.decode("ascii")
     return [out[n] for n in names]
+
+
+def _segments(file: IO[bytes], size: int) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
+    """The ELF header checked, and the program headers it points to: the PT_LOAD segments (vaddr, offset, filesz)
+    and the PT_DYNAMIC ones (offset, filesz)."""
+    header = _read(file, size, 0, _HEADER.size, "the ELF header")
+    ident, _type, _machine, _version, _entry, phoff, _shoff, _flags, _ehsize, phentsize, phnum = _HEADER.unpack(header)[
+        :11
+    ]
+    if ident[:4] != b"\x7fELF":
+        raise ElfError("not an ELF file")
+    if ident[4] != 2 or ident[5] != 1:
+        raise ElfError("not a 64-bit little-endian ELF file")
+    if phentsize != _PROGRAM_HEADER.size:
+        raise ElfError(f"program header size {phentsize}, not {_PROGRAM_HEADER.size}")
+    if not 0 < phnum <= MAX_PROGRAM_HEADERS:
+        raise ElfError(f"{phnum} program headers (buildkit reads 1 to {MAX_PROGRAM_HEADERS})")
+    table = _read(file, size, phoff, phnum * phentsize, "the program headers")
+    loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
+    dynamic: list[tuple[int, int]] = []  # (offset, filesz)
+    for i in range(phnum):
+        p_type, _pflags, offset, vaddr, _paddr, filesz, _memsz, _align = _PROGRAM_HEADER.unpack_from(
+            table, i * phentsize
+        )
+        if p_type == PT_LOAD:
+            loads.append((vaddr, offset, filesz))
+        elif p_type == PT_DYNAMIC:
+            dynamic.append((offset, filesz))
+    return loads, dynamic
 
 
 def _file_offset(loads: list[tuple[int, int, int]], vaddr: int, length: int) -> int:

@@ -462,12 +462,12 @@ def version_reason(out: str, commit: str) -> str:
     return f"vllm.__version__ = {excerpt(strip_controls(last), 200)[1:-1]}; expected +g{commit[:9]}"
 
 
-def run(ctx: context.Context) -> None:
+def run(ctx: context.Context[VerifyOptions]) -> None:
     """The checks the options ask for (VerifyOptions): the image's (the newest successful build's when none is
     named), or with `provenance` its two statements from its registry; the record written (build/verify.json, or
     the provenance one) and (record, where) in ctx.made.verify. Which image goes to ctx.say, what runs to
     ctx.step."""
-    opts, paths = ctx.given(VerifyOptions), ctx.paths
+    opts, paths = ctx.options, ctx.paths
     lock = context.load_inputs(paths, on_note=ctx.on_note).lock
     prepare = read_record(paths.prepare_record, PrepareRecord)
     if opts.provenance:

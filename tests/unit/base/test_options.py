@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-import typer
 
 from buildkit.errors import InputError, OptionError
 from buildkit.models.choices import Compression, ProgressMode, ReportFormat
@@ -37,7 +36,8 @@ def test_build_options_are_typed_frozen_and_derive_their_defaults():
     opts = build_options(progress="live", compression="zstd")
     assert opts.progress is ProgressMode.live and opts.view_mode == "tty" and opts.compression is Compression.zstd
     assert opts.cache_from == ("type=local,src=/c",) and opts.extra == ("--no-cache",)
-    assert opts.min_free == 1.0 and opts.with_syntax is False  # a smoke build: 1 GB free, no `# syntax=` line
+    assert opts.min_free == 1.0 and opts.render.syntax is False  # a smoke build: 1 GB free, no `# syntax=` line
+    assert opts.render.smoke and opts.render.refuse_drift and opts.prepare.submodules  # the stages' own options
     assert build_options(progress="").progress is ProgressMode.auto  # BUILDKIT_PROGRESS set but empty, as buildx
     with pytest.raises(dataclasses.FrozenInstanceError):
         opts.smoke = False  # type: ignore[misc]
@@ -64,9 +64,12 @@ def test_a_builder_name_is_checked_with_the_options():
 
 def test_resolve_and_report_options():
     assert ResolveOptions.parse(json_out=False, check=False, offline=False, deep=False, no_wheel_download=True) == (
-        ResolveOptions(json_out=False, check=False, offline=False, deep=False, download_wheel=False)
+        ResolveOptions("write", json_out=False, deep=False, download_wheel=False)
     )
-    with pytest.raises(typer.BadParameter):
+    assert ResolveOptions.parse(json_out=True, check=True, offline=True, deep=False, no_wheel_download=False) == (
+        ResolveOptions("offline", json_out=True, check=True)
+    )
+    with pytest.raises(OptionError, match="needs --check"):
         ResolveOptions.parse(json_out=False, check=False, offline=False, deep=True, no_wheel_download=False)
     assert ReportOptions.parse(record=None, output=None, fmt="json", results=None).format is ReportFormat.json
     with pytest.raises(InputError, match="--format: expected markdown or json"):

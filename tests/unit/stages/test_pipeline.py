@@ -7,10 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import types
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from buildkit import cli
 from buildkit.models.paths import Paths
@@ -28,10 +25,10 @@ def recorded_project(tmp_path):
 
 
 def test_every_stage_is_a_module_and_help_lists_them_in_order():
-    names = [stage.name for stage in pipeline.STAGES]
-    assert names[:4] == ["resolve", "prepare", "render", "build"]
+    names = [stage.name for stage in pipeline.STAGES.values()]
+    assert names == list(pipeline.STAGES) and names[:4] == ["resolve", "prepare", "render", "build"]
     for stage in pipeline.before_build():
-        assert callable(pipeline.module_of(stage).run), f"{stage.name} runs from a context"
+        assert callable(stage.load().run), f"{stage.name} runs from a context"
     shown = cli._help()
     assert [name for name in names if f"  {name:8} " in shown] == names
     assert shown.index("  resolve ") < shown.index("  prepare ") < shown.index("  report ")
@@ -44,7 +41,8 @@ def test_dry_run_status_walks_the_registry_and_a_new_stage_is_one_entry(project,
     for name, value in upstreams.env().items():  # the endpoints the lock was resolved from
         monkeypatch.setenv(name, value)
     paths = Paths.of(root / "pins.yaml", cache_dir=root / "cache")
-    todo, inputs = pipeline.status(paths, smoke=True, submodules=False)
+    smoke = build_options(smoke=True, submodules=False)
+    todo, inputs = pipeline.status(paths, smoke)
     assert inputs is not None and [s.stage for s in todo] == ["resolve", "prepare", "render"]
     assert todo[0].current and not todo[1].current and "would fetch NeMo-RL" in todo[1].detail
 
@@ -52,13 +50,15 @@ def test_dry_run_status_walks_the_registry_and_a_new_stage_is_one_entry(project,
     check: Any = types.ModuleType("buildkit.stages.fakecheck")  # a stage module made here: attributes set below
     check.current = lambda ctx: StageStatus("fakecheck", False, f"would check {ctx.lock.build.tag}")
     check.run = lambda ctx: seen.append(ctx.lock.build.tag)
-    entry = pipeline.Entry("fakecheck", "pins.lock", "nothing", lambda: check, True)
-    monkeypatch.setattr(pipeline, "STAGES", (*pipeline.STAGES[:2], entry, *pipeline.STAGES[2:]))
-    todo, inputs = pipeline.status(paths, smoke=True, submodules=False)
+    entry = pipeline.Entry("fakecheck", "pins.lock", "nothing", lambda: check, True)  # type: ignore[arg-type]
+    entries = list(pipeline.STAGES.values())
+    monkeypatch.setattr(pipeline, "STAGES", pipeline._entries(*entries[:2], entry, *entries[2:]))
+    todo, inputs = pipeline.status(paths, smoke)
     assert [s.stage for s in todo] == ["resolve", "prepare", "fakecheck", "render"]
     assert inputs is not None
     assert todo[2].detail == f"would check {inputs.lock.build.tag}"
-    pipeline.run_stage("fakecheck", Context(paths, inputs))
+    assert pipeline.options_for(entry, smoke) is smoke  # a stage build holds no options of: build's own
+    pipeline.run_entry(entry, Context(paths, smoke, inputs))
     assert seen == [inputs.lock.build.tag]
     assert "fakecheck" in [s.name for s in pipeline.before_build()]
 
@@ -66,7 +66,7 @@ def test_dry_run_status_walks_the_registry_and_a_new_stage_is_one_entry(project,
 def test_a_stale_lock_makes_every_later_stage_wait_for_resolve(tmp_path):
     paths = recorded_project(tmp_path)
     paths.lock.unlink()
-    todo, inputs = pipeline.status(paths)
+    todo, inputs = pipeline.status(paths, build_options())
     assert inputs is None
     want = f"no lock at {paths.lock}: would resolve the pins and write the lock"
     assert todo[0] == StageStatus("resolve", False, want)
@@ -74,7 +74,7 @@ def test_a_stale_lock_makes_every_later_stage_wait_for_resolve(tmp_path):
 
 
 def test_held_writes_wait_for_the_caller(tmp_path):
-    ctx = Context(Paths.of(tmp_path / "pins.yaml"), hold=True)
+    ctx = Context(Paths.of(tmp_path / "pins.yaml"), None, hold=True)
     ctx.write(tmp_path / "a.txt", "a\n")
     assert ctx.held == [(tmp_path / "a.txt", "a\n")] and not (tmp_path / "a.txt").exists()
     ctx.hold = False
@@ -82,21 +82,51 @@ def test_held_writes_wait_for_the_caller(tmp_path):
     assert (tmp_path / "b.txt").read_text() == "b\n"
 
 
-def test_every_stage_runs_from_a_context_with_the_options_it_declares():
-    """Each registry entry's module has run(ctx); the commands give a stage their options on the context, and a
-    stage takes them as the class it declares (Context.given)."""
+def test_every_stage_runs_from_a_context_of_its_own_options():
+    """Each registry entry's module has run(ctx: Context[O]), O the stage's own options class, the one run_stage's
+    overload for its name takes (so mypy holds a caller to it); build holds the options of the stages it runs."""
     import inspect
+    import typing
 
-    for stage in pipeline.STAGES:
-        run = pipeline.module_of(stage).run
-        assert list(inspect.signature(run).parameters) == ["ctx"], f"{stage.name}: run(ctx)"
-    from buildkit.options import BuildOptions, ReportOptions
+    from buildkit import options
+    from buildkit.options import BuildOptions
 
-    opts = ReportOptions.parse(record=None, output=None, fmt="json", results=None)
-    ctx = Context(Paths.of(Path("pins.yaml")), options=opts)
-    assert ctx.given(ReportOptions) is opts
-    with pytest.raises(AssertionError, match="runs with BuildOptions"):
-        ctx.given(BuildOptions)
+    overloads = {}
+    for each in typing.get_overloads(pipeline.run_stage):
+        hints = typing.get_type_hints(each, vars(pipeline) | vars(options) | {"Context": Context})
+        (name,) = typing.get_args(hints["name"])
+        overloads[name] = typing.get_args(hints["ctx"])[0]
+    assert list(overloads) == list(pipeline.STAGES)
+    for stage in pipeline.STAGES.values():
+        module = stage.load()
+        assert list(inspect.signature(module.run).parameters) == ["ctx"], f"{stage.name}: run(ctx)"
+        hints = typing.get_type_hints(module.run, vars(module) | vars(options))
+        assert typing.get_args(hints["ctx"]) == (overloads[stage.name],), stage.name
+    for stage in pipeline.before_build():
+        held = pipeline.options_for(stage, build_options())
+        assert type(held) is overloads[stage.name] and not isinstance(held, BuildOptions), stage.name
+
+
+def build_options(**changes):
+    from buildkit.options import BuildOptions
+
+    given: dict[str, object] = dict(
+        builder=None,
+        push=False,
+        sbom=False,
+        cache_from=[],
+        cache_to=[],
+        progress="auto",
+        dry_run=False,
+        smoke=False,
+        smoke_base="127.0.0.1:5000/buildkit/stand-in-base:1",
+        min_free_gb=None,
+        submodules=True,
+        syntax=None,
+        extra=[],
+        compression=None,
+    )
+    return BuildOptions.parse(**{**given, **changes})
 
 
 def test_report_runs_from_the_registry_and_writes_where_its_options_say(tmp_path):
@@ -106,12 +136,12 @@ def test_report_runs_from_the_registry_and_writes_where_its_options_say(tmp_path
     output = tmp_path / "report.md"
     notes: list[str] = []
     opts = ReportOptions.parse(record=None, output=output, fmt="markdown", results=None)
-    ctx = Context(paths, options=opts, on_note=notes.append)
+    ctx = Context(paths, opts, on_note=notes.append)
     pipeline.run_stage("report", ctx)
     made = ctx.made.report
     assert made.record == "build/smoke-record.json" and output.read_text() == made.text
     assert made.text.startswith("# ") and "sha256:8aa2e3a9bb27" in made.text
-    to_stdout = Context(paths, options=ReportOptions.parse(record=None, output=None, fmt="json", results=None))
+    to_stdout = Context(paths, ReportOptions.parse(record=None, output=None, fmt="json", results=None))
     pipeline.run_stage("report", to_stdout)
     recorded = json.loads(paths.build_record(True).read_text())
     assert json.loads(to_stdout.made.report.text)["image"]["digest"] == recorded["image"]["digest"]

@@ -15,7 +15,7 @@ from tests.support.paths import REPO_ROOT
 
 # Each package's layer, and each layer's rank: a module may import from its own layer or a lower rank.
 LAYER = {
-    "buildkit.cli": "cli", "buildkit.commands": "cli",
+    "buildkit.cli": "cli", "buildkit.flags": "cli", "buildkit.commands": "cli",
     "buildkit.runs": "runs",
     "buildkit.stages": "stages",
     "buildkit.options": "options",
@@ -84,7 +84,7 @@ GRAPH = {name: with_packages(name, imports(path, modules())) for name, path in m
 
 def test_every_module_is_in_a_layer():
     assert not [name for name in GRAPH if ".".join(name.split(".")[:2]) not in LAYER], "a module outside the layers"
-    modules = {"buildkit", "buildkit.cli", "buildkit.options"}
+    modules = {"buildkit", "buildkit.cli", "buildkit.flags", "buildkit.options"}
     modules |= {f"buildkit.{m}" for m in ("errors", "files", "budget", "environment", "_version")}
     for package in LAYER:
         if package not in modules:

@@ -190,9 +190,9 @@ def test_the_pipeline_picture_is_the_registry():
     from buildkit.stages.pipeline import STAGES
 
     chart = _flowchart(REPO_ROOT / "docs" / "index.md", "TB")
-    assert [chart.labels[stage] for stage in chart.stages] == [entry.name for entry in STAGES]
-    assert chart.stages == [entry.name for entry in STAGES]  # the ids are the names: the edges below use them
-    for entry in STAGES:
+    assert [chart.labels[stage] for stage in chart.stages] == [entry.name for entry in STAGES.values()]
+    assert chart.stages == [entry.name for entry in STAGES.values()]  # the ids are the names: the edges below use them
+    for entry in STAGES.values():
         writes = [chart.labels[to] for source, to in chart.edges if source == entry.name]
         assert ", ".join(writes) == entry.writes, f"{entry.name} writes {entry.writes!r}, the picture {writes}"
         reads = sorted(chart.labels[source] for source, to in chart.edges if to == entry.name)

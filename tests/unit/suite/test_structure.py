@@ -65,7 +65,7 @@ def test_readme_pipeline_is_the_registry(cli):
     start = text.index("```\nresolve ") + 4
     block = text[start : text.index("```\n", start)]
     shown = [" ".join(line.split()) for line in block.splitlines()]
-    assert shown == [" ".join(f"{s.name} {s.reads} -> {s.writes}".split()) for s in STAGES]
+    assert shown == [" ".join(f"{s.name} {s.reads} -> {s.writes}".split()) for s in STAGES.values()]
     help_text = " ".join(cli("--help", env={"COLUMNS": "80"}).stdout.split())
     assert "report pins.lock, the records -> stdout, or -o FILE (markdown or JSON)" in help_text
 
