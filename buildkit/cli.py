@@ -162,9 +162,10 @@ def render(
 
     Each change is a named transformation that must find its target in upstream's file (or render exits 4 naming
     it): base image by digest, dropped extras (with the reason as a comment), the custom vLLM from the locked
-    commit and wheel, TORCH_CUDA_ARCH_LIST from pins, NEMO_RL_COMMIT, and provenance labels. Every other upstream
-    line is kept. The same lock renders the same bytes. Drift (the pins give what upstream does not expect, such
-    as another CUDA major) is a warning here and stops `build` unless --allow-drift.
+    commit and wheel (its commit and URL also in the image's environment), TORCH_CUDA_ARCH_LIST from pins,
+    NEMO_RL_COMMIT, and provenance labels. Every other upstream line is kept. The same lock renders the same
+    bytes. Drift (the pins give what upstream does not expect, such as another CUDA major) is a warning here and
+    stops `build` unless --allow-drift.
 
     \b
     Examples:
@@ -329,11 +330,12 @@ def verify(
     """Check the built image against the lock, inside containers with no network.
 
     Checks: the vLLM version names the locked commit (+g<9 hex>); sglang is not importable; NEMO_RL_COMMIT and
-    the provenance labels match the lock; the container fingerprint exists; the patched tools/build-custom-vllm.sh
-    is the one the prepare record holds; every shared object of the image's Python environments has kernels for
-    build.cuda_arch_list where build.gpu_required says, and vLLM's symbols resolve against the image's torch,
-    glibc and libstdc++; each --driver is judged against NVIDIA's tables. --gpus adds: torch sees a GPU of
-    compute capability 9.0 and sm_90, and the prediction for its driver holds.
+    the provenance labels match the lock; the image's environment names the locked wheel (its commit and URL);
+    the container fingerprint exists; the patched tools/build-custom-vllm.sh is the one the prepare record holds;
+    every shared object of the image's Python environments has kernels for build.cuda_arch_list where
+    build.gpu_required says, and vLLM's symbols resolve against the image's torch, glibc and libstdc++; each
+    --driver is judged against NVIDIA's tables. --gpus adds: torch sees a GPU of compute capability 9.0 and sm_90,
+    and the prediction for its driver holds.
     Checks that cannot apply (vLLM in a smoke image) are skipped with the reason. Writes build/verify.json, which
     `buildkit report` reads. Exit 1 when a check fails.
     """

@@ -12,6 +12,7 @@ Render starts from upstream's file at the locked commit and applies these, in th
     custom_vllm            the RUN that calls tools/build-custom-vllm.sh mounts the wheel stage; the vLLM repo,
                            commit and wheel through upstream's BUILD_CUSTOM_VLLM_* build args where the commit has
                            them, else added, with the script called as the declared patch expects
+    wheel_env              after that RUN, the wheel's commit and location in the image's environment
     drop_extras            each `uv sync ... --extra <dropped>` disabled (or the extra taken out of a multi-extra sync)
     nemo_rl_commit         `ARG NEMO_RL_COMMIT` (and its ENV) -> the locked commit
     labels                 the provenance labels at the end of the target stage
@@ -305,6 +306,19 @@ def _patched_script_call(
     ]
 
 
+def wheel_env(doc: Parsed, _inp: Inputs, blocks: Blocks) -> Change:
+    """`VLLM_PRECOMPILED_WHEEL_COMMIT` and `_LOCATION` in the image's environment, set after the vLLM build (so its
+    RUN's inputs do not change): whatever builds vLLM again from the image (NeMo-RL's Ray workers, in isolated venvs)
+    takes the locked wheel, not main's newest (NeMo-RL d437cdb2c set the commit for this reason)."""
+    name = "wheel_env"
+    run = _script_run(name, doc)
+    return Change(
+        name,
+        f"VLLM_PRECOMPILED_WHEEL_COMMIT and VLLM_PRECOMPILED_WHEEL_LOCATION set after the RUN at line {run.start}",
+        [Edit.insert_after(name, run.end, blocks("wheel_env"))],
+    )
+
+
 # --- dropped extras ------------------------------------------------------------------------------------------------
 
 _SYNC_RE = re.compile(r"\buv\s+sync\b")
@@ -466,6 +480,7 @@ TRANSFORMATIONS = (
     apt_log_cleanup,
     torch_cuda_arch_list,
     custom_vllm,
+    wheel_env,
     drop_extras,
     nemo_rl_commit,
     labels,

@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 from buildkit.models.lock import read_lock
-from buildkit.stages.verify import ENVIRONMENTS_CHECK, PYTHON_CHECK
+from buildkit.stages.verify import ENVIRONMENTS_CHECK, PYTHON_CHECK, WHEEL_ENV_CHECK
 from tests.support.engine import STAND_IN_BASE
 from tests.support.nemo_repo import use_remote
 from tests.support.projects import interrupt_a_slow_smoke_build, smoke_project
@@ -307,6 +307,7 @@ def test_verify_the_smoke_image(project, remote, engine):
         "sglang is not importable": "skip",
         "NEMO_RL_COMMIT matches the lock": "pass",
         "labels match the lock": "pass",
+        WHEEL_ENV_CHECK: "pass",
         "container fingerprint exists": "pass",
         "patched tools/build-custom-vllm.sh is the recorded one": "pass",
         PYTHON_CHECK: "skip",  # a smoke image holds no vLLM (issue 28)

@@ -203,6 +203,7 @@ def test_render_follows_upstream_946862e7_shape_line_by_line(project, remote):
         "apt_log_cleanup",
         "torch_cuda_arch_list",
         "custom_vllm",
+        "wheel_env",
         "drop_extras",
         "nemo_rl_commit",
         "labels",
@@ -212,6 +213,11 @@ def test_render_follows_upstream_946862e7_shape_line_by_line(project, remote):
     # The declared patch carries the wheel: the script is called with the env var the patched script reads.
     assert 'VLLM_PRECOMPILED_WHEEL_LOCATION="${BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION}" \\\n' in rendered
     assert "\nARG BUILD_CUSTOM_VLLM\n# buildkit: repository, commit and precompiled wheel" in rendered
+    # The wheel's commit and URL in the image's environment, set after the vLLM build's RUN (its inputs unchanged).
+    lock = json.loads((root / "pins.lock").read_text())
+    env = f"ENV VLLM_PRECOMPILED_WHEEL_COMMIT={lock['vllm_wheel']['commit']}\n"
+    env += f"ENV VLLM_PRECOMPILED_WHEEL_LOCATION={lock['wheel']['url']}\n"
+    assert env in rendered and rendered.index("bash tools/build-custom-vllm.sh") < rendered.index(env)
     # The same lock renders the same bytes.
     assert cli("render").code == 0
     assert (root / "build" / "Dockerfile").read_text() == rendered

@@ -48,6 +48,7 @@ def context(
         "base_image": lock.base_image.pinned,
         "nemo_rl": {"repo": lock.nemo_rl.repo, "commit": lock.nemo_rl.commit},
         "vllm": {"repo": lock.vllm.repo, "commit": lock.vllm.commit},
+        "vllm_wheel": {"commit": lock.vllm_wheel.commit},
         "wheel": wheel_context(lock),
         "cuda_arch_list": lock.build.cuda_arch_list,
         "target": lock.build.target,

@@ -148,6 +148,23 @@ def check_nemo_rl_commit(c: Context) -> None:
     c.add("NEMO_RL_COMMIT matches the lock", got == c.lock.nemo_rl.commit, f"NEMO_RL_COMMIT={got}")
 
 
+WHEEL_ENV_CHECK = "the image's environment names the locked wheel (VLLM_PRECOMPILED_WHEEL_COMMIT, _LOCATION)"
+
+
+def check_wheel_env(c: Context) -> None:
+    """What a later vLLM build from the image (NeMo-RL's Ray workers, in isolated venvs) takes as its wheel: the
+    locked wheel's commit and URL, or it would fetch main's newest."""
+    want = {
+        "VLLM_PRECOMPILED_WHEEL_COMMIT": c.lock.vllm_wheel.commit,
+        "VLLM_PRECOMPILED_WHEEL_LOCATION": c.lock.wheel.url,
+    }
+    wrong = [f"{k}={excerpt(c.env.get(k, '<unset>'), 120)}, locked {v}" for k, v in want.items() if c.env.get(k) != v]
+    if wrong and not any(k in c.env for k in want):
+        wrong = ["neither is set (an image rendered before buildkit set them: render and build again)"]
+    commit = want["VLLM_PRECOMPILED_WHEEL_COMMIT"]
+    c.add(WHEEL_ENV_CHECK, not wrong, "; ".join(wrong) or f"the wheel of {commit} and its URL, as locked")
+
+
 def check_labels(c: Context) -> None:
     expected = verified_labels(c.lock)
     wrong = [f"{k}={c.labels.get(k, '<missing>')}" for k, v in expected.items() if c.labels.get(k) != v]
@@ -268,6 +285,11 @@ CHECKS = (
     Check("no sglang", "`import sglang`, from python in the image", check_no_sglang),
     Check("NeMo-RL commit", "the image config's Env: NEMO_RL_COMMIT", check_nemo_rl_commit),
     Check("labels", "the image config's Labels, against models.labels.verified_labels(lock)", check_labels),
+    Check(
+        "wheel env",
+        "the image config's Env: VLLM_PRECOMPILED_WHEEL_COMMIT and _LOCATION, against the lock's wheel",
+        check_wheel_env,
+    ),
     Check("fingerprint", f"{FINGERPRINT} in the image", check_fingerprint),
     Check("patched files", "the prepare record's patch targets, sha256sum in the image", check_patched_files),
     Check(

@@ -16,6 +16,7 @@ from buildkit.stages.verify import (
     FINGERPRINT,
     GPU_PROBE,
     PYTHON_CHECK,
+    WHEEL_ENV_CHECK,
     WORKDIR,
     verify_image,
 )
@@ -59,6 +60,9 @@ def test_the_smoke_build_is_judged_as_the_real_engine_judged_it():
     # smoke image skips them, in their place.
     python = (PYTHON_CHECK, "skip", "a smoke image has no vLLM installed")
     gpu_files = ("GPU kernels, ABI and drivers", "skip", "a smoke image has no Python environment")
+    # It was built before render set the wheel's commit and location in the image's environment: that check fails.
+    unset = "neither is set (an image rendered before buildkit set them: render and build again)"
+    assert got.pop(4) == (WHEEL_ENV_CHECK, "fail", unset)
     assert got.pop(6) == python
     assert got.pop(6) == gpu_files
     assert got.pop() == (ENVIRONMENTS_CHECK, "skip", "a smoke image has no Python environment")
@@ -112,6 +116,25 @@ def test_a_wrong_or_missing_nemo_rl_commit_fails():
         "fail",
         "NEMO_RL_COMMIT=<unset>",
     )
+
+
+def with_wheel_env(image, commit: str, url: str):
+    image.attrs["Config"]["Env"] += [
+        f"VLLM_PRECOMPILED_WHEEL_COMMIT={commit}",
+        f"VLLM_PRECOMPILED_WHEEL_LOCATION={url}",
+    ]
+    return image
+
+
+def test_the_wheel_env_render_writes_passes_and_another_wheel_fails():
+    """What render's template sets (ENV VLLM_PRECOMPILED_WHEEL_COMMIT and _LOCATION, the lock's wheel) passes; an
+    image naming another wheel fails, naming the variable and both values."""
+    commit, url = LOCK.vllm_wheel.commit, LOCK.wheel.url
+    ok = results(run_verify(with_wheel_env(smoke_image(), commit, url), SMOKE_TAG)[0])[WHEEL_ENV_CHECK]
+    assert ok == ("pass", f"the wheel of {commit} and its URL, as locked")
+    other = "1" * 40
+    wrong = results(run_verify(with_wheel_env(smoke_image(), other, url), SMOKE_TAG)[0])[WHEEL_ENV_CHECK]
+    assert wrong == ("fail", f"VLLM_PRECOMPILED_WHEEL_COMMIT={other!r}, locked {commit}")
 
 
 def test_a_missing_fingerprint_fails():
