@@ -17,6 +17,7 @@ from buildkit.models.grammar import image_ref
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins, load_pins
 from buildkit.models.plan import BuildPlan, plan_for_lock, shell_command
+from buildkit.models.rebuild import said_before_build
 from buildkit.models.records.build import BuildRecord
 from buildkit.models.records.index import IndexRecord, PlatformImage
 from buildkit.models.results import Built, Preflighted
@@ -156,6 +157,8 @@ def _dry_run(paths: Paths, opts: BuildOptions) -> None:
             ui.err.print("  - build: the buildx command needs the locked values: run `buildkit resolve` first")
             return
         plan = plan_for_lock(inputs.lock, one, smoke=opts.smoke, **opts.plan_options(provenance=True))
+        base = None if opts.smoke else inputs.lock.base_image.pinned  # the stand-in is pinned when the build runs
+        _say_rebuild(said_before_build(one, inputs.lock, base, opts.smoke), indent="  - ")
         ui.err.print("  - build: the command below")
         sys.stdout.write(shell_command(plan) + "\n")
     if len(each) > 1:
@@ -241,6 +244,8 @@ class _Run:
         for stage in pipeline.before_build():
             if stage.name != "resolve":
                 self.stage(stage)
+        base = self.render.smoke_base or self.ctx.lock.base_image.pinned
+        _say_rebuild(said_before_build(self.paths, self.ctx.lock, base, self.opts.smoke))
         built = self.build()
         if self.opts.check_reproducible:
             _check_reproducible(
@@ -282,6 +287,13 @@ class _Run:
             f"digest {ui.safe(record.image.digest or '?')}"
         )
         return built
+
+
+def _say_rebuild(lines: list[str], indent: str = "") -> None:
+    """What runs again against the last build, before buildx starts (models/rebuild.py)."""
+    prefix = f"{indent}rebuild: "
+    for number, line in enumerate(lines):
+        ui.err.print(ui.safe((prefix if number == 0 else " " * len(prefix)) + line))
 
 
 def _cache_notes(record: BuildRecord) -> None:

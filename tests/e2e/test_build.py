@@ -141,6 +141,41 @@ def test_smoke_build_on_the_real_engine(project, remote, engine):
     assert second["steps_cached"] >= 2 and second["image"]["config_digest"] == image["config_digest"]
 
 
+def test_a_build_says_what_runs_again_against_the_last_one(project, remote, engine):
+    """Before buildx starts, build and --dry-run compare the inputs this lock gives the steps with those the last
+    build's record keeps (models/rebuild.py): here build.cuda_arch_list moves between two smoke builds."""
+    root, cli = smoke_project(project, remote)
+    first = cli("build", "--smoke", "--progress", "plain", timeout=600)
+    assert first.code == 0, first.output
+    assert "rebuild: no earlier build recorded in " in first.stderr
+    record = json.loads((root / "build" / "smoke-record.json").read_text())
+    lock = json.loads((root / "pins.lock").read_text())
+    kept = record["inputs"]
+    assert (kept["vllm_commit"], kept["wheel_commit"], kept["nemo_rl_commit"], kept["cuda_arch_list"]) == (
+        lock["vllm"]["commit"],
+        lock["vllm_wheel"]["commit"],
+        lock["nemo_rl"]["commit"],
+        "9.0",
+    )
+    assert kept["base_image"] == json.loads((root / "build" / "smoke" / "render.json").read_text())["smoke_base"]
+
+    text = (root / "pins.yaml").read_text()
+    (root / "pins.yaml").write_text(text.replace('cuda_arch_list: "9.0"', 'cuda_arch_list: "9.0 10.0"'))
+    assert cli("resolve").code == 0
+    planned = cli("build", "--smoke", "--dry-run")
+    assert planned.code == 0, planned.output
+    moved = "  build.cuda_arch_list moved: 9.0 -> 9.0 10.0\n"
+    steps = "runs again: the smoke target's RUN, which reads every input through its ARGs and ENVs"
+    assert "  - rebuild: against the last build (succeeded, " in planned.stderr
+    assert moved in planned.stderr and steps in planned.stderr
+    again = cli("build", "--smoke", "--progress", "plain", timeout=600)
+    assert again.code == 0, again.output
+    assert "rebuild: against the last build (succeeded, " in again.stderr and moved in again.stderr
+    assert json.loads((root / "build" / "smoke-record.json").read_text())["inputs"]["cuda_arch_list"] == "9.0 10.0"
+    same = cli("build", "--smoke", "--dry-run")
+    assert "rebuild: the lock is the one the last build (succeeded, " in same.stderr, same.output
+
+
 def test_failing_smoke_build_records_the_failure(project, remote, engine):
     root, cli = smoke_project(project, remote)
     # An empty BUILD_CUSTOM_VLLM (a later --build-arg wins) fails the smoke step's check inside the build.

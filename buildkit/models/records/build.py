@@ -45,6 +45,24 @@ class ReproCheck(BaseModel):
     layouts_kept: list[str]  # the OCI layouts left for inspection (none when identical)
 
 
+class BuildInputs(BaseModel):
+    """What the build's steps read from the lock, in the order upstream's Dockerfile reads it: what the next build
+    compares with to say before it starts what will run again (models/rebuild.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+    base_image: str  # name@digest: the lock's, or the smoke build's stand-in
+    nemo_rl_commit: str
+    cuda_arch_list: str
+    drop_extras: list[str]
+    wheel_commit: str
+    wheel_url: str
+    wheel_sha256: str | None
+    vllm_repo: str
+    vllm_commit: str
+    pr: int | None = None
+    pr_head: str | None = None  # an open PR's head when the lock was written
+
+
 class LayerFact(BaseModel):
     """One entry of the image's history: the size it added and the instruction that made it."""
 
@@ -123,6 +141,7 @@ class BuildRecord(BaseModel):
     log: str
     metadata_file: str
     reproducibility: ReproCheck | None = None  # `build --check-reproducible`: the rebuild and the comparison
+    inputs: BuildInputs | None = None  # None in a record written before buildkit kept them
     header: RecordHeader | None = None  # None in a record written before headers
 
     def to_json(self) -> str:

@@ -21,8 +21,9 @@ from buildkit.errors import BuildkitError, EngineNotReady, InputError
 from buildkit.files import MAX_RECORD_BYTES, read_local, utc_now, write_atomic
 from buildkit.models.lock import Lock
 from buildkit.models.plan import BuildPlan, argv, plan_for_lock, shell_command
+from buildkit.models.rebuild import inputs_of
 from buildkit.models.records import header
-from buildkit.models.records.build import BuildRecord, CacheUse, ImageFacts, LayerFact, StepTime
+from buildkit.models.records.build import BuildInputs, BuildRecord, CacheUse, ImageFacts, LayerFact, StepTime
 from buildkit.models.results import Builder, Built
 from buildkit.options import BuildOptions
 from buildkit.stages.context import Context, one_platform
@@ -199,8 +200,10 @@ def execute(
     log_path: Path,
     record_path: Path,
     on_line: Callable[[str, Progress], None],
+    inputs: BuildInputs | None = None,
 ) -> BuildRecord:
-    """Run the build and write its record, whatever the outcome (succeeded, failed, interrupted)."""
+    """Run the build and write its record, whatever the outcome (succeeded, failed, interrupted); `inputs`, what the
+    steps read from the lock, go into it for the next build to compare with."""
     plan.metadata_file.unlink(missing_ok=True)  # never report a previous build's digests
     started = utc_now()
     result = run_buildx(plan, log_path, on_line)
@@ -208,7 +211,7 @@ def execute(
     image = image_facts(plan, metadata, loaded=result.exit_code == 0 and not plan.push)
     record = build_record(
         plan, result, metadata, image, lock_sha256, smoke, builder, provenance_note, started, log_path
-    )
+    ).model_copy(update={"inputs": inputs})
     write_atomic(record_path, record.to_json())
     return record
 
@@ -352,6 +355,7 @@ def run(ctx: Context[BuildOptions]) -> None:
             log_path=log_path,
             record_path=paths.build_record(opts.smoke),
             on_line=view.update if view else lambda line, progress: None,
+            inputs=inputs_of(inputs.lock, ctx.made.render.record.smoke_base or inputs.lock.base_image.pinned),
         )
     ctx.made.build = Built(record, plan, log_path, stamp)
 
