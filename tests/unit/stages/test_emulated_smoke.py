@@ -14,6 +14,7 @@ from buildkit.options import BuildOptions
 from buildkit.stages.build import preflight
 from buildkit.stages.build.preflight import platform_checks
 from buildkit.world.buildx import parse_inspect
+from tests.support.options import build_options as support_build_options
 
 # `docker buildx inspect buildkit-engine` on this machine's engine (as tests/unit/stages/test_platform_builds.py has
 # it): an amd64 host, linux/arm64 after the host's own platforms, under QEMU through binfmt_misc.
@@ -31,23 +32,7 @@ Platforms:        linux/amd64, linux/amd64/v2, linux/amd64/v3, linux/amd64/v4, l
 
 
 def build_options(smoke: bool, emulate: bool) -> BuildOptions:
-    return BuildOptions.parse(
-        builder=None,
-        push=False,
-        sbom=False,
-        cache_from=[],
-        cache_to=[],
-        progress="plain",
-        dry_run=False,
-        smoke=smoke,
-        smoke_base="127.0.0.1:5000/buildkit/stand-in-base:1",
-        min_free_gb=None,
-        submodules=False,
-        syntax=None,
-        extra=[],
-        compression=None,
-        emulate=emulate,
-    )
+    return support_build_options(progress="plain", smoke=smoke, submodules=False, emulate=emulate)
 
 
 def test_a_smoke_build_may_run_emulated_a_release_build_may_not():

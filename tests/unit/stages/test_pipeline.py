@@ -13,6 +13,7 @@ from buildkit import cli
 from buildkit.models.paths import Paths
 from buildkit.stages import pipeline
 from buildkit.stages.context import Context, StageStatus
+from tests.support.options import build_options
 from tests.support.paths import REPO_ROOT
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "report"
@@ -105,28 +106,6 @@ def test_every_stage_runs_from_a_context_of_its_own_options():
     for stage in pipeline.before_build():
         held = pipeline.options_for(stage, build_options())
         assert type(held) is overloads[stage.name] and not isinstance(held, BuildOptions), stage.name
-
-
-def build_options(**changes):
-    from buildkit.options import BuildOptions
-
-    given: dict[str, object] = dict(
-        builder=None,
-        push=False,
-        sbom=False,
-        cache_from=[],
-        cache_to=[],
-        progress="auto",
-        dry_run=False,
-        smoke=False,
-        smoke_base="127.0.0.1:5000/buildkit/stand-in-base:1",
-        min_free_gb=None,
-        submodules=True,
-        syntax=None,
-        extra=[],
-        compression=None,
-    )
-    return BuildOptions.parse(**{**given, **changes})
 
 
 def test_report_runs_from_the_registry_and_writes_where_its_options_say(tmp_path):
