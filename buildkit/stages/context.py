@@ -79,10 +79,7 @@ def load_inputs(paths: Paths, on_note: OnNote | None = None, *, whole: bool = Fa
     lock = read_lock(paths.lock)  # a missing or unreadable lock says so plainly
     problems = [p for p in consistency_problems(pins, lock, patches) if p not in STALE.values()]
     if problems:
-        raise CheckFailed(
-            f"{paths.lock} does not match the pins:" + "".join(f"\n  - {p}" for p in problems),
-            hint="run `buildkit resolve`",
-        )
+        raise not_matching(paths, problems)
     warn_content(lock, on_note)
     inputs = Inputs(paths, pins, patches, lock)
     if paths.platform is not None:
@@ -90,6 +87,14 @@ def load_inputs(paths: Paths, on_note: OnNote | None = None, *, whole: bool = Fa
     if not whole:
         one_platform(lock)
     return inputs
+
+
+def not_matching(paths: Paths, problems: list[str]) -> CheckFailed:
+    """A lock that does not match the pins, each problem on a line of its own."""
+    return CheckFailed(
+        f"{paths.lock} does not match the pins:" + "".join(f"\n  - {p}" for p in problems),
+        hint="run `buildkit resolve`",
+    )
 
 
 def one_platform(lock: Lock) -> None:

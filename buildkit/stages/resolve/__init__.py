@@ -4,7 +4,6 @@ its staged pins and writes nothing). How the pins are looked up is resolver.py's
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 from buildkit.errors import CheckFailed, InputError
@@ -22,10 +21,11 @@ from buildkit.stages.context import (
     StageStatus,
     load_pins_and_patches,
     lock_state,
+    not_matching,
     platform_inputs,
     warn_content,
 )
-from buildkit.stages.resolve.download import OnProgress, measure_afresh
+from buildkit.stages.resolve.download import OnProgress, measure_afresh, of_platform
 from buildkit.stages.resolve.ours import check_lock_is_ours, pins_file_of
 from buildkit.stages.resolve.resolver import NoWheelFound, Resolver, WheelBytes
 from buildkit.world.http import Http
@@ -93,14 +93,20 @@ def ensure_lock(
         warn_content(lock, on_note)
         return Inputs(paths, pins, patches, lock), False
     check_lock_is_ours(paths, lock, pins, on_note)  # before the network: a refusal costs no download
-    if on_progress is None and on_note is not None:
-        on_progress = download_notes(on_note)
     records: list[ResolveRecord] = []
-    fresh = resolve_lock(paths, pins, patches, on_note, on_progress=on_progress, on_record=records.append)
+    told = _told(on_progress, on_note)
+    fresh = resolve_lock(paths, pins, patches, on_note, on_progress=told, on_record=records.append)
     write_lock(paths, fresh, records[0] if records else None)
     if on_note and (warning := cuda_warning(fresh)):
         on_note(warning)
     return Inputs(paths, pins, patches, fresh), True
+
+
+def _told(on_progress: OnProgress | None, on_note: OnNote | None) -> OnProgress | None:
+    """Who hears the download: the caller's display, else (with none) a few notes."""
+    if on_progress is None and on_note is not None:
+        return download_notes(on_note)
+    return on_progress
 
 
 def download_notes(on_note: OnNote) -> OnProgress:
@@ -162,15 +168,13 @@ def _offline(ctx: Context[ResolveOptions], pins: Pins, patches: list[PatchFact])
     if lock is None:
         return Resolved(None)
     if problems:
-        raise CheckFailed(
-            _bullets(f"{ctx.paths.lock} does not match the pins:", problems), hint="run `buildkit resolve`"
-        )
+        raise not_matching(ctx.paths, problems)
     return Resolved(Inputs(ctx.paths, pins, patches, lock), old=lock)
 
 
 def _fresh(ctx: Context[ResolveOptions], pins: Pins, patches: list[PatchFact]) -> Resolved:
     """Upstream's answer for the pins, written nowhere (bump writes it with the rest, or not at all)."""
-    lock = resolve_lock(ctx.paths, pins, patches, ctx.on_note, on_progress=_progress(ctx))
+    lock = resolve_lock(ctx.paths, pins, patches, ctx.on_note, on_progress=_told(ctx.on_progress, ctx.on_note))
     return Resolved(Inputs(ctx.paths, pins, patches, lock), fresh=lock)
 
 
@@ -219,12 +223,6 @@ _MODES: dict[str, Callable[[Context[ResolveOptions], Pins, list[PatchFact]], Res
     "write": _write,
     "check": _check,
 }
-
-
-def _progress(ctx: Context[ResolveOptions]) -> OnProgress | None:
-    if ctx.on_progress is None and ctx.on_note is not None:
-        return download_notes(ctx.on_note)
-    return ctx.on_progress
 
 
 def _previous_lock(lock_path, on_note: OnNote | None) -> Lock | None:
@@ -280,16 +278,12 @@ def _bytes_differ(paths: Paths, old: Lock, fresh: Lock, on_progress: OnProgress 
     for platform in old.platforms():
         locked, now = old.for_platform(platform).wheel, fresh.for_platform(platform).wheel
         primary = platform == old.build.platform
-        told = on_progress if primary or on_progress is None else _named(on_progress, platform)
+        told = on_progress if primary or on_progress is None else of_platform(on_progress, platform)
         measured = measure_wheel(paths, now, told)
         if measured != locked.sha256:
             where = "" if primary else f"{platform}: "
             problems.append(f"{where}wheel.sha256: lock has {locked.sha256!r}, upstream now says {measured!r}")
     return problems
-
-
-def _named(on_progress: OnProgress, platform: str) -> OnProgress:
-    return lambda event: on_progress(dataclasses.replace(event, filename=f"{platform}: {event.filename}"))
 
 
 def _bullets(head: str, lines: list[str]) -> str:

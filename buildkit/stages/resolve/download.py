@@ -86,6 +86,12 @@ class DownloadEvent:
 OnProgress = Callable[[DownloadEvent], None]
 
 
+def of_platform(on_progress: OnProgress, platform: str) -> OnProgress:
+    """Another platform's events (build.platforms) to the same display: its name before the file's, "linux/arm64:
+    <file>", which a display reads as that platform's row."""
+    return lambda event: on_progress(replace(event, filename=f"{platform}: {event.filename}"))
+
+
 def gpu_progress(on_progress: OnProgress | None, filename: str) -> Callable[[Step], None] | None:
     """The GPU checks' steps (buildkit.gpu.check.wheel_check's on_step) as events of the display that shows the
     download, for the wheel `filename` (None: nobody listens)."""

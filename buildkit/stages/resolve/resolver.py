@@ -24,7 +24,6 @@ The lock holds facts only; when each was read goes into `self.record` (buildkit/
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -258,19 +257,14 @@ class Resolver:
     def for_platform(self, platform: str) -> Resolver:
         """A resolver of one more platform of build.platforms: the same upstreams and cache, its own wheel arch
         and GPUs (its notes are said with this one's)."""
-        said = self.on_progress
-
-        def on_progress(event: download.DownloadEvent) -> None:  # which platform's wheel or layers it is
-            if said is not None:
-                said(dataclasses.replace(event, filename=f"{platform}: {event.filename}"))
-
         other = Resolver(
             self.pins.for_platform(platform),
             http=self.http,
             cache_dir=self.cache_dir,
             patches=self.patches,
             wheel_bytes=self.wheel_bytes,
-            on_progress=on_progress,
+            # which platform's wheel or layers it is, on the same display
+            on_progress=None if self.on_progress is None else download.of_platform(self.on_progress, platform),
         )
         other.registry = self.registry  # one login per registry for every platform's manifests and layers
         return other
