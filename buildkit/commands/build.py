@@ -71,7 +71,7 @@ def _context(paths: Paths, opts: BuildOptions) -> Context[BuildOptions]:
     return Context(
         paths,
         opts,
-        on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"),
+        on_note=ui.stage_note,
         on_say=lambda text: ui.err.print(ui.safe(text)),
         watch=lambda plan: _view(plan, opts.view_mode),
     )
@@ -157,8 +157,7 @@ def _dry_run(paths: Paths, opts: BuildOptions) -> None:
             ui.err.print("  - build: the buildx command needs the locked values: run `buildkit resolve` first")
             return
         plan = plan_for_lock(inputs.lock, one, smoke=opts.smoke, **opts.plan_options(provenance=True))
-        base = None if opts.smoke else inputs.lock.base_image.pinned  # the stand-in is pinned when the build runs
-        _say_rebuild(said_before_build(one, inputs.lock, base, opts.smoke), indent="  - ")
+        _say_rebuild(said_before_build(one, inputs.lock, opts.smoke), indent="  - ")
         ui.err.print("  - build: the command below")
         sys.stdout.write(shell_command(plan) + "\n")
     if len(each) > 1:
@@ -244,8 +243,7 @@ class _Run:
         for stage in pipeline.before_build():
             if stage.name != "resolve":
                 self.stage(stage)
-        base = self.render.smoke_base or self.ctx.lock.base_image.pinned
-        _say_rebuild(said_before_build(self.paths, self.ctx.lock, base, self.opts.smoke))
+        _say_rebuild(said_before_build(self.paths, self.ctx.lock, self.opts.smoke, self.render.smoke_base))
         built = self.build()
         if self.opts.check_reproducible:
             _check_reproducible(

@@ -28,23 +28,24 @@ _READ_BY = (
 _SMOKE_STEPS = "the smoke target's RUN, which reads every input through its ARGs and ENVs (no vLLM is installed)"
 
 
-def said_before_build(paths: Paths, lock: Lock, base_image: str | None, smoke: bool) -> list[str]:
+def said_before_build(paths: Paths, lock: Lock, smoke: bool, smoke_base: str | None = None) -> list[str]:
     """The lines `build` says before buildx runs: against this target's last record in paths' build folder.
-    base_image None: not known yet (a dry run of a smoke build does not pin the stand-in), left out."""
+    smoke_base: the smoke build's stand-in, pinned; a dry run does not pin it, so a smoke build's base is left out."""
     where = paths.build_record(smoke)
     try:
         record = read_record(where, BuildRecord)
     except InputError as exc:
         return [f"{exc.message}: which steps run again is not known"]
-    now = inputs_of(lock, base_image or "")
-    skip = () if base_image else ("base_image",)
+    now = inputs_of(lock, smoke_base)
+    skip = ("base_image",) if smoke and smoke_base is None else ()
     return rebuild_plan(now, lock_sha256(lock), record, str(where), skip=skip, smoke=smoke)
 
 
-def inputs_of(lock: Lock, base_image: str) -> BuildInputs:
+def inputs_of(lock: Lock, smoke_base: str | None = None) -> BuildInputs:
+    """What the steps read from the lock; the base image is the smoke build's stand-in when it has one."""
     pr = lock.vllm_pr
     return BuildInputs(
-        base_image=base_image,
+        base_image=smoke_base or lock.base_image.pinned,
         nemo_rl_commit=lock.nemo_rl.commit,
         cuda_arch_list=lock.build.cuda_arch_list,
         drop_extras=sorted(extra.name for extra in lock.build.drop_extras),

@@ -355,7 +355,7 @@ def run(ctx: Context[BuildOptions]) -> None:
             log_path=log_path,
             record_path=paths.build_record(opts.smoke),
             on_line=view.update if view else lambda line, progress: None,
-            inputs=inputs_of(inputs.lock, ctx.made.render.record.smoke_base or inputs.lock.base_image.pinned),
+            inputs=inputs_of(inputs.lock, ctx.made.render.record.smoke_base),
         )
     ctx.made.build = Built(record, plan, log_path, stamp)
 

@@ -14,8 +14,7 @@ from tests.support.paths import REPORT_FIXTURES
 
 LOCK = read_lock(REPORT_FIXTURES / "pins.lock")
 RECORDED = BuildRecord.model_validate_json((REPORT_FIXTURES / "build" / "smoke-record.json").read_text())
-BASE = LOCK.base_image.pinned
-NOW = inputs_of(LOCK, BASE)
+NOW = inputs_of(LOCK)
 HASH = lock_sha256(LOCK)
 
 
@@ -68,7 +67,7 @@ def test_an_older_record_is_compared_by_its_image_labels():
     """The recorded smoke record was written before buildkit kept the inputs: its image's labels name the commits."""
     assert RECORDED.inputs is None
     moved = LOCK.model_copy(update={"vllm": LOCK.vllm.model_copy(update={"commit": "3" * 40})})
-    lines = rebuild_plan(inputs_of(moved, BASE), "f" * 64, RECORDED, "x")
+    lines = rebuild_plan(inputs_of(moved), "f" * 64, RECORDED, "x")
     assert lines[1:] == [
         f"  vLLM's source moved: {LOCK.vllm.commit[:12]} -> 333333333333",
         "  runs again: the vLLM install RUN (it clones the source) and every step after it",
@@ -82,6 +81,6 @@ def test_a_broken_record_is_said_and_the_build_goes_on(tmp_path):
     shutil.copytree(REPORT_FIXTURES / "build", project / "build")
     paths = Paths.of(project / "pins.yaml")
     paths.build_record(True).write_text("{")
-    (line,) = said_before_build(paths, LOCK, None, smoke=True)
+    (line,) = said_before_build(paths, LOCK, smoke=True)
     assert line.startswith(f"{paths.build_record(True)}: not a valid record") and line.endswith("is not known")
-    assert said_before_build(paths, LOCK, None, smoke=False)[0].startswith("no earlier build recorded in")
+    assert said_before_build(paths, LOCK, smoke=False)[0].startswith("no earlier build recorded in")
