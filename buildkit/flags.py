@@ -26,18 +26,14 @@ def _options(parse, **given):
 
 
 def _paths(pins: Path, lock: Path | None = None, build_dir: Path | None = None, cache_dir: Path | None = None):
-    from buildkit.models.discovery import check_build_dir, find_pins
+    from buildkit.models.discovery import check_build_dir
 
-    if pins == Path("pins.yaml") and not pins.exists():
-        # Not given (or given as the default name) and not here: the nearest trusted pins.yaml above (as git finds
-        # a repository), said on stderr.
-        found = find_pins(Path.cwd())
-        if found is not None:
-            from buildkit.text.ui import note
+    found = found_pins(pins)
+    if found is not None and found != pins:  # the nearest trusted pins.yaml above, said on stderr
+        from buildkit.text.ui import note
 
-            note(f"using {found}")
-        pins = found or pins
-    paths = Paths.of(pins, lock, build_dir, cache_dir)
+        note(f"using {found}")
+    paths = Paths.of(found or pins, lock, build_dir, cache_dir)
     check_build_dir(paths.build_dir)
     return paths
 
@@ -72,7 +68,8 @@ def _submodules_from(ctx: typer.Context, on: bool) -> str:
 
 
 def found_pins(pins: Path) -> Path | None:
-    """The pins file a command that does not need one uses: as paths() finds it; None when there is none."""
+    """The pins file: the one given, else (the default name, not here) the nearest trusted pins.yaml above, as git
+    finds a repository; None when there is none."""
     if pins == Path("pins.yaml") and not pins.exists():
         from buildkit.models.discovery import find_pins
 
