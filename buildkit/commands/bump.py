@@ -16,7 +16,7 @@ def bump_command(paths: Paths, opts: BumpOptions) -> None:
     request, json_out, allow_drift = opts.request, opts.json_out, opts.allow_drift
     try:
         with ui.err.status("bumping: resolve, prepare, render in staging...", spinner="dots"):
-            report = bump(paths, request, on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"))
+            report = bump(paths, request, on_note=ui.stage_note)
     except BumpFailed as failed:
         _present(failed.report, json_out)  # what was found before the failure
         raise failed.cause from None

@@ -35,7 +35,7 @@ def report_command(paths: Paths, opts: ReportOptions) -> None:
 
 
 def _report(paths: Paths, opts: ReportOptions) -> Reported:
-    ctx = Context(paths, opts, on_note=lambda text: ui.err.print(f"[yellow]note[/]: {ui.safe(text)}"))
+    ctx = Context(paths, opts, on_note=ui.stage_note)
     pipeline.run_stage("report", ctx)
     made = ctx.made.report
     where = f" ({paths.platform})" if paths.platform else ""

@@ -44,7 +44,7 @@ from buildkit.text import ui
 def run_resolve(paths: Paths, opts: ResolveOptions) -> None:
     """The resolve stage in the mode the options say, then what it found: the lock's table (or JSON), what was
     written, and where upstream disagrees (`--check`: exit 1)."""
-    ctx = Context(paths, opts, on_note=lambda note: ui.err.print(f"[yellow]note[/]: {ui.safe(note)}"))
+    ctx = Context(paths, opts, on_note=ui.stage_note)
     if opts.mode == "offline":
         pipeline.run_stage("resolve", ctx)
     else:

@@ -116,6 +116,11 @@ def warn(text: str) -> None:
     err.print(f"[yellow]warning[/]: {safe(text)}")
 
 
+def stage_note(text: str) -> None:
+    """What a stage wants the user to know first (a context's on_note), one line on stderr."""
+    err.print(f"[yellow]note[/]: {safe(text)}")
+
+
 def note(text: str) -> None:
     """A one-line note on stderr (which pins file a command found above the working directory)."""
     err.print(f"buildkit: {safe(text)}")
