@@ -135,6 +135,10 @@ def test_the_wheel_env_render_writes_passes_and_another_wheel_fails():
     other = "1" * 40
     wrong = results(run_verify(with_wheel_env(smoke_image(), other, url), SMOKE_TAG)[0])[WHEEL_ENV_CHECK]
     assert wrong == ("fail", f"VLLM_PRECOMPILED_WHEEL_COMMIT={other!r}, locked {commit}")
+    # The locked commit beside another file: the location names what a rebuild would fetch, and it is not the wheel.
+    elsewhere = "https://wheels.example/vllm-0.14.0-cp38-abi3-manylinux_2_31_x86_64.whl"
+    moved = results(run_verify(with_wheel_env(smoke_image(), commit, elsewhere), SMOKE_TAG)[0])[WHEEL_ENV_CHECK]
+    assert moved == ("fail", f"VLLM_PRECOMPILED_WHEEL_LOCATION={elsewhere!r}, locked {url}")
 
 
 def test_a_missing_fingerprint_fails():
