@@ -13,6 +13,9 @@ Render starts from upstream's file at the locked commit and applies these, in th
                            commit and wheel through upstream's BUILD_CUSTOM_VLLM_* build args where the commit has
                            them, else added, with the script called as the declared patch expects
     wheel_env              after that RUN, the wheel's commit and location in the image's environment
+    vllm_overlay           where the source differs from the wheel commit only in Python (models/overlay.py): the
+                           stages vllm-source and vllm-overlay after vllm-wheel, and at the end of the target stage
+                           the overlay over the install of the wheel commit (COPY --link), stale caches removed
     drop_extras            each `uv sync ... --extra <dropped>` disabled (or the extra taken out of a multi-extra sync)
     nemo_rl_commit         `ARG NEMO_RL_COMMIT` (and its ENV) -> the locked commit
     labels                 the provenance labels at the end of the target stage
@@ -30,6 +33,7 @@ from pathlib import Path
 
 from buildkit.dockerfile.text import Edit, Instruction, Parsed, is_heredoc
 from buildkit.errors import UpstreamMismatch, excerpt
+from buildkit.models.overlay import CHECKOUT, VllmLayers
 
 WHEEL_MOUNT = "--mount=type=bind,from=vllm-wheel,target={dir}"
 SCRIPT = "tools/build-custom-vllm.sh"
@@ -59,10 +63,11 @@ class Inputs:
     target: str
     wheel_dir: str
     wheel_path: str
-    vllm_repo: str
+    vllm_repo: str  # the repository and commit the install RUN installs (the wheel's, with an overlay)
     vllm_commit: str
     syntax: bool
     script_text: str | None  # tools/build-custom-vllm.sh in the prepared tree (declared patches applied)
+    layers: VllmLayers | None = None  # None: no overlay
 
 
 # What the template gives: a function from a macro name (and arguments) to its lines.
@@ -319,6 +324,32 @@ def wheel_env(doc: Parsed, _inp: Inputs, blocks: Blocks) -> Change:
     )
 
 
+def vllm_overlay(doc: Parsed, inp: Inputs, blocks: Blocks) -> Change:
+    """The source's paths laid over the install of the wheel commit, last in the target stage, so that a moved PR
+    head re-runs this and nothing before it (models/overlay.py says when and why)."""
+    name = "vllm_overlay"
+    layers = inp.layers
+    if layers is None or not layers.has_overlay:
+        return Change(name, f"no overlay: {layers.said() if layers else 'the source is the install'}")
+    run = _script_run(name, doc)
+    workdirs = [i for i in doc.instructions if i.cmd == "WORKDIR" and i.start < run.start]
+    if not workdirs or not workdirs[-1].value or not workdirs[-1].value[0].startswith("/"):
+        raise _fail(name, doc, f"an absolute WORKDIR before the RUN at line {run.start} (where {SCRIPT} clones vLLM)")
+    checkout = f"{workdirs[-1].value[0].rstrip('/')}/{CHECKOUT}"
+    source_stage, target = doc.stage_named("nemo-rl"), doc.stage_named(inp.target)
+    if source_stage is None or target is None:
+        raise _fail(name, doc, f"the stages nemo-rl and {inp.target}")
+    return Change(
+        name,
+        f"{layers.said()}: stages vllm-source and vllm-overlay, and the overlay over {checkout} at the end of the "
+        f"stage {inp.target}",
+        [
+            Edit.insert_after(name, source_stage.end, ["", *blocks("vllm_source_stages")]),
+            Edit.insert_after(name, target.end, blocks("vllm_overlay", checkout)),
+        ],
+    )
+
+
 # --- dropped extras ------------------------------------------------------------------------------------------------
 
 _SYNC_RE = re.compile(r"\buv\s+sync\b")
@@ -483,6 +514,7 @@ TRANSFORMATIONS = (
     wheel_env,
     drop_extras,
     nemo_rl_commit,
+    vllm_overlay,
     labels,
 )
 

@@ -236,6 +236,10 @@ RepoPath = _typed(
     REPO_PATH_RE.pattern,
     "Relative path inside the project.",
 )
+# A path of a git tree: '/'-separated components, none empty, '.' or '..', no control character (the grammar
+# resolve holds GitHub's and git's answers to: buildkit/world/git.py path_problem).
+GIT_PATH_RE = re.compile(r"(?!\.\.?(?:/|$))[^/\x00-\x1f\x7f]+(?:/(?!\.\.?(?:/|$))[^/\x00-\x1f\x7f]+)*")
+GitPath = _pattern(GIT_PATH_RE, "a path of a git tree (vllm/config.py)", "A path in a git tree.")
 OneLine = _typed(one_line_text, _TEXT_RE.pattern, "One line of text, no control characters.")
 CudaVersion = _pattern(
     CUDA_VERSION_RE, "a CUDA version like 12.9.1 or 12.9.0.043", "CUDA_VERSION as an image config sets it."

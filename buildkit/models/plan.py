@@ -16,6 +16,7 @@ from pathlib import Path
 from buildkit.errors import InputError
 from buildkit.models.labels import commit_time
 from buildkit.models.lock import Lock
+from buildkit.models.overlay import vllm_layers
 
 
 def source_date_epoch(lock: Lock) -> int:
@@ -63,11 +64,13 @@ class BuildPlan:
 
 
 def build_args(lock: Lock) -> tuple[tuple[str, str], ...]:
-
+    """The build args render's Dockerfile takes: the vLLM the install RUN installs is the wheel commit's where the
+    source is laid over it (models/overlay.py), else the source."""
+    layers = vllm_layers(lock)
     return (
         ("BUILD_CUSTOM_VLLM", "1"),
-        ("BUILD_CUSTOM_VLLM_URL", lock.vllm.repo),
-        ("BUILD_CUSTOM_VLLM_REF", lock.vllm.commit),
+        ("BUILD_CUSTOM_VLLM_URL", layers.install_repo),
+        ("BUILD_CUSTOM_VLLM_REF", layers.install_commit),
         # The file the vllm-wheel stage fetched from the locked URL (and checked against the locked sha256).
         ("BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION", wheel_path(lock)),
         ("NEMO_RL_COMMIT", lock.nemo_rl.commit),

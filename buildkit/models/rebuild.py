@@ -8,6 +8,7 @@ from __future__ import annotations
 from buildkit.errors import InputError
 from buildkit.files import read_record
 from buildkit.models.lock import Lock, lock_sha256
+from buildkit.models.overlay import vllm_layers
 from buildkit.models.paths import Paths
 from buildkit.models.records.build import BuildInputs, BuildRecord
 
@@ -20,7 +21,13 @@ _READ_BY = (
     ("drop_extras", "build.drop_extras", "the vLLM install RUN and every step after it"),
     ("wheel_sha256", "the wheel's bytes", "the wheel stage, the vLLM install RUN and every step after it"),
     ("wheel_commit", "the wheel commit", "the wheel stage, the vLLM install RUN and every step after it"),
+    ("vllm_install", "the vLLM the install RUN installs", "the vLLM install RUN and every step after it"),
     ("vllm_commit", "vLLM's source", "the vLLM install RUN (it clones the source) and every step after it"),
+)
+# With an overlay (models/overlay.py) the source is read last, by the overlay's steps alone.
+_OVERLAY_STEPS = (
+    "only the vLLM overlay ({n} path(s) of the source laid over the install: its fetch, copy and removals); every "
+    "layer up to the vLLM install is reused"
 )
 
 
@@ -44,6 +51,7 @@ def said_before_build(paths: Paths, lock: Lock, smoke: bool, smoke_base: str | N
 def inputs_of(lock: Lock, smoke_base: str | None = None) -> BuildInputs:
     """What the steps read from the lock; the base image is the smoke build's stand-in when it has one."""
     pr = lock.vllm_pr
+    layers = vllm_layers(lock)
     return BuildInputs(
         base_image=smoke_base or lock.base_image.pinned,
         nemo_rl_commit=lock.nemo_rl.commit,
@@ -56,6 +64,8 @@ def inputs_of(lock: Lock, smoke_base: str | None = None) -> BuildInputs:
         vllm_commit=lock.vllm.commit,
         pr=pr.number if pr else None,
         pr_head=pr.head_commit if pr and not pr.merged else None,
+        vllm_install=layers.install_commit,
+        vllm_overlay=len(layers.overlay) + len(layers.removed) if layers.has_overlay else None,
     )
 
 
@@ -100,7 +110,10 @@ def rebuild_plan(
     for key, what, _step in moved:
         lines.append(f"  {what} moved: {_short(before[key])} -> {_short(after[key])}{_why(key, record.inputs, now)}")
     first = moved[0]
-    step = first[2] if first[0] == "base_image" or not smoke else _SMOKE_STEPS
+    if first[0] == "vllm_commit" and now.vllm_overlay is not None:
+        step = _OVERLAY_STEPS.format(n=now.vllm_overlay)
+    else:
+        step = first[2] if first[0] == "base_image" or not smoke else _SMOKE_STEPS
     lines.append(f"  runs again: {step}")
     return lines
 
@@ -111,7 +124,7 @@ def _why(key: str, before: BuildInputs | None, now: BuildInputs) -> str:
         return ""
     if key == "vllm_commit" and now.pr_head and before.pr_head and now.pr_head != before.pr_head:
         return f" (PR #{now.pr}'s head moved)"
-    if key == "wheel_commit":
+    if key in ("wheel_commit", "vllm_install"):
         return f" (PR #{now.pr}'s merge base with main moved: a rebase, or a force-push onto newer main)"
     return ""
 

@@ -34,6 +34,7 @@ from buildkit.models.grammar import (
     CudaVersion,
     Digest,
     FullSha,
+    GitPath,
     GitRef,
     GitUrl,
     HttpsUrl,
@@ -225,6 +226,11 @@ class WheelCommitFact(Fact):
     detail: OneLine = Field(description="How it was chosen, in words: what was tried and why each was passed over.")
 
 
+ChangeKind = Literal["added", "modified", "removed"]  # whether the source has the path, and the wheel commit had it
+Changes = dict[str, ChangeKind]
+MAX_CHANGED = 10_000  # paths the lock lists; a longer difference is counted only (and rebuilt whole)
+
+
 class SourceComparison(Fact):
     """The paths that differ between the wheel's commit and the source, held to vLLM's compiled inputs
     (buildkit/models/compiled.py): the proof that the wheel carries the source's compiled code."""
@@ -237,6 +243,19 @@ class SourceComparison(Fact):
         default=None,
         description="wheel.accept_compiled_changes: a reviewer's reason to build although `compiled` is not empty.",
     )
+    # Optional: locks written before it keep their bytes and hash (render then installs the source as before).
+    changed: dict[Annotated[GitPath, Field(max_length=1024)], ChangeKind] | None = Field(
+        default=None,
+        max_length=MAX_CHANGED,
+        description="Each path that differs and whether the source has it: render lays the source's over an "
+        "install of the wheel commit (the vLLM overlay). Null: none differ, more than 10,000, or an older lock.",
+    )
+
+    @model_validator(mode="after")
+    def _counted(self) -> SourceComparison:
+        if self.changed is not None and len(self.changed) != self.paths:
+            raise ValueError(f"changed lists {len(self.changed)} path(s), paths counts {self.paths}")
+        return self
 
 
 GitBlobId = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$", description="A git blob id (SHA-1).")]
@@ -349,6 +368,9 @@ class Lock(Fact):
         listed = data.get("vllm_python")
         if isinstance(listed, dict) and listed.get("scope", ...) is None:  # an older listing keeps its bytes
             data = {**data, "vllm_python": {k: v for k, v in listed.items() if k != "scope"}}
+        compared = data.get("vllm_compare")
+        if isinstance(compared, dict) and compared.get("changed", ...) is None:  # so does a comparison
+            data = {**data, "vllm_compare": {k: v for k, v in compared.items() if k != "changed"}}
         return json.dumps(data, indent=2, sort_keys=False) + "\n"
 
     def platforms(self) -> list[str]:

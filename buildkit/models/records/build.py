@@ -61,6 +61,10 @@ class BuildInputs(BaseModel):
     vllm_commit: str
     pr: int | None = None
     pr_head: str | None = None  # an open PR's head when the lock was written
+    # The commit the vLLM install RUN installs (the wheel's, with an overlay) and how many paths the overlay lays
+    # over it (None: no overlay); absent in records written before the overlay existed.
+    vllm_install: str | None = None
+    vllm_overlay: int | None = None
 
 
 class LayerFact(BaseModel):

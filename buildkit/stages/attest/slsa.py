@@ -22,6 +22,7 @@ from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, sha256_byt
 from buildkit.models.checks import known_checks
 from buildkit.models.grammar import DIGEST_RE, one_line_text
 from buildkit.models.lock import Lock, composition
+from buildkit.models.overlay import vllm_layers
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
 from buildkit.models.plan import build_args, source_date_epoch
@@ -256,6 +257,13 @@ def _resolved_dependencies(sources: Sources) -> list[dict[str, Any]]:
         vllm_notes["compiledChangesAccepted"] = lock.vllm_compare.accepted
     if lock.vllm_pr:
         vllm_notes.update(pullRequest=lock.vllm_pr.number, pullRequestUrl=lock.vllm_pr.url)
+    layers = vllm_layers(lock)
+    if layers.has_overlay:  # the install is of the wheel's commit; the source's differing paths are laid over it
+        vllm_notes.update(
+            installedFrom=git_uri(layers.install_repo, layers.install_commit),
+            overlayPaths=len(layers.overlay),
+            overlayRemoved=len(layers.removed),
+        )
     wheel: dict[str, Any] = {"name": w.filename, "uri": w.url}
     if w.sha256:
         wheel["digest"] = {"sha256": w.sha256}

@@ -25,6 +25,7 @@ from buildkit.files import read_record, sha256_bytes, sha256_file
 from buildkit.models.drift import base_image_drift
 from buildkit.models.labels import commit_time, image_labels
 from buildkit.models.lock import Lock, lock_sha256
+from buildkit.models.overlay import CHECKOUT, vllm_layers
 from buildkit.models.paths import Paths
 from buildkit.models.plan import WHEEL_DIR, wheel_path
 from buildkit.models.records import header
@@ -39,6 +40,7 @@ from buildkit.world.git import run_git
 def context(
     lock: Lock, syntax: bool, smoke_base: str | None = None, patched: list[tuple[str, str]] | None = None
 ) -> dict[str, Any]:
+    layers = vllm_layers(lock)
     return {
         "syntax": syntax,
         "smoke_base": smoke_base,
@@ -48,6 +50,13 @@ def context(
         "base_image": lock.base_image.pinned,
         "nemo_rl": {"repo": lock.nemo_rl.repo, "commit": lock.nemo_rl.commit},
         "vllm": {"repo": lock.vllm.repo, "commit": lock.vllm.commit},
+        "install": {"repo": layers.install_repo, "commit": layers.install_commit},
+        "overlay": {
+            "paths": list(layers.overlay),
+            "removed": list(layers.removed),
+            "caches": layers.stale_caches(),
+            "checkout": CHECKOUT,
+        },
         "vllm_wheel": {"commit": lock.vllm_wheel.commit},
         "wheel": wheel_context(lock),
         "cuda_arch_list": lock.build.cuda_arch_list,
@@ -120,6 +129,7 @@ def render_dockerfile(
     blocks = _blocks(lock, syntax, smoke_base, patched, directory)
     doc = parse(upstream, f"upstream docker/Dockerfile at {lock.nemo_rl.commit[:12]}")
     wheel = wheel_context(lock)
+    layers = vllm_layers(lock)
     inputs = TransformInputs(
         commit=lock.nemo_rl.commit,
         nemo_rl_repo=lock.nemo_rl.repo,
@@ -129,8 +139,9 @@ def render_dockerfile(
         target=lock.build.target,
         wheel_dir=wheel["dir"],
         wheel_path=wheel["path"],
-        vllm_repo=lock.vllm.repo,
-        vllm_commit=lock.vllm.commit,
+        vllm_repo=layers.install_repo,
+        vllm_commit=layers.install_commit,
+        layers=layers,
         syntax=syntax,
         script_text=script_text,
     )

@@ -22,7 +22,7 @@ from typing import Literal
 from buildkit.errors import GitFailed, InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable
 from buildkit.files import work_dir_beside
 from buildkit.models.grammar import FULL_SHA_RE, SHA_PREFIX_RE
-from buildkit.models.lock import CommitFact
+from buildkit.models.lock import Changes, CommitFact
 from buildkit.world.git import has_commit, inspect_git_dir, path_problem, run_git, run_git_bytes, written_by_init
 from buildkit.world.http import OFFLINE_HINT
 
@@ -294,20 +294,29 @@ class GitHistory:
         """A small file at a commit (a requirements file): its blob fetched on demand from the promisor remote."""
         return _blob_at(self.repo, commit, path, max_bytes, self.upstream, self._config)
 
-    def changed(self, base: str, head: str) -> list[str]:
-        """The paths that differ between two commits' trees (a rename: both paths). A tree entry named `..` (or `.`,
-        or empty) is no file git checks out, and spells a path past the compiled-input rules: the fetched history
-        is refused (a remote's trees are not checked on fetch), as GitHub's answer is (github.py GitPath)."""
-        out = run_git_bytes(["diff", "--name-only", "-z", "--no-renames", base, head, "--"], cwd=self.repo, timeout=600)
-        raw = [p for p in out.split(b"\0") if p]
-        for path in raw:
+    def changed(self, base: str, head: str) -> Changes:
+        """Each path that differs between two commits' trees, and whether head has it (a rename: its old path
+        removed, its new one added). A tree entry named `..` (or `.`, or empty) is no file git checks out, and spells a
+        path past the compiled-input rules: the fetched history is refused (a remote's trees are not checked on
+        fetch), as GitHub's answer is (github.py GitPath)."""
+        out = run_git_bytes(
+            ["diff", "--name-status", "-z", "--no-renames", base, head, "--"], cwd=self.repo, timeout=600
+        )
+        fields = out.split(b"\0")
+        if fields and fields[-1] == b"":
+            fields.pop()
+        if len(fields) % 2:
+            raise UpstreamMalformed(f"git diff {base[:12]} {head[:12]}: an entry without a path")
+        found: Changes = {}
+        for status, path in zip(fields[0::2], fields[1::2], strict=True):
             problem = path_problem(path.decode("utf-8", "replace"))
             if problem is not None:
                 raise UpstreamMalformed(
                     f"git diff {base[:12]} {head[:12]}: {_shown(path)} is no path git checks out ({problem}): "
                     "the fetched history is refused"
                 )
-        return sorted({_shown(p) for p in raw})
+            found[_shown(path)] = "added" if status == b"A" else "removed" if status == b"D" else "modified"
+        return dict(sorted(found.items()))
 
     def tree_files(self, commit: str, keep: Callable[[str, str], bool]) -> dict[str, str]:
         """The blob ids of the files at a commit that `keep(path, mode)` keeps: its trees, no file contents."""

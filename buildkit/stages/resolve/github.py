@@ -20,7 +20,7 @@ from pydantic import AfterValidator, Field, field_validator
 
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, UpstreamUnreachable, excerpt
 from buildkit.models.grammar import FullSha, HttpsUrl, is_loopback_host
-from buildkit.models.lock import CommitFact, PullRequestFact
+from buildkit.models.lock import Changes, CommitFact, PullRequestFact
 from buildkit.models.pins import DEFAULT_GITHUB_API, ENV_GITHUB_API
 from buildkit.world.git import path_problem
 from buildkit.world.http import GITHUB_API, GITHUB_FILE, Http, Limit, Reply
@@ -120,6 +120,9 @@ GitPath = Annotated[str, AfterValidator(_git_path)]
 
 class _ChangedFile(Answer):
     filename: GitPath
+    # GitHub's file statuses (docs.github.com/en/rest/commits/commits#compare-two-commits): added, removed,
+    # modified, renamed, copied, changed (mode only), unchanged
+    status: Literal["added", "removed", "modified", "renamed", "copied", "changed", "unchanged"] = "modified"
     previous_filename: GitPath | None = None  # a rename: both paths changed
 
 
@@ -146,9 +149,28 @@ class Comparison:
 
     status: str
     merge_base: str
-    paths: list[str] | None
+    paths: Changes | None
     url: str
     why: str | None = None
+
+
+def changes_of(files: list[_ChangedFile]) -> Changes:
+    """Each path that differs, and whether the head has it: a rename removes its old path and adds its new one; a
+    path the head has (added, copied, modified) wins over one a rename or removal took away."""
+    found: Changes = {}
+    for f in files:
+        if f.status == "unchanged":
+            continue
+        if f.previous_filename and f.previous_filename != f.filename:
+            found.setdefault(f.previous_filename, "removed")
+        found[f.filename] = (
+            "removed"
+            if f.status == "removed"
+            else "added"
+            if f.status in ("added", "copied", "renamed")
+            else "modified"
+        )
+    return dict(sorted(found.items()))
 
 
 class _Compare(Answer):
@@ -363,7 +385,7 @@ class GitHub:
         path = f"/repos/{owner}/{repo}/compare/{base}...{head}"
         what = f"{owner}/{repo} compare {base[:12]}...{head[:12]}"
         answer = parse(_CompareFiles, self._get(path, what), f"GitHub API answer for {what}")
-        paths = sorted({p for f in answer.files for p in (f.filename, f.previous_filename) if p})
+        paths = changes_of(answer.files)
         why = None
         if len(answer.files) >= COMPARE_FILES_CAP:
             why = f"GitHub's compare answer lists at most {COMPARE_FILES_CAP} files"

@@ -33,8 +33,8 @@ from buildkit.models.compiled import (
     rule_for,
     torch_requirement,
 )
-from buildkit.models.lock import CommitFact, PullRequestFact, PythonFiles, SourceComparison, WheelCommitFact
-from buildkit.models.lock.facts import MAX_LISTED
+from buildkit.models.lock import Changes, CommitFact, PullRequestFact, PythonFiles, SourceComparison, WheelCommitFact
+from buildkit.models.lock.facts import MAX_CHANGED, MAX_LISTED
 from buildkit.models.lock.facts import WheelChoice as ChosenBy
 from buildkit.models.pins import ARCH_OF_PLATFORM, Pins
 from buildkit.stages.resolve.git import GitHistory
@@ -178,7 +178,7 @@ class Chooser:
 
     # --- the history, through GitHub or git ----------------------------------------------------------------------
 
-    def _merge_base(self, source: CommitFact, on_github: bool) -> tuple[str, list[str], Method, str]:
+    def _merge_base(self, source: CommitFact, on_github: bool) -> tuple[str, Changes, Method, str]:
         """The source's merge base with the branch, the paths from it to the source, and how they were listed."""
         answer = self._compare_files(self.branch, source.commit) if on_github else None
         if answer is not None:
@@ -188,7 +188,7 @@ class Chooser:
                         f"GitHub API answer for {answer.url}: {answer.status}, but its merge base "
                         f"{answer.merge_base[:12]} is not the source {source.commit[:12]}"
                     )
-                return answer.merge_base, [], "same commit", answer.url
+                return answer.merge_base, {}, "same commit", answer.url
             if answer.paths is not None:
                 return answer.merge_base, answer.paths, "GitHub compare", answer.url
             self.note(f"{answer.why}: {self.branch}...{source.commit[:12]} listed with git instead")
@@ -219,10 +219,10 @@ class Chooser:
             listed = self._git(source).first_parents(merge_base, MAX_WHEEL_TRIES)
         yield from listed[1:]
 
-    def _paths(self, wheel_commit: str, source: CommitFact, on_github: bool) -> tuple[list[str], Method, str]:
+    def _paths(self, wheel_commit: str, source: CommitFact, on_github: bool) -> tuple[Changes, Method, str]:
         """The paths that differ between the wheel's commit and the source, which must contain it."""
         if wheel_commit == source.commit:
-            return [], "same commit", "the same commit"
+            return {}, "same commit", "the same commit"
         answer = self._compare_files(wheel_commit, source.commit) if on_github else None
         if answer is not None:
             if answer.status not in ("ahead", "identical"):
@@ -311,7 +311,7 @@ class Chooser:
     # --- the proof -------------------------------------------------------------------------------------------------
 
     def _prove(
-        self, paths: list[str], method: Method, how: str, wheel_commit: str, source: CommitFact
+        self, paths: Changes, method: Method, how: str, wheel_commit: str, source: CommitFact
     ) -> SourceComparison:
         hits = [f"{path} ({rule.why})" for path, rule in compiled_changes(paths)]
         for path in paths:  # a torch pin matters only when the torch it requires changed
@@ -328,7 +328,14 @@ class Chooser:
                 hint="pin wheel.commit to a commit whose compiled code matches the source, build vLLM from source, "
                 "or, reviewed, set wheel.accept_compiled_changes to why the wheel's kernels are right",
             )
-        return SourceComparison(method=method, source=how, paths=len(paths), compiled=hits, accepted=accepted)
+        return SourceComparison(
+            method=method,
+            source=how,
+            paths=len(paths),
+            compiled=hits,
+            accepted=accepted,
+            changed=paths if 0 < len(paths) <= MAX_CHANGED else None,
+        )
 
     def _torch_change(self, path: str, wheel_commit: str, source: CommitFact) -> list[str]:
         try:

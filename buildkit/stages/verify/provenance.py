@@ -21,6 +21,7 @@ from buildkit.errors import CheckFailed, InputError, UpstreamMalformed, excerpt
 from buildkit.files import utc_now
 from buildkit.models.grammar import DIGEST_RE
 from buildkit.models.lock import Lock, lock_sha256
+from buildkit.models.overlay import vllm_layers
 from buildkit.models.plan import build_args, source_date_epoch
 from buildkit.models.records import Build, belongs, header
 from buildkit.models.records.render import RenderRecord
@@ -48,6 +49,7 @@ class Expected(NamedTuple):
     base_digest: str  # sha256:...
     nemo_rl_commit: str
     vllm_commit: str
+    vllm_installed: str  # the commit the install RUN installs (BUILD_CUSTOM_VLLM_REF): the wheel's, with an overlay
     wheel_url: str
     wheel_sha256: str | None
     build_args: dict[str, str]
@@ -67,6 +69,7 @@ def expected(lock: Lock, smoke: bool, rendered: RenderRecord | None) -> Expected
         base_digest=base,
         nemo_rl_commit=lock.nemo_rl.commit,
         vllm_commit=lock.vllm.commit,
+        vllm_installed=vllm_layers(lock).install_commit,
         wheel_url=lock.wheel.url,
         wheel_sha256=lock.wheel.sha256,
         build_args=dict(build_args(lock)),
@@ -266,7 +269,7 @@ def check_buildkit_provenance(found: ImageProvenance, want: Expected) -> list[Ch
         ", ".join(f"sha256:{d.digest.get('sha256')}" for d in images) or None,
     )
     checks.field("NeMo-RL commit", want.nemo_rl_commit, found_args.get("NEMO_RL_COMMIT"))
-    checks.field("vLLM commit", want.vllm_commit, found_args.get("BUILD_CUSTOM_VLLM_REF"))
+    checks.field("vLLM commit", want.vllm_installed, found_args.get("BUILD_CUSTOM_VLLM_REF"))
     wheel = next((d for d in deps if d.uri == want.wheel_url), None)
     others = [d.uri for d in deps if d.uri.startswith(("http://", "https://"))]
     checks.field("wheel URL", want.wheel_url, wheel.uri if wheel else ", ".join(others) or None)
