@@ -1,0 +1,135 @@
+"""A moved PR head rebuilds one layer (issue 42): the install RUN installs the wheel's commit, and the source's paths
+that differ from it are laid over the install last (buildkit/models/overlay.py). The world is real git
+(tests/support/vllmfork.py): vLLM's main with the merge base (its wheel in the stand-in index) and a fork whose head
+moves by a push; every SHA is a commit of them, and BuildKit fetches the fork's head itself."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import pytest
+
+from tests.support.fake_upstreams import VLLM_SHA
+from tests.support.nemo_repo import use_remote
+from tests.support.projects import smoke_project
+from tests.support.vllmfork import pin_fork, vllm_fork
+
+CHECKOUT = "/opt/nemo-rl/3rdparty/vllm"
+OVERLAY_STEPS = ("vllm-source", "vllm-overlay", f"--from=vllm-overlay / {CHECKOUT}/", f"cd {CHECKOUT} && rm -f")
+
+
+def wheel_name(sha: str) -> str:
+    return f"vllm-0.14.0rc2.dev156+g{sha[:9]}-cp38-abi3-manylinux_2_31_x86_64.whl"
+
+
+@pytest.fixture
+def fork(tmp_path, upstreams):
+    made = vllm_fork(tmp_path)
+    upstreams.wheels.add(made.base, wheel_name(made.base))
+    yield made
+    made.stop()
+
+
+def test_resolve_lists_each_differing_path_and_render_lays_them_over_the_wheel_commits_install(
+    project, remote, fork
+):
+    root, cli = use_remote(project, remote)
+    pin_fork(root, fork, VLLM_SHA)
+    assert cli("resolve").code == 0
+    lock = json.loads((root / "pins.lock").read_text())
+    assert lock["vllm_compare"]["changed"] == {"vllm/config.py": "modified", "vllm/draft.py": "added"}
+    fork.move({"vllm/draft.py": "y = 3\n", "vllm/old.py": None, "vllm/spec/tp.py": "z = 4\n"})
+    assert cli("resolve").code == 0
+    lock = json.loads((root / "pins.lock").read_text())
+    assert lock["vllm"]["commit"] == fork.head and lock["vllm_wheel"]["commit"] == fork.base
+    assert lock["vllm_compare"]["changed"] == {
+        "vllm/config.py": "modified",
+        "vllm/draft.py": "added",
+        "vllm/old.py": "removed",
+        "vllm/spec/tp.py": "added",
+    }
+    rendered = cli("render")
+    assert rendered.code == 0, rendered.output
+    text = (root / "build" / "Dockerfile").read_text()
+    # The install RUN installs the merge base, from vLLM itself; the fork's head is fetched by BuildKit.
+    assert f"ARG BUILD_CUSTOM_VLLM_REF={fork.base}\n" in text and f"ARG BUILD_CUSTOM_VLLM_URL={fork.upstream}\n" in text
+    assert f"ADD --keep-git-dir=false {fork.fork}#{fork.head} /\n" in text
+    assert (
+        "COPY --parents --from=vllm-source \\\n    vllm/config.py \\\n    vllm/draft.py \\\n    vllm/spec/tp.py \\\n"
+        "    /\n" in text
+    )
+    release = text[text.index(" AS release\n") :]
+    overlay_at = release.index(f"COPY --link --from=vllm-overlay / {CHECKOUT}/")
+    # Last in the target stage: after the venv prefetch and the fingerprint, before the labels (no step).
+    assert overlay_at > release.index("generate_fingerprint.py") and overlay_at < release.index("# buildkit: provenance labels.")
+    assert "    vllm/old.py \\\n" in release and "    vllm/__pycache__/draft.*.pyc \\\n" in release
+    summary = {t["name"]: t["summary"] for t in json.loads((root / "build" / "render.json").read_text())[
+        "transformations"]}  # fmt: skip
+    assert summary["vllm_overlay"].startswith(
+        f"vLLM installed from {fork.base[:12]} (the wheel's commit), then 3 path(s) of the source {fork.head[:12]} "
+        "laid over it and 1 removed"
+    )
+
+
+def test_a_move_that_touches_what_the_install_reads_installs_the_source_and_says_why(project, remote, fork):
+    root, cli = use_remote(project, remote)
+    pin_fork(root, fork, VLLM_SHA)
+    fork.move({"requirements/common.txt": "numba == 0.61.2\n", "vllm/draft.py": "y = 3\n"})
+    assert cli("resolve").code == 0
+    rendered = cli("render")
+    assert rendered.code == 0, rendered.output
+    text = (root / "build" / "Dockerfile").read_text()
+    assert f"ARG BUILD_CUSTOM_VLLM_REF={fork.head}\n" in text and "vllm-overlay" not in text
+    summary = {t["name"]: t["summary"] for t in json.loads((root / "build" / "render.json").read_text())[
+        "transformations"]}  # fmt: skip
+    assert summary["vllm_overlay"] == (
+        f"no overlay: vLLM installed from the source {fork.head[:12]} itself: requirements/common.txt differs, and "
+        "the install reads it (setup.py's get_requirements reads them; build-custom-vllm.sh edits and installs them)"
+    )
+
+
+_INSTRUCTION = re.compile(r"\[[a-z0-9-]+ [0-9]+/[0-9]+\] ")  # "[smoke 3/9] RUN ...": BuildKit's name of a step
+
+
+def _ran(record: dict) -> list[str]:
+    """The steps BuildKit ran (not from its cache) that are Dockerfile instructions, by BuildKit's own names."""
+    return [s["name"] for s in record["steps"] if not s["cached"] and _INSTRUCTION.match(s["name"])]
+
+
+def _cat(tag: str, path: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", "run", "--rm", "--network", "none", tag, "cat", path], capture_output=True, text=True)
+
+
+def test_a_moved_head_rebuilds_only_the_overlay(project, remote, fork, engine):
+    """Two smoke builds on the engine: the head moves by a push between them; BuildKit's own progress (the build
+    record's steps) shows that only the overlay's steps ran the second time, and the image holds the new head's
+    files."""
+    pin_fork(project[0], fork, VLLM_SHA)
+    root, cli = smoke_project(project, remote)
+    first = cli("build", "--smoke", "--progress", "plain", timeout=600)
+    assert first.code == 0, first.output
+    tag = json.loads((root / "build" / "smoke-record.json").read_text())["image"]["tag"]
+    assert _cat(tag, f"{CHECKOUT}/vllm/draft.py").stdout == "y = 2\n"
+
+    old = fork.head
+    fork.move({"vllm/draft.py": "y = 3\n", "vllm/spec/tp.py": "z = 4\n"})
+    assert cli("resolve").code == 0
+    planned = cli("build", "--smoke", "--dry-run")
+    assert planned.code == 0, planned.output
+    assert f"  vLLM's source moved: {old[:12]} -> {fork.head[:12]}\n" in planned.stderr
+    assert "runs again: only the vLLM overlay (3 path(s) of the source laid over the install" in planned.stderr
+    again = cli("build", "--smoke", "--progress", "plain", timeout=600)
+    assert again.code == 0, again.output
+    record = json.loads((root / "build" / "smoke-record.json").read_text())
+    ran = _ran(record)
+    # BuildKit asks the wheel's HTTP source again on every build and resolves the base image's FROM: neither makes
+    # a layer (the wheel's bytes are content-addressed and the same, so nothing after it runs for them).
+    rebuilt = [name for name in ran if "] FROM " not in name and not name.startswith("[vllm-wheel ")]
+    assert rebuilt and all(any(marker in name for marker in OVERLAY_STEPS) for name in rebuilt), ran
+    assert any(f"COPY --link --from=vllm-overlay / {CHECKOUT}/" in name for name in rebuilt), ran
+    assert _cat(tag, f"{CHECKOUT}/vllm/draft.py").stdout == "y = 3\n"
+    assert _cat(tag, f"{CHECKOUT}/vllm/spec/tp.py").stdout == "z = 4\n"
+    verified = cli("verify", "--json")
+    assert verified.code == 0, verified.output
