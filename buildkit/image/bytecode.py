@@ -13,7 +13,7 @@ import _imp
 import importlib.util
 import re
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 HEADER_BYTES = 16
 # __pycache__/<module>.<implementation tag>[.opt-N].pyc, as importlib.util.cache_from_source names them
@@ -23,11 +23,13 @@ _CACHE_RE = re.compile(r"(?P<dir>(?:.*/)?)__pycache__/(?P<module>[^/.]+)\.[A-Za-
 @dataclass(frozen=True)
 class Source:
     """What the image holds of a Python source: its size and mtime as the tar stream says them, and its bytes when
-    they were kept (for a hash-based cache)."""
+    they were kept (for a hash-based cache), or its hash under each magic number a hash-based cache of it has
+    (source_hash, computed as the bytes streamed by, where they are not kept)."""
 
     size: int
     mtime: int
     data: bytes | None = None
+    hashes: dict[bytes, bytes] = field(default_factory=dict)
 
 
 def source_of(cache: str) -> str | None:
@@ -60,12 +62,26 @@ def judge(header: bytes, source: Source | None) -> str:
     if flags & 1 == 0:
         mtime, size = struct.unpack("<II", header[8:16])
         return BOUND if (mtime, size) == (source.mtime & 0xFFFFFFFF, source.size & 0xFFFFFFFF) else STALE
-    if source.data is None or not _same_hash(magic):
+    digest = source.hashes.get(magic) if source.data is None else source_hash(magic, source.data)
+    if digest is None:
         return NOT_CHECKED
-    # importlib.util.source_hash with the cache's own key: its magic number, read as importlib's _RAW_MAGIC_NUMBER
-    if _imp.source_hash(int.from_bytes(magic, "little"), source.data) == header[8:16]:
+    if digest == header[8:16]:
         return BOUND
     return STALE if flags & 2 else RUNS_UNCHECKED  # bit 1: checked on import
+
+
+def hash_based(header: bytes) -> bytes | None:
+    """The magic number of a hash-based cache (PEP 552: flags bit 0), None for any other header."""
+    return header[:4] if len(header) >= HEADER_BYTES and header[4] & 1 else None
+
+
+def source_hash(magic: bytes, data: bytes) -> bytes | None:
+    """The hash a hash-based cache written by the Python of `magic` holds for the source `data`, or None when
+    buildkit's Python cannot compute it (an older hash)."""
+    if not _same_hash(magic):
+        return None
+    # importlib.util.source_hash with the cache's own key: its magic number, read as importlib's _RAW_MAGIC_NUMBER
+    return _imp.source_hash(int.from_bytes(magic, "little"), data)
 
 
 SIPHASH13_FROM = 3495  # CPython 3.11's magic number: from 3.11 on, source hashes are SipHash-1-3 (before: 2-4)

@@ -3,6 +3,9 @@ RECORD (the sha256 and size pip writes per file), the files no RECORD owns are l
 start-up without an import (a `.pth` file, `sitecustomize`, `usercustomize`) must be owned by a distribution.
 
 Each environment (a site-packages or dist-packages directory) is read once as the tar stream the engine exports.
+Its bytecode is judged as the import system judges it (image/bytecode.py): a hash-based cache against its source's
+hash, computed as the source streams by (a source that comes before its directory's caches, as `__init__.py` comes
+before `__pycache__/` in Docker's archive, is held until the stream leaves its directory, within MAX_PENDING).
 A RECORD is written by the same install whose files it lists, so it proves the files are what that install wrote,
 not that the install was honest: vLLM's own files are held to the lock instead (image/vllmpackage.py). vLLM's
 editable install is recognised as build-custom-vllm.sh leaves it: pip's `__editable__.vllm-*.pth` imports a
@@ -21,13 +24,15 @@ import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from buildkit.budget import IMAGE_FILES, Budget
-from buildkit.image.bytecode import FAILS, HEADER_BYTES, Source, judge, source_of
+from buildkit.budget import IMAGE_FILES, Budget, LimitExceeded
+from buildkit.image.bytecode import FAILS, HEADER_BYTES, NOT_CHECKED, Source, hash_based, judge, source_hash, source_of
 from buildkit.text.sanitize import strip_controls
 from buildkit.world.tarstream import members
 
 MAX_RECORD = 16 << 20  # torch's RECORD is about 2 MiB
 MAX_TEXT = 64 << 10  # a .pth file or an editable finder is a few KiB
+MAX_SOURCE = 16 << 20  # the largest source hashed for its bytecode (as vLLM's package: vllmpackage.MAX_PYTHON_BYTES)
+MAX_PENDING = 256 << 20  # the sources held for caches yet to come: a directory's own, a few MiB in torch's largest
 MAX_SAID = 5
 START_UP = ("sitecustomize", "usercustomize")  # site.py imports these at start-up
 _EDITABLE_PTH = re.compile(r"__editable__\.vllm-[A-Za-z0-9_.+-]{1,100}\.pth")
@@ -47,17 +52,51 @@ class Environment:
     caches: dict[str, bytes] = field(default_factory=dict)
 
 
+@dataclass
+class _Pending:
+    """What the read holds for bytecode still to come: the sources of the directories no cache of which has come
+    yet (by directory; let go when the stream leaves it), and the magic numbers of the hash-based caches whose
+    source has not come yet."""
+
+    where: str
+    held: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    size: int = 0
+    cached_dirs: set[str] = field(default_factory=set)
+    magics: dict[str, set[bytes]] = field(default_factory=dict)
+
+    def leave(self, name: str) -> None:
+        """The stream is at `name`: every directory it is not in has been read whole."""
+        for directory in [d for d in self.held if d and not name.startswith(f"{d}/")]:
+            self.size -= sum(len(b) for b in self.held.pop(directory).values())
+
+    def wants(self, source: str) -> bool:
+        """Whether a source's bytes are needed: a hash-based cache of it came, or its directory's may still come."""
+        return source in self.magics or posixpath.dirname(source) not in self.cached_dirs
+
+    def hold(self, name: str, data: bytes) -> None:
+        self.held.setdefault(posixpath.dirname(name), {})[name] = data
+        self.size += len(data)
+        if self.size > MAX_PENDING:
+            raise LimitExceeded(
+                f"{self.where}: more than {MAX_PENDING:,} bytes of Python source waiting for its bytecode: refused",
+                hint="no real environment comes near this limit (docs/explanation/security.md lists them): the "
+                "image is hostile or damaged",
+            )
+
+
 def read_environment(chunks: Iterable[bytes], directory: str, where: str) -> Environment:
     """Every entry of an environment's tar stream (named `<its directory's name>/...`), under the image's budget."""
     env = Environment(directory)
     budget = Budget(where, IMAGE_FILES)
+    pending = _Pending(where)
     for tar, member in members(chunks, where, budget):
-        _read(tar, member, env, budget)
+        _read(tar, member, env, budget, pending)
     return env
 
 
-def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, env: Environment, budget: Budget) -> None:
+def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, env: Environment, budget: Budget, pending: _Pending) -> None:
     name = member.name.rstrip("/").partition("/")[2]  # the path inside the environment
+    pending.leave(name)
     if not name or member.isdir():
         return
     if not member.isreg():
@@ -66,15 +105,17 @@ def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, env: Environment, budge
     data = tar.extractfile(member)
     assert data is not None  # a regular file always has contents
     kept = _kept(name, member.size)
+    source = name.endswith(".py") and member.size <= MAX_SOURCE and pending.wants(name)
     digest, body, head = hashlib.sha256(), bytearray(), b""
     while chunk := data.read(4 << 20):
         budget.inflate(len(chunk))
         digest.update(chunk)
         head += chunk[: HEADER_BYTES - len(head)]
-        if kept:
+        if kept or source:
             body += chunk
     if source_of(name) is not None:
         env.caches[name] = head
+        _cache_came(name, head, env, pending)
     if kept:
         budget.keep(len(body))
         if name.endswith("/RECORD"):
@@ -84,6 +125,34 @@ def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, env: Environment, budge
     env.files[name] = ("sha256=" + base64.urlsafe_b64encode(digest.digest()).decode().rstrip("="), member.size)
     if name.endswith(".py"):
         env.sources[name] = Source(member.size, int(member.mtime))
+        if source:
+            _source_came(name, bytes(body), env, pending)
+
+
+def _cache_came(cache: str, header: bytes, env: Environment, pending: _Pending) -> None:
+    """A cache: its source's hash under its magic number, from the source's bytes when they are held, else once
+    the source comes; its directory's caches have come (Docker's archive sends a directory whole)."""
+    origin = source_of(cache)
+    assert origin is not None  # the caller asked
+    pending.cached_dirs.add(posixpath.dirname(origin))
+    magic = hash_based(header)
+    if magic is None:
+        return
+    held = pending.held.get(posixpath.dirname(origin), {}).get(origin)
+    if held is None:
+        pending.magics.setdefault(origin, set()).add(magic)
+    elif (digest := source_hash(magic, held)) is not None:
+        env.sources[origin].hashes[magic] = digest
+
+
+def _source_came(name: str, data: bytes, env: Environment, pending: _Pending) -> None:
+    """A source: hashed for the hash-based caches of it that came before it; held while its directory's caches
+    may still come."""
+    for magic in pending.magics.pop(name, ()):
+        if (digest := source_hash(magic, data)) is not None:
+            env.sources[name].hashes[magic] = digest
+    if posixpath.dirname(name) not in pending.cached_dirs:
+        pending.hold(name, data)
 
 
 def _kept(name: str, size: int) -> bool:
@@ -124,6 +193,8 @@ def judge_environment(env: Environment, vllm_dir: str | None) -> tuple[bool, str
         said.append(f"{len(unowned)} file(s) no RECORD owns: {_said(unowned)}")
     if outside:
         said.append(f"{outside} RECORD entries outside the environment not read (scripts)")
+    if NOT_CHECKED in caches:
+        said.append(f"{len(caches[NOT_CHECKED])} {NOT_CHECKED}: {_said(caches[NOT_CHECKED])}")
     return True, f"{env.directory}: " + "; ".join(said)
 
 
@@ -160,7 +231,8 @@ def _held(env: Environment, dist: str, path: str, digest: str, size: str) -> lis
 
 def _runs_at_start_up(path: str) -> bool:
     top = path.split("/", 1)[0]
-    return (path == top and top.endswith(".pth")) or top.removesuffix(".py") in START_UP
+    # the module's name before its suffixes: site.py's import finds sitecustomize.py, a package, or an extension
+    return (path == top and top.endswith(".pth")) or top.split(".", 1)[0] in START_UP
 
 
 def _editable_vllm(env: Environment, vllm_dir: str | None) -> list[str]:
