@@ -87,6 +87,15 @@ class GitUrlRewrite(_Strict):
     instead_of: GitUrl = Field(description="The prefix it replaces, e.g. https://github.com/.")
 
 
+def fetched_from(url: str, rewrites: list[GitUrlRewrite]) -> str:
+    """The URL git fetches `url` from under the rewrites: the longest `instead_of` prefix wins, as git's insteadOf."""
+    found = [r for r in rewrites if url.startswith(r.instead_of)]
+    if not found:
+        return url
+    best = max(found, key=lambda r: len(r.instead_of))
+    return best.url + url[len(best.instead_of) :]
+
+
 DEFAULT_VLLM_REPO = "https://github.com/vllm-project/vllm.git"
 
 

@@ -14,7 +14,7 @@ import pytest
 from tests.support.fake_upstreams import VLLM_SHA
 from tests.support.nemo_repo import use_remote
 from tests.support.projects import smoke_project
-from tests.support.vllmfork import pin_fork, vllm_fork
+from tests.support.vllmfork import BRANCH, pin_fork, vllm_fork
 
 CHECKOUT = "/opt/nemo-rl/3rdparty/vllm"
 OVERLAY_STEPS = ("vllm-source", "vllm-overlay", f"--from=vllm-overlay / {CHECKOUT}/", f"cd {CHECKOUT} && rm -f")
@@ -32,9 +32,7 @@ def fork(tmp_path, upstreams):
     made.stop()
 
 
-def test_resolve_lists_each_differing_path_and_render_lays_them_over_the_wheel_commits_install(
-    project, remote, fork
-):
+def test_resolve_lists_each_differing_path_and_render_lays_them_over_the_wheel_commits_install(project, remote, fork):
     root, cli = use_remote(project, remote)
     pin_fork(root, fork, VLLM_SHA)
     assert cli("resolve").code == 0
@@ -63,7 +61,9 @@ def test_resolve_lists_each_differing_path_and_render_lays_them_over_the_wheel_c
     release = text[text.index(" AS release\n") :]
     overlay_at = release.index(f"COPY --link --from=vllm-overlay / {CHECKOUT}/")
     # Last in the target stage: after the venv prefetch and the fingerprint, before the labels (no step).
-    assert overlay_at > release.index("generate_fingerprint.py") and overlay_at < release.index("# buildkit: provenance labels.")
+    assert overlay_at > release.index("generate_fingerprint.py") and overlay_at < release.index(
+        "# buildkit: provenance labels."
+    )
     assert "    vllm/old.py \\\n" in release and "    vllm/__pycache__/draft.*.pyc \\\n" in release
     summary = {t["name"]: t["summary"] for t in json.loads((root / "build" / "render.json").read_text())[
         "transformations"]}  # fmt: skip
@@ -99,7 +99,9 @@ def _ran(record: dict) -> list[str]:
 
 
 def _cat(tag: str, path: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["docker", "run", "--rm", "--network", "none", tag, "cat", path], capture_output=True, text=True)
+    return subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", tag, "cat", path], capture_output=True, text=True
+    )
 
 
 def test_a_moved_head_rebuilds_only_the_overlay(project, remote, fork, engine):
@@ -133,3 +135,65 @@ def test_a_moved_head_rebuilds_only_the_overlay(project, remote, fork, engine):
     assert _cat(tag, f"{CHECKOUT}/vllm/spec/tp.py").stdout == "z = 4\n"
     verified = cli("verify", "--json")
     assert verified.code == 0, verified.output
+
+
+# PR #31886 as its thread shows it (https://github.com/vllm-project/vllm/pull/31886, read through the search tool
+# 2026-11-26): open, by stormchasingg, "[Feature][Bugfix] Support draft model tp any of speculative decode"; Python.
+OPEN_PR, UPSTREAM, FORK = 31886, "vllm-project/vllm", "stormchasingg/vllm"
+DATE = "2026-02-01T00:00:00Z"
+
+
+def _on_github(gh, fork) -> None:
+    """The stand-in GitHub answers for the real repositories: each commit with its parents and changed paths, the
+    head's tree, and the PR open on the fork's branch."""
+    gh.fork_of[FORK] = UPSTREAM
+    gh.add_commit(UPSTREAM, fork.base, "[Core] config", DATE, parents=[], files=fork.changed(fork.base))
+    gh.add_commit(UPSTREAM, fork.tip, "[Kernel] faster", DATE, branch="main", files=fork.changed(fork.tip))
+    gh.add_commit(FORK, fork.head, "draft model TP", DATE, branch=BRANCH, parents=[fork.base],
+                  files=fork.changed(fork.head))  # fmt: skip
+    gh.trees[fork.head] = fork.vllm_tree(fork.head)
+    gh.add_pull(UPSTREAM, OPEN_PR, "[Feature][Bugfix] Support draft model tp any of speculative decode", None, None,
+                head=(fork.head, BRANCH, FORK))  # fmt: skip
+
+
+def test_a_moved_pr_head_is_said_before_the_next_build_and_rebuilds_the_overlay(project, remote, upstreams, engine,
+                                                                             tmp_path):  # fmt: skip
+    """An open PR on GitHub (the stand-in answers for real repositories, fetched through pins.yaml's
+    git_url_rewrites, as a mirror is): a smoke build of its head, then the head moves by a push; the next build's plan
+    names the move as the PR's and says that only the overlay runs again."""
+    fork = vllm_fork(tmp_path, names=(f"{UPSTREAM}.git", f"{FORK}.git"))
+    try:
+        upstreams.wheels.add(fork.base, wheel_name(fork.base))
+        _on_github(upstreams.github, fork)
+        root = project[0]
+        text = (root / "pins.yaml").read_text().replace(f'ref: "{VLLM_SHA}"\n  pr: 24322', f"pr: {OPEN_PR}")
+        (root / "pins.yaml").write_text(text)
+        root, cli = smoke_project(project, remote)
+        mirror = f"  - url: {fork.daemon.url}\n    instead_of: https://github.com/\n"  # beside NeMo-RL's own
+        (root / "pins.yaml").write_text((root / "pins.yaml").read_text() + mirror)
+        built = cli("build", "--smoke", "--progress", "plain", timeout=600)
+        assert built.code == 0, built.output
+        kept = json.loads((root / "build" / "smoke-record.json").read_text())["inputs"]
+        assert (kept["pr"], kept["pr_head"], kept["vllm_commit"], kept["vllm_install"]) == (
+            OPEN_PR, fork.head, fork.head, fork.base)  # fmt: skip
+        dockerfile = (root / "build" / "smoke" / "Dockerfile").read_text()
+        assert f"ADD --keep-git-dir=false {fork.daemon.url}{FORK}.git#{fork.head} /\n" in dockerfile
+
+        old = fork.head
+        moved = fork.move({"vllm/draft.py": "y = 3\n"})
+        upstreams.github.add_commit(FORK, moved, "draft model TP: review", DATE, parents=[old],
+                                    files=fork.changed(moved))  # fmt: skip
+        upstreams.github.trees[moved] = fork.vllm_tree(moved)
+        upstreams.github.pulls[(UPSTREAM, OPEN_PR)]["head"]["sha"] = moved
+        assert cli("resolve").code == 0
+        planned = cli("build", "--smoke", "--dry-run")
+        assert planned.code == 0, planned.output
+        assert f"  vLLM's source moved: {old[:12]} -> {moved[:12]} (PR #{OPEN_PR}'s head moved)\n" in planned.stderr
+        assert "wheel commit moved" not in planned.stderr  # the merge base is the same: the same wheel
+        assert "runs again: only the vLLM overlay (2 path(s)" in planned.stderr
+        again = cli("build", "--smoke", "--progress", "plain", timeout=600)
+        assert again.code == 0, again.output
+        tag = json.loads((root / "build" / "smoke-record.json").read_text())["image"]["tag"]
+        assert _cat(tag, f"{CHECKOUT}/vllm/draft.py").stdout == "y = 3\n"
+    finally:
+        fork.stop()

@@ -499,26 +499,3 @@ def test_a_path_with_a_line_break_stays_one_line_and_the_history_is_not_kept(pro
         assert not list((root / "cache" / "git").glob("*history*"))  # made for this resolve, then removed
     finally:
         daemon.stop()
-
-
-def test_a_moved_pr_head_is_said_before_the_next_build(project, remote, upstreams, engine):
-    """A smoke build of the open PR's head, then the head moves (new commits on the fork, as a force-push or a push
-    leaves it): the next build's plan names the move as the PR's, against the last build's record."""
-    from tests.support.projects import smoke_project
-
-    fork_history(upstreams, head_files=[PYTHON_PATH])
-    pin_open_pr(project[0])
-    root, cli = smoke_project(project, remote)
-    built = cli("build", "--smoke", "--progress", "plain", timeout=600)
-    assert built.code == 0, built.output
-    kept = json.loads((root / "build" / "smoke-record.json").read_text())["inputs"]
-    assert (kept["pr"], kept["pr_head"], kept["vllm_commit"]) == (OPEN_PR, HEAD_2, HEAD_2)
-
-    moved = "c" * 40
-    upstreams.github.add_commit(FORK, moved, "draft model TP: review", DATE, parents=[HEAD_2], files=[PYTHON_PATH])
-    upstreams.github.pulls[(UPSTREAM, OPEN_PR)]["head"]["sha"] = moved
-    assert cli("resolve").code == 0
-    planned = cli("build", "--smoke", "--dry-run")
-    assert planned.code == 0, planned.output
-    assert f"  vLLM's source moved: {HEAD_2[:12]} -> {moved[:12]} (PR #{OPEN_PR}'s head moved)\n" in planned.stderr
-    assert "wheel commit moved" not in planned.stderr  # the merge base is the same: the same wheel

@@ -26,14 +26,23 @@ class VllmFork:
     base: str
     tip: str
     head: str
+    names: tuple[str, str] = ("vllm.git", "alice-vllm.git")  # the served upstream and fork
 
     @property
     def upstream(self) -> str:
-        return f"{self.daemon.url}vllm.git"
+        return f"{self.daemon.url}{self.names[0]}"
 
     @property
     def fork(self) -> str:
-        return f"{self.daemon.url}alice-vllm.git"
+        return f"{self.daemon.url}{self.names[1]}"
+
+    def changed(self, commit: str) -> list[str]:
+        return git("diff", "--name-only", f"{commit}^", commit, cwd=self.work).splitlines()
+
+    def vllm_tree(self, commit: str) -> dict[str, str]:
+        """Every file under vllm/ at `commit` by blob id, as GitHub's tree API lists it."""
+        out = git("ls-tree", "-r", "--full-tree", commit, "vllm/", cwd=self.work)
+        return {line.split("\t", 1)[1]: line.split()[2] for line in out.splitlines()}
 
     def move(self, files: dict[str, str | None], message: str = "draft model TP: review") -> str:
         """A commit on the fork's branch (None removes a file), pushed: the head moves. Returns it."""
@@ -46,14 +55,16 @@ class VllmFork:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(text)
         self.head = commit_all(self.work, message, date="2026-02-06T10:00:00+00:00")
-        git("push", "-q", "--force", str(self.daemon.root / "alice-vllm.git"), f"{BRANCH}:{BRANCH}", cwd=self.work)
+        git("push", "-q", "--force", str(self.daemon.root / self.names[1]), f"{BRANCH}:{BRANCH}", cwd=self.work)
         return self.head
 
     def stop(self) -> None:
         self.daemon.stop()
 
 
-def vllm_fork(tmp_path: Path) -> VllmFork:
+def vllm_fork(tmp_path: Path, names: tuple[str, str] = ("vllm.git", "alice-vllm.git")) -> VllmFork:
+    """The world; `names`: where the daemon serves the upstream and the fork ("vllm-project/vllm.git" and
+    "user/vllm.git" stand in for GitHub's, through pins.yaml git_url_rewrites)."""
     served, work = tmp_path / "vllm-served", tmp_path / "vllm-work"
     served.mkdir()
     work.mkdir()
@@ -74,9 +85,10 @@ def vllm_fork(tmp_path: Path) -> VllmFork:
     git("checkout", "-q", "main", cwd=work)
     (work / "csrc" / "ops.cu").write_text("// kernels, faster\n")
     tip = commit_all(work, "[Kernel] faster")
-    git("clone", "-q", "--bare", "--branch", "main", str(work), str(served / "vllm.git"), cwd=tmp_path)
-    git("clone", "-q", "--bare", "--branch", BRANCH, str(work), str(served / "alice-vllm.git"), cwd=tmp_path)
-    return VllmFork(GitDaemon(served), work, base, tip, head)
+    for name, branch in zip(names, ("main", BRANCH), strict=True):
+        (served / name).parent.mkdir(parents=True, exist_ok=True)
+        git("clone", "-q", "--bare", "--branch", branch, str(work), str(served / name), cwd=tmp_path)
+    return VllmFork(GitDaemon(served), work, base, tip, head, names)
 
 
 def pin_fork(root: Path, fork: VllmFork, vllm_sha: str) -> None:

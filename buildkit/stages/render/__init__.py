@@ -27,6 +27,7 @@ from buildkit.models.labels import commit_time, image_labels
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.overlay import CHECKOUT, vllm_layers
 from buildkit.models.paths import Paths
+from buildkit.models.pins import GitUrlRewrite, fetched_from
 from buildkit.models.plan import WHEEL_DIR, wheel_path
 from buildkit.models.records import header
 from buildkit.models.records.render import RenderRecord, Transformation
@@ -38,9 +39,20 @@ from buildkit.world.git import run_git
 
 
 def context(
-    lock: Lock, syntax: bool, smoke_base: str | None = None, patched: list[tuple[str, str]] | None = None
+    lock: Lock,
+    syntax: bool,
+    smoke_base: str | None = None,
+    patched: list[tuple[str, str]] | None = None,
+    rewrites: list[GitUrlRewrite] | None = None,
 ) -> dict[str, Any]:
     layers = vllm_layers(lock)
+    fetch = fetched_from(lock.vllm.repo, rewrites or [])
+    if layers.has_overlay and fetch.startswith("file://"):
+        raise InputError(
+            f"vLLM's source {fetch} is a file:// repository, which BuildKit does not fetch: the vLLM overlay cannot "
+            "reach it",
+            hint="serve the mirror over git:// or http(s):// on this machine, and point git_url_rewrites at that",
+        )
     return {
         "syntax": syntax,
         "smoke_base": smoke_base,
@@ -51,6 +63,7 @@ def context(
         "nemo_rl": {"repo": lock.nemo_rl.repo, "commit": lock.nemo_rl.commit},
         "vllm": {"repo": lock.vllm.repo, "commit": lock.vllm.commit},
         "install": {"repo": layers.install_repo, "commit": layers.install_commit},
+        "source_fetch": fetch,  # where BuildKit fetches the source (pins.yaml git_url_rewrites apply)
         "overlay": {
             "paths": list(layers.overlay),
             "removed": list(layers.removed),
@@ -85,12 +98,12 @@ def wheel_context(lock: Lock) -> dict[str, Any]:
     }
 
 
-def _blocks(lock: Lock, syntax: bool, smoke_base: str | None, patched, directory: Path | None):
+def _blocks(lock: Lock, syntax: bool, smoke_base: str | None, patched, directory: Path | None, rewrites=None):
     """The template's macros as a function from a macro name (and arguments) to its lines."""
     directory = directory or template_dir()
     env = template_environment(directory)
     try:
-        module = env.get_template("Dockerfile.j2").make_module(context(lock, syntax, smoke_base, patched))
+        module = env.get_template("Dockerfile.j2").make_module(context(lock, syntax, smoke_base, patched, rewrites))
     except jinja2.TemplateNotFound as exc:
         raise InputError(f"template not found: {directory / str(exc)}") from None
     except jinja2.UndefinedError as exc:
@@ -121,12 +134,13 @@ def render_dockerfile(
     smoke_base: str | None = None,
     patched: list[tuple[str, str]] | None = None,
     directory: Path | None = None,
+    rewrites: list[GitUrlRewrite] | None = None,
 ) -> tuple[str, list[Transformation]]:
     """Upstream's Dockerfile (text) with every transformation applied, the header on top and, with `smoke_base`
     (an image pinned by digest), the `smoke` target at the end, which checks that each `patched` file (path, sha256
     after patching) is in the image as prepared. Returns the text and what each transformation did."""
 
-    blocks = _blocks(lock, syntax, smoke_base, patched, directory)
+    blocks = _blocks(lock, syntax, smoke_base, patched, directory, rewrites)
     doc = parse(upstream, f"upstream docker/Dockerfile at {lock.nemo_rl.commit[:12]}")
     wheel = wheel_context(lock)
     layers = vllm_layers(lock)
@@ -203,7 +217,15 @@ def upstream_dockerfile(prepared, commit: str) -> str:
         raise UpstreamMalformed(f"git gave no size for {UPSTREAM_PATH} at {commit[:12]}") from None
 
 
-def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_base: str | None = None):
+def render_stage(
+    lock: Lock,
+    prepared,
+    dockerfile: Path,
+    *,
+    syntax: bool,
+    smoke_base: str | None = None,
+    rewrites: list[GitUrlRewrite] | None = None,
+):
     """(Dockerfile text, RenderRecord) for a lock and its prepare record: upstream's docker/Dockerfile at the locked
     commit, transformed; the drift findings compare what upstream expects with what the pins give."""
 
@@ -218,6 +240,7 @@ def render_stage(lock: Lock, prepared, dockerfile: Path, *, syntax: bool, smoke_
         syntax=syntax,
         smoke_base=smoke_base,
         patched=patched,
+        rewrites=rewrites,
     )
     upstream_base = upstream_base_image(upstream)
     record = RenderRecord(
@@ -271,7 +294,10 @@ def run(ctx: Context[RenderOptions]) -> None:
     one_platform(ctx.lock)
     opts = ctx.options
     dockerfile = opts.output or ctx.paths.dockerfile(opts.smoke)
-    text, record = render_stage(ctx.lock, ctx.made.prepare, dockerfile, syntax=opts.syntax, smoke_base=opts.smoke_base)
+    rewrites = ctx.inputs.pins.git_url_rewrites if ctx.inputs else []
+    text, record = render_stage(
+        ctx.lock, ctx.made.prepare, dockerfile, syntax=opts.syntax, smoke_base=opts.smoke_base, rewrites=rewrites
+    )
     if opts.refuse_drift and record.drift:
         raise CheckFailed(
             f"the pins drift from upstream docker/Dockerfile at {record.nemo_rl_commit[:12]} "
