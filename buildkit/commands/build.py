@@ -32,7 +32,7 @@ from buildkit.options import BuildOptions
 from buildkit.runs.reproduce import check_reproducible
 from buildkit.stages import pipeline
 from buildkit.stages.build import explain_failure, failure_hint
-from buildkit.stages.build.preflight import run_preflight
+from buildkit.stages.build.preflight import run_preflight, source_reachable
 from buildkit.stages.context import Context, Inputs, platform_inputs, platform_paths
 from buildkit.text import ui
 from buildkit.text.progress import Progress
@@ -53,6 +53,8 @@ def build_command(paths: Paths, opts: BuildOptions) -> None:
     settings = build_settings(ctx.inputs.pins, paths, opts)
     ui.print_settings(settings, settings_warning(settings))  # the inputs loaded, nothing long yet
     engines = run.preflight(platforms)  # every platform on its builder, before the long stages
+    with ui.err.status("checking that BuildKit can fetch vLLM's source (a vLLM overlay)...", spinner="dots"):
+        source_reachable(ctx.lock, ctx.inputs.pins.git_url_rewrites)
     if len(platforms) == 1:
         ctx.options = own = replace(opts, builder=opts.builder_for(platforms[0]))
         _Run(paths, own, ctx).rest(engines[platforms[0]])

@@ -197,3 +197,17 @@ def test_a_moved_pr_head_is_said_before_the_next_build_and_rebuilds_the_overlay(
         assert _cat(tag, f"{CHECKOUT}/vllm/draft.py").stdout == "y = 3\n"
     finally:
         fork.stop()
+
+
+def test_a_fork_that_cannot_be_reached_stops_the_build_before_buildx(project, remote, fork, engine):
+    """BuildKit fetches the source for the overlay after the install RUN: a fork gone after resolve stops the build
+    before buildx starts (exit 3, one line naming it), with nothing built or recorded."""
+    pin_fork(project[0], fork, VLLM_SHA)
+    root, cli = smoke_project(project, remote)
+    fork.stop()
+    stopped = cli("build", "--smoke", "--progress", "plain", timeout=600)
+    assert stopped.code == 3, stopped.output
+    assert f"error: vLLM's source {fork.fork} cannot be reached (" in stopped.stderr
+    assert f"fetches {fork.head[:12]} from it after the install RUN, so the build stops now instead" in stopped.stderr
+    assert "Traceback" not in stopped.output
+    assert not (root / "build" / "smoke-record.json").exists()

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from buildkit.errors import CredentialsError, EngineNotReady, UpstreamUnreachable
+from buildkit.errors import CredentialsError, EngineNotReady, GitFailed, UpstreamUnreachable, excerpt
 from buildkit.models.grammar import is_loopback_host
+from buildkit.models.lock import Lock
+from buildkit.models.overlay import vllm_layers
+from buildkit.models.pins import GitUrlRewrite, fetched_from
 from buildkit.models.results import Builder
 from buildkit.stages.build import provenance_choice
 from buildkit.world import buildx, cosign
 from buildkit.world.buildx import BuilderInfo
 from buildkit.world.credentials import config_path, lookup
 from buildkit.world.engine import Engine, ImageEngine
+from buildkit.world.git import run_git
 from buildkit.world.mksquashfs import find_mksquashfs
 from buildkit.world.registry import parse_image_ref
 
@@ -238,3 +242,23 @@ def _disk_check(info: BuilderInfo, engine: ImageEngine | None, min_free_gb: floa
         f"{free / GIB:.1f} GiB free at {root} (need {min_free_gb:g} GiB)",
         "" if ok else "free space, or lower --min-free-gb if you know the build needs less",
     )
+
+
+def source_reachable(lock: Lock, rewrites: list[GitUrlRewrite]) -> None:
+    """With a vLLM overlay BuildKit fetches the source itself, after the install RUN has run: a fork that cannot be
+    reached fails here instead, before the long steps (`git ls-remote`, git_url_rewrites applied)."""
+    layers = vllm_layers(lock)
+    if not layers.has_overlay:
+        return
+    url = fetched_from(layers.source_repo, rewrites)
+    try:
+        run_git(["ls-remote", "--heads", url], timeout=SOURCE_CHECK_TIMEOUT, env={"GIT_TERMINAL_PROMPT": "0"})
+    except (GitFailed, UpstreamUnreachable) as exc:
+        raise UpstreamUnreachable(
+            f"vLLM's source {url} cannot be reached ({excerpt(exc.message, 200)}): the build's vLLM overlay fetches "
+            f"{layers.source_commit[:12]} from it after the install RUN, so the build stops now instead",
+            hint="check the network to that host or that the fork still exists; a mirror: pins.yaml git_url_rewrites",
+        ) from None
+
+
+SOURCE_CHECK_TIMEOUT = 60.0  # seconds for `git ls-remote` of the fork: a remote that answers at all answers in that

@@ -84,3 +84,33 @@ def test_a_broken_record_is_said_and_the_build_goes_on(tmp_path):
     (line,) = said_before_build(paths, LOCK, smoke=True)
     assert line.startswith(f"{paths.build_record(True)}: not a valid record") and line.endswith("is not known")
     assert said_before_build(paths, LOCK, smoke=False)[0].startswith("no earlier build recorded in")
+
+
+def test_with_an_overlay_a_moved_head_runs_the_overlay_alone_and_a_new_merge_base_the_install():
+    """An open PR's head laid over the install of its merge base (models/overlay.py): a push moves only the source;
+    a force-push onto newer main moves the merge base, so the install runs again, said as the PR's."""
+    head, moved_head, base = "a" * 40, "b" * 40, LOCK.vllm_wheel.commit
+    now = NOW.model_copy(
+        update={"pr": 31886, "pr_head": moved_head, "vllm_commit": moved_head, "vllm_install": base, "vllm_overlay": 3}
+    )
+    pushed = rebuild_plan(now, HASH, last(pr=31886, pr_head=head, vllm_commit=head, vllm_install=base), "x")
+    assert pushed[1:] == [
+        "  vLLM's source moved: aaaaaaaaaaaa -> bbbbbbbbbbbb (PR #31886's head moved)",
+        "  runs again: only the vLLM overlay (3 path(s) of the source laid over the install: its fetch, copy and "
+        "removals); every layer up to the vLLM install is reused",
+    ]
+    older_base = "9" * 40
+    forced = rebuild_plan(
+        now,
+        HASH,
+        last(pr=31886, pr_head=head, vllm_commit=head, vllm_install=older_base, wheel_commit=older_base),
+        "x",
+    )
+    assert forced[1:] == [
+        f"  the wheel commit moved: 999999999999 -> {base[:12]} (PR #31886's merge base with main moved: a rebase, "
+        "or a force-push onto newer main)",
+        f"  the vLLM the install RUN installs moved: 999999999999 -> {base[:12]} (PR #31886's merge base with main "
+        "moved: a rebase, or a force-push onto newer main)",
+        "  vLLM's source moved: aaaaaaaaaaaa -> bbbbbbbbbbbb (PR #31886's head moved)",
+        "  runs again: the wheel stage, the vLLM install RUN and every step after it",
+    ]
