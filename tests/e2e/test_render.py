@@ -206,6 +206,7 @@ def test_render_follows_upstream_946862e7_shape_line_by_line(project, remote):
         "wheel_env",
         "drop_extras",
         "nemo_rl_commit",
+        "vllm_overlay",
         "labels",
     ]
     assert "transformed (custom_vllm): RUN at line" in result.stderr

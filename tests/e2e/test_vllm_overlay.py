@@ -135,6 +135,15 @@ def test_a_moved_head_rebuilds_only_the_overlay(project, remote, fork, engine):
     assert _cat(tag, f"{CHECKOUT}/vllm/spec/tp.py").stdout == "z = 4\n"
     verified = cli("verify", "--json")
     assert verified.code == 0, verified.output
+    report = cli("report")
+    assert report.code == 0, report.output
+    assert (
+        f"- Layers: vLLM installed from {fork.base[:12]} (the wheel's commit), then 3 path(s) of the source "
+        f"{fork.head[:12]} laid over it and 0 removed, as the last steps of the image (the vLLM overlay: a moved PR "
+        "head rebuilds them alone); vllm.__version__, vllm/_version.py, the dist-info and the checkout's .git name "
+        f"{fork.base[:12]}, the commit installed, not the source {fork.head[:12]}, whose files verify holds the "
+        "package to\n"
+    ) in report.stdout.replace("\\_", "_")  # the report escapes Markdown's emphasis
 
 
 # PR #31886 as its thread shows it (https://github.com/vllm-project/vllm/pull/31886, read through the search tool

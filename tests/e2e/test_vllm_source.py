@@ -112,9 +112,11 @@ def test_an_open_pr_of_a_fork_builds_its_head_with_the_wheel_of_the_merge_base(p
     compare = lock["vllm_compare"]
     assert (compare["method"], compare["paths"], compare["compiled"]) == ("GitHub compare", 1, [])
     assert compare["source"].endswith(f"/repos/{UPSTREAM}/compare/main...{HEAD_2}")
-    # The build passes the fork and its head to upstream's custom-vLLM build, and the merge base's wheel.
+    assert compare["changed"] == {PYTHON_PATH: "modified"}
+    # The head differs from the merge base in Python only: upstream's custom-vLLM build installs the merge base from
+    # vLLM itself with its wheel, and the head's differing path is laid over it (render's vllm_overlay).
     args = dict(build_args(read_lock(root / "pins.lock")))
-    assert (args["BUILD_CUSTOM_VLLM_URL"], args["BUILD_CUSTOM_VLLM_REF"]) == (f"https://github.com/{FORK}.git", HEAD_2)
+    assert (args["BUILD_CUSTOM_VLLM_URL"], args["BUILD_CUSTOM_VLLM_REF"]) == (UPSTREAM_URL, VLLM_SHA)
     assert args["BUILD_CUSTOM_VLLM_PRECOMPILED_WHEEL_LOCATION"].endswith(wheel_name(VLLM_SHA))
 
 

@@ -34,6 +34,7 @@ from buildkit.models.grammar import one_line_text
 from buildkit.models.labels import commit_time
 from buildkit.models.lock import Lock, composition, lock_sha256
 from buildkit.models.lock.platforms import platform_rows
+from buildkit.models.overlay import vllm_layers
 from buildkit.models.paths import Paths
 from buildkit.models.plan import plan_for_lock, shell_command, source_date_epoch
 from buildkit.models.records import Build, belongs
@@ -565,9 +566,26 @@ def _commits(lock: Lock, times: dict[str, str]) -> dict[str, Any]:
         "vllm": {**v.model_dump(mode="json"), "resolved_at": times.get("vllm")},
         "vllm_pr": {**pr.model_dump(mode="json"), "resolved_at": times.get("vllm_pr")} if pr else None,
         "vllm_wheel": lock.vllm_wheel.model_dump(mode="json"),
-        "vllm_compare": lock.vllm_compare.model_dump(mode="json"),
+        # `changed` only where the lock lists it, as the lock writes it
+        "vllm_compare": lock.vllm_compare.model_dump(
+            mode="json", exclude={"changed"} if lock.vllm_compare.changed is None else None
+        ),
         "vllm_composition": composition(lock),
+        "vllm_layers": _layers(lock),
     }
+
+
+def _layers(lock: Lock) -> str | None:
+    """With a vLLM overlay, what it is and what it leaves naming the wheel's commit; None without one."""
+    layers = vllm_layers(lock)
+    if not layers.has_overlay:
+        return None
+    return (
+        f"{layers.said()}, as the last steps of the image (the vLLM overlay: a moved PR head rebuilds them alone); "
+        f"vllm.__version__, vllm/_version.py, the dist-info and the checkout's .git name "
+        f"{layers.install_commit[:12]}, the commit installed, not the source {layers.source_commit[:12]}, whose "
+        "files verify holds the package to"
+    )
 
 
 def _links(lock: Lock) -> dict[str, str | None]:

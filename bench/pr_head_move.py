@@ -1,0 +1,214 @@
+"""A moved PR head on the engine (issue 42): a release-shaped image built and pushed cold, then the head moved by a
+Python-only commit and the image built and pushed again; what BuildKit ran and what the registry received.
+
+The world is real git (tests/support/vllmfork.py): vLLM's main with the merge base (its wheel in the stand-in index)
+and a fork whose head moves. The Dockerfile is the one `buildkit build --smoke` renders (its layer plan: the install
+of the wheel's commit, then the vLLM overlay last), with the heavy install standing in at a realistic size: one RUN
+after the smoke target's own that reads the install's build args and writes HEAVY_MIB MiB of incompressible bytes
+(NeMo-RL's install RUN leaves 1.2 GiB of vLLM alone). Both builds run `docker buildx build` with the argv buildkit
+recorded, pushing to the engine's registry; steps come from BuildKit's own progress (rawjson: vertexes, cached or
+not), bytes from the registry (the new manifest's blobs that the old one does not name, with both manifests and the
+config), and changed_bytes from git (the moved head's bytes of the paths the overlay copies).
+
+    sudo python bench/pr_head_move.py [--heavy-mib 1100] [--json]
+
+Goal: only the overlay's steps run, pushed_bytes <= 2 x changed_bytes + manifests, rebuild_s <= cold_s / 10.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import tempfile
+import time
+import urllib.request
+import uuid
+from datetime import datetime
+from pathlib import Path
+
+from smoke_project import BUILDKIT, smoke_project
+
+from tests.support.engine import BUILDER
+from tests.support.fake_upstreams import VLLM_SHA, Upstreams
+from tests.support.gitserver import git
+from tests.support.vllmfork import pin_fork, vllm_fork
+
+REGISTRY = "127.0.0.1:5000"
+OVERLAY = ("[vllm-source ", "[vllm-overlay ", "--from=vllm-overlay", "3rdparty/vllm && rm -f")
+MANIFEST = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
+
+
+def wheel_name(sha: str) -> str:
+    return f"vllm-0.14.0rc2.dev156+g{sha[:9]}-cp38-abi3-manylinux_2_31_x86_64.whl"
+
+
+def heavy(dockerfile: Path, mib: int) -> None:
+    """The smoke Dockerfile with the heavy install's stand-in after the smoke target's RUN (its heredoc's end)."""
+    text = dockerfile.read_text()
+    at = text.index("\nEOF\n", text.index(" AS smoke\n")) + len("\nEOF\n")
+    run = (
+        "# bench: the install RUN's stand-in: it reads the install's build args, as build-custom-vllm.sh does\n"
+        'RUN echo "${BUILD_CUSTOM_VLLM_URL} ${BUILD_CUSTOM_VLLM_REF}" > /opt/installed && '
+        f"dd if=/dev/urandom of=/opt/install.bin bs=1048576 count={mib} 2>/dev/null\n"
+    )
+    dockerfile.write_text(text[:at] + run + text[at:])
+
+
+def build(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, list[dict]]:
+    """Seconds and BuildKit's vertexes and statuses (the last state of each) of one buildx run with rawjson
+    progress."""
+    started = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"bench: buildx failed:\n{done.stderr[-3000:]}")
+    vertexes: dict[str, dict] = {}
+    for line in done.stderr.splitlines():
+        try:
+            status = json.loads(line)
+        except ValueError:
+            continue
+        for vertex in status.get("vertexes") or []:
+            vertexes[vertex["digest"]] = {**vertexes.get(vertex["digest"], {}), **vertex}
+        for step in status.get("statuses") or []:  # the exporter's phases: rewriting, pushing ...
+            key = f"status:{step.get('id')}"
+            vertexes[key] = {**vertexes.get(key, {}), **step, "name": step.get("id", "?")}
+    return seconds, list(vertexes.values())
+
+
+def manifest(ref: str) -> tuple[dict, int]:
+    """The platform manifest the registry holds for a tag (an index's first platform), and its size."""
+    repo, tag = ref.split("/", 1)[1].rsplit(":", 1)
+    request = urllib.request.Request(f"http://{REGISTRY}/v2/{repo}/manifests/{tag}", headers={"Accept": MANIFEST})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        body = answer.read()
+    return json.loads(body), len(body)
+
+
+def python_text(size: int, seed: int) -> str:
+    """About `size` bytes of Python, as a review's change to a module leaves it (vLLM's modules are tens of KiB)."""
+    lines: list[str] = []
+    n = 0
+    while sum(len(line) for line in lines) < size:
+        n += 1
+        lines.append(f"def proposer_{seed}_{n}(hidden, k={n % 7}):\n    return hidden[..., : k * {n}] + {n * seed}\n\n")
+    return "".join(lines)
+
+
+def _swap(argv: list[str], flag: str, value: str) -> list[str]:
+    at = argv.index(flag)
+    return [*argv[: at + 1], value, *argv[at + 2 :]]
+
+
+def pushed(old: dict | None, new: dict, sizes: int) -> int:
+    """Bytes the registry received for `new` after `old`: the blobs `old` does not name, the config, the manifests."""
+    named = {layer["digest"] for layer in (old or {}).get("layers", [])}
+    blobs = [layer for layer in new["layers"] if layer["digest"] not in named]
+    return sum(layer["size"] for layer in blobs) + new["config"]["size"] + sizes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--heavy-mib", type=int, default=1100)
+    parser.add_argument("--json", action="store_true", help="write the figures as JSON, as the last line")
+    parser.add_argument(
+        "--no-rewrite-timestamp",
+        action="store_true",
+        help="push without the exporter's rewrite-timestamp=true (buildkit's builds use it), to tell what it costs",
+    )
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        fork = vllm_fork(Path(scratch))
+        try:
+
+            def merge_base_wheel(up: Upstreams) -> None:
+                up.wheels.add(fork.base, wheel_name(fork.base))
+
+            with smoke_project(merge_base_wheel) as (project, env, _):
+                figures = measure(project, env, fork, args.heavy_mib, not args.no_rewrite_timestamp)
+        finally:
+            fork.stop()
+    steps = figures.pop("steps")
+    slowest = figures.pop("slowest")
+    how = "without rewrite-timestamp" if args.no_rewrite_timestamp else "rewrite-timestamp=true, as buildkit builds"
+    print(f"a PR head moved by a Python-only commit; the install's stand-in {args.heavy_mib} MiB; pushed {how}")
+    print(f"  cold build and push:    {figures['cold_s']:7.1f} s")
+    print(f"  rebuild and push:       {figures['rebuild_s']:7.1f} s  ({figures['rebuild_s'] / figures['cold_s']:.3f} "
+          "of cold; goal <= 0.1)")  # fmt: skip
+    print(f"  steps run again:        {figures['steps_run']} of {figures['steps_total']} instructions, "
+          f"{figures['steps_overlay']} of them the overlay's: {', '.join(steps) or 'none'}")  # fmt: skip
+    print(f"  pushed:                 {figures['pushed_bytes']:,} bytes for {figures['changed_bytes']:,} bytes of "
+          "changed files (goal: <= 2x plus manifests)")  # fmt: skip
+    print(f"  the rebuild's slowest:  {'; '.join(slowest)}")
+    if args.json:
+        print(json.dumps(figures))
+
+
+_INSTRUCTION = re.compile(r"\[[a-z0-9-]+ [0-9]+/[0-9]+\] ")  # BuildKit's name of a Dockerfile step
+
+
+def _slowest(vertexes: list[dict], count: int = 3) -> list[str]:
+    """BuildKit's slowest vertexes of a build, by its own times: where the seconds went."""
+    timed = []
+    for v in vertexes:
+        if v.get("started") and v.get("completed"):
+            begun, ended = (
+                datetime.fromisoformat(v[k].replace("Z", "+00:00")[:26] + "+00:00") for k in ("started", "completed")
+            )
+            timed.append(((ended - begun).total_seconds(), v.get("name", "?")[:60]))
+    return [f"{seconds:.1f} s {name}" for seconds, name in sorted(timed, reverse=True)[:count]]
+
+
+def measure(project: Path, env: dict[str, str], fork, mib: int, rewrite: bool = True) -> dict:
+    pin_fork(project, fork, VLLM_SHA)
+    buildkit = [*BUILDKIT, "build", "--smoke", "--builder", BUILDER, "--no-syntax", "--progress", "plain"]
+    subprocess.run(buildkit, cwd=project, env=env, check=True, capture_output=True)  # resolve, prepare, render
+    record = json.loads((project / "build" / "smoke-record.json").read_text())
+    dockerfile = project / "build" / "bench.Dockerfile"
+    ref = f"{REGISTRY}/bench-{uuid.uuid4().hex[:12]}/nemo-rl:smoke"
+
+    def argv_of(record: dict, cold: bool) -> list[str]:
+        (project / "build" / "bench.Dockerfile").write_text((project / "build" / "smoke" / "Dockerfile").read_text())
+        heavy(dockerfile, mib)
+        argv = _swap(_swap(record["argv"], "--file", str(dockerfile)), "--tag", ref)
+        argv = _swap(argv, "--output", "type=image,push=true" + (",rewrite-timestamp=true" if rewrite else ""))
+        return [*argv[:-1], *(["--no-cache"] if cold else []), argv[-1]]
+
+    bench_env = {**env, "SOURCE_DATE_EPOCH": str(record["source_date_epoch"])}
+    cold_s, _ = build(argv_of(record, cold=True), project, bench_env)
+    before, before_size = manifest(ref)
+
+    moved = fork.move({"vllm/draft.py": python_text(48 << 10, 1), "vllm/spec/tp.py": python_text(16 << 10, 2)})
+    subprocess.run([*BUILDKIT, "resolve"], cwd=project, env=env, check=True, capture_output=True)
+    planned = subprocess.run([*buildkit, "--dry-run"], cwd=project, env=env, check=True, capture_output=True, text=True)
+    if "runs again: only the vLLM overlay" not in planned.stderr:
+        raise SystemExit(f"bench: the plan is not the overlay's:\n{planned.stderr}")
+    subprocess.run(buildkit, cwd=project, env=env, check=True, capture_output=True)  # renders the moved head
+    record = json.loads((project / "build" / "smoke-record.json").read_text())
+    rebuild_s, vertexes = build(argv_of(record, cold=False), project, bench_env)
+    after, after_size = manifest(ref)
+
+    lock = json.loads((project / "pins.lock").read_text())
+    copied = [p for p, change in lock["vllm_compare"]["changed"].items() if change != "removed"]
+    changed_bytes = sum(int(git("cat-file", "-s", f"{moved}:{p}", cwd=fork.work)) for p in copied)
+    steps = sorted({v["name"] for v in vertexes if _INSTRUCTION.match(v.get("name", ""))})
+    ran = [name for name in steps if not next(v for v in vertexes if v.get("name") == name).get("cached")]
+    # A FROM is resolved and the wheel's HTTP source asked again on every build; neither makes a layer.
+    ran = [name for name in ran if "] FROM " not in name and not name.startswith("[vllm-wheel ")]
+    return {
+        "slowest": _slowest(vertexes),
+        "cold_s": round(cold_s, 2),
+        "rebuild_s": round(rebuild_s, 2),
+        "steps_run": len(ran),
+        "steps_overlay": len([n for n in ran if any(marker in n for marker in OVERLAY)]),
+        "steps_total": len(steps),
+        "pushed_bytes": pushed(before, after, before_size + after_size),
+        "changed_bytes": changed_bytes,
+        "steps": ran,
+    }
+
+
+if __name__ == "__main__":
+    main()
