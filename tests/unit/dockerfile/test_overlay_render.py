@@ -1,0 +1,68 @@
+"""render's vllm_overlay on both real upstream shapes (tests/fixtures: NeMo-RL's docker/Dockerfile at 946862e7 and
+its later 7ea279ab shape), the result read back by BuildKit's own Dockerfile parser: the install RUN takes the wheel's
+commit, the overlay's steps are the target stage's last, and their paths are those the lock lists."""
+
+from __future__ import annotations
+
+import dockerfile
+import pytest
+
+from buildkit.models.lock import SourceComparison, read_lock
+from buildkit.stages.render import render_dockerfile
+from tests.support.paths import FIXTURES, REPORT_FIXTURES
+
+LOCK = read_lock(REPORT_FIXTURES / "pins.lock")
+HEAD = "c" * 40
+FORK = "https://github.com/stormchasingg/vllm.git"
+# The patched build-custom-vllm.sh reads the wheel from the environment (patches/build-custom-vllm-wheel-location.patch)
+SCRIPT = 'export VLLM_PRECOMPILED_WHEEL_LOCATION="${VLLM_PRECOMPILED_WHEEL_LOCATION:-https://wheels.vllm.ai/x.whl}"\n'
+CHANGED = {
+    "vllm/v1/worker/gpu_model_runner.py": "modified",
+    "vllm/v1/spec_decode/draft_model.py": "added",
+    "vllm/old.py": "removed",
+}
+
+
+def moved_lock():
+    compared = SourceComparison(method="GitHub compare", source="x", paths=3, compiled=[], changed=CHANGED)
+    return LOCK.model_copy(
+        update={"vllm": LOCK.vllm.model_copy(update={"repo": FORK, "commit": HEAD}), "vllm_compare": compared}
+    )
+
+
+@pytest.mark.parametrize("shape", ["nemo-rl-shape.Dockerfile", "nemo-rl-later-shape.Dockerfile"])
+def test_the_overlay_is_the_target_stages_last_steps_on_both_upstream_shapes(shape):
+    text, done = render_dockerfile(moved_lock(), (FIXTURES / shape).read_text(), script_text=SCRIPT)
+    parsed = dockerfile.parse_string(text)
+    stages: dict[str, list] = {}
+    name = ""
+    for ins in parsed:
+        if ins.cmd == "FROM":
+            name = ins.value[-1] if len(ins.value) == 3 else ""
+        stages.setdefault(name, []).append(ins)
+    assert [i.original for i in stages["vllm-source"][1:]] == [f"ADD --keep-git-dir=false {FORK}#{HEAD} /"]
+    copy = stages["vllm-overlay"][1]
+    assert copy.cmd == "COPY" and copy.flags == ("--parents", "--from=vllm-source")
+    assert copy.value == ("vllm/v1/worker/gpu_model_runner.py", "vllm/v1/spec_decode/draft_model.py", "/")
+    last = [i for i in stages["release"] if i.cmd != "LABEL"][-2:]
+    assert (last[0].cmd, last[0].flags, last[0].value) == (
+        "COPY",
+        ("--link", "--from=vllm-overlay"),
+        ("/", "/opt/nemo-rl/3rdparty/vllm/"),
+    )
+    assert last[1].cmd == "RUN" and last[1].value[0].split() == [
+        "cd", "/opt/nemo-rl/3rdparty/vllm", "&&", "rm", "-f", "--", "vllm/old.py",
+        "vllm/v1/worker/__pycache__/gpu_model_runner.*.pyc", "vllm/v1/spec_decode/__pycache__/draft_model.*.pyc",
+        "vllm/__pycache__/old.*.pyc",
+    ]  # fmt: skip
+    # The install RUN's build args name vLLM itself at the wheel's commit; the fork is the overlay's alone.
+    args = {
+        i.value[0].split("=", 1)[0]: i.value[0].split("=", 1)[1] for i in parsed if i.cmd == "ARG" and "=" in i.value[0]
+    }
+    assert args["BUILD_CUSTOM_VLLM_REF"] == LOCK.vllm_wheel.commit
+    assert args["BUILD_CUSTOM_VLLM_URL"] == LOCK.vllm_wheel.upstream
+    assert text.startswith("# syntax=docker/dockerfile:1.20\n")  # COPY --parents is 1.20's
+    assert {c.name: c.summary for c in done}["vllm_overlay"].startswith(
+        f"vLLM installed from {LOCK.vllm_wheel.commit[:12]} (the wheel's commit), then 2 path(s) of the source "
+        f"{HEAD[:12]} laid over it and 1 removed"
+    )
