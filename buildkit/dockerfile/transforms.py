@@ -68,6 +68,7 @@ class Inputs:
     syntax: bool
     script_text: str | None  # tools/build-custom-vllm.sh in the prepared tree (declared patches applied)
     layers: VllmLayers | None = None  # None: no overlay
+    uv_source: bool = False  # NeMo-RL builds vLLM with uv from a git source (lock.vllm_install), not the script
 
 
 # What the template gives: a function from a macro name (and arguments) to its lines.
@@ -221,6 +222,8 @@ _VLLM_ARGS = (
 
 def custom_vllm(doc: Parsed, inp: Inputs, blocks: Blocks) -> Change:
     name = "custom_vllm"
+    if inp.uv_source:
+        return _uv_source_vllm(name, doc, inp, blocks)
     run = _script_run(name, doc)
     stage = doc.stages[run.stage]
     args = {key: [i for i in doc.in_stage(stage) if _arg(i, key) is not None] for key in _VLLM_ARGS}
@@ -243,6 +246,40 @@ def custom_vllm(doc: Parsed, inp: Inputs, blocks: Blocks) -> Change:
         edits += _patched_script_call(name, doc, inp, blocks, run, args, values)
         how = "added build args and the env var the declared patch reads"
     return Change(name, f"RUN at line {run.start} mounts the wheel stage; vLLM {inp.vllm_commit} through {how}", edits)
+
+
+_SYNC_VLLM_RE = re.compile(r"\buv\s+sync\b.*--extra(?:=|\s+)vllm(?![A-Za-z0-9_.-])")
+
+
+def _sync_run(name: str, doc: Parsed) -> Instruction:
+    """The one RUN whose script runs `uv sync ... --extra vllm` (where uv builds vLLM from its git source)."""
+    runs = [
+        i
+        for i in doc.instructions
+        if i.cmd == "RUN"
+        and any(_SYNC_VLLM_RE.search(line) and not line.lstrip().startswith("#") for _, line in doc.body(i))
+    ]
+    if len(runs) != 1:
+        raise _fail(name, doc, "one RUN that runs `uv sync ... --extra vllm`", f"found {len(runs)}")
+    return runs[0]
+
+
+def _uv_source_vllm(name: str, doc: Parsed, inp: Inputs, blocks: Blocks) -> Change:
+    """NeMo-RL builds vLLM with uv from its git source in precompiled mode: the sync RUN mounts the wheel stage and
+    finds the checked wheel through VLLM_PRECOMPILED_WHEEL_LOCATION (vLLM's setup.py takes it before the commit's
+    download); build-custom-vllm.sh stays off (no BUILD_CUSTOM_VLLM)."""
+    run = _sync_run(name, doc)
+    return Change(
+        name,
+        f"RUN at line {run.start} (uv sync --extra vllm) mounts the wheel stage; uv builds vLLM {inp.vllm_commit} from "
+        "NeMo-RL's git source with that wheel",
+        [Edit.insert_after(name, run.start - 1, blocks("uv_source_env")), _wheel_mount(name, doc, inp, run)],
+    )
+
+
+def _vllm_run(name: str, doc: Parsed, inp: Inputs) -> Instruction:
+    """The RUN that installs vLLM: the one that runs build-custom-vllm.sh, or with a uv git source the sync's."""
+    return _sync_run(name, doc) if inp.uv_source else _script_run(name, doc)
 
 
 def _script_run(name: str, doc: Parsed) -> Instruction:
@@ -311,12 +348,12 @@ def _patched_script_call(
     ]
 
 
-def wheel_env(doc: Parsed, _inp: Inputs, blocks: Blocks) -> Change:
+def wheel_env(doc: Parsed, inp: Inputs, blocks: Blocks) -> Change:
     """`VLLM_PRECOMPILED_WHEEL_COMMIT` and `_LOCATION` in the image's environment, set after the vLLM build (so its
     RUN's inputs do not change): whatever builds vLLM again from the image (NeMo-RL's Ray workers, in isolated venvs)
     takes the locked wheel, not main's newest (NeMo-RL d437cdb2c set the commit for this reason)."""
     name = "wheel_env"
-    run = _script_run(name, doc)
+    run = _vllm_run(name, doc, inp)
     return Change(
         name,
         f"VLLM_PRECOMPILED_WHEEL_COMMIT and VLLM_PRECOMPILED_WHEEL_LOCATION set after the RUN at line {run.start}",

@@ -104,6 +104,8 @@ def vllm_layers(lock: Lock) -> VllmLayers:
     def whole(why: str) -> VllmLayers:
         return VllmLayers(source.repo, source.commit, source.repo, source.commit, whole=why)
 
+    if lock.vllm_install is not None:
+        return whole("uv builds it from the commit NeMo-RL's uv.lock pins, in the sync RUN")
     if compared.changed is None:
         return whole(f"the lock does not list the {compared.paths} path(s) that differ (resolve again to list them)")
     if len(compared.changed) > MAX_OVERLAY:

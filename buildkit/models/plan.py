@@ -66,6 +66,8 @@ class BuildPlan:
 def build_args(lock: Lock) -> tuple[tuple[str, str], ...]:
     """The build args render's Dockerfile takes: the vLLM the install RUN installs is the wheel commit's where the
     source is laid over it (models/overlay.py), else the source."""
+    if lock.vllm_install is not None:  # uv builds vLLM from NeMo-RL's git source: build-custom-vllm.sh stays off
+        return (("NEMO_RL_COMMIT", lock.nemo_rl.commit),)
     layers = vllm_layers(lock)
     return (
         ("BUILD_CUSTOM_VLLM", "1"),

@@ -84,6 +84,7 @@ def test_resolve_json_carries_every_fact(project, upstreams):
         "nemo_rl",
         "uv_lock",
         "vllm",
+        "vllm_install",
         "vllm_pr",
         "wheel",
     ]

@@ -95,6 +95,36 @@ wheels = [
 ]
 """  # noqa: E501
 LATER_UV_LOCK = NEMO_RL_UV_LOCK_HEADER + NEMO_RL_TORCH_CU130
+# NeMo-RL's pyproject.toml at NEMO_RL_SHA (https://github.com/NVIDIA-NeMo/RL/blob/946862e7755f74833d866c2a3a87ddbefae089c1/
+# pyproject.toml, 15 KB), trimmed to its project name and its [tool.uv.sources] (lines 167-189, as they stand): vLLM
+# is no git source there (build-custom-vllm.sh installs it), though other packages are.
+NEMO_RL_PYPROJECT = """[project]
+name = "nemo-rl"
+
+[tool.uv.sources]
+megatron-core = { workspace = true }
+nemo-automodel = { workspace = true }
+megatron-bridge = { workspace = true }
+nemo_gym = { workspace = true }
+nemo_run = { git = "https://github.com/NVIDIA-NeMo/Run", rev = "414f0077c648fde2c71bb1186e97ccbf96d6844c" }
+# torch/torchvision/triton all come from the torch index in order to pick up aarch64 wheels
+torch = [
+  { index = "pytorch-cu129", marker = "sys_platform != 'darwin'" },
+  { index = "pypi", marker = "sys_platform == 'darwin'" },
+]
+torchvision = [
+  { index = "pytorch-cu129", marker = "sys_platform != 'darwin'" },
+  { index = "pypi", marker = "sys_platform == 'darwin'" },
+]
+triton = [
+  { index = "pytorch-cu129", marker = "sys_platform != 'darwin'" },
+  { index = "pypi", marker = "sys_platform == 'darwin'" },
+]
+causal-conv1d = { git = "https://github.com/Dao-AILab/causal-conv1d", rev = "67e0a9dfe1518fc0036444e9ab5fe06ab78299e0" }
+mamba-ssm = { git = "https://github.com/state-spaces/mamba.git", rev = "d68d16ed7d5d5164eb5a57c0285f3b7eb8394ec1" }
+nv-grouped-gemm = { git = "https://github.com/fanshiqing/grouped_gemm", tag = "v1.1.4.post7" }
+sgl-kernel = { git = "https://github.com/sgl-project/sglang", tag = "v0.5.7", subdirectory = "sgl-kernel" }
+"""
 
 
 class _Drop(enum.Enum):
@@ -1190,6 +1220,7 @@ def reference_upstreams(wheel_size: int = TEST_WHEEL_SIZE) -> Upstreams:
     github = FakeGitHub()
     github.add_commit("NVIDIA-NeMo/RL", NEMO_RL_SHA, NEMO_RL_SUBJECT + "\n\nSigned-off-by: dev", NEMO_RL_DATE, "main")
     github.files[("NVIDIA-NeMo/RL", NEMO_RL_SHA, "uv.lock")] = NEMO_RL_UV_LOCK.encode()
+    github.files[("NVIDIA-NeMo/RL", NEMO_RL_SHA, "pyproject.toml")] = NEMO_RL_PYPROJECT.encode()
     github.add_commit("vllm-project/vllm", VLLM_SHA, VLLM_SUBJECT, VLLM_DATE, "main")
     github.add_pull("vllm-project/vllm", VLLM_PR, VLLM_PR_TITLE, VLLM_SHA, "2026-01-19T21:04:56Z")
     wheels = FakeWheelIndex()

@@ -71,6 +71,21 @@ class Remote:
         self.daemon.publish(self.work, "RL.git")
         return sha
 
+    def move_to_uv_source(self, fork: str, branch: str, commit: str, wheel_commit: str) -> str:
+        """A commit in NeMo-RL's uv-source way: the later-shaped Dockerfile, vLLM a uv git source (the fork's branch,
+        locked at `commit`) built in precompiled mode with the wheel of `wheel_commit`."""
+        return self.new_files(
+            {
+                "docker/Dockerfile": LATER_SHAPE.read_text(),
+                "tools/build-custom-vllm.sh": later_script(),
+                "docker/install_apptainer.sh": "echo apptainer\n",
+                "pyproject.toml": uv_source_pyproject(fork, branch, wheel_commit),
+                "uv.lock": uv_source_lock(fork, branch, commit),
+            },
+            "chore: use custom vllm (#3575)",
+            date="2026-08-22T09:00:00+00:00",
+        )
+
     def move_to_later_shape(self) -> str:
         """A commit with upstream's later layout: the 7ea279ab-shaped Dockerfile and build-custom-vllm.sh."""
         return self.new_files(
@@ -82,6 +97,32 @@ class Remote:
             "build: CUDA 13.2 base, uv 0.11, --frozen syncs, TensorRT-LLM (#2100)",
             date="2026-08-22T09:00:00+00:00",
         )
+
+
+def uv_source_pyproject(fork: str, branch: str, wheel_commit: str) -> str:
+    """pyproject.toml in NeMo-RL's second way to pin a vLLM fork, shaped as its super-v3.5-posttraining branch writes
+    it (5d63149a: the vllm extra line 148, [tool.uv.sources] line 273, [tool.uv.extra-build-variables] lines
+    539-540), with the fork, branch and wheel commit of the test's world."""
+    return (
+        '[project]\nname = "nemo-rl"\n\n[project.optional-dependencies]\nvllm = [\n'
+        "  # Source is overridden in [tool.uv.sources] to the Super VL RL branch. The\n"
+        "  # version stays pinned so uv.lock records a reproducible v0.25.1 Python layer.\n"
+        '  "vllm==0.25.1",\n]\n\n[tool.uv.sources]\n'
+        f'vllm = {{ git = "{fork}", branch = "{branch}", extra = "vllm" }}\n\n'
+        "[tool.uv.extra-build-variables]\n"
+        f'vllm = {{ VLLM_USE_PRECOMPILED = "1", VLLM_PRECOMPILED_WHEEL_COMMIT = "{wheel_commit}", '
+        'SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM = "0.25.1", SETUPTOOLS_SCM_PRETEND_VERSION = "0.25.1" }\n'
+    )
+
+
+def uv_source_lock(fork: str, branch: str, commit: str) -> str:
+    """uv.lock with vllm from that git source, as uv 0.11 writes it (revision 3; NeMo-RL 5f0d71a7, lines 8295-8298:
+    `source = { git = "<url>?branch=<branch>#<commit>" }`, no sdist or wheels), its dependencies left out."""
+    return (
+        'version = 1\nrevision = 3\nrequires-python = ">=3.13.14, <3.14"\n\n'
+        '[[package]]\nname = "vllm"\nversion = "0.25.1"\n'
+        f'source = {{ git = "{fork}?branch={branch}#{commit}" }}\n'
+    )
 
 
 def make_remote(tmp_path: Path) -> Remote:

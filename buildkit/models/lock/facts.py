@@ -258,6 +258,22 @@ class SourceComparison(Fact):
         return self
 
 
+class VllmInstall(Fact):
+    """How NeMo-RL at the locked commit installs vLLM when build-custom-vllm.sh does not: uv builds it from a git
+    source in precompiled mode (models/uvsource.py), as NeMo-RL's release branches do. Absent: the script."""
+
+    mode: Literal["uv-source"]
+    repo: GitUrl = Field(description="The git source pyproject.toml's [tool.uv.sources] names for vllm.")
+    ref: GitRef | None = Field(description="Its branch, tag or rev (null: the default branch).")
+    commit: FullSha = Field(description="The commit uv.lock pins: the lock's vllm.commit.")
+    locked: OneLine = Field(description="uv.lock's source URL for vllm, whole.")
+    wheel_commit: FullSha | None = Field(
+        description="[tool.uv.extra-build-variables] vllm.VLLM_PRECOMPILED_WHEEL_COMMIT: the lock's wheel commit."
+    )
+    precompiled: StrictBool = Field(description='VLLM_USE_PRECOMPILED is "1" there.')
+    source: OneLine = Field(description="Where pyproject.toml and uv.lock were read.")
+
+
 GitBlobId = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$", description="A git blob id (SHA-1).")]
 
 
@@ -347,6 +363,11 @@ class Lock(Fact):
         description="build.platforms after the first: each one's wheel, base image manifest and "
         "checks (the first's are the top-level facts). Written only for several platforms.",
     )
+    vllm_install: VllmInstall | None = Field(
+        default=None,
+        description="NeMo-RL's way to install vLLM when it is not build-custom-vllm.sh (uv builds the fork from a "
+        "git source); written only then.",
+    )
 
     # An older lock as read_lock decoded it, before migration (None for a current one).
     _as_read: dict[str, Any] | None = PrivateAttr(default=None)
@@ -362,7 +383,7 @@ class Lock(Fact):
             if self._as_read is not None
             else {**self.model_dump(mode="json"), "build": dump_build(self.build)}
         )
-        for key in ("pins_file", "gpu", "vllm_files", "vllm_python", "torch", "other_platforms"):  # when known
+        for key in ("pins_file", "gpu", "vllm_files", "vllm_python", "torch", "other_platforms", "vllm_install"):
             if data.get(key, ...) is None:
                 data = {k: v for k, v in data.items() if k != key}
         listed = data.get("vllm_python")

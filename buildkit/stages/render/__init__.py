@@ -62,7 +62,11 @@ def context(
         "base_image": lock.base_image.pinned,
         "nemo_rl": {"repo": lock.nemo_rl.repo, "commit": lock.nemo_rl.commit},
         "vllm": {"repo": lock.vllm.repo, "commit": lock.vllm.commit},
-        "install": {"repo": layers.install_repo, "commit": layers.install_commit},
+        "install": {
+            "repo": layers.install_repo,
+            "commit": layers.install_commit,
+            "mode": "uv-source" if lock.vllm_install else "script",
+        },
         "source_fetch": fetch,  # where BuildKit fetches the source (pins.yaml git_url_rewrites apply)
         "overlay": {
             "paths": list(layers.overlay),
@@ -156,6 +160,7 @@ def render_dockerfile(
         vllm_repo=layers.install_repo,
         vllm_commit=layers.install_commit,
         layers=layers,
+        uv_source=lock.vllm_install is not None,
         syntax=syntax,
         script_text=script_text,
     )

@@ -52,8 +52,10 @@ from buildkit.models.lock import (
     WheelFact,
     lock_sha256,
 )
+from buildkit.models.lock.facts import VllmInstall
 from buildkit.models.pins import Pins
 from buildkit.models.records.resolve import ResolveRecord
+from buildkit.models.uvsource import MAX_PYPROJECT_BYTES, uv_source
 from buildkit.stages.resolve import baselibs, cuda, download
 from buildkit.stages.resolve.download import Hashed, OnProgress
 from buildkit.stages.resolve.git import GitResolver
@@ -196,11 +198,12 @@ class Resolver:
             wheel = run.after(choice, lambda: choice.result().found)
             hashed = run.wheel_download(wheel)
             uv_lock = run.uv_lock(nemo)
+            install = run.install(nemo)
             torch = run.torch(uv_lock)
             system = run.base_system(base)
             other_facts = run.other_platforms(choice, uv_lock)
             # Report the first failure in pin order, once every lookup has settled; the download is stopped then.
-            pinned = [nemo, vllm, pr, choice, wheel, base, uv_lock, torch, system]
+            pinned: list[Future | None] = [nemo, install, vllm, pr, choice, wheel, base, uv_lock, torch, system]
             found, got = run.settle(pinned, other_facts, base, wheel, hashed)
         facts = self.checked(
             found, got, base.result(), _result_of(torch), _result_of(system), choice.result().extraction
@@ -210,7 +213,9 @@ class Resolver:
         if got is not None:
             run.read_at["wheel"] = got.at
         others = {platform: future.result() for platform, future in other_facts.items()}
+        held_to_uv_source(install.result(), vllm.result(), choice.result().wheel.commit, nemo.result().commit)
         lock = self._lock(nemo.result(), vllm.result(), _result_of(pr), choice.result(), facts, others)
+        lock = lock.model_copy(update={"vllm_install": install.result()})
         self.record = ResolveRecord(
             lock_sha256=lock_sha256(lock),
             started_at=started,
@@ -346,24 +351,62 @@ class Resolver:
         return commit, raw
 
     def _uv_lock_bytes(self, repo: str, commit: str) -> bytes | None:
-        """uv.lock's bytes through the GitHub API; with git for another remote, or where the API has no answer (its
-        404 cannot tell a missing file from one it will not show: a mirror's commit, a file this token may not
-        read). git reads the repository prepare fetches (pins.yaml's git_url_rewrites apply), one blob; the
-        fallback is said in one note."""
+        """uv.lock's bytes (_nemo_file)."""
+        return self._nemo_file(repo, commit, "uv.lock", MAX_UV_LOCK_BYTES)
+
+    def _nemo_file(self, repo: str, commit: str, path: str, limit: int) -> bytes | None:
+        """A file of NeMo-RL at `commit` through the GitHub API; with git for another remote, or where the API has no
+        answer (its 404 cannot tell a missing file from one it will not show: a mirror's commit, a file this token
+        may not read). git reads the repository prepare fetches (pins.yaml's git_url_rewrites apply), one blob; the
+        fallback is said in one note. None: git finds no such file."""
         rewrites = self.rewrites()
         if not self.github.owner_repo(repo):
-            return self.git.file(repo, commit, "uv.lock", MAX_UV_LOCK_BYTES, rewrites)
+            return self.git.file(repo, commit, path, limit, rewrites)
         try:
-            return self.github.read_file(repo, "uv.lock", commit)
+            return self.github.read_file(repo, path, commit)
         except NotOnGitHub as exc:
-            self.git.notes.append(f"{exc.message}: NeMo-RL's uv.lock read with git instead")
+            self.git.notes.append(f"{exc.message}: NeMo-RL's {path} read with git instead")
             github_said = exc.message
         try:
-            return self.git.file(repo, commit, "uv.lock", MAX_UV_LOCK_BYTES, rewrites)
+            return self.git.file(repo, commit, path, limit, rewrites)
         except UpstreamMalformed:
             raise
         except (UpstreamMismatch, UpstreamUnreachable) as exc:  # the reason names both answers
             raise UpstreamMismatch(f"{github_said}; with git: {exc.message}") from None
+
+    def uv_source_of(self, commit: str) -> VllmInstall | None:
+        """How NeMo-RL at `commit` installs vLLM when uv builds it from a git source (its pyproject.toml and uv.lock);
+        None when pyproject.toml names no git source for vLLM (build-custom-vllm.sh installs it), or cannot be read
+        (said in a note: the build's script path is then the one checked)."""
+        repo = self.pins.nemo_rl.repo
+        try:
+            pyproject = self._nemo_file(repo, commit, "pyproject.toml", MAX_PYPROJECT_BYTES)
+        except (UpstreamMismatch, UpstreamUnreachable) as exc:
+            self.git.notes.append(
+                f"NeMo-RL's pyproject.toml at {commit[:12]} not read ({exc.message}): vLLM is taken to be installed "
+                "by build-custom-vllm.sh"
+            )
+            return None
+        if pyproject is None or b"git" not in pyproject:
+            return None  # no file, or no git source in it: the script installs vLLM
+        found = uv_source(
+            pyproject,
+            lambda: self._nemo_file(repo, commit, "uv.lock", MAX_UV_LOCK_BYTES),
+            commit[:12],
+            MAX_UV_LOCK_BYTES,
+        )
+        if found is None:
+            return None
+        return VllmInstall(
+            mode="uv-source",
+            repo=found.repo,
+            ref=found.ref,
+            commit=found.commit,
+            locked=found.locked,
+            wheel_commit=found.wheel_commit,
+            precompiled=found.precompiled,
+            source=f"pyproject.toml and uv.lock of {repo} at {commit}",
+        )
 
     def torch_of(self, uv_lock: tuple[str, bytes | str]) -> LockedTorch | str:
         """The torch uv.lock installs for this resolver's arch (its reason when read_uv_lock found none)."""
@@ -584,6 +627,11 @@ class _Lookups:
             return None
         return self.after(nemo, self.timed("uv_lock", lambda: self.resolver.read_uv_lock(nemo.result().commit)))
 
+    def install(self, nemo: Future[CommitFact]) -> Future[VllmInstall | None]:
+        """How NeMo-RL at the pinned commit installs vLLM (its pyproject.toml and uv.lock), once the commit is
+        known, beside the rest."""
+        return self.after(nemo, self.timed("vllm_install", lambda: self.resolver.uv_source_of(nemo.result().commit)))
+
     def torch(
         self, uv_lock: Future[tuple[str, bytes | str]] | None, platform: str | None = None
     ) -> Future[LockedTorch | str] | None:
@@ -686,6 +734,30 @@ def _copy_result(source: Future, target: Future) -> None:
         target.set_exception(source.exception())
     else:
         target.set_result(source.result())
+
+
+def held_to_uv_source(install: VllmInstall | None, source: CommitFact, wheel_commit: str, nemo: str) -> None:
+    """Where NeMo-RL builds vLLM from a uv git source, that is the image's vLLM: the pins must name the commit its
+    uv.lock pins, on that repository, and the wheel commit its pyproject.toml sets, or the lock would prove another
+    vLLM than the image holds (exit 4, naming what to pin)."""
+    if install is None:
+        return
+    same_repo = _plain(install.repo) == _plain(source.repo)
+    same_wheel = install.wheel_commit in (None, wheel_commit)
+    if same_repo and install.commit == source.commit and same_wheel:
+        return
+    wheel = f"\n  wheel:\n    commit: {install.wheel_commit}" if install.wheel_commit else ""
+    raise UpstreamMismatch(
+        f"NeMo-RL at {nemo[:12]} builds vLLM with uv from {install.repo} at {install.commit[:12]} (uv.lock)"
+        + (f" with the wheel of {install.wheel_commit[:12]} (pyproject.toml)" if install.wheel_commit else "")
+        + f"; the pins give {source.repo} at {source.commit[:12]} with the wheel of {wheel_commit[:12]}",
+        hint=f"pin what NeMo-RL builds, in pins.yaml:\n  vllm:\n    repo: {install.repo}\n    ref: "
+        f"{install.commit}{wheel}",
+    )
+
+
+def _plain(url: str) -> str:
+    return url.rstrip("/").removesuffix(".git").lower()
 
 
 def _result_of(future: Future[T] | None) -> T | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dockerfile
 import pytest
 
-from buildkit.models.lock import SourceComparison, read_lock
+from buildkit.models.lock import Changes, SourceComparison, read_lock
 from buildkit.stages.render import render_dockerfile
 from tests.support.paths import FIXTURES, REPORT_FIXTURES
 
@@ -16,7 +16,7 @@ HEAD = "c" * 40
 FORK = "https://github.com/stormchasingg/vllm.git"
 # The patched build-custom-vllm.sh reads the wheel from the environment (patches/build-custom-vllm-wheel-location.patch)
 SCRIPT = 'export VLLM_PRECOMPILED_WHEEL_LOCATION="${VLLM_PRECOMPILED_WHEEL_LOCATION:-https://wheels.vllm.ai/x.whl}"\n'
-CHANGED = {
+CHANGED: Changes = {
     "vllm/v1/worker/gpu_model_runner.py": "modified",
     "vllm/v1/spec_decode/draft_model.py": "added",
     "vllm/old.py": "removed",

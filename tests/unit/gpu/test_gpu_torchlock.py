@@ -89,7 +89,9 @@ def test_resolve_reads_uv_lock_at_the_locked_commit(project, upstreams):
         "unresolved": [],
     }
     asked = [(p, h) for m, p, h in upstreams.github.log if "/contents/" in p]
-    assert [p for p, _h in asked if "/RL/" in p] == [f"/repos/NVIDIA-NeMo/RL/contents/uv.lock?ref={NEMO_RL_SHA}"]
+    assert sorted(p for p, _h in asked if "/RL/" in p) == [
+        f"/repos/NVIDIA-NeMo/RL/contents/{name}?ref={NEMO_RL_SHA}" for name in ("pyproject.toml", "uv.lock")
+    ], asked
     asked = [(p, h) for p, h in asked if "/RL/" in p]  # (vLLM's setup.py at the wheel commit is read too)
     assert asked[0][1]["Accept"] == "application/vnd.github.raw+json"
     assert asked[0][1]["Authorization"] == "Bearer ghp_test_token_for_the_api_only"

@@ -1,0 +1,137 @@
+"""NeMo-RL's second way to pin a vLLM fork (issue 42): uv builds vLLM from a git source, in precompiled mode.
+
+Release branches of NeMo-RL skip build-custom-vllm.sh. Their pyproject.toml names the fork as a uv git source and
+sets precompiled mode through uv; their uv.lock pins the fork's commit. As NeMo-RL's `super-v3.5-posttraining` branch
+writes them (5d63149a, pyproject.toml lines 273 and 539-540; uv.lock at 5f0d71a7, lines 8295-8298):
+
+    [tool.uv.sources]
+    vllm = { git = "https://github.com/TomerBN-Nvidia/vllm.git", branch = "super_vl_rl_v0.25.1", extra = "vllm" }
+    [tool.uv.extra-build-variables]
+    vllm = { VLLM_USE_PRECOMPILED = "1", VLLM_PRECOMPILED_WHEEL_COMMIT = "61874f98...", ... }
+
+    [[package]]
+    name = "vllm"
+    version = "0.25.1"
+    source = { git = "https://github.com/TomerBN-Nvidia/vllm.git?branch=super_vl_rl_v0.25.1#b31cc131..." }
+
+uv writes the locked git URL without credentials, query or fragment, then `?subdirectory=`, `branch=`/`tag=`/`rev=`
+(none for the default branch) and the full commit as the fragment (uv's `locked_git_url`). `uv_source` reads both
+files, bounded and shape-checked before Python's TOML parser sees them (models/tomlshape.py), and says what they
+pin; None when vLLM is no uv git source there. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from buildkit.errors import UpstreamMalformed, UpstreamMismatch, excerpt
+from buildkit.models.grammar import FULL_SHA_RE, git_url
+from buildkit.models.tomlshape import check_shape
+
+MAX_PYPROJECT_BYTES = 1 << 20  # NeMo-RL's is about 30 KB
+_PACKAGE_RE = re.compile(r"^\[\[package\]\][ \t]*\r?\n", re.MULTILINE)
+_VLLM_NAME_RE = re.compile(r"\Aname = \"vllm\"\r?$", re.MULTILINE)  # uv writes `name` first
+_SELECTOR_RE = re.compile(r"(?:subdirectory=[^&#]+&)?(?:(?:branch|tag|rev)=[A-Za-z0-9._/+-]{1,255})?")  # fullmatch
+
+
+@dataclass(frozen=True)
+class UvSource:
+    """What NeMo-RL's pyproject.toml and uv.lock at one commit pin of vLLM when uv builds it from git."""
+
+    repo: str  # the git URL as pyproject.toml names it
+    ref: str | None  # its branch, tag or rev (None: the default branch)
+    commit: str  # the commit uv.lock pins (its source URL's fragment)
+    locked: str  # uv.lock's source URL, whole
+    wheel_commit: str | None  # extra-build-variables' VLLM_PRECOMPILED_WHEEL_COMMIT (None: not set)
+    precompiled: bool  # extra-build-variables' VLLM_USE_PRECOMPILED is "1"
+
+
+def _toml(text: str, what: str) -> dict:
+    check_shape(text, what)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UpstreamMalformed(f"{what}: not a readable TOML file: {excerpt(str(exc), 120)}") from None
+
+
+def _text(raw: bytes, what: str, limit: int) -> str:
+    if len(raw) > limit:
+        raise UpstreamMalformed(f"{what}: more than {limit:,} bytes: not a file buildkit reads")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UpstreamMalformed(f"{what}: not UTF-8 (byte {exc.start})") from None
+
+
+def uv_source(pyproject: bytes, uv_lock: Callable[[], bytes | None], where: str, lock_limit: int) -> UvSource | None:
+    """What pyproject.toml and uv.lock (NeMo-RL's at `where`; read by `uv_lock` only when needed) pin of vLLM as a
+    uv git source; None when pyproject.toml names no git source for vLLM. A git source uv.lock does not pin is
+    refused (exit 4)."""
+    project = _toml(_text(pyproject, f"pyproject.toml at {where}", MAX_PYPROJECT_BYTES), f"pyproject.toml at {where}")
+    uv = project.get("tool", {}).get("uv", {}) if isinstance(project.get("tool"), dict) else {}
+    sources = uv.get("sources") if isinstance(uv, dict) else None
+    source = sources.get("vllm") if isinstance(sources, dict) else None
+    if not isinstance(source, dict) or "git" not in source:
+        return None  # no source, a path (build-custom-vllm.sh writes one), an index, or several with markers
+    repo = source.get("git")
+    refs = [source.get(key) for key in ("branch", "tag", "rev") if source.get(key) is not None]
+    if not isinstance(repo, str) or len(refs) > 1 or not all(isinstance(r, str) for r in refs):
+        raise UpstreamMalformed(f"pyproject.toml at {where}: [tool.uv.sources] vllm is not a git source uv reads")
+    try:
+        git_url(repo)
+    except ValueError as exc:
+        raise UpstreamMalformed(f"pyproject.toml at {where}: vLLM's git source {excerpt(repo)}: {exc}") from None
+    variables = uv.get("extra-build-variables", {}).get("vllm", {}) if isinstance(uv, dict) else {}
+    variables = variables if isinstance(variables, dict) else {}
+    wheel_commit = variables.get("VLLM_PRECOMPILED_WHEEL_COMMIT")
+    if wheel_commit is not None and not (isinstance(wheel_commit, str) and FULL_SHA_RE.fullmatch(wheel_commit)):
+        raise UpstreamMalformed(
+            f"pyproject.toml at {where}: VLLM_PRECOMPILED_WHEEL_COMMIT {excerpt(str(wheel_commit))} is not a full SHA"
+        )
+    locked = _locked(uv_lock(), where, lock_limit)
+    if locked is None:
+        raise UpstreamMismatch(
+            f"NeMo-RL at {where} builds vLLM from the git source {repo}, and its uv.lock pins no commit of it",
+            hint="pin NeMo-RL to a commit whose uv.lock pins vLLM's git source (`uv lock` writes it)",
+        )
+    base, _, commit = locked.partition("#")
+    parts = urlsplit(base)
+    if parts._replace(query="").geturl() != repo.split("#", 1)[0] or not _SELECTOR_RE.fullmatch(parts.query):
+        raise UpstreamMismatch(
+            f"NeMo-RL at {where}: uv.lock pins vLLM from {excerpt(locked)}, not the git source pyproject.toml names "
+            f"({repo})",
+            hint="pin NeMo-RL to a commit whose uv.lock matches its pyproject.toml (`uv lock` writes it)",
+        )
+    if not FULL_SHA_RE.fullmatch(commit):
+        raise UpstreamMalformed(f"uv.lock at {where}: vLLM's git source {excerpt(locked)} pins no full commit")
+    return UvSource(
+        repo=repo,
+        ref=refs[0] if refs else None,
+        commit=commit,
+        locked=locked,
+        wheel_commit=wheel_commit,
+        precompiled=variables.get("VLLM_USE_PRECOMPILED") == "1",
+    )
+
+
+def _locked(uv_lock: bytes | None, where: str, limit: int) -> str | None:
+    """uv.lock's `source = { git = "..." }` of the package vllm (None: no uv.lock, or vllm from no git source).
+    Only vllm's table is parsed (uv.lock is megabytes; tomllib is quadratic on hostile keys)."""
+    if uv_lock is None:
+        return None
+    what = f"uv.lock at {where}"
+    preamble, *tables = _PACKAGE_RE.split(_text(uv_lock, what, limit))
+    check_shape(preamble, what)
+    for table in tables:
+        if not _VLLM_NAME_RE.search(table):
+            continue
+        package = _toml("[[package]]\n" + table, f"{what}: vllm's table")["package"][0]
+        source = package.get("source")
+        git = source.get("git") if isinstance(source, dict) else None
+        if isinstance(git, str):
+            return git
+    return None
