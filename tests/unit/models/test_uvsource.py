@@ -64,12 +64,17 @@ def test_both_forms_nemo_rl_wrote_are_read():
 
 
 def test_vllm_from_an_index_or_a_path_is_the_scripts_way_and_uv_lock_is_not_read():
-    read = []
+    read: list[int] = []
+
+    def lock() -> bytes | None:
+        read.append(1)
+        return None
+
     for text in (
         b'[project]\nname = "nemo-rl"\n',
         b'[tool.uv.sources]\nvllm = { path = "3rdparty/vllm", editable = true }\n',
     ):
-        assert uv_source(text, lambda: read.append(1) or None, "x", LIMIT) is None
+        assert uv_source(text, lock, "x", LIMIT) is None
     assert read == []
 
 
