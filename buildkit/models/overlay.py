@@ -83,6 +83,17 @@ class VllmLayers:
             return f"vLLM installed from the source {self.source_commit[:12]} itself: {self.whole}"
         return f"vLLM installed from the source {self.source_commit[:12]}, the wheel's commit"
 
+    def reported(self) -> str | None:
+        """The report's line: the overlay and what it leaves naming the wheel's commit; None without an overlay."""
+        if not self.has_overlay:
+            return None
+        return (
+            f"{self.said()}, as the last steps of the image (the vLLM overlay: a moved PR head rebuilds them alone); "
+            f"vllm.__version__, vllm/_version.py, the dist-info and the checkout's .git name "
+            f"{self.install_commit[:12]}, the commit installed, not the source {self.source_commit[:12]}, whose "
+            "files verify holds the package to"
+        )
+
 
 def install_input(path: str) -> str | None:
     """Why the install reads `path` (None: it reads it only as part of the package's Python, if at all)."""

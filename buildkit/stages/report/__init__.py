@@ -571,21 +571,8 @@ def _commits(lock: Lock, times: dict[str, str]) -> dict[str, Any]:
             mode="json", exclude={"changed"} if lock.vllm_compare.changed is None else None
         ),
         "vllm_composition": composition(lock),
-        "vllm_layers": _layers(lock),
+        "vllm_layers": vllm_layers(lock).reported(),
     }
-
-
-def _layers(lock: Lock) -> str | None:
-    """With a vLLM overlay, what it is and what it leaves naming the wheel's commit; None without one."""
-    layers = vllm_layers(lock)
-    if not layers.has_overlay:
-        return None
-    return (
-        f"{layers.said()}, as the last steps of the image (the vLLM overlay: a moved PR head rebuilds them alone); "
-        f"vllm.__version__, vllm/_version.py, the dist-info and the checkout's .git name "
-        f"{layers.install_commit[:12]}, the commit installed, not the source {layers.source_commit[:12]}, whose "
-        "files verify holds the package to"
-    )
 
 
 def _links(lock: Lock) -> dict[str, str | None]:

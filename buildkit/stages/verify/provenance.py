@@ -244,6 +244,27 @@ def _get(data: Any, *path: str) -> Any:
     return data
 
 
+def _vllm_commit(checks: _Checks, want: Expected, deps: list[_Dependency], installed: str | None) -> None:
+    """vLLM's commit in BuildKit's provenance: the install's build arg, or with an overlay the source BuildKit
+    fetched; with a uv git source BuildKit sees none."""
+    if want.uv_source:
+        checks.add(
+            "vLLM commit",
+            None,
+            "not checked: uv fetches vLLM inside the sync RUN, so BuildKit records no vLLM source; NeMo-RL's uv.lock "
+            f"pins {want.vllm_commit} (the NeMo-RL commit and the Dockerfile's sha256 are checked)",
+        )
+    elif want.vllm_installed != want.vllm_commit:
+        # A vLLM overlay: the install is of the wheel's commit, and BuildKit fetched the source itself (a git
+        # material, by its commit); an image without that material names only what it installed.
+        fetched = [c for d in deps for key in ("sha1", "gitCommit") if (c := d.digest.get(key))]
+        found_vllm = want.vllm_commit if want.vllm_commit in fetched else (fetched[0] if fetched else installed)
+        checks.field("vLLM commit", want.vllm_commit, found_vllm)
+        checks.field("vLLM commit installed", want.vllm_installed, installed)
+    else:
+        checks.field("vLLM commit", want.vllm_commit, installed)
+
+
 def check_buildkit_provenance(found: ImageProvenance, want: Expected) -> list[CheckResult]:
     checks = _Checks(BUILDKIT_SOURCE)
     statement = found.statement
@@ -271,23 +292,7 @@ def check_buildkit_provenance(found: ImageProvenance, want: Expected) -> list[Ch
         ", ".join(f"sha256:{d.digest.get('sha256')}" for d in images) or None,
     )
     checks.field("NeMo-RL commit", want.nemo_rl_commit, found_args.get("NEMO_RL_COMMIT"))
-    installed = found_args.get("BUILD_CUSTOM_VLLM_REF")
-    if want.uv_source:
-        checks.add(
-            "vLLM commit",
-            None,
-            "not checked: uv fetches vLLM inside the sync RUN, so BuildKit records no vLLM source; NeMo-RL's uv.lock "
-            f"pins {want.vllm_commit} (the NeMo-RL commit and the Dockerfile's sha256 are checked)",
-        )
-    elif want.vllm_installed != want.vllm_commit:
-        # A vLLM overlay: the install is of the wheel's commit, and BuildKit fetched the source itself (a git
-        # material, by its commit); an image without that material names only what it installed.
-        fetched = [c for d in deps for key in ("sha1", "gitCommit") if (c := d.digest.get(key))]
-        found_vllm = want.vllm_commit if want.vllm_commit in fetched else (fetched[0] if fetched else installed)
-        checks.field("vLLM commit", want.vllm_commit, found_vllm)
-        checks.field("vLLM commit installed", want.vllm_installed, installed)
-    else:
-        checks.field("vLLM commit", want.vllm_commit, installed)
+    _vllm_commit(checks, want, deps, found_args.get("BUILD_CUSTOM_VLLM_REF"))
     wheel = next((d for d in deps if d.uri == want.wheel_url), None)
     others = [d.uri for d in deps if d.uri.startswith(("http://", "https://"))]
     checks.field("wheel URL", want.wheel_url, wheel.uri if wheel else ", ".join(others) or None)
