@@ -33,15 +33,11 @@ from smoke_project import BUILDKIT, smoke_project
 from tests.support.engine import BUILDER
 from tests.support.fake_upstreams import VLLM_SHA, Upstreams
 from tests.support.gitserver import git
-from tests.support.vllmfork import pin_fork, vllm_fork
+from tests.support.vllmfork import pin_fork, vllm_fork, wheel_name
 
 REGISTRY = "127.0.0.1:5000"
 OVERLAY = ("[vllm-source ", "[vllm-overlay ", "--from=vllm-overlay", "3rdparty/vllm && rm -f")
 MANIFEST = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
-
-
-def wheel_name(sha: str) -> str:
-    return f"vllm-0.14.0rc2.dev156+g{sha[:9]}-cp38-abi3-manylinux_2_31_x86_64.whl"
 
 
 def heavy(dockerfile: Path, mib: int) -> None:

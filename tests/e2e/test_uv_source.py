@@ -14,11 +14,7 @@ import pytest
 from tests.support.fake_upstreams import VLLM_SHA
 from tests.support.nemo_repo import point_pins_at, use_remote
 from tests.support.projects import smoke_project
-from tests.support.vllmfork import BRANCH, pin_fork, vllm_fork
-
-
-def wheel_name(sha: str) -> str:
-    return f"vllm-0.14.0rc2.dev156+g{sha[:9]}-cp38-abi3-manylinux_2_31_x86_64.whl"
+from tests.support.vllmfork import BRANCH, pin_fork, vllm_fork, wheel_name
 
 
 @pytest.fixture

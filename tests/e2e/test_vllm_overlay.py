@@ -14,14 +14,10 @@ import pytest
 from tests.support.fake_upstreams import VLLM_SHA
 from tests.support.nemo_repo import use_remote
 from tests.support.projects import smoke_project
-from tests.support.vllmfork import BRANCH, pin_fork, vllm_fork
+from tests.support.vllmfork import BRANCH, pin_fork, vllm_fork, wheel_name
 
 CHECKOUT = "/opt/nemo-rl/3rdparty/vllm"
 OVERLAY_STEPS = ("vllm-source", "vllm-overlay", f"--from=vllm-overlay / {CHECKOUT}/", f"cd {CHECKOUT} && rm -f")
-
-
-def wheel_name(sha: str) -> str:
-    return f"vllm-0.14.0rc2.dev156+g{sha[:9]}-cp38-abi3-manylinux_2_31_x86_64.whl"
 
 
 @pytest.fixture
