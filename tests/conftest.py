@@ -23,6 +23,7 @@ from tests.support.hostile import elsewhere, hostile  # noqa: F401 -- fixtures f
 from tests.support.nemo_repo import make_remote
 from tests.support.paths import REPO_ROOT
 from tests.support.realwheels import run_dir
+from tests.support.vllmfork import vllm_fork, wheel_name
 
 # A test that uses one of these (directly or through another fixture) is end to end: the build engine, or the CLI
 # run as a child process. Tests that read real PyPI wheels, or take seconds, are marked e2e where they are written.
@@ -134,6 +135,16 @@ def project(tmp_path: Path, upstreams: Upstreams) -> tuple[Path, Cli]:
 def cli(tmp_path: Path) -> Cli:
     """A CLI with no upstreams configured (for offline and bad-input tests)."""
     return Cli(tmp_path, base_env(tmp_path))
+
+
+@pytest.fixture
+def fork(tmp_path, upstreams):
+    """vLLM's main and a fork whose head moves, real git on `git daemon` (tests/support/vllmfork.py), with the merge
+    base's wheel in the stand-in index."""
+    made = vllm_fork(tmp_path)
+    upstreams.wheels.add(made.base, wheel_name(made.base))
+    yield made
+    made.stop()
 
 
 @pytest.fixture

@@ -9,20 +9,10 @@ from __future__ import annotations
 import json
 import subprocess
 
-import pytest
-
 from tests.support.fake_upstreams import VLLM_SHA
 from tests.support.nemo_repo import point_pins_at, use_remote
 from tests.support.projects import smoke_project
-from tests.support.vllmfork import BRANCH, pin_fork, vllm_fork, wheel_name
-
-
-@pytest.fixture
-def fork(tmp_path, upstreams):
-    made = vllm_fork(tmp_path)
-    upstreams.wheels.add(made.base, wheel_name(made.base))
-    yield made
-    made.stop()
+from tests.support.vllmfork import BRANCH, pin_fork, wheel_name
 
 
 def later_pins(root) -> None:

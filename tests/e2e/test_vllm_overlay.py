@@ -9,8 +9,6 @@ import json
 import re
 import subprocess
 
-import pytest
-
 from tests.support.fake_upstreams import VLLM_SHA
 from tests.support.nemo_repo import use_remote
 from tests.support.projects import smoke_project
@@ -18,14 +16,6 @@ from tests.support.vllmfork import BRANCH, pin_fork, vllm_fork, wheel_name
 
 CHECKOUT = "/opt/nemo-rl/3rdparty/vllm"
 OVERLAY_STEPS = ("vllm-source", "vllm-overlay", f"--from=vllm-overlay / {CHECKOUT}/", f"cd {CHECKOUT} && rm -f")
-
-
-@pytest.fixture
-def fork(tmp_path, upstreams):
-    made = vllm_fork(tmp_path)
-    upstreams.wheels.add(made.base, wheel_name(made.base))
-    yield made
-    made.stop()
 
 
 def test_resolve_lists_each_differing_path_and_render_lays_them_over_the_wheel_commits_install(project, remote, fork):

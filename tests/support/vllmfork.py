@@ -21,6 +21,8 @@ UPSTREAM_URL = "https://github.com/vllm-project/vllm.git"
 def wheel_name(sha: str) -> str:
     """A per-commit wheel's name as vLLM's index gives it (the stand-in index serves one for the merge base)."""
     return f"vllm-0.14.0rc2.dev156+g{sha[:9]}-cp38-abi3-manylinux_2_31_x86_64.whl"
+
+
 BRANCH = "draft-tp"
 
 
