@@ -39,6 +39,7 @@ NAMED = {
         "unchecked hash-based bytecode whose hash is not its source's (Python runs it without checking): "
         "vllm/__pycache__/envs.cpython-312.pyc",
     ),
+    "site-pyc-differs": (ENVIRONMENTS_CHECK, "packaging/__pycache__/version.cpython-312.pyc"),
     "record-mismatch": (ENVIRONMENTS_CHECK, "packaging/version.py differs from its RECORD"),
     "finder-redirect": (ENVIRONMENTS_CHECK, "__editable___vllm_"),
 }

@@ -651,6 +651,19 @@ CASES: dict[str, Case] = {
             "t.unlink()",
         ),
     ),
+    "site-pyc-differs": Case(
+        "packaging/__pycache__/version.cpython-312.pyc in site-packages replaced by bytecode of other code, as an "
+        "unchecked hash-based .pyc: python runs it without looking at the source (pip's RECORD lists the cache; "
+        "where none does, as uv writes them, its source's hash tells)",
+        _python_step(
+            "import importlib.util, pathlib, py_compile",
+            f"src, t = pathlib.Path('{SITE_PACKAGES}/packaging/version.py'), pathlib.Path('/tmp/version.py')",
+            f"t.write_text(src.read_text() + {chr(10) + _MARK!r})",
+            "py_compile.compile(str(t), cfile=importlib.util.cache_from_source(str(src)), doraise=True, "
+            "invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)",
+            "t.unlink()",
+        ),
+    ),
     "record-mismatch": Case(
         "packaging/version.py in site-packages changed: no longer the sha256 its dist-info RECORD holds",
         f"RUN printf '\\n{_MARK.strip()}\\n' >> {SITE_PACKAGES}/packaging/version.py",
@@ -806,6 +819,13 @@ runs = code is not None and '{MARKER}' in code.co_consts and '{MARKER}' not in t
 with open(origin, 'rb') as f:
     flags = int.from_bytes(f.read(8)[4:], 'little')  # PEP 552: 1 hash-based, 2 checked against the source
 origin = [origin, 'pyc flags %d' % flags, 'code holds the marker' if runs else 'code holds no marker']
+""",
+    # A real import: packaging.version runs the unchecked hash-based cache, not its unchanged source.
+    "site-pyc-differs": f"""
+import packaging.version as module
+origin = module.__cached__
+runs = getattr(module, 'BUILDKIT_TAMPERED', None) == '{MARKER}' and '{MARKER}' not in text(module.__file__)
+origin = [origin, 'the import ran the marker' if runs else 'the import ran no marker']
 """,
     # A real import: packaging.version has nothing of torch, so python imports the changed file, whose sha256 is no
     # longer the one RECORD holds for it.
