@@ -14,6 +14,7 @@ import hashlib
 import os
 import re
 import shutil
+import threading
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -31,6 +32,9 @@ class GitResolver:
     def __init__(self, cache_dir: Path):
         self.cache_dir = cache_dir
         self.notes: list[str] = []  # what the cache made necessary (a reset): for the resolve record, not the lock
+        # resolve reads NeMo-RL's uv.lock and pyproject.toml side by side: one git fetch into a cache repo at a time
+        # (two would race for its shallow.lock)
+        self._files = threading.Lock()
 
     def _repo_for(self, url: str, damaged: str | None = None) -> tuple[Path, str | None]:
         """The cache repository for url, and why an earlier one was deleted (None when it was not)."""
@@ -130,10 +134,11 @@ class GitResolver:
         fetches the trees and the one blob it needs from the remote (the cache is a partial clone); None when the
         commit has no such file. Larger than max_bytes: UpstreamMalformed, nothing more read. `config`: git's `-c`
         options for every fetch (pins.yaml's git_url_rewrites: the mirror a GitHub URL is fetched from)."""
-        repo, _reset = self._repo_for(url)
-        if not has_commit(repo, commit):
-            self._fetch(repo, url, [commit], depth=1, config=config)
-        return _blob_at(repo, commit, path, max_bytes, url, config)
+        with self._files:
+            repo, _reset = self._repo_for(url)
+            if not has_commit(repo, commit):
+                self._fetch(repo, url, [commit], depth=1, config=config)
+            return _blob_at(repo, commit, path, max_bytes, url, config)
 
     def _from_ls_remote(self, url: str, ref: str, config: list[str] | None = None) -> str | None:
         try:

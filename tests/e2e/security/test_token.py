@@ -79,9 +79,10 @@ def test_redirect_to_another_host_drops_the_token(project, hostile, elsewhere):
     assert {r.path.split("/")[1] for r in hostile.log} == {"repos", "moved"}
     assert authorizations(elsewhere.log) == {None}
     # The two commits, the PR, vLLM's compare with main and its tree, vLLM's setup.py at the wheel commit (404: what
-    # precompiled mode takes then follows buildkit's rules, said) and NeMo-RL's uv.lock (404).
-    assert len(elsewhere.log) == 7
-    assert f"/moved/repos/NVIDIA-NeMo/RL/contents/uv.lock?ref={NEMO_RL_SHA}" in {r.path for r in elsewhere.log}
+    # precompiled mode takes then follows buildkit's rules, said), NeMo-RL's uv.lock and its pyproject.toml (404s).
+    assert len(elsewhere.log) == 8
+    for name in ("uv.lock", "pyproject.toml"):
+        assert f"/moved/repos/NVIDIA-NeMo/RL/contents/{name}?ref={NEMO_RL_SHA}" in {r.path for r in elsewhere.log}
     assert_token_nowhere(run, root)
 
 
