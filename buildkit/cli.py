@@ -162,10 +162,11 @@ def render(
 
     Each change is a named transformation that must find its target in upstream's file (or render exits 4 naming
     it): base image by digest, dropped extras (with the reason as a comment), the custom vLLM from the locked
-    commit and wheel (its commit and URL also in the image's environment), TORCH_CUDA_ARCH_LIST from pins,
-    NEMO_RL_COMMIT, and provenance labels. Every other upstream line is kept. The same lock renders the same
-    bytes. Drift (the pins give what upstream does not expect, such as another CUDA major) is a warning here and
-    stops `build` unless --allow-drift.
+    commit and wheel (its commit and URL also in the image's environment; a source that differs from the wheel's
+    commit in Python only is laid over that commit's install last, so a moved PR head rebuilds that alone),
+    TORCH_CUDA_ARCH_LIST from pins, NEMO_RL_COMMIT, and provenance labels. Every other upstream line is kept. The
+    same lock renders the same bytes. Drift (the pins give what upstream does not expect, such as another CUDA
+    major) is a warning here and stops `build` unless --allow-drift.
 
     \b
     Examples:
