@@ -22,15 +22,13 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from buildkit.budget import UV_LOCK, Budget
 from buildkit.errors import InputError, UpstreamMalformed, UpstreamMismatch, excerpt
 from buildkit.models.grammar import https_url
-from buildkit.models.tomlshape import check_shape
+from buildkit.models.tomlshape import package_tables
 
 ENV_TORCH_INDEX = "BUILDKIT_TORCH_INDEX"
 MAX_UV_LOCK_BYTES = 64 << 20
 PYTHON_TAG = "cp312"  # NeMo-RL's image runs Python 3.12
 _VERSION_RE = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,63}")  # fullmatch: 2.9.0, 2.9.0+cu129
 _HASH_RE = re.compile(r"sha256:[0-9a-f]{64}")  # fullmatch
-_PACKAGE_RE = re.compile(r"^\[\[package\]\][ \t]*\r?\n", re.MULTILINE)
-_TORCH_NAME_RE = re.compile(r"\Aname = \"torch\"\r?$", re.MULTILINE)  # uv writes `name` first
 
 
 @dataclass(frozen=True)
@@ -115,23 +113,8 @@ def torch_of_uv_lock(raw: bytes, what: str, arch: str, python_tag: str = PYTHON_
 
 
 def torch_blocks(text: str, budget: Budget) -> list[str]:
-    """The `[[package]]` tables of uv.lock that name torch, each as its own TOML text, held to uv's own shape
-    first. Python's TOML parser is quadratic in a key's dots and recursive in nesting (a 30 KB file of `a.a.a...`
-    took 915 MB), so the rest of the file is never parsed, and a torch table only once it has uv's shape
-    (models/tomlshape.py)."""
-    preamble, *tables = _PACKAGE_RE.split(text)
-    budget.keep(len(preamble))
-    check_shape(preamble, budget.what)
-    blocks: list[str] = [preamble]  # `version = 1`, `requires-python`: parsed, so a broken head is refused too
-    for block in tables:
-        budget.entry()
-        budget.tick()
-        if not _TORCH_NAME_RE.search(block):
-            continue
-        budget.keep(len(block))
-        check_shape(block, f"{budget.what}: torch's table")
-        blocks.append("[[package]]\n" + block)
-    return blocks
+    """uv.lock's preamble and the tables that name torch, shape-checked (models/tomlshape.py package_tables)."""
+    return package_tables(text, "torch", budget)
 
 
 def _moved(url: str, registry: str) -> str:

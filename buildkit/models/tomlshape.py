@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from buildkit.budget import Budget
 from buildkit.errors import UpstreamMalformed
 
 _STRING_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'')
@@ -44,3 +45,27 @@ def _outside_multiline(text: str, what: str) -> str:
             raise UpstreamMalformed(f"{what}: a multi-line string that does not end: not a TOML file buildkit parses")
         text = '""'.join(parts[::2])
     return text
+
+
+_PACKAGE_RE = re.compile(r"^\[\[package\]\][ \t]*\r?\n", re.MULTILINE)
+
+
+def package_tables(text: str, name: str, budget: Budget) -> list[str]:
+    """uv.lock's preamble, then each `[[package]]` table that names `name`, each as its own TOML text, held to uv's
+    own shape first (uv writes `name` first in a table). Python's TOML parser is quadratic in a key's dots and
+    recursive in nesting (a 30 KB file of `a.a.a...` took 915 MB), so the rest of the file is never parsed, and a
+    named table only once it has uv's shape."""
+    named = re.compile(rf"\Aname = \"{re.escape(name)}\"\r?$", re.MULTILINE)
+    preamble, *tables = _PACKAGE_RE.split(text)
+    budget.keep(len(preamble))
+    check_shape(preamble, budget.what)
+    blocks: list[str] = [preamble]  # `version = 1`, `requires-python`: parsed, so a broken head is refused too
+    for block in tables:
+        budget.entry()
+        budget.tick()
+        if not named.search(block):
+            continue
+        budget.keep(len(block))
+        check_shape(block, f"{budget.what}: {name}'s table")
+        blocks.append("[[package]]\n" + block)
+    return blocks

@@ -28,13 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from buildkit.budget import UV_LOCK, Budget
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch, excerpt
 from buildkit.models.grammar import FULL_SHA_RE, git_url
-from buildkit.models.tomlshape import check_shape
+from buildkit.models.tomlshape import check_shape, package_tables
 
 MAX_PYPROJECT_BYTES = 1 << 20  # NeMo-RL's is about 30 KB
-_PACKAGE_RE = re.compile(r"^\[\[package\]\][ \t]*\r?\n", re.MULTILINE)
-_VLLM_NAME_RE = re.compile(r"\Aname = \"vllm\"\r?$", re.MULTILINE)  # uv writes `name` first
 _SELECTOR_RE = re.compile(r"(?:subdirectory=[^&#]+&)?(?:(?:branch|tag|rev)=[A-Za-z0-9._/+-]{1,255})?")  # fullmatch
 
 
@@ -124,12 +123,8 @@ def _locked(uv_lock: bytes | None, where: str, limit: int) -> str | None:
     if uv_lock is None:
         return None
     what = f"uv.lock at {where}"
-    preamble, *tables = _PACKAGE_RE.split(_text(uv_lock, what, limit))
-    check_shape(preamble, what)
-    for table in tables:
-        if not _VLLM_NAME_RE.search(table):
-            continue
-        package = _toml("[[package]]\n" + table, f"{what}: vllm's table")["package"][0]
+    for table in package_tables(_text(uv_lock, what, limit), "vllm", Budget(what, UV_LOCK))[1:]:
+        package = _toml(table, f"{what}: vllm's table")["package"][0]
         source = package.get("source")
         git = source.get("git") if isinstance(source, dict) else None
         if isinstance(git, str):

@@ -93,6 +93,9 @@ def test_vllm_from_an_index_or_a_path_is_the_scripts_way_and_uv_lock_is_not_read
          "vLLM's git source"),
         (b"a" + b".a" * 20 + b" = 1\n", BRANCH_LOCK, UpstreamMalformed, "dots outside strings"),
         (b"x" * (LIMIT + 1), BRANCH_LOCK, UpstreamMalformed, "more than 1,048,576 bytes"),
+        # uv.lock's tables are counted as they are split, as torch's are: a flood of them is refused, not walked
+        (BRANCH_PYPROJECT, b'version = 1\n' + b'[[package]]\nname = "x"\n' * 20_001, UpstreamMalformed,
+         "more than 20,000 entries"),
     ],
 )  # fmt: skip
 def test_what_cannot_be_nemo_rls_is_refused_named(pyproject, lock, error, message):
