@@ -198,7 +198,7 @@ class Resolver:
             wheel = run.after(choice, lambda: choice.result().found)
             hashed = run.wheel_download(wheel)
             uv_lock = run.uv_lock(nemo)
-            install = run.install(nemo)
+            install = run.install(nemo, uv_lock)
             torch = run.torch(uv_lock)
             system = run.base_system(base)
             other_facts = run.other_platforms(choice, uv_lock)
@@ -214,8 +214,9 @@ class Resolver:
             run.read_at["wheel"] = got.at
         others = {platform: future.result() for platform, future in other_facts.items()}
         held_to_uv_source(install.result(), vllm.result(), choice.result().wheel.commit, nemo.result().commit)
-        lock = self._lock(nemo.result(), vllm.result(), _result_of(pr), choice.result(), facts, others)
-        lock = lock.model_copy(update={"vllm_install": install.result()})
+        lock = self._lock(
+            nemo.result(), vllm.result(), _result_of(pr), choice.result(), facts, others, install.result()
+        )
         self.record = ResolveRecord(
             lock_sha256=lock_sha256(lock),
             started_at=started,
@@ -234,6 +235,7 @@ class Resolver:
         choice: Choice,
         facts: PlatformFacts,
         others: dict[str, PlatformFacts],
+        install: VllmInstall | None = None,
     ) -> Lock:
         """The lock of what resolve read: the primary platform's facts, and each more platform's."""
         pins = self.pins
@@ -257,6 +259,7 @@ class Resolver:
             vllm_python=choice.python,
             torch=facts.torch,
             other_platforms=others or None,
+            vllm_install=install,
         )
 
     def for_platform(self, platform: str) -> Resolver:
@@ -338,10 +341,10 @@ class Resolver:
 
     def read_uv_lock(self, commit: str) -> tuple[str, bytes | str]:
         """NeMo-RL's uv.lock at `commit` (with the commit), read through the GitHub API (the token goes to the API
-        host only) or with git (_uv_lock_bytes); a string in its place says why there is none."""
+        host only) or with git (_nemo_file); a string in its place says why there is none."""
         repo = self.pins.nemo_rl.repo
         try:
-            raw = self._uv_lock_bytes(repo, commit)
+            raw = self._nemo_file(repo, commit, "uv.lock", MAX_UV_LOCK_BYTES)
         except UpstreamMalformed:
             raise  # past a limit, or not what the protocol promises: exit 3, never "not checked"
         except (UpstreamMismatch, UpstreamUnreachable) as exc:
@@ -349,10 +352,6 @@ class Resolver:
         if raw is None:  # git: the commit's tree holds no uv.lock
             return commit, f"not checked: NeMo-RL has no uv.lock at {commit[:12]} (git, {repo})"
         return commit, raw
-
-    def _uv_lock_bytes(self, repo: str, commit: str) -> bytes | None:
-        """uv.lock's bytes (_nemo_file)."""
-        return self._nemo_file(repo, commit, "uv.lock", MAX_UV_LOCK_BYTES)
 
     def _nemo_file(self, repo: str, commit: str, path: str, limit: int) -> bytes | None:
         """A file of NeMo-RL at `commit` through the GitHub API; with git for another remote, or where the API has no
@@ -374,10 +373,11 @@ class Resolver:
         except (UpstreamMismatch, UpstreamUnreachable) as exc:  # the reason names both answers
             raise UpstreamMismatch(f"{github_said}; with git: {exc.message}") from None
 
-    def uv_source_of(self, commit: str) -> VllmInstall | None:
-        """How NeMo-RL at `commit` installs vLLM when uv builds it from a git source (its pyproject.toml and uv.lock);
-        None when pyproject.toml names no git source for vLLM (build-custom-vllm.sh installs it), or cannot be read
-        (said in a note: the build's script path is then the one checked)."""
+    def uv_source_of(self, commit: str, uv_lock: bytes | None = None) -> VllmInstall | None:
+        """How NeMo-RL at `commit` installs vLLM when uv builds it from a git source (its pyproject.toml and uv.lock:
+        `uv_lock`, the bytes read for torch, else read here when needed); None when pyproject.toml names no git source
+        for vLLM (build-custom-vllm.sh installs it), or cannot be read (said in a note: the build's script path is
+        then the one checked)."""
         repo = self.pins.nemo_rl.repo
         try:
             pyproject = self._nemo_file(repo, commit, "pyproject.toml", MAX_PYPROJECT_BYTES)
@@ -391,7 +391,7 @@ class Resolver:
             return None  # no file, or no git source in it: the script installs vLLM
         found = uv_source(
             pyproject,
-            lambda: self._nemo_file(repo, commit, "uv.lock", MAX_UV_LOCK_BYTES),
+            lambda: uv_lock if uv_lock is not None else self._nemo_file(repo, commit, "uv.lock", MAX_UV_LOCK_BYTES),
             commit[:12],
             MAX_UV_LOCK_BYTES,
         )
@@ -627,10 +627,17 @@ class _Lookups:
             return None
         return self.after(nemo, self.timed("uv_lock", lambda: self.resolver.read_uv_lock(nemo.result().commit)))
 
-    def install(self, nemo: Future[CommitFact]) -> Future[VllmInstall | None]:
-        """How NeMo-RL at the pinned commit installs vLLM (its pyproject.toml and uv.lock), once the commit is
-        known, beside the rest."""
-        return self.after(nemo, self.timed("vllm_install", lambda: self.resolver.uv_source_of(nemo.result().commit)))
+    def install(
+        self, nemo: Future[CommitFact], uv_lock: Future[tuple[str, bytes | str]] | None
+    ) -> Future[VllmInstall | None]:
+        """How NeMo-RL at the pinned commit installs vLLM (its pyproject.toml and uv.lock), beside the rest once the
+        commit is known, and after uv.lock's read for torch where there is one, to take its bytes (one read)."""
+
+        def read() -> VllmInstall | None:
+            got = uv_lock.result()[1] if uv_lock is not None else None
+            return self.resolver.uv_source_of(nemo.result().commit, got if isinstance(got, bytes) else None)
+
+        return self.after(uv_lock or nemo, self.timed("vllm_install", read))
 
     def torch(
         self, uv_lock: Future[tuple[str, bytes | str]] | None, platform: str | None = None
