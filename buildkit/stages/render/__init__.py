@@ -25,7 +25,7 @@ from buildkit.files import read_record, sha256_bytes, sha256_file
 from buildkit.models.drift import base_image_drift
 from buildkit.models.labels import commit_time, image_labels
 from buildkit.models.lock import Lock, lock_sha256
-from buildkit.models.overlay import CHECKOUT, vllm_layers
+from buildkit.models.overlay import CHECKOUT, VllmLayers, vllm_layers
 from buildkit.models.paths import Paths
 from buildkit.models.pins import GitUrlRewrite, fetched_from
 from buildkit.models.plan import WHEEL_DIR, wheel_path
@@ -41,18 +41,13 @@ from buildkit.world.git import run_git
 def context(
     lock: Lock,
     syntax: bool,
-    smoke_base: str | None = None,
-    patched: list[tuple[str, str]] | None = None,
-    rewrites: list[GitUrlRewrite] | None = None,
+    smoke_base: str | None,
+    patched: list[tuple[str, str]] | None,
+    layers: VllmLayers,
+    fetch: str,
 ) -> dict[str, Any]:
-    layers = vllm_layers(lock)
-    fetch = fetched_from(lock.vllm.repo, rewrites or [])
-    if layers.has_overlay and fetch.startswith("file://"):
-        raise InputError(
-            f"vLLM's source {fetch} is a file:// repository, which BuildKit does not fetch: the vLLM overlay cannot "
-            "reach it",
-            hint="serve the mirror over git:// or http(s):// on this machine, and point git_url_rewrites at that",
-        )
+    """What the template reads; `layers` and `fetch` (where BuildKit fetches the source) as render_dockerfile made
+    them."""
     return {
         "syntax": syntax,
         "smoke_base": smoke_base,
@@ -102,12 +97,27 @@ def wheel_context(lock: Lock) -> dict[str, Any]:
     }
 
 
-def _blocks(lock: Lock, syntax: bool, smoke_base: str | None, patched, directory: Path | None, rewrites=None):
+def _source_fetch(lock: Lock, layers: VllmLayers, rewrites: list[GitUrlRewrite]) -> str:
+    """Where BuildKit fetches vLLM's source for the overlay (pins.yaml git_url_rewrites apply); a file:// one is
+    refused, BuildKit fetches none."""
+    fetch = fetched_from(lock.vllm.repo, rewrites)
+    if layers.has_overlay and fetch.startswith("file://"):
+        raise InputError(
+            f"vLLM's source {fetch} is a file:// repository, which BuildKit does not fetch: the vLLM overlay cannot "
+            "reach it",
+            hint="serve the mirror over git:// or http(s):// on this machine, and point git_url_rewrites at that",
+        )
+    return fetch
+
+
+def _blocks(lock: Lock, syntax: bool, smoke_base: str | None, patched, directory: Path | None, layers, fetch):
     """The template's macros as a function from a macro name (and arguments) to its lines."""
     directory = directory or template_dir()
     env = template_environment(directory)
     try:
-        module = env.get_template("Dockerfile.j2").make_module(context(lock, syntax, smoke_base, patched, rewrites))
+        module = env.get_template("Dockerfile.j2").make_module(
+            context(lock, syntax, smoke_base, patched, layers, fetch)
+        )
     except jinja2.TemplateNotFound as exc:
         raise InputError(f"template not found: {directory / str(exc)}") from None
     except jinja2.UndefinedError as exc:
@@ -144,10 +154,10 @@ def render_dockerfile(
     (an image pinned by digest), the `smoke` target at the end, which checks that each `patched` file (path, sha256
     after patching) is in the image as prepared. Returns the text and what each transformation did."""
 
-    blocks = _blocks(lock, syntax, smoke_base, patched, directory, rewrites)
+    layers = vllm_layers(lock)
+    blocks = _blocks(lock, syntax, smoke_base, patched, directory, layers, _source_fetch(lock, layers, rewrites or []))
     doc = parse(upstream, f"upstream docker/Dockerfile at {lock.nemo_rl.commit[:12]}")
     wheel = wheel_context(lock)
-    layers = vllm_layers(lock)
     inputs = TransformInputs(
         commit=lock.nemo_rl.commit,
         nemo_rl_repo=lock.nemo_rl.repo,

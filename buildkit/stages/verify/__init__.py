@@ -132,8 +132,7 @@ def check_vllm_version(c: Context) -> None:
             "vllm version names the locked commit",
             None,
             "not checked: uv builds vLLM from NeMo-RL's git source, whose pyproject.toml may set "
-            "SETUPTOOLS_SCM_PRETEND_VERSION (NeMo-RL's does), so the version need not name a commit; the composition "
-            "check holds the files",
+            "SETUPTOOLS_SCM_PRETEND_VERSION (NeMo-RL's does), so the version need not name a commit",
         )
         return
     code, out = c.run("python", "-c", "import vllm; print(vllm.__version__)")

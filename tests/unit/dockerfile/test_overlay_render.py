@@ -7,7 +7,9 @@ from __future__ import annotations
 import dockerfile
 import pytest
 
+from buildkit.errors import InputError
 from buildkit.models.lock import Changes, SourceComparison, read_lock
+from buildkit.models.pins import GitUrlRewrite
 from buildkit.stages.render import render_dockerfile
 from tests.support.paths import FIXTURES, REPORT_FIXTURES
 
@@ -66,3 +68,16 @@ def test_the_overlay_is_the_target_stages_last_steps_on_both_upstream_shapes(sha
         f"vLLM installed from {LOCK.vllm_wheel.commit[:12]} (the wheel's commit), then 2 path(s) of the source "
         f"{HEAD[:12]} laid over it and 1 removed"
     )
+
+
+def test_a_file_mirror_of_the_source_is_refused_at_render_and_a_git_one_is_fetched():
+    """BuildKit fetches the overlay's source itself, through pins.yaml's git_url_rewrites; it fetches no file://
+    repository, so render refuses one rather than leave the build to fail after the install RUN."""
+    upstream = (FIXTURES / "nemo-rl-later-shape.Dockerfile").read_text()
+    mirror = [GitUrlRewrite(url="file:///srv/mirror/", instead_of="https://github.com/")]
+    with pytest.raises(InputError, match="file:///srv/mirror/stormchasingg/vllm.git is a file:// repository"):
+        render_dockerfile(moved_lock(), upstream, rewrites=mirror)
+    served = [GitUrlRewrite(url="git://127.0.0.1:9418/", instead_of="https://github.com/")]
+    text, _ = render_dockerfile(moved_lock(), upstream, rewrites=served)
+    assert f"ADD --keep-git-dir=false git://127.0.0.1:9418/stormchasingg/vllm.git#{HEAD} /\n" in text
+    assert text.count("git://127.0.0.1:9418/") == 2  # the ADD and its comment; the install's URL is not rewritten
