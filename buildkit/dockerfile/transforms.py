@@ -248,17 +248,23 @@ def custom_vllm(doc: Parsed, inp: Inputs, blocks: Blocks) -> Change:
     return Change(name, f"RUN at line {run.start} mounts the wheel stage; vLLM {inp.vllm_commit} through {how}", edits)
 
 
-_SYNC_VLLM_RE = re.compile(r"\buv\s+sync\b.*--extra(?:=|\s+)vllm(?![A-Za-z0-9_.-])")
+def _synced_extras(doc: Parsed, ins: Instruction) -> set[str]:
+    """The extras the RUN's `uv sync` commands name (comments aside), each sync read to its command's end as
+    drop_extras reads it."""
+    numbered = doc.body(ins) if is_heredoc(ins) else _instruction_text(doc, ins)
+    found: set[str] = set()
+    for _number, line in numbered:
+        if line.lstrip().startswith("#"):
+            continue
+        for match in _SYNC_RE.finditer(line):
+            start, stop = _segment(line, match.start())
+            found.update(_EXTRA_RE.findall(line[start:stop]))
+    return found
 
 
 def _sync_run(name: str, doc: Parsed) -> Instruction:
     """The one RUN whose script runs `uv sync ... --extra vllm` (where uv builds vLLM from its git source)."""
-    runs = [
-        i
-        for i in doc.instructions
-        if i.cmd == "RUN"
-        and any(_SYNC_VLLM_RE.search(line) and not line.lstrip().startswith("#") for _, line in doc.body(i))
-    ]
+    runs = [i for i in doc.instructions if i.cmd == "RUN" and "vllm" in _synced_extras(doc, i)]
     if len(runs) != 1:
         raise _fail(name, doc, "one RUN that runs `uv sync ... --extra vllm`", f"found {len(runs)}")
     return runs[0]

@@ -5,13 +5,14 @@ sync, `--all-extras`, `--extra=NAME`, a RUN without a heredoc, a sync among othe
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 
 import dockerfile
 import pytest
 
 from buildkit.dockerfile.text import apply_edits, is_heredoc, parse
-from buildkit.dockerfile.transforms import Inputs, TransformationFailed, drop_extras
+from buildkit.dockerfile.transforms import Inputs, TransformationFailed, custom_vllm, drop_extras
 
 REASON = "sgl-kernel fetches a DeepGEMM commit that no longer exists"
 
@@ -129,3 +130,15 @@ def test_a_commented_out_sync_is_not_a_target():
 def test_two_syncs_of_dropped_extras_on_one_line_are_refused_not_half_made():
     with pytest.raises(TransformationFailed, match="line 3 holds several syncs of dropped extras"):
         drop(HEREDOC.format(body="uv sync --extra sglang && uv sync --extra sglang --extra vllm"), "sglang")
+
+
+def test_with_a_uv_git_source_the_sync_that_builds_vllm_is_found_by_its_own_extras():
+    """NeMo-RL's uv-source way: the RUN whose `uv sync` names `--extra vllm` gets the wheel; a sync of another extra
+    followed on its line by a command that merely prints `--extra vllm` is not that RUN."""
+    text = HEREDOC.format(body='uv sync --frozen --extra mcore && echo "--extra vllm next"') + HEREDOC.format(
+        body="UV_LINK_MODE=hardlink uv sync --frozen --extra vllm --no-install-project"
+    ).replace("FROM base AS release\n", "")
+    doc = parse(text, "test Dockerfile")
+    uv_inputs = dataclasses.replace(inputs(), uv_source=True)
+    change = custom_vllm(doc, uv_inputs, lambda name, *args: [f"# {name}"])
+    assert change.summary.startswith("RUN at line 5 (uv sync --extra vllm) mounts the wheel stage")
