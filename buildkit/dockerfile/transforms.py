@@ -14,8 +14,10 @@ Render starts from upstream's file at the locked commit and applies these, in th
                            them, else added, with the script called as the declared patch expects
     wheel_env              after that RUN, the wheel's commit and location in the image's environment
     vllm_overlay           where the source differs from the wheel commit only in Python (models/overlay.py): the
-                           stages vllm-source and vllm-overlay after vllm-wheel, and at the end of the target stage
-                           the overlay over the install of the wheel commit (COPY --link), stale caches removed
+                           stages vllm-source and vllm-overlay after vllm-wheel; the target stage renamed
+                           <target>-vllm-installed and a stage <target> FROM it (or FROM the pushed image a build of
+                           the same install left: build arg VLLM_INSTALLED_IMAGE) that lays the overlay over the
+                           install of the wheel commit (COPY --link), stale caches removed
     drop_extras            each `uv sync ... --extra <dropped>` disabled (or the extra taken out of a multi-extra sync)
     nemo_rl_commit         `ARG NEMO_RL_COMMIT` (and its ENV) -> the locked commit
     labels                 the provenance labels at the end of the target stage
@@ -33,7 +35,7 @@ from pathlib import Path
 
 from buildkit.dockerfile.text import Edit, Instruction, Parsed, is_heredoc
 from buildkit.errors import UpstreamMismatch, excerpt
-from buildkit.models.overlay import CHECKOUT, VllmLayers
+from buildkit.models.overlay import CHECKOUT, VllmLayers, installed_stage
 
 WHEEL_MOUNT = "--mount=type=bind,from=vllm-wheel,target={dir}"
 SCRIPT = "tools/build-custom-vllm.sh"
@@ -382,15 +384,25 @@ def vllm_overlay(doc: Parsed, inp: Inputs, blocks: Blocks) -> Change:
     source_stage, target = doc.stage_named("nemo-rl"), doc.stage_named(inp.target)
     if source_stage is None or target is None:
         raise _fail(name, doc, f"the stages nemo-rl and {inp.target}")
+    # The target stage is renamed: the overlay's stage takes its name, FROM it (or FROM a pushed image of it).
+    named = _STAGE_NAME_RE.fullmatch(doc.line(target.start))
+    earlier = {s.name for s in doc.stages if s.index < target.index}
+    if named is None or target.end == target.start or target.base.lower() not in earlier:
+        raise _fail(name, doc, f"the stage {inp.target} as `FROM <an earlier stage> AS {inp.target}` on one line")
+    installed = installed_stage(inp.target)
     return Change(
         name,
-        f"{layers.said()}: stages vllm-source and vllm-overlay, and the overlay over {checkout} at the end of the "
-        f"stage {inp.target}",
+        f"{layers.said()}: stages vllm-source and vllm-overlay; the stage {inp.target} renamed {installed}, and a "
+        f"stage {inp.target} FROM it that lays the overlay over {checkout}",
         [
             Edit.insert_after(name, source_stage.end, ["", *blocks("vllm_source_stages")]),
-            Edit.insert_after(name, target.end, blocks("vllm_overlay", checkout)),
+            Edit.replace(name, target.start, target.start, [f"{named.group('head')}{installed}{named.group('tail')}"]),
+            Edit.insert_after(name, target.end, ["", *blocks("vllm_overlay", checkout, inp.target)]),
         ],
     )
+
+
+_STAGE_NAME_RE = re.compile(r"(?P<head>\s*FROM\s+\S+\s+[Aa][Ss]\s+)(?P<name>[A-Za-z0-9_.-]+)(?P<tail>\s*)")
 
 
 # --- dropped extras ------------------------------------------------------------------------------------------------

@@ -26,6 +26,12 @@ from buildkit.models.compiled import rule_for
 from buildkit.models.lock import Lock
 
 CHECKOUT = "3rdparty/vllm"  # where build-custom-vllm.sh clones vLLM, below the install RUN's WORKDIR
+# The overlay is a stage of its own, FROM the install's stage by default. A pushed build gives this global build arg
+# the image a build of the same install pushed (by digest): the overlay's stage then starts FROM an image, whose
+# layers BuildKit's exporter leaves as they are, where it would rewrite every layer's timestamps again
+# (rewrite-timestamp=true: exporter/containerimage/writer.go, rewriteRemoteWithEpoch, skips the base image's layers
+# only; a stage replaced by a named context is not a base image there).
+INSTALLED_ARG = "VLLM_INSTALLED_IMAGE"
 MAX_OVERLAY = 2_000  # paths in one overlay layer; more is most of vLLM's Python (1,234 files in 0.14.0)
 # Paths the Dockerfile names as they are (COPY sources, shell words): no glob, quote or space. vLLM's own paths are all
 # of this shape; another is refused from the overlay, never escaped.
@@ -93,6 +99,11 @@ class VllmLayers:
             f"{self.install_commit[:12]}, the commit installed, not the source {self.source_commit[:12]}, whose "
             "files verify holds the package to"
         )
+
+
+def installed_stage(target: str) -> str:
+    """The stage that ends with vLLM installed, before the overlay's stage (named `target`) lays the source over it."""
+    return f"{target}-vllm-installed"
 
 
 def install_input(path: str) -> str | None:

@@ -12,11 +12,12 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from buildkit.errors import InputError
 from buildkit.models.labels import commit_time
 from buildkit.models.lock import Lock
-from buildkit.models.overlay import vllm_layers
+from buildkit.models.overlay import INSTALLED_ARG, vllm_layers
 
 
 def source_date_epoch(lock: Lock) -> int:
@@ -57,6 +58,11 @@ class BuildPlan:
     compression: str = "gzip"  # of pushed layers and the OCI layout: gzip or zstd (the lock's build.compression)
     force_compression: bool = False
     extra: tuple[str, ...] = field(default_factory=tuple)
+    # A pushed build with a vLLM overlay (stages/build/installed.py): "probe" builds the install's stage into BuildKit
+    # alone (no push, no rewrite: its digest names what the steps made), "push" pushes it by digest with the rewrite;
+    # `installed_image` is that pushed image, which the overlay's stage then starts FROM.
+    installed: Literal["probe", "push"] | None = None
+    installed_image: str | None = None
 
     def env(self) -> dict[str, str]:
         # Full provenance in the metadata file too, whether or not an attestation can be attached (buildx 0.14+).
@@ -137,13 +143,15 @@ def argv(plan: BuildPlan) -> list[str]:
         f"nemo-rl={plan.tree}",
         "--platform",
         plan.platform,
-        "--tag",
-        plan.tag,
     ]
+    if plan.installed is None:
+        args += ["--tag", plan.tag]
     if plan.target:
         args += ["--target", plan.target]
     for name, value in plan.build_args:
         args += ["--build-arg", f"{name}={value}"]
+    if plan.installed_image:
+        args += ["--build-arg", f"{INSTALLED_ARG}={plan.installed_image}"]
     args += ["--metadata-file", str(plan.metadata_file)]
     args.append("--provenance=mode=max" if plan.provenance else "--provenance=false")
     if plan.sbom:
@@ -154,7 +162,12 @@ def argv(plan: BuildPlan) -> list[str]:
         args += ["--cache-to", spec]
     # Every exporter rewrites file times in the layers to SOURCE_DATE_EPOCH (BuildKit 0.13+): with the lock's
     # epoch, builds at different times give the same layers.
-    if plan.export:
+    if plan.installed == "probe":
+        args += ["--output", f"type=image,name={repository(plan.tag)},push=false"]
+    elif plan.installed == "push":
+        output = f"type=image,name={repository(plan.tag)},push-by-digest=true,push=true,rewrite-timestamp=true"
+        args += ["--output", output + _compression(plan)]
+    elif plan.export:
         if plan.push:
             args += ["--output", "type=image,push=true,rewrite-timestamp=true" + _compression(plan)]
         else:
@@ -169,6 +182,12 @@ def argv(plan: BuildPlan) -> list[str]:
     args += list(plan.extra)
     args.append(str(plan.tree))
     return args
+
+
+def repository(tag: str) -> str:
+    """The repository of a `name:tag` reference (a registry's port is not a tag)."""
+    name, _, last = tag.rpartition(":")
+    return name if name and "/" not in last else tag
 
 
 def _compression(plan: BuildPlan) -> str:

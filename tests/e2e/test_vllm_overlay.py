@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import uuid
 
 from tests.support.fake_upstreams import VLLM_SHA
 from tests.support.nemo_repo import use_remote
 from tests.support.projects import smoke_project
+from tests.support.signing import PASSWORD, key_pair
 from tests.support.vllmfork import BRANCH, pin_fork, vllm_fork, wheel_name
 
 CHECKOUT = "/opt/nemo-rl/3rdparty/vllm"
@@ -206,3 +208,69 @@ def test_a_fork_that_cannot_be_reached_stops_the_build_before_buildx(project, re
     assert f"fetches {fork.head[:12]} from it after the install RUN, so the build stops now instead" in stopped.stderr
     assert "Traceback" not in stopped.output
     assert not (root / "build" / "smoke-record.json").exists()
+
+
+def _manifest(ref: str) -> dict:
+    """The platform manifest a pushed reference (an index of one platform and its attestation) names."""
+    host, rest = ref.split("/", 1)
+    name, _, reference = rest.rpartition("@") if "@" in rest else rest.rpartition(":")
+    accept = "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json"
+
+    def get(what: str) -> dict:
+        out = subprocess.run(["curl", "-fsS", "-H", f"Accept: {accept}", f"http://{host}/v2/{name}/manifests/{what}"],
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        return json.loads(out)
+
+    top = get(reference)
+    if "manifests" not in top:
+        return top
+    (entry,) = [m for m in top["manifests"] if m.get("platform", {}).get("architecture") == "amd64"]
+    return get(entry["digest"])
+
+
+def test_a_push_takes_the_install_from_its_own_pushed_image_and_a_moved_head_pushes_the_overlay_alone(
+    project, remote, fork, engine, cosign, tmp_path
+):
+    """A pushed smoke build with an overlay pushes the install's stage by digest once, and the target starts FROM it,
+    so BuildKit rewrites only the overlay's layers' timestamps; after a push to the fork the install image is reused
+    (its probe digest is the recorded one), only the overlay's steps run, the image's lower layers are the install
+    image's own blobs, and verify --provenance follows the install image's provenance to the base and the wheel."""
+    pin_fork(project[0], fork, VLLM_SHA)
+    root, cli = smoke_project(project, remote)
+    repository = f"127.0.0.1:5000/overlay-{uuid.uuid4().hex[:12]}/nemo-rl"
+    text = (root / "pins.yaml").read_text().replace("tag: nemo-rl:", f"tag: {repository}:")
+    (root / "pins.yaml").write_text(text)
+    first = cli("build", "--smoke", "--push", "--progress", "plain", timeout=600)
+    assert first.code == 0, first.output
+    assert f"the vLLM install's stage is pushed by digest to {repository}, once per install" in first.stderr
+    record = json.loads((root / "build" / "smoke-record.json").read_text())
+    installed = record["installed"]
+    assert installed["image"].startswith(f"{repository}@sha256:") and not installed["reused"]
+    assert [c.split(" --target ")[1].split()[0] for c in installed["commands"]] == ["smoke-vllm-installed"] * 2
+    assert f"VLLM_INSTALLED_IMAGE={installed['image']}" in record["argv"]
+
+    fork.move({"vllm/draft.py": "y = 3\n"})
+    assert cli("resolve").code == 0
+    again = cli("build", "--smoke", "--push", "--progress", "plain", timeout=600)
+    assert again.code == 0, again.output
+    assert f"the vLLM install is the one {installed['image']} holds" in again.stderr
+    record = json.loads((root / "build" / "smoke-record.json").read_text())
+    assert record["installed"]["image"] == installed["image"] and record["installed"]["reused"]
+    assert len(record["installed"]["commands"]) == 1  # the probe alone
+    rebuilt = [name for name in _ran(record) if "] FROM " not in name and not name.startswith("[vllm-wheel ")]
+    assert rebuilt and all(any(marker in name for marker in OVERLAY_STEPS) for name in rebuilt), rebuilt
+    install_layers = [layer["digest"] for layer in _manifest(installed["image"])["layers"]]
+    final_layers = [layer["digest"] for layer in _manifest(f"{repository}@{record['image']['digest']}")["layers"]]
+    assert final_layers[: len(install_layers)] == install_layers and len(final_layers) > len(install_layers)
+
+    key, public = key_pair(cosign, tmp_path / "keys")
+    env = {"COSIGN_PASSWORD": PASSWORD, "BUILDKIT_COSIGN": cosign}
+    attested = cli("attest", "--key", str(key), env=env, timeout=300)
+    assert attested.code == 0, attested.output[-3000:]
+    verified = cli("verify", "--provenance", "--key", str(public), "--json", env=env, timeout=300)
+    results = {r["name"]: r for r in json.loads(verified.stdout)["results"]}
+    assert verified.code == 0, "\n".join(
+        f"{r['name']}: {r['reason']}" for r in results.values() if r["status"] != "pass"
+    )
+    assert results["BuildKit provenance: vLLM install image"]["status"] == "pass"
+    assert installed["image"] in results["BuildKit provenance: vLLM install image"]["reason"]

@@ -107,6 +107,17 @@ class CacheUse(BaseModel):
     problems: list[str] = []
 
 
+class InstalledImage(BaseModel):
+    """A pushed build with a vLLM overlay (stages/build/installed.py): the image of the install's stage, pushed by
+    digest, that the overlay's stage started FROM, and whether this build pushed it or took an earlier build's."""
+
+    model_config = ConfigDict(extra="forbid")
+    image: str  # repository@sha256:...
+    probe_digest: str  # the install's stage as BuildKit built it, before the rewrite: same digest, same install
+    reused: bool
+    commands: list[str]  # the buildx runs before the final one, as a person would type them
+
+
 class BuildRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
     record_version: Literal[1] = 1
@@ -146,6 +157,7 @@ class BuildRecord(BaseModel):
     metadata_file: str
     reproducibility: ReproCheck | None = None  # `build --check-reproducible`: the rebuild and the comparison
     inputs: BuildInputs | None = None  # None in a record written before buildkit kept them
+    installed: InstalledImage | None = None  # a pushed build with a vLLM overlay; None otherwise
     header: RecordHeader | None = None  # None in a record written before headers
 
     def to_json(self) -> str:

@@ -22,10 +22,10 @@ from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, sha256_byt
 from buildkit.models.checks import known_checks
 from buildkit.models.grammar import DIGEST_RE, one_line_text
 from buildkit.models.lock import Lock, composition
-from buildkit.models.overlay import vllm_layers
+from buildkit.models.overlay import INSTALLED_ARG, vllm_layers
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
-from buildkit.models.plan import build_args, source_date_epoch
+from buildkit.models.plan import build_args, repository, source_date_epoch
 from buildkit.models.records import Build, belongs
 from buildkit.models.records.build import BuildRecord, argv_values, latest_build, pushed
 from buildkit.models.records.index import IndexRecord
@@ -147,8 +147,14 @@ def checked_record(record: BuildRecord, path: Path, lock: Lock) -> None:
     target = "smoke" if record.smoke else lock.build.target
     if _target(record) != target:
         raise refuse("--target", _target(record), f"the lock's {target}")
-    if dict(_build_args(record)) != dict(build_args(lock)):
-        raise refuse("the build args", dict(_build_args(record)), "the lock's")
+    args = dict(_build_args(record))
+    image = args.pop(INSTALLED_ARG, None)
+    if image != (record.installed.image if record.installed else None):
+        raise refuse(f"the build arg {INSTALLED_ARG}", image, "the record's vLLM install image")
+    if image is not None and not re.fullmatch(rf"{re.escape(repository(tag))}@sha256:[0-9a-f]{{64}}", image):
+        raise refuse("the vLLM install image", image, f"a digest in {repository(tag)}")
+    if args != dict(build_args(lock)):
+        raise refuse("the build args", args, "the lock's")
     if record.source_date_epoch != source_date_epoch(lock):
         raise refuse("source_date_epoch", record.source_date_epoch, f"the lock's {source_date_epoch(lock)}")
     texts = {
@@ -285,6 +291,20 @@ def _resolved_dependencies(sources: Sources) -> list[dict[str, Any]]:
         wheel,
         _base_image_dependency(sources),
     ]
+    installed = sources.record.installed
+    if installed is not None:  # the overlay's stage started FROM it (stages/build/installed.py)
+        name, digest = installed.image.split("@", 1)
+        dependencies.append(
+            {
+                "name": "vllm-installed-image",
+                "uri": docker_purl(name, None, digest, lock.build.platform),
+                "digest": _sha256_of(digest),
+                "annotations": {
+                    "pushedBy": "an earlier build of the same install" if installed.reused else "this build",
+                    "probeDigest": installed.probe_digest,
+                },
+            }
+        )
     for patch in lock.patches:
         dependencies.append(
             {"name": patch.file, "digest": {"sha256": patch.sha256}, "annotations": {"reason": patch.reason}}

@@ -14,18 +14,28 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from buildkit import __version__
 from buildkit.errors import BuildkitError, EngineNotReady, InputError
-from buildkit.files import MAX_RECORD_BYTES, read_local, utc_now, write_atomic
+from buildkit.files import MAX_RECORD_BYTES, read_local, read_record, utc_now, write_atomic
 from buildkit.models.lock import Lock
-from buildkit.models.plan import BuildPlan, argv, plan_for_lock, shell_command
+from buildkit.models.overlay import vllm_layers
+from buildkit.models.plan import BuildPlan, argv, plan_for_lock, repository, shell_command
 from buildkit.models.rebuild import inputs_of
 from buildkit.models.records import header
-from buildkit.models.records.build import BuildInputs, BuildRecord, CacheUse, ImageFacts, LayerFact, StepTime
+from buildkit.models.records.build import (
+    BuildInputs,
+    BuildRecord,
+    CacheUse,
+    ImageFacts,
+    InstalledImage,
+    LayerFact,
+    StepTime,
+)
 from buildkit.models.results import Builder, Built
 from buildkit.options import BuildOptions
+from buildkit.stages.build import installed
 from buildkit.stages.context import Context, one_platform
 from buildkit.text.progress import Progress, Step
 from buildkit.text.sanitize import strip_controls
@@ -133,15 +143,18 @@ class RunResult:
         return "interrupted" if self.interrupted else ("succeeded" if self.exit_code == 0 else "failed")
 
 
-def run_buildx(plan: BuildPlan, log_path: Path, on_line: Callable[[str, Progress], None]) -> RunResult:
-    """Run buildx, feeding every output line to the progress model, the log file and `on_line`.
+def run_buildx(
+    plan: BuildPlan, log_path: Path, on_line: Callable[[str, Progress], None], append: bool = False
+) -> RunResult:
+    """Run buildx, feeding every output line to the progress model, the log file (after what it holds, with
+    `append`) and `on_line`.
 
     buildx gets its own process group, so Ctrl-C reaches us first: the runner passes SIGINT on, lets buildx cancel
     the build cleanly, and the run is reported as interrupted.
     """
     try:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = log_path.open("w", encoding="utf-8")
+        log = log_path.open("a" if append else "w", encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot write the build log {log_path}: {exc.strerror or exc}") from None
     progress = Progress()
@@ -212,6 +225,73 @@ def execute(
     record = build_record(
         plan, result, metadata, image, lock_sha256, smoke, builder, provenance_note, started, log_path
     ).model_copy(update={"inputs": inputs})
+    write_atomic(record_path, record.to_json())
+    return record
+
+
+def execute_in_three(
+    plan: BuildPlan,
+    *,
+    previous: BuildRecord | None,
+    say: Callable[[str], None],
+    log_path: Path,
+    record_path: Path,
+    on_line: Callable[[str, Progress], None],
+    inputs: BuildInputs,
+    **recorded,
+) -> BuildRecord:
+    """A pushed build with a vLLM overlay (installed.py): the install's stage probed, pushed by digest unless an
+    earlier build pushed the same, then the target FROM it; one log, one record of every run's steps."""
+    plan.metadata_file.unlink(missing_ok=True)
+    started = utc_now()
+    runs: list[RunResult] = []
+    commands: list[str] = []
+
+    def run(step: BuildPlan) -> tuple[RunResult, dict]:
+        step.metadata_file.unlink(missing_ok=True)
+        runs.append(run_buildx(step, log_path, on_line, append=bool(runs)))
+        if step.installed:
+            commands.append(shell_command(step))
+        return runs[-1], read_metadata(step.metadata_file)
+
+    probe, metadata = run(installed.probe_plan(plan))
+    probe_digest = installed.digest_of(metadata)
+    last, done = installed.probe_plan(plan), probe
+    image = None
+    if probe.outcome == "succeeded" and probe_digest:
+        image = installed.reusable(plan, previous, probe_digest)
+        if image:
+            say(f"the vLLM install is the one {image} holds (an earlier build pushed it): not pushed again")
+        else:
+            last = installed.push_plan(plan)
+            say(f"the vLLM install's stage is pushed by digest to {repository(plan.tag)}, once per install")
+            done, metadata = run(last)
+            digest = installed.digest_of(metadata)
+            image = installed.image_of(plan, digest) if done.outcome == "succeeded" and digest else None
+    if image:
+        last = installed.final_plan(plan, image)
+        done, metadata = run(last)
+    unnamed = done.outcome == "succeeded" and not image  # buildx succeeded but named no digest to build on
+    result = replace(done, seconds=sum(r.seconds for r in runs), exit_code=1 if unnamed else done.exit_code)
+    shown = image_facts(last, metadata, loaded=False) if last.installed is None else ImageFacts(tag=plan.tag)
+    record = build_record(last, result, metadata, shown, started=started, log_path=log_path, **recorded)
+    steps = [s for r in runs for s in step_times(r.progress)][:MAX_STEPS_KEPT]
+    record = record.model_copy(
+        update={
+            "inputs": inputs,
+            "error": f"buildx named no digest of the vLLM install's image in {last.metadata_file}"
+            if unnamed
+            else record.error,
+            "steps": steps,
+            "steps_total": sum(r.progress.total for r in runs),
+            "steps_cached": sum(r.progress.cached for r in runs),
+            "installed": InstalledImage(
+                image=image, probe_digest=probe_digest, reused=not commands[1:], commands=commands
+            )
+            if image and probe_digest
+            else None,
+        }
+    )
     write_atomic(record_path, record.to_json())
     return record
 
@@ -345,19 +425,32 @@ def run(ctx: Context[BuildOptions]) -> None:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     log_path = paths.build_log(stamp, opts.smoke).resolve()
     ctx.say(f"building {plan.tag} (target {plan.target}); full log: {log_path}")
+    record_path = paths.build_record(opts.smoke)
+    read = inputs_of(inputs.lock, ctx.made.render.record.smoke_base)  # what the steps read from the lock
+    recorded: dict[str, Any] = {
+        "lock_sha256": inputs.lock_sha256,
+        "smoke": opts.smoke,
+        "builder": engine.builder,
+        "provenance_note": engine.provenance_note,
+    }
     with ctx.watch(plan) if ctx.watch else nullcontext() as view:
-        record = execute(
-            plan,
-            lock_sha256=inputs.lock_sha256,
-            smoke=opts.smoke,
-            builder=engine.builder,
-            provenance_note=engine.provenance_note,
-            log_path=log_path,
-            record_path=paths.build_record(opts.smoke),
-            on_line=view.update if view else lambda line, progress: None,
-            inputs=inputs_of(inputs.lock, ctx.made.render.record.smoke_base),
-        )
+        on_line = view.update if view else lambda line, progress: None
+        if installed.in_three(plan, vllm_layers(inputs.lock).has_overlay, opts.check_reproducible):
+            record = execute_in_three(
+                plan, previous=_previous(record_path), say=ctx.say, log_path=log_path, record_path=record_path,
+                on_line=on_line, inputs=read, **recorded,
+            )  # fmt: skip
+        else:
+            record = execute(plan, log_path=log_path, record_path=record_path, on_line=on_line, inputs=read, **recorded)
     ctx.made.build = Built(record, plan, log_path, stamp)
+
+
+def _previous(path: Path) -> BuildRecord | None:
+    """The last record of this target, if it can be read (an unreadable one only means nothing is reused)."""
+    try:
+        return read_record(path, BuildRecord)
+    except InputError:
+        return None
 
 
 def compression_note(plan: BuildPlan) -> str | None:

@@ -25,7 +25,7 @@ from buildkit.files import read_record, sha256_bytes, sha256_file
 from buildkit.models.drift import base_image_drift
 from buildkit.models.labels import commit_time, image_labels
 from buildkit.models.lock import Lock, lock_sha256
-from buildkit.models.overlay import CHECKOUT, VllmLayers, vllm_layers
+from buildkit.models.overlay import CHECKOUT, INSTALLED_ARG, VllmLayers, vllm_layers
 from buildkit.models.paths import Paths
 from buildkit.models.pins import GitUrlRewrite, fetched_from
 from buildkit.models.plan import WHEEL_DIR, wheel_path
@@ -63,7 +63,9 @@ def context(
             "mode": "uv-source" if lock.vllm_install else "script",
         },
         "source_fetch": fetch,  # where BuildKit fetches the source (pins.yaml git_url_rewrites apply)
+        "installed_arg": INSTALLED_ARG,
         "overlay": {
+            "present": layers.has_overlay,
             "paths": list(layers.overlay),
             "removed": list(layers.removed),
             "caches": layers.stale_caches(),

@@ -14,14 +14,16 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 from typing import Any, Literal, NamedTuple
 
 from buildkit import __version__
-from buildkit.errors import CheckFailed, InputError, UpstreamMalformed, excerpt
+from buildkit.dockerfile.stagediff import compare
+from buildkit.errors import BuildkitError, CheckFailed, InputError, UpstreamMalformed, excerpt
 from buildkit.files import utc_now
 from buildkit.models.grammar import DIGEST_RE
 from buildkit.models.lock import Lock, lock_sha256
-from buildkit.models.overlay import vllm_layers
+from buildkit.models.overlay import INSTALLED_ARG, installed_stage, vllm_layers
 from buildkit.models.plan import build_args, source_date_epoch
 from buildkit.models.records import Build, belongs, header
 from buildkit.models.records.render import RenderRecord
@@ -106,6 +108,16 @@ def _shown(value: object) -> str:
 
 
 # --- BuildKit's attestation in the registry ---------------------------------------------------------------------
+
+
+_INSTALLED_RE = re.compile(r"[^\s@]{1,400}@sha256:[0-9a-f]{64}")
+
+
+def _name(ref: str) -> str | None:
+    try:
+        return parse_image_ref(ref).name
+    except ValueError:
+        return None
 
 
 class ImageProvenance(NamedTuple):
@@ -265,7 +277,79 @@ def _vllm_commit(checks: _Checks, want: Expected, deps: list[_Dependency], insta
         checks.field("vLLM commit", want.vllm_commit, installed)
 
 
-def check_buildkit_provenance(found: ImageProvenance, want: Expected) -> list[CheckResult]:
+def installed_image_arg(found: ImageProvenance) -> str | None:
+    """The install image a pushed build with a vLLM overlay started its overlay's stage FROM (build arg
+    VLLM_INSTALLED_IMAGE, stages/build/installed.py), as BuildKit recorded it; None without one."""
+    if found.statement is None:
+        return None
+    args = parse(_Statement, found.statement, "BuildKit's provenance statement").predicate
+    return args.buildDefinition.externalParameters.request.args.get(f"build-arg:{INSTALLED_ARG}")
+
+
+def _beyond_the_overlay(installed: dict[str, Any], final: dict[str, Any], target: str) -> str | None:
+    """What the install image's Dockerfile changes of this build's outside the stages a moved head changes (the
+    source's fetch, the overlay's paths, the target's overlay and labels), as both provenances carry the bytes; None
+    when nothing does. Comments aside: a head's Dockerfile names it in its header."""
+    texts = [_dockerfile_bytes(statement) for statement in (installed, final)]
+    if texts[0] is None or texts[1] is None:
+        return "a Dockerfile is not in the provenance (mode=max carries it)"
+    try:
+        changes = compare(texts[0].decode(), texts[1].decode(), "the install image's", "this build's")
+    except (UnicodeDecodeError, BuildkitError) as exc:
+        return f"it cannot be read ({excerpt(str(exc), 120)})"
+    # An overlay's stage is one whose install stage (<name>-vllm-installed) is the same in both.
+    overlays = {c.stage for c in changes.stages if installed_stage(c.stage) in changes.unchanged}
+    allowed = {"vllm-source", "vllm-overlay", target} | overlays
+    named = [c.stage for c in changes.stages if c.stage not in allowed] + [f"ARG {a.name}" for a in changes.args]
+    return ", ".join(named[:5]) or None
+
+
+def _installed_deps(
+    checks: _Checks,
+    want: Expected,
+    image: str,
+    installed: ImageProvenance | None,
+    deps: list[_Dependency],
+    found_statement: dict[str, Any],
+) -> list[_Dependency] | None:
+    """The install image's own provenance, checked as the one the overlay's stage started FROM: built for the
+    install's stage from this build's Dockerfile but for the overlay's stages (an earlier head's), and the image
+    BuildKit resolved for it. Its dependencies hold the base image and the wheel (the final build saw neither); None
+    when it cannot stand for them."""
+    name = "vLLM install image"
+    if installed is None or installed.statement is None:
+        checks.add(name, False, f"{image}: {installed.missing if installed else 'not read'}")
+        return None
+    typed = parse(_Statement, installed.statement, f"{image}: BuildKit's provenance statement")
+    digest = image.rsplit("@", 1)[1]
+    target = typed.predicate.buildDefinition.externalParameters.request.args.get("target", "")
+    problems = []
+    if not any(f"sha256:{d.digest.get('sha256')}" == digest for d in deps if d.uri.startswith("pkg:docker/")):
+        problems.append(f"the final build's provenance names no base image {digest}")
+    if target != installed_stage(want.target):
+        problems.append(f"its target is {excerpt(target, 80)}, not {installed_stage(want.target)}")
+    beyond = _beyond_the_overlay(installed.statement, found_statement, want.target)
+    if beyond:
+        problems.append(f"its Dockerfile differs from this build's beyond the overlay's stages: {beyond}")
+    subjects = {f"sha256:{s.digest.get('sha256')}" for s in typed.subject}
+    if installed.platform_digest not in subjects:
+        problems.append(f"its statement is not for its {installed.platform_digest}")
+    if problems:
+        checks.add(name, False, f"{image}: " + "; ".join(problems))
+        return None
+    checks.add(
+        name,
+        True,
+        f"the overlay's stage started FROM {image}, built for {target} from the same Dockerfile; the base image and "
+        "the wheel below are from its provenance",
+    )
+    return typed.predicate.buildDefinition.resolvedDependencies
+
+
+def check_buildkit_provenance(
+    found: ImageProvenance, want: Expected, installed: ImageProvenance | None = None
+) -> list[CheckResult]:
+    """BuildKit's statement held to the lock; `installed`: the install image's, read where the build names one."""
     checks = _Checks(BUILDKIT_SOURCE)
     statement = found.statement
     if statement is None:
@@ -284,8 +368,12 @@ def check_buildkit_provenance(found: ImageProvenance, want: Expected) -> list[Ch
     args = definition.externalParameters.request.args
     found_args = {k.removeprefix("build-arg:"): v for k, v in args.items() if k.startswith("build-arg:")}
     deps = definition.resolvedDependencies
-    images = [d for d in deps if d.uri.startswith("pkg:docker/")]
     checks.field("target", want.target, args.get("target", ""))
+    image = found_args.pop(INSTALLED_ARG, None)
+    if image is not None:
+        below = _installed_deps(checks, want, image, installed, deps, statement)
+        deps = below + [d for d in deps if not d.uri.startswith("pkg:docker/")] if below is not None else deps
+    images = [d for d in deps if d.uri.startswith("pkg:docker/")]
     checks.field(
         "base image digest",
         want.base_digest,
@@ -315,16 +403,21 @@ def check_buildkit_provenance(found: ImageProvenance, want: Expected) -> list[Ch
     return checks.results
 
 
-def _dockerfile_sha256(statement: dict[str, Any]) -> str | None:
+def _dockerfile_bytes(statement: dict[str, Any]) -> bytes | None:
     """The Dockerfile's bytes as mode=max provenance carries them (buildkit_metadata.source.infos)."""
     infos = _get(statement, "predicate", "runDetails", "metadata", "buildkit_metadata", "source", "infos") or []
     for info in infos if isinstance(infos, list) else []:
         if isinstance(info, dict) and info.get("language") == "Dockerfile" and isinstance(info.get("data"), str):
             try:
-                return hashlib.sha256(base64.b64decode(info["data"], validate=True)).hexdigest()
+                return base64.b64decode(info["data"], validate=True)
             except binascii.Error:
                 return None
     return None
+
+
+def _dockerfile_sha256(statement: dict[str, Any]) -> str | None:
+    data = _dockerfile_bytes(statement)
+    return hashlib.sha256(data).hexdigest() if data is not None else None
 
 
 # --- buildkit's signed statement --------------------------------------------------------------------------------
@@ -389,7 +482,16 @@ def verify_provenance(
         raise InputError(f"not an image reference: {excerpt(image, 120)}") from None
     want = expected(lock, smoke, rendered)
     found = read_buildkit_provenance(image, lock.build.platform, http)
-    results = check_buildkit_provenance(found, want)
+    installed_image, installed = installed_image_arg(found), None
+    if installed_image is not None:
+        name = parse_image_ref(image).name
+        if not _INSTALLED_RE.fullmatch(installed_image) or _name(installed_image) != name:
+            raise UpstreamMalformed(
+                f"BuildKit's provenance names the install image {excerpt(installed_image, 160)}: not a digest in "
+                f"{name}, where buildkit pushes it"
+            )
+        installed = read_buildkit_provenance(installed_image, lock.build.platform, http)
+    results = check_buildkit_provenance(found, want, installed)
     tool = cosign.binary()
     refused = None
     statements: list[dict[str, Any]] = []
@@ -398,7 +500,8 @@ def verify_provenance(
         statements = cosign.verify(tool, public_key, pinned)
     except CheckFailed as exc:
         refused = exc.message
-    results += check_signed_statement(statements, refused, found.top_digest, want)
+    signed_args = want.build_args | ({INSTALLED_ARG: installed_image} if installed_image else {})
+    results += check_signed_statement(statements, refused, found.top_digest, want._replace(build_args=signed_args))
     return VerifyRecord(
         buildkit_version=__version__,
         image=image,

@@ -46,6 +46,14 @@ def test_the_overlay_is_the_target_stages_last_steps_on_both_upstream_shapes(sha
     copy = stages["vllm-overlay"][1]
     assert copy.cmd == "COPY" and copy.flags == ("--parents", "--from=vllm-source")
     assert copy.value == ("vllm/v1/worker/gpu_model_runner.py", "vllm/v1/spec_decode/draft_model.py", "/")
+    # The overlay is a stage of its own: upstream's target stage renamed, and the target FROM it by default, or FROM
+    # the image a pushed build names in the global build arg (declared before the first FROM).
+    first_from = next(n for n, i in enumerate(parsed) if i.cmd == "FROM")
+    assert ("VLLM_INSTALLED_IMAGE",) in [i.value for i in parsed[:first_from] if i.cmd == "ARG"]
+    assert stages["release-vllm-installed"][0].value == ("hermetic", "AS", "release-vllm-installed")
+    assert any("build-custom-vllm.sh" in i.original for i in stages["hermetic"])  # the install, before both
+    assert stages["release"][0].value == ("${VLLM_INSTALLED_IMAGE:-release-vllm-installed}", "AS", "release")
+    assert [i.cmd for i in stages["release"] if i.cmd != "LABEL"] == ["FROM", "COPY", "RUN"]
     last = [i for i in stages["release"] if i.cmd != "LABEL"][-2:]
     assert (last[0].cmd, last[0].flags, last[0].value) == (
         "COPY",
