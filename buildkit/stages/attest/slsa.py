@@ -27,7 +27,7 @@ from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins
 from buildkit.models.plan import build_args, repository, source_date_epoch
 from buildkit.models.records import Build, belongs
-from buildkit.models.records.build import BuildRecord, argv_values, latest_build, pushed
+from buildkit.models.records.build import BuildRecord, InstalledImage, argv_values, latest_build, pushed
 from buildkit.models.records.index import IndexRecord
 from buildkit.models.records.render import RenderRecord
 from buildkit.models.slsa import BUILD_TYPE, DEFAULT_BUILDER_ID, INDEX_BUILD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE
@@ -291,20 +291,8 @@ def _resolved_dependencies(sources: Sources) -> list[dict[str, Any]]:
         wheel,
         _base_image_dependency(sources),
     ]
-    installed = sources.record.installed
-    if installed is not None:  # the overlay's stage started FROM it (stages/build/installed.py)
-        name, digest = installed.image.split("@", 1)
-        dependencies.append(
-            {
-                "name": "vllm-installed-image",
-                "uri": docker_purl(name, None, digest, lock.build.platform),
-                "digest": _sha256_of(digest),
-                "annotations": {
-                    "pushedBy": "an earlier build of the same install" if installed.reused else "this build",
-                    "probeDigest": installed.probe_digest,
-                },
-            }
-        )
+    if sources.record.installed is not None:  # the overlay's stage started FROM it (stages/build/installed.py)
+        dependencies.append(_installed_dependency(sources.record.installed, lock.build.platform))
     for patch in lock.patches:
         dependencies.append(
             {"name": patch.file, "digest": {"sha256": patch.sha256}, "annotations": {"reason": patch.reason}}
@@ -318,6 +306,19 @@ def _resolved_dependencies(sources: Sources) -> list[dict[str, Any]]:
         {"name": sources.dockerfile_name, "digest": {"sha256": rendered.dockerfile_sha256}},
     ]
     return dependencies
+
+
+def _installed_dependency(installed: InstalledImage, platform: str) -> dict[str, Any]:
+    name, digest = installed.image.split("@", 1)
+    return {
+        "name": "vllm-installed-image",
+        "uri": docker_purl(name, None, digest, platform),
+        "digest": _sha256_of(digest),
+        "annotations": {
+            "pushedBy": "an earlier build of the same install" if installed.reused else "this build",
+            "probeDigest": installed.probe_digest,
+        },
+    }
 
 
 def _base_image_dependency(sources: Sources) -> dict[str, Any]:

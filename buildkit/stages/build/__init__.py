@@ -254,11 +254,10 @@ def execute_in_three(
             commands.append(shell_command(step))
         return runs[-1], read_metadata(step.metadata_file)
 
-    probe, metadata = run(installed.probe_plan(plan))
-    probe_digest = installed.digest_of(metadata)
-    last, done = installed.probe_plan(plan), probe
-    image = None
-    if probe.outcome == "succeeded" and probe_digest:
+    last = installed.probe_plan(plan)
+    done, metadata = run(last)
+    probe_digest, image = installed.digest_of(metadata), None
+    if done.outcome == "succeeded" and probe_digest:
         image = installed.reusable(plan, previous, probe_digest)
         if image:
             say(f"the vLLM install is the one {image} holds (an earlier build pushed it): not pushed again")
@@ -271,29 +270,41 @@ def execute_in_three(
     if image:
         last = installed.final_plan(plan, image)
         done, metadata = run(last)
-    unnamed = done.outcome == "succeeded" and not image  # buildx succeeded but named no digest to build on
+    record = _record_of_runs(plan, last, runs, metadata, started=started, log_path=log_path, **recorded)
+    found = (
+        InstalledImage(image=image, probe_digest=probe_digest, reused=not commands[1:], commands=commands)
+        if image and probe_digest
+        else None
+    )
+    record = record.model_copy(update={"inputs": inputs, "installed": found})
+    write_atomic(record_path, record.to_json())
+    return record
+
+
+def _record_of_runs(plan: BuildPlan, last: BuildPlan, runs: list[RunResult], metadata: dict, **recorded) -> BuildRecord:
+    """The record of a build in several buildx runs: the outcome, image and command of the last run, the steps and
+    the time of them all. A last run that is not the final one's and succeeded named no digest to build on."""
+    done = runs[-1]
+    unnamed = done.outcome == "succeeded" and last.installed is not None
     result = replace(done, seconds=sum(r.seconds for r in runs), exit_code=1 if unnamed else done.exit_code)
     shown = image_facts(last, metadata, loaded=False) if last.installed is None else ImageFacts(tag=plan.tag)
-    record = build_record(last, result, metadata, shown, started=started, log_path=log_path, **recorded)
-    steps = [s for r in runs for s in step_times(r.progress)][:MAX_STEPS_KEPT]
-    record = record.model_copy(
+    record = build_record(last, result, metadata, shown, **recorded)
+    instructions: dict[str, bool] = {}  # a step any run ran is not from the cache
+    for r in runs:
+        for name, cached in r.progress.instructions().items():
+            instructions[name] = instructions.get(name, True) and cached
+    return record.model_copy(
         update={
-            "inputs": inputs,
             "error": f"buildx named no digest of the vLLM install's image in {last.metadata_file}"
             if unnamed
             else record.error,
-            "steps": steps,
+            "steps": [s for r in runs for s in step_times(r.progress)][:MAX_STEPS_KEPT],
             "steps_total": sum(r.progress.total for r in runs),
             "steps_cached": sum(r.progress.cached for r in runs),
-            "installed": InstalledImage(
-                image=image, probe_digest=probe_digest, reused=not commands[1:], commands=commands
-            )
-            if image and probe_digest
-            else None,
+            "instructions_total": len(instructions),
+            "instructions_cached": sum(instructions.values()),
         }
     )
-    write_atomic(record_path, record.to_json())
-    return record
 
 
 def _pushed_config(plan: BuildPlan, digest: str) -> str | None:

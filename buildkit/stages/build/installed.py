@@ -56,16 +56,23 @@ def probe_plan(plan: BuildPlan) -> BuildPlan:
     )
 
 
+def _cached(plan: BuildPlan) -> BuildPlan:
+    """The runs after the probe take its steps from the cache, even for a build asked to run without it: a step that
+    ran again could make other bytes than those the probe's digest names (a download, a time)."""
+    extra = tuple(a for a in plan.extra if a != "--no-cache" and not a.startswith("--no-cache-filter"))
+    return replace(plan, no_cache=False, extra=extra, cache_to=())
+
+
 def push_plan(plan: BuildPlan) -> BuildPlan:
     """The install's stage pushed by digest, its layers rewritten to SOURCE_DATE_EPOCH, with provenance."""
     return replace(
-        plan, target=installed_stage(plan.target), installed="push", cache_to=(), metadata_file=_metadata(plan, "push")
+        _cached(plan), target=installed_stage(plan.target), installed="push", metadata_file=_metadata(plan, "push")
     )
 
 
 def final_plan(plan: BuildPlan, image: str) -> BuildPlan:
     """The target, its overlay's stage FROM the pushed install image."""
-    return replace(plan, installed_image=image, cache_to=())
+    return replace(_cached(plan), installed_image=image)
 
 
 def digest_of(metadata: dict) -> str | None:
