@@ -274,3 +274,9 @@ def test_a_push_takes_the_install_from_its_own_pushed_image_and_a_moved_head_pus
     )
     assert results["BuildKit provenance: vLLM install image"]["status"] == "pass"
     assert installed["image"] in results["BuildKit provenance: vLLM install image"]["reason"]
+    report = cli("report")
+    assert report.code == 0, report.output
+    assert (
+        f"- vLLM install image: `{installed['image']}`, pushed by an earlier build of the same install (the same probe "
+        "digest) and not pushed again; the overlay's stage started FROM it"
+    ) in report.stdout
