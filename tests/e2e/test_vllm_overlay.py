@@ -46,12 +46,14 @@ def test_resolve_lists_each_differing_path_and_render_lays_them_over_the_wheel_c
         "COPY --parents --from=vllm-source \\\n    vllm/config.py \\\n    vllm/draft.py \\\n    vllm/spec/tp.py \\\n"
         "    /\n" in text
     )
+    # The target stage's steps (the venv prefetch, the fingerprint) end the install's stage; the target is a stage of
+    # its own after it, FROM it (or a pushed image of it), with the overlay's steps, then the labels (no step).
+    installed = text[text.index(" AS release-vllm-installed\n") : text.index(" AS release\n")]
     release = text[text.index(" AS release\n") :]
+    assert "generate_fingerprint.py" in installed and "vllm-overlay" not in installed
+    assert "FROM ${VLLM_INSTALLED_IMAGE:-release-vllm-installed} AS release\n" in text
     overlay_at = release.index(f"COPY --link --from=vllm-overlay / {CHECKOUT}/")
-    # Last in the target stage: after the venv prefetch and the fingerprint, before the labels (no step).
-    assert overlay_at > release.index("generate_fingerprint.py") and overlay_at < release.index(
-        "# buildkit: provenance labels."
-    )
+    assert overlay_at < release.index("# buildkit: provenance labels.")
     assert "    vllm/old.py \\\n" in release and "    vllm/__pycache__/draft.*.pyc \\\n" in release
     summary = {t["name"]: t["summary"] for t in json.loads((root / "build" / "render.json").read_text())[
         "transformations"]}  # fmt: skip
