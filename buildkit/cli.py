@@ -423,24 +423,23 @@ def export(
     build_dir: flags.BuildDir = None,
     platform: flags.OnePlatform = None,
     output: flags.ExportOutput = None,
+    to: flags.ExportTo = None,
     json_out: flags.ExportJsonOut = False,
 ) -> None:
     """Export the image as an enroot squashfs (.sqsh), to run it on Slurm with pyxis.
 
-    The .sqsh holds what `enroot import dockerd://IMAGE` makes: the image's files (its layers stacked, whiteouts
-    applied, /dev left out), its ENV in /etc/environment, its working directory, entrypoint and command in /etc/rc,
-    its volumes in /etc/fstab, every file root's. It is made with enroot's mksquashfs options (-comp lzo -noD),
-    every timestamp set to the build's SOURCE_DATE_EPOCH, so the same image gives the same bytes. The sha256 and
-    size go into build/squashfs.json (build/smoke/ for a smoke build), which `buildkit report` shows in its Slurm
-    section with the srun line. Needs mksquashfs 4.5 or later (apt-get install squashfs-tools) and free space for
-    about twice the image beside the output; the file appears only when it is complete.
+    The .sqsh holds what `enroot import dockerd://IMAGE` makes: the image's files (layers stacked, whiteouts applied,
+    /dev left out), ENV in /etc/environment, working directory, entrypoint and command in /etc/rc, volumes in
+    /etc/fstab, every file root's; made with enroot's mksquashfs options (-comp lzo -noD), every timestamp the build's
+    SOURCE_DATE_EPOCH: the same image gives the same bytes. Its sha256 goes into build/squashfs.json, which the report
+    shows with the srun line. Needs mksquashfs 4.5+ (squashfs-tools) and space for about twice the image beside the
+    output; the file appears only when complete. --to DIR publishes by digest (docs/how-to/slurm.md).
 
     \b
     Examples:
       buildkit export           # the newest build's image -> build/<image>.sqsh
-      buildkit export -o /shared/nemo-rl.sqsh
-      srun --container-image=/shared/nemo-rl.sqsh \\
-        --container-workdir=/opt/nemo-rl --pty bash
+      buildkit export --to /shared/images   # -> nemo-rl@sha256-<hex>.sqsh
+      srun --container-image=/shared/images/nemo-rl@sha256-<hex>.sqsh --pty bash
     """
     from buildkit.commands.export import export_command
     from buildkit.options import ExportOptions

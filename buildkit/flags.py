@@ -479,3 +479,12 @@ ExportOutput = Annotated[
     ),
 ]
 ExportJsonOut = Annotated[bool, typer.Option("--json", help="Print the export record as JSON on stdout.")]
+ExportTo = Annotated[
+    Path | None,
+    typer.Option(
+        "--to",
+        metavar="DIR",
+        help="Publish into DIR (shared storage): <name>@sha256-<hex>.sqsh per platform, named by the pushed image's "
+        "platform manifest digest; a whole file of that digest already there is kept untouched.",
+    ),
+]

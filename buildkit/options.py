@@ -451,12 +451,21 @@ class ExportOptions:
     streamed: bool  # `-o -`: made where it goes by default, then streamed to stdout
     json_out: bool
     platform: str | None = None  # with build.platforms: only this platform's image
+    to: Path | None = None  # publish into this directory, named by the platform manifest's digest
 
     @classmethod
     def parse(
-        cls, *, image: str | None, output: Path | None, json_out: bool, platform: str | None = None
+        cls,
+        *,
+        image: str | None,
+        output: Path | None,
+        json_out: bool,
+        platform: str | None = None,
+        to: Path | None = None,
     ) -> ExportOptions:
         streamed = is_stdout(output)
         if streamed and json_out:
             raise InputError("-o - writes the squashfs to standard output: it cannot go with --json")
-        return cls(image, None if streamed else output, streamed, json_out, platform)
+        if to is not None and output is not None:
+            raise InputError("--to DIR names the file by its digest: it cannot go with -o", hint="give one of them")
+        return cls(image, None if streamed else output, streamed, json_out, platform, to)

@@ -6,7 +6,6 @@ import shutil
 import sys
 
 from buildkit.models.paths import Paths
-from buildkit.models.records.squashfs import srun_line
 from buildkit.options import ExportOptions
 from buildkit.stages import pipeline
 from buildkit.stages.context import Context, each_platform
@@ -17,7 +16,9 @@ def export_command(paths: Paths, opts: ExportOptions) -> None:
     """One squashfs per platform, each named after its own image tag (<tag>-<arch>), so a Slurm user cannot take
     one platform's for another's."""
     each = each_platform(
-        paths, opts.platform, **{"IMAGE": opts.image, "--output": opts.output, "-o -": True if opts.streamed else None}
+        paths,
+        opts.platform,
+        **{"IMAGE": opts.image, "--output": opts.output, "-o -": True if opts.streamed else None},
     )
     results = ui.per_platform(each, lambda one: _export(one, opts))
     if opts.json_out:
@@ -34,15 +35,26 @@ def _export(paths: Paths, opts: ExportOptions) -> dict:
             on_step=lambda text: status.update(ui.safe(text)),
         )
         pipeline.run_stage("export", ctx)
-    record, where = ctx.made.export
+    made = ctx.made.export
     if opts.streamed:
-        with open(record.path, "rb") as made:
-            shutil.copyfileobj(made, sys.stdout.buffer, 1 << 20)
+        with open(made.path, "rb") as file:
+            shutil.copyfileobj(file, sys.stdout.buffer, 1 << 20)
         sys.stdout.buffer.flush()
-    ui.err.print(f"[green]wrote[/] {ui.safe(record.path)} ({record.size / 2**20:,.1f} MiB)")
-    ui.err.print(f"  sha256 {record.sha256}")
-    if record.skipped_count:
-        ui.err.print(f"  left out {record.skipped_count} device node(s): {ui.safe(', '.join(record.skipped))}")
-    ui.err.print(f"  run it: {ui.safe(srun_line(record))}")
-    ui.err.print(f"record: {ui.safe(str(where))}")
-    return record.model_dump(mode="json")
+    if made.record is None:
+        ui.err.print(
+            f"[green]already there[/] {ui.safe(str(made.path))} ({made.size / 2**20:,.1f} MiB): left untouched"
+        )
+    else:
+        ui.err.print(f"[green]wrote[/] {ui.safe(str(made.path))} ({made.size / 2**20:,.1f} MiB)")
+    ui.err.print(f"  sha256 {made.sha256}")
+    if made.record and made.record.skipped_count:
+        skipped = ", ".join(made.record.skipped)
+        ui.err.print(f"  left out {made.record.skipped_count} device node(s): {ui.safe(skipped)}")
+    if made.record:
+        ui.err.print(f"  mksquashfs options: {ui.safe(' '.join(made.record.options))}")
+    ui.err.print(f"  run it: {ui.safe(made.srun)}")
+    if made.where:
+        ui.err.print(f"record: {ui.safe(str(made.where))}")
+    if made.record is not None:
+        return made.record.model_dump(mode="json")
+    return {"path": str(made.path), "sha256": made.sha256, "size": made.size, "kept": True, "srun": made.srun}

@@ -11,6 +11,7 @@ from typing import NamedTuple
 from buildkit.models.plan import BuildPlan
 from buildkit.models.records.build import BuildRecord
 from buildkit.models.records.render import RenderRecord
+from buildkit.models.records.squashfs import SquashfsRecord, srun_line
 
 
 @dataclass(frozen=True)
@@ -70,3 +71,19 @@ class Rendered(NamedTuple):
 
     text: str
     record: RenderRecord
+
+
+class Exported(NamedTuple):
+    """What `buildkit export` leaves: the .sqsh, and the record of its making (None when a file of the same digest
+    was already published and kept as it was)."""
+
+    path: Path
+    sha256: str
+    size: int
+    srun: str
+    record: SquashfsRecord | None
+    where: Path | None
+
+    @classmethod
+    def of(cls, record: SquashfsRecord, where: Path) -> Exported:
+        return cls(Path(record.path), record.sha256, record.size, srun_line(record), record, where)

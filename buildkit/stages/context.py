@@ -28,9 +28,8 @@ from buildkit.models.lock import (
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins, load_pins
 from buildkit.models.records.prepare import PrepareRecord
-from buildkit.models.records.squashfs import SquashfsRecord
 from buildkit.models.records.verify import VerifyRecord
-from buildkit.models.results import Attested, Built, Preflighted, Rendered, Reported
+from buildkit.models.results import Attested, Built, Exported, Preflighted, Rendered, Reported
 from buildkit.text.progress import Progress
 
 OnNote = Callable[[str], None]
@@ -232,7 +231,7 @@ class Made:
     build: Built
     verify: tuple[VerifyRecord, Path]  # the record, and where it was written
     attest: Attested
-    export: tuple[SquashfsRecord, Path]  # the record, and where it was written
+    export: Exported  # the .sqsh, and its record and where it was written (none when a published one was kept)
     report: Reported
 
 

@@ -203,6 +203,23 @@ def test_a_push_of_two_platforms_is_one_image_index(project, remote, upstreams, 
     assert verified.code == 0, verified.output[-3000:]
     exported = cli("export", timeout=600)
     assert exported.code == 0, exported.output[-3000:]
+    # Published to shared storage (issue 43): one file per platform, named by its platform manifest's digest as the
+    # registry's index names it; exported again, each is found whole and left untouched.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    published = cli("export", "--to", str(shared), timeout=600)
+    assert published.code == 0, published.output[-3000:]
+    names = {f"nemo-rl@{m['digest'].replace(':', '-')}.sqsh" for m in served["manifests"] if "platform" in m
+             and m.get("annotations", {}).get("vnd.docker.reference.type") != "attestation-manifest"}  # fmt: skip
+    made = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in shared.glob("*.sqsh")}
+    assert set(made) == names and len(names) == 2, (made, names)
+    assert sorted(p.name for p in shared.iterdir()) == sorted([*names, ".buildkit-export.lock"])
+    for name in names:
+        assert f"srun --container-image={shared / name} --container-workdir=/opt/nemo-rl --pty bash" in published.stderr
+    again = cli("export", "--to", str(shared), timeout=600)
+    assert again.code == 0, again.output[-3000:]
+    assert again.stderr.count("already there") == 2 and "left untouched" in again.stderr
+    assert {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in shared.glob("*.sqsh")} == made
     for image in record["platforms"]:
         folder = root / "build" / image["platform"].replace("/", "-")
         kept = json.loads((folder / "verify.json").read_text())["header"]

@@ -57,5 +57,9 @@ class SquashfsRecord(BaseModel):
 
 def srun_line(record: SquashfsRecord) -> str:
     """How pyxis runs it: `srun --container-image=FILE`, in the image's working directory, with a shell."""
-    workdir = f" --container-workdir={shlex.quote(record.layout.workdir)}" if record.layout.workdir != "/" else ""
-    return f"srun --container-image={shlex.quote(record.path)}{workdir} --pty bash"
+    return srun(record.path, record.layout.workdir)
+
+
+def srun(path: str, workdir: str) -> str:
+    shown = f" --container-workdir={shlex.quote(workdir)}" if workdir != "/" else ""
+    return f"srun --container-image={shlex.quote(path)}{shown} --pty bash"

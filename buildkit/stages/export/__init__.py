@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from buildkit import __version__
-from buildkit.errors import InputError, excerpt
+from buildkit.errors import BuildkitError, InputError, excerpt
 from buildkit.files import (
     read_record,
     replaced_atomically,
@@ -66,14 +66,18 @@ from buildkit.image.unpack import Rootfs, Unpacked, unpack_image
 from buildkit.models.grammar import DIGEST_RE, image_ref, parse_image_ref
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.paths import Paths
-from buildkit.models.plan import source_date_epoch
+from buildkit.models.plan import repository, source_date_epoch
 from buildkit.models.records import RecordHeader, belongs, header, repo_digests
-from buildkit.models.records.build import BuildRecord, latest_successful_build
-from buildkit.models.records.squashfs import EnrootLayout, SquashfsRecord
+from buildkit.models.records.build import BuildRecord, latest_successful_build, pushed
+from buildkit.models.records.squashfs import EnrootLayout, SquashfsRecord, srun
+from buildkit.models.results import Exported
 from buildkit.options import ExportOptions
 from buildkit.stages.context import Context, load_inputs
+from buildkit.stages.export import publish
 from buildkit.world.engine import Engine, ImageEngine, pull_image
+from buildkit.world.http import Http
 from buildkit.world.mksquashfs import Mksquashfs, find_mksquashfs, squash
+from buildkit.world.registry import Registry
 
 ENROOT_SQUASH_OPTIONS = ("-comp", "lzo", "-noD", "-exit-on-error")  # enroot.in: ENROOT_SQUASH_OPTIONS
 SPACE_MARGIN = 256 * 1024 * 1024  # beside twice the image: the archive's tar headers, the tree's directories
@@ -107,10 +111,52 @@ def run(ctx: Context[ExportOptions]) -> None:
     opts = ctx.options
     tool = find_mksquashfs()  # before anything else: without it nothing can be made
     lock = load_inputs(ctx.paths, on_note=ctx.on_note).lock
+    directory = publish.checked_dir(opts.to) if opts.to is not None else None
     source = choose_source(ctx.paths, opts.image, platform=lock.build.platform)
     if source.record_path:
         ctx.say(f"image {source.ref}, from {source.record_path}")
-    ctx.made.export = export_squashfs(ctx.paths, lock, source, tool, opts.output, on_step=ctx.on_step)
+    if directory is None:
+        record, where = export_squashfs(ctx.paths, lock, source, tool, opts.output, on_step=ctx.on_step)
+        ctx.made.export = Exported.of(record, where)
+        return
+    output = directory / publish.published_name(source.ref, platform_manifest(source, lock.build.platform))
+    with publish.turn(directory):
+        size = publish.whole_squashfs(output)
+        if size is None:
+            record, where = export_squashfs(ctx.paths, lock, source, tool, output, on_step=ctx.on_step)
+            ctx.made.export = Exported.of(record, where)
+            return
+        ctx.step(f"hashing {output.name}, already there")
+        ctx.made.export = kept(output, size, _workdir(source))
+
+
+def kept(output: Path, size: int, workdir: str) -> Exported:
+    """A published file of the same digest, left untouched: its bytes hashed (read only) for the user to compare."""
+    return Exported(output, sha256_file(output), size, srun(str(output), workdir), None, None)
+
+
+def platform_manifest(source: Source, platform: str) -> str:
+    """The digest of the image's platform manifest, as the registry serves it: what names a published file. Only a
+    pushed image has one (a loaded image is known by its config alone)."""
+    record = source.record
+    if record is None or not record.image.digest or not pushed(record):
+        raise InputError(
+            f"{source.ref} was not pushed: a published squashfs is named by the digest of the image's manifest in "
+            "its registry",
+            hint="build with --push (then export --to DIR), or write the file with -o PATH",
+        )
+    try:
+        found = Registry(Http()).resolve(f"{repository(record.image.tag)}@{record.image.digest}", platform)
+    except BuildkitError as exc:
+        raise type(exc)(f"the pushed image {source.ref}: {exc.message}", hint=exc.hint) from None
+    return found.manifest_digest
+
+
+def _workdir(source: Source) -> str:
+    """The image's working directory for the srun line, when the local engine has the image ("/" otherwise)."""
+    wanted = source.record.image.id if source.record and source.record.image.id else source.ref
+    attrs = Engine().image_attrs(wanted) or {}
+    return str((attrs.get("Config") or {}).get("WorkingDir") or "/")
 
 
 def choose_source(

@@ -511,3 +511,56 @@ def test_a_pushed_build_of_another_platform_is_pulled_by_its_digest_for_its_plat
     with pytest.raises(InputError, match="no image nosuch:1 in the local engine") as raised:
         export._engine_image(MemoryEngine(), export.Source("nosuch:1", None, None), "linux/arm64")
     assert "`docker pull --platform linux/arm64 nosuch:1`" in (raised.value.hint or "")
+
+
+# export --to DIR (issue 43): the directory checked before anything is read or made; a file there taken as published
+# only when its squashfs superblock says it is whole.
+
+
+@pytest.mark.parametrize("case", ["missing", "file", "symlink"])
+def test_a_to_that_is_not_a_directory_is_one_line_and_nothing_is_written(project, tmp_path, case):
+    root, cli = project
+    assert cli("resolve").code == 0
+    target = tmp_path / "shared"
+    if case == "file":
+        target.write_text("a file\n")
+    elif case == "symlink":
+        (tmp_path / "real").mkdir()
+        target.symlink_to(tmp_path / "real")
+    before = sorted((str(p), p.is_dir()) for p in tmp_path.rglob("*") if "build" not in p.parts)
+    result = cli("export", "--to", str(target))
+    assert result.code == 2, result.output
+    said = {"missing": "no such directory", "file": "is not a directory", "symlink": "is a symlink"}[case]
+    assert f"error: --to '{target}'" in result.stderr and said in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 2  # the error and its hint
+    assert sorted((str(p), p.is_dir()) for p in tmp_path.rglob("*") if "build" not in p.parts) == before
+
+
+def test_to_and_output_together_are_refused(cli, tmp_path):
+    result = cli("export", "--to", str(tmp_path), "-o", str(tmp_path / "x.sqsh"))
+    assert result.code == 2 and "--to DIR names the file by its digest: it cannot go with -o" in result.stderr
+
+
+def test_a_published_file_is_whole_only_when_its_superblock_says_so(tmp_path):
+    from buildkit.stages.export.publish import published_name, whole_squashfs
+    from buildkit.world.mksquashfs import find_mksquashfs
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "f").write_bytes(os.urandom(100_000))
+    made = tmp_path / "made.sqsh"
+    made.touch()
+    squash(find_mksquashfs(), tree, made, squash_options(1770316331), 1, made)
+    data = made.read_bytes()
+    assert whole_squashfs(made) == len(data) and len(data) % 4096 == 0
+    cut = tmp_path / "cut.sqsh"
+    cut.write_bytes(data[: len(data) // 2])  # a copy that stopped half way
+    other = tmp_path / "other.sqsh"
+    other.write_bytes(b"not a squashfs" * 100)
+    link = tmp_path / "link.sqsh"
+    link.symlink_to(made)
+    assert [whole_squashfs(p) for p in (cut, other, link, tmp_path / "none.sqsh")] == [None] * 4
+    digest = "sha256:" + "a" * 64
+    assert published_name("127.0.0.1:5000/team/nemo-rl:v1-smoke", digest) == f"nemo-rl@sha256-{'a' * 64}.sqsh"
+    with pytest.raises(InputError):
+        published_name("127.0.0.1:5000/team/nemo-rl:v1", "sha256:../x")
