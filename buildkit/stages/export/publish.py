@@ -6,7 +6,7 @@ flock, which NFSv4 and Lustre honour), and the second finds the first's file and
 appears only when complete (a temp file beside it, fsynced, renamed), so a reader never sees half a file under the
 final name. A file already there is taken when its squashfs superblock is whole (magic, and the size the superblock
 says it used within the file's padded size); its sha256 is read, never rewritten. Whether its bytes are the image's
-is `buildkit verify --sqsh`'s question, against the evidence beside it.
+is not checked here: that needs evidence beside the file (issue 43's signed statement, not made yet).
 """
 
 from __future__ import annotations
