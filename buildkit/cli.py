@@ -327,6 +327,7 @@ def verify(
     provenance: flags.VerifyProvenance = False,
     key: flags.VerifyKey = None,
     drivers: flags.VerifyDriver = [],  # noqa: B006
+    sqsh: flags.VerifySqsh = None,
 ) -> None:
     """Check the built image against the lock, inside containers with no network.
 
@@ -335,10 +336,8 @@ def verify(
     the container fingerprint exists; the patched tools/build-custom-vllm.sh is the one the prepare record holds;
     every shared object of the image's Python environments has kernels for build.cuda_arch_list where
     build.gpu_required says, and vLLM's symbols resolve against the image's torch, glibc and libstdc++; each
-    --driver is judged against NVIDIA's tables. --gpus adds: torch sees a GPU of compute capability 9.0 and sm_90,
-    and the prediction for its driver holds.
-    Checks that cannot apply (vLLM in a smoke image) are skipped with the reason. Writes build/verify.json, which
-    `buildkit report` reads. Exit 1 when a check fails.
+    --driver is judged against NVIDIA's tables. --gpus adds: torch sees a GPU of compute capability 9.0 and sm_90.
+    Checks that cannot apply are skipped with the reason. Writes build/verify.json. Exit 1 when a check fails.
     """
     from buildkit.commands.verify import verify_command
     from buildkit.options import VerifyOptions
@@ -424,6 +423,7 @@ def export(
     platform: flags.OnePlatform = None,
     output: flags.ExportOutput = None,
     to: flags.ExportTo = None,
+    key: flags.ExportKey = None,
     json_out: flags.ExportJsonOut = False,
 ) -> None:
     """Export the image as an enroot squashfs (.sqsh), to run it on Slurm with pyxis.

@@ -407,7 +407,16 @@ VerifyProvenance = Annotated[
 ]
 VerifyKey = Annotated[
     str | None,
-    typer.Option("--key", metavar="KEY", help="With --provenance: the public key (cosign.pub) or KMS URI."),
+    typer.Option("--key", metavar="KEY", help="With --provenance or --sqsh: the public key (cosign.pub) or KMS URI."),
+]
+VerifySqsh = Annotated[
+    Path | None,
+    typer.Option(
+        "--sqsh",
+        metavar="FILE",
+        help="Instead: check a squashfs `export --to DIR --key` published, offline, against the signed statement and "
+        "SBOM beside it (needs --key; no project, registry or network).",
+    ),
 ]
 VerifyDriver = Annotated[
     list[str],
@@ -479,6 +488,15 @@ ExportOutput = Annotated[
     ),
 ]
 ExportJsonOut = Annotated[bool, typer.Option("--json", help="Print the export record as JSON on stdout.")]
+ExportKey = Annotated[
+    str | None,
+    typer.Option(
+        "--key",
+        metavar="KEY",
+        help="With --to: sign the evidence beside each file (<name>.sigstore.json, <name>.cdx.json) with this cosign "
+        "key ($COSIGN_PASSWORD unlocks it).",
+    ),
+]
 ExportTo = Annotated[
     Path | None,
     typer.Option(

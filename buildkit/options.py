@@ -337,6 +337,7 @@ class VerifyOptions:
     key: str | None
     drivers: tuple[str, ...]
     platform: str | None = None  # with build.platforms: only this platform's image
+    sqsh: Path | None = None  # a published squashfs, checked offline against the evidence beside it
 
     @classmethod
     def parse(
@@ -349,9 +350,19 @@ class VerifyOptions:
         key: str | None,
         drivers: list[str],
         platform: str | None = None,
+        sqsh: Path | None = None,
     ) -> VerifyOptions:
         if provenance and gpus:
             raise OptionError("not with --provenance", param_hint="--gpus")
+        if sqsh is not None:
+            if image or gpus or provenance or drivers or platform:
+                raise InputError(
+                    "--sqsh checks a file alone: not with IMAGE, --gpus, --provenance, --driver, --platform"
+                )
+            if not key:
+                raise InputError("--sqsh needs --key: the public key the evidence beside the file was signed with")
+            cosign.check_public_key(key)
+            return cls(None, False, json_out, False, key, (), None, sqsh)
         for value in drivers:
             try:
                 driver.parse_driver(value)
@@ -452,6 +463,7 @@ class ExportOptions:
     json_out: bool
     platform: str | None = None  # with build.platforms: only this platform's image
     to: Path | None = None  # publish into this directory, named by the platform manifest's digest
+    key: str | None = None  # with `to`: sign the evidence beside each file (an SBOM, a Sigstore bundle)
 
     @classmethod
     def parse(
@@ -462,10 +474,15 @@ class ExportOptions:
         json_out: bool,
         platform: str | None = None,
         to: Path | None = None,
+        key: str | None = None,
     ) -> ExportOptions:
         streamed = is_stdout(output)
         if streamed and json_out:
             raise InputError("-o - writes the squashfs to standard output: it cannot go with --json")
         if to is not None and output is not None:
             raise InputError("--to DIR names the file by its digest: it cannot go with -o", hint="give one of them")
-        return cls(image, None if streamed else output, streamed, json_out, platform, to)
+        if key is not None:
+            if to is None:
+                raise InputError("--key signs the evidence beside a published file: it needs --to DIR")
+            cosign.check_key(key)  # a missing key is bad input before anything is made
+        return cls(image, None if streamed else output, streamed, json_out, platform, to, key)

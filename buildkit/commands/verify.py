@@ -3,16 +3,22 @@ platform's, for several)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from buildkit.errors import CheckFailed
 from buildkit.models.paths import Paths
 from buildkit.models.records.verify import VerifyRecord
 from buildkit.options import VerifyOptions
 from buildkit.stages import pipeline
 from buildkit.stages.context import Context, each_platform
+from buildkit.stages.verify.sqsh import verify_sqsh
 from buildkit.text import ui
 
 
 def verify_command(paths: Paths, opts: VerifyOptions) -> None:
+    if opts.sqsh is not None:
+        return _verify_sqsh(opts.sqsh, opts.key or "", opts.json_out)
     each = each_platform(paths, opts.platform, **{"IMAGE": opts.image})
     records = ui.per_platform(each, lambda one: _verify(one, opts))
     failed: list[tuple[str, list[str]]] = []  # (image, the checks that failed on it)
@@ -44,3 +50,18 @@ def _verify(paths: Paths, opts: VerifyOptions) -> VerifyRecord:
         ui.err.print(f"{marks[check.status]}  {ui.safe(check.name)}: {ui.safe(check.reason)}")
     ui.err.print(f"record: {ui.safe(str(record_path))}")
     return result
+
+
+def _verify_sqsh(file: Path, key: str, json_out: bool) -> None:
+    """A published squashfs against the evidence beside it (stages/verify/sqsh.py), offline; exit 1 when a check
+    fails."""
+    with ui.err.status("verifying...", spinner="dots"):
+        results = verify_sqsh(file, key)
+    marks = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "skip": "[yellow]skip[/]"}
+    for check in results:
+        ui.err.print(f"{marks[check.status]}  {ui.safe(check.name)}: {ui.safe(check.reason)}")
+    if json_out:
+        print(json.dumps({"file": str(file), "results": [r.model_dump(mode="json") for r in results]}, indent=2))
+    failed = [r.name for r in results if r.status == "fail"]
+    if failed:
+        raise CheckFailed(f"{len(failed)} check(s) failed on {file.name}: {', '.join(failed)}")

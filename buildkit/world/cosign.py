@@ -232,3 +232,53 @@ def verify(cosign: str, public_key: str, image: str) -> list[dict[str, Any]]:
                 f"cosign verify-attestation printed something that is not a DSSE envelope for {image}"
             ) from None
     return [s for s in statements if isinstance(s, dict)]
+
+
+# A Sigstore trusted root that trusts no CA, log or timestamp authority: with a key (`--key`), cosign v2's bundle
+# verification still asks for one, and must not fetch Sigstore's public one over the network (a login node has none).
+# Keyless verification (Fulcio certificates, Rekor entries) needs Sigstore's own trusted_root.json instead.
+KEY_ONLY_TRUSTED_ROOT = {
+    "mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
+    "tlogs": [],
+    "certificateAuthorities": [],
+    "ctlogs": [],
+    "timestampAuthorities": [],
+}
+
+
+def attest_blob(cosign: str, key: str, statement: bytes, bundle: Path) -> None:
+    """Sign an in-toto statement (every subject already in it) with `key` into a Sigstore bundle at `bundle` (cosign
+    attest-blob --statement --new-bundle-format; no transparency log)."""
+    check_key(key)
+    with tempfile.TemporaryDirectory(prefix="buildkit-bundle-") as tmp:
+        given = Path(tmp) / "statement.json"
+        given.write_bytes(statement)
+        done = _run(
+            [
+                cosign, "attest-blob", f"--key={key}", f"--statement={given}", "--new-bundle-format",
+                f"--bundle={bundle}", "--tlog-upload=false", "--yes",
+            ],
+            "signing the bundle",
+        )  # fmt: skip
+    if done.returncode != 0:
+        raise InputError(f"cosign could not sign with the key {key}: {last_error(done.stderr)}")
+
+
+def verify_blob(cosign: str, public_key: str, bundle: Path, blob: Path) -> None:
+    """That `bundle` holds a statement signed with `public_key` and naming `blob`'s sha256 among its subjects
+    (cosign verify-blob-attestation, offline: no network, no transparency log). Refused: CheckFailed."""
+    if not public_key or public_key.startswith("-"):
+        raise InputError(f"--key: expected a public key file or a KMS URI, found {excerpt(public_key, 80)}")
+    with tempfile.TemporaryDirectory(prefix="buildkit-verify-") as tmp:
+        root = Path(tmp) / "trusted_root.json"
+        root.write_text(json.dumps(KEY_ONLY_TRUSTED_ROOT))
+        done = _run(
+            [
+                cosign, "verify-blob-attestation", f"--bundle={bundle}", "--new-bundle-format",
+                f"--trusted-root={root}", f"--key={public_key}", "--insecure-ignore-tlog=true", "--offline=true",
+                "--type=slsaprovenance1", str(blob),
+            ],
+            "verifying the bundle",
+        )  # fmt: skip
+    if done.returncode != 0:
+        raise CheckFailed(f"cosign refused {bundle.name} for {blob.name}: {last_error(done.stderr)}")

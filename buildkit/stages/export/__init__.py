@@ -42,6 +42,7 @@ The same image gives the same bytes (with the same mksquashfs version, which the
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import time
@@ -55,6 +56,7 @@ from buildkit.errors import BuildkitError, InputError, excerpt
 from buildkit.files import (
     read_record,
     replaced_atomically,
+    sha256_bytes,
     sha256_file,
     utc_now,
     work_dir_beside,
@@ -72,8 +74,10 @@ from buildkit.models.records.build import BuildRecord, latest_successful_build, 
 from buildkit.models.records.squashfs import EnrootLayout, SquashfsRecord, srun
 from buildkit.models.results import Exported
 from buildkit.options import ExportOptions
+from buildkit.stages.attest import slsa
 from buildkit.stages.context import Context, load_inputs
-from buildkit.stages.export import publish
+from buildkit.stages.export import evidence, publish
+from buildkit.world import cosign
 from buildkit.world.engine import Engine, ImageEngine, pull_image
 from buildkit.world.http import Http
 from buildkit.world.mksquashfs import Mksquashfs, find_mksquashfs, squash
@@ -119,15 +123,47 @@ def run(ctx: Context[ExportOptions]) -> None:
         record, where = export_squashfs(ctx.paths, lock, source, tool, opts.output, on_step=ctx.on_step)
         ctx.made.export = Exported.of(record, where)
         return
-    output = directory / publish.published_name(source.ref, platform_manifest(source, lock.build.platform))
+    manifest = platform_manifest(source, lock.build.platform)
+    output = directory / publish.published_name(source.ref, manifest)
     with publish.turn(directory):
         size = publish.whole_squashfs(output)
-        if size is None:
-            record, where = export_squashfs(ctx.paths, lock, source, tool, output, on_step=ctx.on_step)
-            ctx.made.export = Exported.of(record, where)
+        if size is not None and (opts.key is None or all(p.is_file() for p in evidence.sidecars(output))):
+            ctx.step(f"hashing {output.name}, already there")
+            ctx.made.export = kept(output, size, _workdir(source))
             return
-        ctx.step(f"hashing {output.name}, already there")
-        ctx.made.export = kept(output, size, _workdir(source))
+        packages: list[dict[str, Any]] = []
+        tree = (lambda root: packages.extend(evidence.python_packages(root))) if opts.key else None
+        record, where = export_squashfs(ctx.paths, lock, source, tool, output, on_step=ctx.on_step, on_tree=tree)
+        ctx.made.export = Exported.of(record, where)
+        if opts.key is not None:
+            ctx.step(f"signing the evidence beside {output.name}")
+            _evidence(ctx.paths, lock, source, record, manifest, packages, opts.key)
+
+
+def _evidence(
+    paths: Paths,
+    lock: Lock,
+    source: Source,
+    made: SquashfsRecord,
+    manifest: str,
+    packages: list[dict[str, Any]],
+    key: str,
+) -> None:
+    """The SBOM and the signed statement beside a published .sqsh (evidence.py), each written atomically, the
+    bundle last: a file with a bundle beside it has its SBOM too."""
+    output = Path(made.path)
+    sbom_path, bundle_path = evidence.sidecars(output)
+    sources = slsa.gather(paths, source.record_path)
+    smoke_base = sources.rendered.smoke_base if sources.record.smoke else None
+    name = slsa.image_name(sources.record.image.tag)
+    bom = evidence.sbom(lock, sources.record, name, manifest, packages, smoke_base or lock.base_image.pinned)
+    bom_text = json.dumps(bom, indent=2) + "\n"
+    write_atomic(sbom_path, bom_text)
+    files = [(output.name, made.sha256), (sbom_path.name, sha256_bytes(bom_text.encode()))]
+    statement = evidence.statement_for(slsa.statement(sources), name, manifest, files)
+    tool = cosign.binary()
+    with replaced_atomically(bundle_path) as tmp:
+        cosign.attest_blob(tool, key, slsa.canonical(statement), tmp)
 
 
 def kept(output: Path, size: int, workdir: str) -> Exported:
@@ -215,6 +251,7 @@ def export_squashfs(
     engine: ImageEngine | None = None,
     processors: int | None = None,
     on_step: Callable[[str], None] | None = None,
+    on_tree: Callable[[Path], None] | None = None,
 ) -> tuple[SquashfsRecord, Path]:
     """Export `source`'s image from the local engine to a .sqsh (default: `Paths.squashfs`), atomically, and write
     the record beside the build's records. Returns the record and where it was written. Nothing half-made is left
@@ -232,7 +269,7 @@ def export_squashfs(
     if output.is_dir():
         raise InputError(f"{output} is a directory", hint="give the .sqsh file's path: -o DIR/NAME.sqsh")
     _check_space(output.parent, int(attrs.get("Size") or 0))
-    made = _make(engine, attrs, lock, source, tool, output, squash_options(epoch), processors, step)
+    made = _make(engine, attrs, lock, source, tool, output, squash_options(epoch), processors, step, on_tree)
     config_digest, unpacked, layout, options, digest, written = made
     result = SquashfsRecord(
         buildkit_version=__version__,
@@ -296,6 +333,7 @@ def _make(
     options: list[str],
     processors: int | None,
     step: Callable[[str], None],
+    on_tree: Callable[[Path], None] | None = None,
 ) -> _Made:
     """Save the image, unpack it beside `output`, add enroot's files, and mksquashfs it into `output` (replaced
     atomically); the working directory goes whatever happens."""
@@ -309,6 +347,8 @@ def _make(
         rootfs.mkdir(mode=0o700)
         config_digest, unpacked, config = _unpack(archive, rootfs, attrs, lock, source, output, step)
         archive.unlink()  # the tree and the .sqsh need the space now
+        if on_tree:
+            on_tree(rootfs)  # the image's files as the .sqsh will hold them (export --to --key reads its packages)
         step("writing enroot's configuration files")
         layout = _put_enroot_files(rootfs, config, source.ref, output)
         with replaced_atomically(output) as tmp:
