@@ -32,6 +32,11 @@ def test_a_pushed_image_is_published_with_its_evidence_and_verified_offline(proj
     env = {"COSIGN_PASSWORD": PASSWORD, "BUILDKIT_COSIGN": cosign}
     shared = tmp_path / "shared"
     shared.mkdir()
+    unattested = cli("export", "--to", str(shared), "--key", str(key), env=env, timeout=600)
+    assert unattested.code == 2 and "run `buildkit attest --key KEY` first" in unattested.stderr, unattested.output
+    assert sorted(p.name for p in shared.iterdir()) == [".buildkit-export.lock"]  # nothing made before the check
+    attested = cli("attest", "--key", str(key), env=env, timeout=300)
+    assert attested.code == 0, attested.output
     published = cli("export", "--to", str(shared), "--key", str(key), "--json", env=env, timeout=600)
     assert published.code == 0, published.output
     made = json.loads(published.stdout)

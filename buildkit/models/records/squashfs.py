@@ -4,6 +4,7 @@ which image, and how enroot and pyxis start a container from it (`srun_line`: ho
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -63,3 +64,9 @@ def srun_line(record: SquashfsRecord) -> str:
 def srun(path: str, workdir: str) -> str:
     shown = f" --container-workdir={shlex.quote(workdir)}" if workdir != "/" else ""
     return f"srun --container-image={shlex.quote(path)}{shown} --pty bash"
+
+
+def sidecars(published: Path) -> tuple[Path, Path]:
+    """The SBOM and the Sigstore bundle `export --to DIR --key` writes beside a published `<name>.sqsh`."""
+    stem = published.name.removesuffix(".sqsh")
+    return published.with_name(f"{stem}.cdx.json"), published.with_name(f"{stem}.sigstore.json")

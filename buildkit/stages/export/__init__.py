@@ -54,6 +54,7 @@ from typing import Any, NamedTuple
 from buildkit import __version__
 from buildkit.errors import BuildkitError, InputError, excerpt
 from buildkit.files import (
+    read_local,
     read_record,
     replaced_atomically,
     sha256_bytes,
@@ -70,11 +71,11 @@ from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.paths import Paths
 from buildkit.models.plan import repository, source_date_epoch
 from buildkit.models.records import RecordHeader, belongs, header, repo_digests
+from buildkit.models.records.attest import AttestRecord
 from buildkit.models.records.build import BuildRecord, latest_successful_build, pushed
-from buildkit.models.records.squashfs import EnrootLayout, SquashfsRecord, srun
+from buildkit.models.records.squashfs import EnrootLayout, SquashfsRecord, sidecars, srun
 from buildkit.models.results import Exported
 from buildkit.options import ExportOptions
-from buildkit.stages.attest import slsa
 from buildkit.stages.context import Context, load_inputs
 from buildkit.stages.export import evidence, publish
 from buildkit.world import cosign
@@ -127,43 +128,80 @@ def run(ctx: Context[ExportOptions]) -> None:
     output = directory / publish.published_name(source.ref, manifest)
     with publish.turn(directory):
         size = publish.whole_squashfs(output)
-        if size is not None and (opts.key is None or all(p.is_file() for p in evidence.sidecars(output))):
+        if size is not None and (opts.key is None or all(p.is_file() for p in sidecars(output))):
             ctx.step(f"hashing {output.name}, already there")
             ctx.made.export = kept(output, size, _workdir(source))
             return
+        statement = attested(ctx.paths, source) if opts.key else None
         packages: list[dict[str, Any]] = []
         tree = (lambda root: packages.extend(evidence.python_packages(root))) if opts.key else None
         record, where = export_squashfs(ctx.paths, lock, source, tool, output, on_step=ctx.on_step, on_tree=tree)
         ctx.made.export = Exported.of(record, where)
-        if opts.key is not None:
+        if opts.key is not None and statement is not None:
             ctx.step(f"signing the evidence beside {output.name}")
-            _evidence(ctx.paths, lock, source, record, manifest, packages, opts.key)
+            _evidence(lock, source, record, manifest, packages, statement, opts.key)
+
+
+def attested(paths: Paths, source: Source) -> dict[str, Any]:
+    """The statement `buildkit attest` wrote for the build being exported, as it wrote it (its sha256 the attest
+    record's, its subject the build's image): export --key signs it again with the published files added, so it is
+    read before anything is made, and refused when it is missing or of another build."""
+    record = source.record
+    assert record is not None, "a published image is a recorded, pushed build"
+    kept = read_record(paths.attest_record(record.smoke), AttestRecord)
+    hint = "run `buildkit attest --key KEY` first: it writes the build's statement, which export signs again"
+    if kept is None or not belongs(kept, record.build()):
+        raise InputError(
+            f"no statement of the build of {source.ref}: export --key signs the one attest writes", hint=hint
+        )
+    where = paths.statement(record.smoke)
+    try:
+        data = read_local(where, "the statement", 64 << 20)
+    except FileNotFoundError:
+        raise InputError(f"{where}: no statement (the attest record names one)", hint=hint) from None
+    if sha256_bytes(data) != kept.statement_sha256:
+        raise InputError(f"{where} is not the statement attest wrote (its sha256 differs)", hint=hint)
+    statement = json.loads(data)
+    subjects = {s.get("digest", {}).get("sha256") for s in statement.get("subject") or [] if isinstance(s, dict)}
+    if (record.image.digest or "").removeprefix("sha256:") not in subjects:
+        raise InputError(f"{where} is not a statement of {record.image.digest}", hint=hint)
+    return statement
 
 
 def _evidence(
-    paths: Paths,
     lock: Lock,
     source: Source,
     made: SquashfsRecord,
     manifest: str,
     packages: list[dict[str, Any]],
+    statement: dict[str, Any],
     key: str,
 ) -> None:
     """The SBOM and the signed statement beside a published .sqsh (evidence.py), each written atomically, the
     bundle last: a file with a bundle beside it has its SBOM too."""
     output = Path(made.path)
-    sbom_path, bundle_path = evidence.sidecars(output)
-    sources = slsa.gather(paths, source.record_path)
-    smoke_base = sources.rendered.smoke_base if sources.record.smoke else None
-    name = slsa.image_name(sources.record.image.tag)
-    bom = evidence.sbom(lock, sources.record, name, manifest, packages, smoke_base or lock.base_image.pinned)
+    sbom_path, bundle_path = sidecars(output)
+    record = source.record
+    assert record is not None
+    base = repo_base(statement) or lock.base_image.pinned
+    name = repository(record.image.tag)
+    bom = evidence.sbom(lock, record, name, manifest, packages, base)
     bom_text = json.dumps(bom, indent=2) + "\n"
     write_atomic(sbom_path, bom_text)
     files = [(output.name, made.sha256), (sbom_path.name, sha256_bytes(bom_text.encode()))]
-    statement = evidence.statement_for(slsa.statement(sources), name, manifest, files)
-    tool = cosign.binary()
+    signed = evidence.statement_for(statement, name, manifest, files)
     with replaced_atomically(bundle_path) as tmp:
-        cosign.attest_blob(tool, key, slsa.canonical(statement), tmp)
+        cosign.attest_blob(cosign.binary(), key, evidence.canonical(signed), tmp)
+
+
+def repo_base(statement: dict[str, Any]) -> str | None:
+    """The base image the statement names (a smoke build's stand-in, or the lock's), as name@digest."""
+    deps = ((statement.get("predicate") or {}).get("buildDefinition") or {}).get("resolvedDependencies") or []
+    base = next((d for d in deps if isinstance(d, dict) and d.get("name") == "base-image"), None)
+    uri, sha = (base or {}).get("uri"), ((base or {}).get("digest") or {}).get("sha256")
+    if not isinstance(uri, str) or not uri.startswith("pkg:docker/") or not isinstance(sha, str):
+        return None
+    return f"{uri.removeprefix('pkg:docker/').split('?', 1)[0].split('@', 1)[0]}@sha256:{sha}"
 
 
 def kept(output: Path, size: int, workdir: str) -> Exported:

@@ -7,10 +7,10 @@ node with no registry can check the file (`buildkit verify --sqsh`):
   sha256 and the commit it was built from, each of the wheel's shared objects with its SASS and PTX architectures
   (resolve's GPU check read them from the wheel's bytes), and the Python packages the image's environments hold,
   from each `*.dist-info` that has a RECORD (name and version from its METADATA).
-- `<name>.sigstore.json`: buildkit's SLSA statement of the build (stages/attest/slsa.py) whose subjects are the
-  squashfs file (its sha256), the SBOM (its sha256) and the image (its platform manifest digest, and the digest the
-  build pushed), signed with the key as a Sigstore bundle (cosign attest-blob --new-bundle-format: the DSSE envelope
-  and the key's hint; no transparency log).
+- `<name>.sigstore.json`: the SLSA statement `buildkit attest` wrote for the build, with the squashfs file (its
+  sha256), the SBOM (its sha256) and the image's platform manifest digest added to its subjects, signed with the key
+  as a Sigstore bundle (cosign attest-blob --new-bundle-format: the DSSE envelope and the key's hint; no
+  transparency log).
 
 Both are pure functions of their inputs (no clock: the SBOM's time is SOURCE_DATE_EPOCH, its serial number a UUID
 of its content), so the same export gives the same bytes.
@@ -18,6 +18,7 @@ of its content), so the same export gives the same bytes.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import uuid
@@ -32,7 +33,6 @@ from buildkit import __version__
 from buildkit.errors import InputError
 from buildkit.models.lock import Lock
 from buildkit.models.records.build import BuildRecord
-from buildkit.stages.attest import slsa
 
 SPEC = "1.6"
 MAX_PACKAGES = 20_000  # dist-info directories read; NeMo-RL's image holds a few thousand across its venvs
@@ -41,12 +41,6 @@ _GITHUB_RE = re.compile(r"https://github\.com/(?P<owner>[A-Za-z0-9_.-]+)/(?P<rep
 _DIST_INFO_RE = re.compile(r"(?P<name>[A-Za-z0-9_.]+)-(?P<version>[A-Za-z0-9_.!+-]+)\.dist-info")
 _NAME_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,200}[A-Za-z0-9])?")  # a distribution name (PEP 508)
 _VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.!+_-]{0,100}")
-
-
-def sidecars(published: Path) -> tuple[Path, Path]:
-    """The SBOM and the bundle beside a published `<name>.sqsh`."""
-    stem = published.name.removesuffix(".sqsh")
-    return published.with_name(f"{stem}.cdx.json"), published.with_name(f"{stem}.sigstore.json")
 
 
 def source_purl(repo: str, commit: str) -> str:
@@ -179,7 +173,7 @@ def sbom(
         wheel_component,
         *packages,
     ]
-    content = slsa.canonical({"image": image, "digest": manifest_digest, "components": components})
+    content = canonical({"image": image, "digest": manifest_digest, "components": components})
     return {
         "bomFormat": "CycloneDX",
         "specVersion": SPEC,
@@ -201,6 +195,11 @@ def sbom(
             {"ref": "image", "dependsOn": ["base-image", "nemo-rl", "vllm-source", "vllm-wheel"]},
         ],
     }
+
+
+def canonical(value: Any) -> bytes:
+    """JSON as the statement is signed: keys sorted, no insignificant whitespace, UTF-8 (as `buildkit attest`)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def statement_for(

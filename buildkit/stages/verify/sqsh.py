@@ -24,8 +24,8 @@ from typing import Any
 
 from buildkit.errors import CheckFailed, InputError, UpstreamMalformed, excerpt
 from buildkit.files import read_local
+from buildkit.models.records.squashfs import sidecars
 from buildkit.models.records.verify import CheckResult
-from buildkit.stages.export.evidence import sidecars
 from buildkit.world import cosign
 
 MAX_SIDECAR = 64 << 20  # bytes of a bundle or an SBOM read (NeMo-RL's SBOM lists a few thousand packages)
