@@ -115,6 +115,12 @@ ENVIRONMENT: tuple[Variable, ...] = (
     Variable("NO_COLOR", "unset", "set (not empty): no colour, bold or dim (no SGR escape at all)"),
     Variable("BUILDKIT_DEBUG", "unset", "show the traceback of an internal error"),
     Variable(
+        "ENROOT_SQUASH_OPTIONS",
+        "enroot's: `-comp lzo -noD -exit-on-error`",
+        "the mksquashfs options `export` uses, as enroot reads the same variable (compression and layout only: "
+        "`-comp gzip|lzo|lz4|xz|zstd`, `-b SIZE`, `-Xcompression-level N`, `-noD` ...; others are refused)",
+    ),
+    Variable(
         "BUILDKIT_COSIGN",
         "`cosign` on `PATH`, else `/var/cache/buildkit-engine/bin/cosign`",
         "the cosign binary `attest` and `verify --provenance` run",

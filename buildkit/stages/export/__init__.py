@@ -43,6 +43,7 @@ The same image gives the same bytes (with the same mksquashfs version, which the
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import time
@@ -307,7 +308,8 @@ def export_squashfs(
     if output.is_dir():
         raise InputError(f"{output} is a directory", hint="give the .sqsh file's path: -o DIR/NAME.sqsh")
     _check_space(output.parent, int(attrs.get("Size") or 0))
-    made = _make(engine, attrs, lock, source, tool, output, squash_options(epoch), processors, step, on_tree)
+    options = squash_options(epoch, enroot_squash_options(os.environ.get("ENROOT_SQUASH_OPTIONS")))
+    made = _make(engine, attrs, lock, source, tool, output, options, processors, step, on_tree)
     config_digest, unpacked, layout, options, digest, written = made
     result = SquashfsRecord(
         buildkit_version=__version__,
@@ -452,10 +454,44 @@ def _put_enroot_files(rootfs: Path, config: dict[str, Any], ref: str, output: Pa
     return layout
 
 
-def squash_options(epoch: int) -> list[str]:
+def squash_options(epoch: int, enroot: tuple[str, ...] = ENROOT_SQUASH_OPTIONS) -> list[str]:
     """The options that shape the bytes, in enroot's order: its timestamps (given SOURCE_DATE_EPOCH), -all-root, its
     ENROOT_SQUASH_OPTIONS; then -no-xattrs."""
-    return ["-mkfs-time", str(epoch), "-all-time", str(epoch), "-all-root", *ENROOT_SQUASH_OPTIONS, "-no-xattrs"]
+    return ["-mkfs-time", str(epoch), "-all-time", str(epoch), "-all-root", *enroot, "-no-xattrs"]
+
+
+# What $ENROOT_SQUASH_OPTIONS may hold (enroot reads the same variable): how the data is compressed and laid out.
+# Options that read other files (-e, -ef, -pf, -sort), change owners, modes or times, or append to a file are not
+# the image's to choose, and are refused.
+_SQUASH_FLAGS = {
+    "-noD", "-noI", "-noF", "-noX", "-noId", "-no-fragments", "-always-use-fragments", "-no-duplicates",
+    "-exit-on-error", "-nopad",
+}  # fmt: skip
+_SQUASH_VALUES = {
+    "-comp": re.compile(r"gzip|lzo|lz4|xz|zstd"),
+    "-b": re.compile(r"(4|8|16|32|64|128|256|512)K|1M|[0-9]{4,7}"),
+    "-Xcompression-level": re.compile(r"[1-9]|1[0-9]|2[0-2]"),
+}
+
+
+def enroot_squash_options(text: str | None) -> tuple[str, ...]:
+    """$ENROOT_SQUASH_OPTIONS as mksquashfs options (enroot's own when unset), each checked; InputError otherwise."""
+    if text is None or not text.strip():
+        return ENROOT_SQUASH_OPTIONS
+    words, out = text.split(), []
+    while words:
+        word = words.pop(0)
+        if word in _SQUASH_FLAGS:
+            out.append(word)
+        elif word in _SQUASH_VALUES and words and _SQUASH_VALUES[word].fullmatch(words[0]):
+            out += [word, words.pop(0)]
+        else:
+            raise InputError(
+                f"ENROOT_SQUASH_OPTIONS: {excerpt(word, 40)} is not an option buildkit passes to mksquashfs",
+                hint="-comp gzip|lzo|lz4|xz|zstd, -b SIZE, -Xcompression-level N, -noD -noI -noF -noX, -no-fragments, "
+                "-no-duplicates, -exit-on-error (unset: enroot's own, -comp lzo -noD -exit-on-error)",
+            )
+    return tuple(out)
 
 
 def configure(config: dict[str, Any], uri: str) -> tuple[EnrootLayout, dict[tuple[str, ...], bytes]]:

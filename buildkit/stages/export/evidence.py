@@ -112,12 +112,9 @@ def _from_dir_name(dir_name: str) -> tuple[str, str] | None:
     return (m.group("name"), m.group("version")) if m and _NAME_RE.fullmatch(m.group("name")) else None
 
 
-def sbom(
-    lock: Lock, record: BuildRecord | None, image: str, manifest_digest: str, packages: list[dict[str, Any]], base: str
-) -> dict[str, Any]:
-    """The CycloneDX 1.6 BOM of the image `image` (its repository) at `manifest_digest`, built on `base`
-    (name@digest: the lock's base image, or a smoke build's stand-in)."""
-    epoch = record.source_date_epoch if record else 0
+def _wheel(lock: Lock) -> dict[str, Any]:
+    """The precompiled wheel: its sha256, URL and commit, and each shared object with its SASS and PTX (resolve's
+    GPU check read them from the wheel's bytes)."""
     wheel = lock.wheel
     libraries = [
         {
@@ -131,7 +128,7 @@ def sbom(
         }
         for row in (lock.gpu.libraries if lock.gpu else [])
     ]
-    wheel_component: dict[str, Any] = {
+    component: dict[str, Any] = {
         "type": "library",
         "bom-ref": "vllm-wheel",
         "name": "vllm",
@@ -145,7 +142,16 @@ def sbom(
         **({"components": libraries} if libraries else {}),
     }
     if wheel.sha256:
-        wheel_component["hashes"] = [{"alg": "SHA-256", "content": wheel.sha256}]
+        component["hashes"] = [{"alg": "SHA-256", "content": wheel.sha256}]
+    return component
+
+
+def sbom(
+    lock: Lock, record: BuildRecord | None, image: str, manifest_digest: str, packages: list[dict[str, Any]], base: str
+) -> dict[str, Any]:
+    """The CycloneDX 1.6 BOM of the image `image` (its repository) at `manifest_digest`, built on `base`
+    (name@digest: the lock's base image, or a smoke build's stand-in)."""
+    epoch = record.source_date_epoch if record else 0
     base_name, base_digest = base.split("@", 1)
     components = [
         {
@@ -170,7 +176,7 @@ def sbom(
             "description": "vLLM's source as built (a fork's head where the lock pins one)",
             "purl": source_purl(lock.vllm.repo, lock.vllm.commit),
         },
-        wheel_component,
+        _wheel(lock),
         *packages,
     ]
     content = canonical({"image": image, "digest": manifest_digest, "components": components})
@@ -191,9 +197,7 @@ def sbom(
             },
         },
         "components": components,
-        "dependencies": [
-            {"ref": "image", "dependsOn": ["base-image", "nemo-rl", "vllm-source", "vllm-wheel"]},
-        ],
+        "dependencies": [{"ref": "image", "dependsOn": ["base-image", "nemo-rl", "vllm-source", "vllm-wheel"]}],
     }
 
 

@@ -564,3 +564,25 @@ def test_a_published_file_is_whole_only_when_its_superblock_says_so(tmp_path):
     assert published_name("127.0.0.1:5000/team/nemo-rl:v1-smoke", digest) == f"nemo-rl@sha256-{'a' * 64}.sqsh"
     with pytest.raises(InputError):
         published_name("127.0.0.1:5000/team/nemo-rl:v1", "sha256:../x")
+
+
+def test_enroot_squash_options_are_read_as_enroot_reads_them_and_checked(tmp_path):
+    """$ENROOT_SQUASH_OPTIONS (enroot's own variable) sets how the data is compressed; an option that would read
+    other files or change owners is refused, named; the file mksquashfs makes with zstd says so in its superblock."""
+    from buildkit.stages.export import enroot_squash_options
+    from buildkit.world.mksquashfs import find_mksquashfs
+
+    assert enroot_squash_options(None) == ("-comp", "lzo", "-noD", "-exit-on-error")
+    assert enroot_squash_options("  ") == ("-comp", "lzo", "-noD", "-exit-on-error")
+    zstd = enroot_squash_options("-comp zstd -Xcompression-level 19 -b 1M")
+    assert zstd == ("-comp", "zstd", "-Xcompression-level", "19", "-b", "1M")
+    for bad in ("-ef /etc/shadow", "-comp brotli", "-root-owned", "-b", "-Xcompression-level 99"):
+        with pytest.raises(InputError, match="ENROOT_SQUASH_OPTIONS: "):
+            enroot_squash_options(bad)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "f").write_bytes(b"x" * 100_000)
+    out = tmp_path / "z.sqsh"
+    out.touch()
+    squash(find_mksquashfs(), tree, out, squash_options(1770316331, zstd), 1, out)
+    assert "Compression zstd" in unsquashfs("-s", str(out))
