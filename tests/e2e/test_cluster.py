@@ -12,6 +12,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+import urllib.request
 import uuid
 
 from cyclonedx.schema import SchemaVersion
@@ -131,3 +132,75 @@ def test_a_pushed_image_is_published_with_its_evidence_and_verified_offline(proj
 
     code, said = tampered("garbled", garbled)
     assert code == 3 and "the Sigstore bundle is not JSON" in said and "Traceback" not in said, said
+
+
+def _put(url: str, body: bytes, content_type: str, method: str = "PUT") -> str:
+    request = urllib.request.Request(url, data=body, method=method, headers={"Content-Type": content_type})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return answer.headers.get("Location", "")
+
+
+def _push_blob(repo: str, data: bytes) -> dict:
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    location = _put(f"http://127.0.0.1:5000/v2/{repo}/blobs/uploads/", b"", "application/octet-stream", "POST")
+    where = location if location.startswith("http") else f"http://127.0.0.1:5000{location}"
+    _put(f"{where}{'&' if '?' in where else '?'}digest={digest}", data, "application/octet-stream")
+    return {"digest": digest, "size": len(data)}
+
+
+def _push_manifest(repo: str, reference: str, manifest: dict) -> dict:
+    body = json.dumps(manifest).encode()
+    _put(f"http://127.0.0.1:5000/v2/{repo}/manifests/{reference}", body, manifest["mediaType"])
+    return {
+        "mediaType": manifest["mediaType"],
+        "digest": "sha256:" + hashlib.sha256(body).hexdigest(),
+        "size": len(body),
+    }
+
+
+def test_enroot_import_is_read_from_the_registry_as_enroot_reads_it(engine):
+    """On the engine's registry (distribution's own Accept negotiation): an index with the image's entry and a buildx
+    attestation entry (unknown/unknown) imports; an index with no entry for the node's arch, and an image whose
+    layer enroot does not extract, fail, each named."""
+    from buildkit.stages.verify.enroot import enroot_import
+
+    repo = f"enroot-{uuid.uuid4().hex[:12]}/img"
+    oci = "application/vnd.oci.image.manifest.v1+json"
+    platform_config = {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}}
+    config = _push_blob(repo, json.dumps(platform_config).encode())
+
+    def image(layer_type: str) -> dict:
+        layer = _push_blob(repo, uuid.uuid4().bytes * 64)
+        return _push_manifest(repo, uuid.uuid4().hex, {
+            "schemaVersion": 2, "mediaType": oci,
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **config},
+            "layers": [{"mediaType": layer_type, **layer}],
+        })  # fmt: skip
+
+    good = image("application/vnd.oci.image.layer.v1.tar+gzip")
+    attestation = image("application/vnd.in-toto+json")
+    index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
+        {**attestation, "platform": {"architecture": "unknown", "os": "unknown"},
+         "annotations": {"vnd.docker.reference.digest": good["digest"],
+                         "vnd.docker.reference.type": "attestation-manifest"}},
+        {**good, "platform": {"architecture": "amd64", "os": "linux"}},
+    ]}  # fmt: skip
+    _push_manifest(repo, "both", index)
+    passed = enroot_import(f"127.0.0.1:5000/{repo}:both", "linux/amd64")
+    assert passed.status == "pass", passed.reason
+    assert (
+        passed.reason
+        == f"amd64: {good['digest']} (1 layers enroot extracts), 1 attestation entry (unknown/unknown) passed over"
+    )
+
+    failed = enroot_import(f"127.0.0.1:5000/{repo}:both", "linux/arm64")
+    assert (
+        failed.status == "fail"
+        and failed.reason == "the index has no arm64 entry: enroot would fetch the tag as a manifest"
+    )
+
+    bzip = image("application/vnd.oci.image.layer.v1.tar+bzip2")
+    odd = enroot_import(f"127.0.0.1:5000/{repo}@{bzip['digest']}", "linux/amd64")
+    assert (
+        odd.status == "fail" and "does not extract layers of application/vnd.oci.image.layer.v1.tar+bzip2" in odd.reason
+    )

@@ -276,6 +276,8 @@ def test_a_push_takes_the_install_from_its_own_pushed_image_and_a_moved_head_pus
     )
     assert results["BuildKit provenance: vLLM install image"]["status"] == "pass"
     assert installed["image"] in results["BuildKit provenance: vLLM install image"]["reason"]
+    # enroot imports the pushed index as it is: the image's amd64 entry, buildx's attestation entry passed over.
+    assert results["enroot import"]["status"] == "pass" and "passed over" in results["enroot import"]["reason"]
     report = cli("report")
     assert report.code == 0, report.output
     assert (

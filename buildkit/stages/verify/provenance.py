@@ -29,6 +29,7 @@ from buildkit.models.records import Build, belongs, header
 from buildkit.models.records.render import RenderRecord
 from buildkit.models.records.verify import CheckResult, VerifyRecord
 from buildkit.models.slsa import BUILD_TYPE, PREDICATE_TYPE
+from buildkit.stages.verify.enroot import enroot_import
 from buildkit.text.sanitize import CONTROL_RE
 from buildkit.world import cosign
 from buildkit.world.http import Http
@@ -500,6 +501,7 @@ def verify_provenance(
         statements = cosign.verify(tool, public_key, pinned)
     except CheckFailed as exc:
         refused = exc.message
+    results.append(enroot_import(image, lock.build.platform, http))
     signed_args = want.build_args | ({INSTALLED_ARG: installed_image} if installed_image else {})
     results += check_signed_statement(statements, refused, found.top_digest, want._replace(build_args=signed_args))
     return VerifyRecord(
