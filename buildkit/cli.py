@@ -231,6 +231,7 @@ def build(
     builder: flags.Builder = None,
     push: flags.Push = False,
     sbom: flags.Sbom = False,
+    attestations: flags.Attestations = True,
     cache_from: flags.CacheFrom = [],  # noqa: B006
     cache_to: flags.CacheTo = [],  # noqa: B006
     shared_cache: flags.SharedCache = True,

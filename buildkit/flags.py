@@ -223,6 +223,15 @@ Builder = Annotated[
 ]
 Push = Annotated[bool, typer.Option("--push/--load", help="Push to the tag's registry, or load into Docker.")]
 Sbom = Annotated[bool, typer.Option("--sbom", help="Attach an SBOM attestation (needs the scanner image).")]
+Attestations = Annotated[
+    bool,
+    typer.Option(
+        "--attestations/--no-attestations",
+        help="Attach buildx's provenance attestation (mode=max) where the result can hold it. --no-attestations "
+        "leaves the pushed index without buildx's unknown/unknown entries, for consumers that do not skip them; "
+        "verify --provenance then finds no BuildKit provenance.",
+    ),
+]
 CacheFrom = Annotated[
     list[str], typer.Option("--cache-from", metavar="SPEC", help="buildx --cache-from spec (repeatable).")
 ]

@@ -198,6 +198,7 @@ class BuildOptions:
     emulate: bool = False  # build a platform the builder runs only under QEMU (an order of magnitude slower)
     platform_builders: tuple[tuple[str, str], ...] = ()  # --platform-builder PLATFORM=NAME: that platform's builder
     resolve: ResolveOptions = ResolveOptions("if-stale")  # a current lock is kept; a missing or stale one resolved
+    attestations: bool = True  # False: no buildx attestation in the pushed index (consumers that do not skip them)
 
     def builder_for(self, platform: str) -> str | None:
         """The builder a platform builds on: its --platform-builder, else --builder (None: the current one)."""
@@ -250,6 +251,8 @@ class BuildOptions:
             platform_builders=parse_platform_builders(platform_builder or []),
             **given,
         )
+        if opts.sbom and not opts.attestations:
+            raise OptionError("an SBOM attestation is one of buildx's attestations", param_hint="--no-attestations")
         if opts.rebuild_builder and not opts.check_reproducible:
             raise OptionError("only with --check-reproducible", param_hint="--rebuild-builder")
         for name in (opts.builder, opts.rebuild_builder):

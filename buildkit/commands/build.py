@@ -14,6 +14,7 @@ from rich.text import Text
 from buildkit.errors import BuildFailed, CheckFailed, EngineNotReady, InputError, Interrupted, OptionError
 from buildkit.files import write_atomic
 from buildkit.models.grammar import image_ref
+from buildkit.models.overlay import vllm_layers
 from buildkit.models.paths import Paths
 from buildkit.models.pins import Pins, load_pins
 from buildkit.models.plan import BuildPlan, plan_for_lock, shell_command
@@ -31,7 +32,7 @@ from buildkit.models.settings import (
 from buildkit.options import BuildOptions
 from buildkit.runs.reproduce import check_reproducible
 from buildkit.stages import pipeline
-from buildkit.stages.build import explain_failure, failure_hint
+from buildkit.stages.build import explain_failure, failure_hint, installed
 from buildkit.stages.build.preflight import run_preflight, source_reachable
 from buildkit.stages.context import Context, Inputs, platform_inputs, platform_paths
 from buildkit.text import ui
@@ -158,9 +159,18 @@ def _dry_run(paths: Paths, opts: BuildOptions) -> None:
         if inputs is None:
             ui.err.print("  - build: the buildx command needs the locked values: run `buildkit resolve` first")
             return
-        plan = plan_for_lock(inputs.lock, one, smoke=opts.smoke, **opts.plan_options(provenance=True))
+        plan = plan_for_lock(inputs.lock, one, smoke=opts.smoke, **opts.plan_options(provenance=opts.attestations))
         _say_rebuild(said_before_build(one, inputs.lock, opts.smoke), indent="  - ")
-        ui.err.print("  - build: the command below")
+        if installed.in_three(plan, vllm_layers(inputs.lock).has_overlay, opts.check_reproducible):
+            ui.err.print(
+                "  - build: the commands below, a pushed build with a vLLM overlay: the install's stage probed, pushed "
+                "by digest unless an earlier build pushed the same, then the target FROM that image"
+            )
+            sys.stdout.write(shell_command(installed.probe_plan(plan)) + "\n")
+            sys.stdout.write(shell_command(installed.push_plan(plan)) + "\n")
+            plan = installed.final_plan(plan, installed.image_of(plan, "sha256:<the digest the push names>"))
+        else:
+            ui.err.print("  - build: the command below")
         sys.stdout.write(shell_command(plan) + "\n")
     if len(each) > 1:
         index = "an image index of them all under the plain tag (docker buildx imagetools create)"
@@ -231,6 +241,8 @@ class _Run:
             if check.name == "platform" and "emulated" in check.detail:
                 ui.warn(check.detail)  # an order of magnitude slower: said before it starts
         provenance, note = checks.provenance(opts.push)
+        if not opts.attestations:
+            provenance, note = False, "not attached: --no-attestations (buildx's attestation entries left out)"
         if not provenance:
             ui.err.print(f"[yellow]note[/]: provenance attestation {ui.safe(note)}")
         return Preflighted(checks.builder_facts(), provenance, note)

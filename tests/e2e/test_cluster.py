@@ -204,3 +204,30 @@ def test_enroot_import_is_read_from_the_registry_as_enroot_reads_it(engine):
     assert (
         odd.status == "fail" and "does not extract layers of application/vnd.oci.image.layer.v1.tar+bzip2" in odd.reason
     )
+
+
+def test_no_attestations_pushes_the_image_without_buildx_entries(project, remote, engine):
+    """`build --push --no-attestations`: the tag names the image manifest itself, no index with buildx's
+    unknown/unknown entries (for consumers that do not skip them); the record says why no provenance is attached,
+    and enroot reads the image."""
+    from buildkit.stages.verify.enroot import enroot_import
+
+    root, cli = smoke_project(project, remote)
+    repository = f"127.0.0.1:5000/plain-{uuid.uuid4().hex[:12]}/nemo-rl"
+    (root / "pins.yaml").write_text((root / "pins.yaml").read_text().replace("tag: nemo-rl:", f"tag: {repository}:"))
+    built = cli("build", "--smoke", "--push", "--no-attestations", "--progress", "plain", timeout=600)
+    assert built.code == 0, built.output
+    record = json.loads((root / "build" / "smoke-record.json").read_text())
+    assert record["provenance"] == "not attached: --no-attestations (buildx's attestation entries left out)"
+    assert "--provenance=false" in record["argv"]
+    accept = "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, " \
+             "application/vnd.docker.distribution.manifest.v2+json"  # fmt: skip
+    name, tag = record["image"]["tag"].removeprefix("127.0.0.1:5000/").rsplit(":", 1)
+    request = urllib.request.Request(f"http://127.0.0.1:5000/v2/{name}/manifests/{tag}", headers={"Accept": accept})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        served = json.loads(answer.read())
+    assert "manifests" not in served and served["layers"], served
+    found = enroot_import(record["image"]["tag"], "linux/amd64")
+    assert found.status == "pass" and "passed over" not in found.reason, found.reason
+    refused = cli("build", "--smoke", "--push", "--no-attestations", "--sbom", "--dry-run")
+    assert refused.code == 2 and "an SBOM attestation is one of buildx's attestations" in refused.stderr

@@ -253,6 +253,11 @@ def test_a_push_takes_the_install_from_its_own_pushed_image_and_a_moved_head_pus
 
     fork.move({"vllm/draft.py": "y = 3\n"})
     assert cli("resolve").code == 0
+    planned = cli("build", "--smoke", "--push", "--dry-run")
+    assert planned.code == 0, planned.output
+    probe, push, final = planned.stdout.splitlines()
+    assert f"--output type=image,name={repository},push=false" in probe and "--target smoke-vllm-installed" in probe
+    assert "push-by-digest=true" in push and "VLLM_INSTALLED_IMAGE=" in final and "--target smoke " in final
     again = cli("build", "--smoke", "--push", "--progress", "plain", timeout=600)
     assert again.code == 0, again.output
     assert f"the vLLM install is the one {installed['image']} holds" in again.stderr
