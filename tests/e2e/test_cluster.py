@@ -18,15 +18,13 @@ import uuid
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
-from tests.support.projects import smoke_project
+from tests.support.projects import push_to_engine_registry, smoke_project
 from tests.support.signing import PASSWORD, key_pair
 
 
 def test_a_pushed_image_is_published_with_its_evidence_and_verified_offline(project, remote, engine, cosign, tmp_path):
     root, cli = smoke_project(project, remote)
-    repository = f"127.0.0.1:5000/cluster-{uuid.uuid4().hex[:12]}/nemo-rl"
-    text = (root / "pins.yaml").read_text().replace("tag: nemo-rl:", f"tag: {repository}:")
-    (root / "pins.yaml").write_text(text)
+    push_to_engine_registry(root, "cluster")
     built = cli("build", "--smoke", "--push", "--progress", "plain", timeout=600)
     assert built.code == 0, built.output
     key, public = key_pair(cosign, tmp_path / "keys")
@@ -213,8 +211,7 @@ def test_no_attestations_pushes_the_image_without_buildx_entries(project, remote
     from buildkit.stages.verify.enroot import enroot_import
 
     root, cli = smoke_project(project, remote)
-    repository = f"127.0.0.1:5000/plain-{uuid.uuid4().hex[:12]}/nemo-rl"
-    (root / "pins.yaml").write_text((root / "pins.yaml").read_text().replace("tag: nemo-rl:", f"tag: {repository}:"))
+    push_to_engine_registry(root, "plain")
     built = cli("build", "--smoke", "--push", "--no-attestations", "--progress", "plain", timeout=600)
     assert built.code == 0, built.output
     record = json.loads((root / "build" / "smoke-record.json").read_text())

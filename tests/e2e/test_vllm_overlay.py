@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import uuid
 
 from tests.support.fake_upstreams import VLLM_SHA
 from tests.support.nemo_repo import use_remote
-from tests.support.projects import smoke_project
+from tests.support.projects import push_to_engine_registry, smoke_project
 from tests.support.signing import PASSWORD, key_pair
 from tests.support.vllmfork import BRANCH, pin_fork, vllm_fork, wheel_name
 
@@ -239,9 +238,7 @@ def test_a_push_takes_the_install_from_its_own_pushed_image_and_a_moved_head_pus
     image's own blobs, and verify --provenance follows the install image's provenance to the base and the wheel."""
     pin_fork(project[0], fork, VLLM_SHA)
     root, cli = smoke_project(project, remote)
-    repository = f"127.0.0.1:5000/overlay-{uuid.uuid4().hex[:12]}/nemo-rl"
-    text = (root / "pins.yaml").read_text().replace("tag: nemo-rl:", f"tag: {repository}:")
-    (root / "pins.yaml").write_text(text)
+    repository = push_to_engine_registry(root, "overlay")
     first = cli("build", "--smoke", "--push", "--progress", "plain", timeout=600)
     assert first.code == 0, first.output
     assert f"the vLLM install's stage is pushed by digest to {repository}, once per install" in first.stderr

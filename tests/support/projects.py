@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,14 @@ def smoke_project(project: tuple[Path, Cli], remote: Remote) -> tuple[Path, Cli]
     end = text.index("\n", start)
     (root / "pins.yaml").write_text(text[:start] + STAND_IN_BASE + text[end:])
     return use_remote(project, remote)
+
+
+def push_to_engine_registry(root: Path, prefix: str) -> str:
+    """The pins' tag moved to a repository of its own on the engine's registry (a push never meets another test's);
+    the repository."""
+    repository = f"127.0.0.1:5000/{prefix}-{uuid.uuid4().hex[:12]}/nemo-rl"
+    (root / "pins.yaml").write_text((root / "pins.yaml").read_text().replace("tag: nemo-rl:", f"tag: {repository}:"))
+    return repository
 
 
 def smoke_built(project: tuple[Path, Cli], remote: Remote) -> tuple[Path, Cli]:
