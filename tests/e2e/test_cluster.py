@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
@@ -71,6 +72,16 @@ def test_a_pushed_image_is_published_with_its_evidence_and_verified_offline(proj
     assert subjects[made["sha256"]] == sqsh.name
     assert subjects[hashlib.sha256(sbom_path.read_bytes()).hexdigest()] == sbom_path.name
     assert stem.rsplit("sha256-", 1)[1] in subjects
+
+    # Two CI jobs publishing the same image into one new directory at once: they take turns, one file each.
+    both = tmp_path / "both"
+    both.mkdir()
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda _: cli("export", "--to", str(both), "--key", str(key), env=env, timeout=600), "ab"))
+    assert [r.code for r in runs] == [0, 0], [r.output for r in runs]
+    assert sum("already there" in r.stderr for r in runs) == 1  # the second found the first's files whole
+    assert sorted(p.name for p in both.iterdir()) == sorted(p.name for p in shared.iterdir())
+    assert hashlib.sha256((both / sqsh.name).read_bytes()).hexdigest() == made["sha256"]
 
     # Again: nothing rewritten.
     before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in shared.iterdir()}
@@ -200,7 +211,8 @@ def test_enroot_import_is_read_from_the_registry_as_enroot_reads_it(engine):
     bzip = image("application/vnd.oci.image.layer.v1.tar+bzip2")
     odd = enroot_import(f"127.0.0.1:5000/{repo}@{bzip['digest']}", "linux/amd64")
     assert (
-        odd.status == "fail" and "does not extract layers of application/vnd.oci.image.layer.v1.tar+bzip2" in odd.reason
+        odd.status == "fail"
+        and "does not extract layers of 'application/vnd.oci.image.layer.v1.tar+bzip2'" in odd.reason
     )
 
 
