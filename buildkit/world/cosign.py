@@ -205,18 +205,18 @@ def verify(cosign: str, public_key: str, image: str) -> list[dict[str, Any]]:
     with `public_key` (signature, predicate type, subject digest). None accepted is a failed check."""
     if not public_key or public_key.startswith("-"):
         raise InputError(f"--key: expected a public key file or a KMS URI, found {excerpt(public_key, 80)}")
-    done = _run(
-        [
-            cosign,
-            "verify-attestation",
-            f"--key={public_key}",
-            "--type=slsaprovenance1",
-            "--insecure-ignore-tlog=true",
-            *registry_flags(image),
-            image,
-        ],
-        "verifying the attestation",
-    )
+    with tempfile.TemporaryDirectory(prefix="buildkit-verify-") as tmp:
+        # A Sigstore bundle attached as an OCI referrer (export --to --key) makes cosign v2 ask for a trusted root
+        # even with a key: the one that trusts the key alone.
+        root = Path(tmp) / "trusted_root.json"
+        root.write_text(json.dumps(KEY_ONLY_TRUSTED_ROOT))
+        done = _run(
+            [
+                cosign, "verify-attestation", f"--key={public_key}", "--type=slsaprovenance1",
+                "--insecure-ignore-tlog=true", f"--trusted-root={root}", *registry_flags(image), image,
+            ],
+            "verifying the attestation",
+        )  # fmt: skip
     if done.returncode != 0:
         raise CheckFailed(f"cosign verify-attestation refused {image}: {last_error(done.stderr)}")
     statements = []

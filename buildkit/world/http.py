@@ -211,12 +211,13 @@ class Http:
         limit: Limit | None,
         headers: dict[str, str] | None = None,
         params: dict[str, str] | None = None,
-        data: dict[str, str] | None = None,
+        data: dict[str, str] | bytes | None = None,
         allow_redirects: bool = True,
     ) -> Reply:
         """One request, retried on connection problems, timeouts and 5xx. `limit`: the kind of answer, which
         caps the body read; None reads no body (HEAD, or a GET whose headers are all that is wanted). `data`: a
-        form body (POST); like credentials, it never follows a redirect to another origin."""
+        form body (POST) or bytes (a registry upload); like credentials, it never follows a redirect to another
+        origin."""
         host = urlsplit(url).netloc
         last_problem = ""
         for attempt in range(1, self.attempts + 1):
@@ -296,7 +297,7 @@ class Http:
         headers: dict[str, str] | None,
         params: dict[str, str] | None,
         allow_redirects: bool,
-        data: dict[str, str] | None = None,
+        data: dict[str, str] | bytes | None = None,
     ) -> requests.Response:
         """The final answer, its body not yet read. Follow redirects here rather than in requests' Session, which
         reads a redirect's whole body (however long; even with allow_redirects=False) and decides itself where

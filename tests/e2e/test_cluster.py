@@ -73,6 +73,23 @@ def test_a_pushed_image_is_published_with_its_evidence_and_verified_offline(proj
     assert subjects[hashlib.sha256(sbom_path.read_bytes()).hexdigest()] == sbom_path.name
     assert stem.rsplit("sha256-", 1)[1] in subjects
 
+    # In the registry, as OCI referrers of the platform manifest (this registry has no referrers API: the tag
+    # schema, an index tagged sha256-<hex>), once each however often exported; verify --provenance reads them.
+    name, hexdigest = made["image"].rsplit(":", 1)[0].removeprefix("127.0.0.1:5000/"), stem.rsplit("sha256-", 1)[1]
+    referrers = _get_json(f"http://127.0.0.1:5000/v2/{name}/manifests/sha256-{hexdigest}")
+    assert sorted(m["artifactType"] for m in referrers["manifests"]) == [
+        "application/vnd.cyclonedx+json",
+        "application/vnd.dev.sigstore.bundle.v0.3+json",
+    ]
+    artifact = _get_json(f"http://127.0.0.1:5000/v2/{name}/manifests/{referrers['manifests'][0]['digest']}")
+    assert artifact["subject"]["digest"] == f"sha256:{hexdigest}" and artifact["config"]["size"] == 2
+    checked = cli("verify", "--provenance", "--key", str(public), "--json", env=env, timeout=300)
+    rows = {r["name"]: r for r in json.loads(checked.stdout)["results"]}
+    assert checked.code == 0, [r for r in rows.values() if r["status"] != "pass"]
+    assert rows["registry referrers: signed statement"]["status"] == "pass"
+    assert "the referrers tag schema" in rows["registry referrers: signed statement"]["reason"]
+    assert rows["registry referrers: SBOM"]["status"] == rows["enroot import"]["status"] == "pass"
+
     # Two CI jobs publishing the same image into one new directory at once: they take turns, one file each.
     both = tmp_path / "both"
     both.mkdir()
@@ -88,6 +105,10 @@ def test_a_pushed_image_is_published_with_its_evidence_and_verified_offline(proj
     again = cli("export", "--to", str(shared), "--key", str(key), env=env, timeout=600)
     assert again.code == 0 and "already there" in again.stderr, again.output
     assert {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in shared.iterdir()} == before
+    # The kept files are attached once: the exports into the other directory signed anew (a bundle of their own),
+    # and their SBOM, the same bytes, was not attached again.
+    again_listed = _get_json(f"http://127.0.0.1:5000/v2/{name}/manifests/sha256-{hexdigest}")["manifests"]
+    assert sorted(m["artifactType"] for m in again_listed).count("application/vnd.cyclonedx+json") == 1
 
     # On a login node: the file and its sidecars, the public key, no project (another directory), no network use.
     login = tmp_path / "login"
@@ -141,6 +162,12 @@ def test_a_pushed_image_is_published_with_its_evidence_and_verified_offline(proj
 
     code, said = tampered("garbled", garbled)
     assert code == 3 and "the Sigstore bundle is not JSON" in said and "Traceback" not in said, said
+
+
+def _get_json(url: str) -> dict:
+    accept = "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json"
+    with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": accept}), timeout=30) as answer:
+        return json.loads(answer.read())
 
 
 def _put(url: str, body: bytes, content_type: str, method: str = "PUT") -> str:

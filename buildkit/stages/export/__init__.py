@@ -79,7 +79,7 @@ from buildkit.models.results import Exported
 from buildkit.options import ExportOptions
 from buildkit.stages.context import Context, load_inputs
 from buildkit.stages.export import evidence, publish
-from buildkit.world import cosign
+from buildkit.world import artifacts, cosign
 from buildkit.world.engine import Engine, ImageEngine, pull_image
 from buildkit.world.http import Http
 from buildkit.world.mksquashfs import Mksquashfs, find_mksquashfs, squash
@@ -132,6 +132,8 @@ def run(ctx: Context[ExportOptions]) -> None:
         if size is not None and (opts.key is None or all(p.is_file() for p in sidecars(output))):
             ctx.step(f"hashing {output.name}, already there")
             ctx.made.export = kept(output, size, _workdir(source))
+            if opts.key is not None:
+                _attach(ctx, source, manifest, output)
             return
         statement = attested(ctx.paths, source) if opts.key else None
         packages: list[dict[str, Any]] = []
@@ -141,6 +143,23 @@ def run(ctx: Context[ExportOptions]) -> None:
         if opts.key is not None and statement is not None:
             ctx.step(f"signing the evidence beside {output.name}")
             _evidence(lock, source, record, manifest, packages, statement, opts.key)
+            _attach(ctx, source, manifest, output)
+
+
+def _attach(ctx: Context[ExportOptions], source: Source, manifest: str, output: Path) -> None:
+    """The SBOM and the signed statement beside `output`, attached in the registry as OCI referrers of the image's
+    platform manifest and of what the build pushed (an index, with attestations), once each."""
+    assert source.record is not None and source.record.image.digest
+    ctx.step("attaching the evidence in the registry")
+    sbom_path, bundle_path = sidecars(output)
+    files = [
+        (artifacts.SBOM_TYPE, sbom_path.name, read_local(sbom_path, "the SBOM", 64 << 20)),
+        (artifacts.BUNDLE_TYPE, bundle_path.name, read_local(bundle_path, "the bundle", 64 << 20)),
+    ]
+    tag = source.record.image.tag
+    for subject in dict.fromkeys((manifest, source.record.image.digest)):
+        how = artifacts.attach_files(f"{repository(tag)}@{subject}", subject, files)
+        ctx.say(f"attached the SBOM and the signed statement to {repository(tag)}@{subject[:19]}... ({how})")
 
 
 def attested(paths: Paths, source: Source) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from buildkit.models.records.render import RenderRecord
 from buildkit.models.records.verify import CheckResult, VerifyRecord
 from buildkit.models.slsa import BUILD_TYPE, PREDICATE_TYPE
 from buildkit.stages.verify.enroot import enroot_import
+from buildkit.stages.verify.referrers import check_referrers
 from buildkit.text.sanitize import CONTROL_RE
 from buildkit.world import cosign
 from buildkit.world.http import Http
@@ -502,6 +503,7 @@ def verify_provenance(
     except CheckFailed as exc:
         refused = exc.message
     results.append(enroot_import(image, lock.build.platform, http))
+    results += check_referrers(image, found.platform_digest, public_key, http)
     signed_args = want.build_args | ({INSTALLED_ARG: installed_image} if installed_image else {})
     results += check_signed_statement(statements, refused, found.top_digest, want._replace(build_args=signed_args))
     return VerifyRecord(
