@@ -9,6 +9,7 @@ from buildkit.models.paths import Paths
 from buildkit.options import ExportOptions
 from buildkit.stages import pipeline
 from buildkit.stages.context import Context, each_platform
+from buildkit.stages.export import publish_index
 from buildkit.text import ui
 
 
@@ -21,6 +22,10 @@ def export_command(paths: Paths, opts: ExportOptions) -> None:
         **{"IMAGE": opts.image, "--output": opts.output, "-o -": True if opts.streamed else None},
     )
     results = ui.per_platform(each, lambda one: _export(one, opts))
+    if opts.to is not None and opts.key is not None and len(each) > 1:
+        attached = publish_index(paths, opts.key)
+        if attached:
+            ui.err.print(f"attached the signed statement of the image index to {ui.safe(attached)}")
     if opts.json_out:
         ui.write_json_by_platform(results)
 

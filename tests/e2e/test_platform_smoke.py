@@ -105,6 +105,10 @@ def test_two_platforms_build_verify_export_and_report_as_one(project, remote, up
         assert check["identical"] and check["rebuild"]["no_cache"] and check["rebuild"]["second_clone"], check
 
 
+def name_of(repository: str) -> str:
+    return repository.removeprefix("127.0.0.1:5000/")
+
+
 def test_a_push_of_two_platforms_is_one_image_index(project, remote, upstreams, tmp_path, engine, cosign):
     repository = f"127.0.0.1:5000/multi-{hashlib.sha256(str(tmp_path).encode()).hexdigest()[:12]}/nemo-rl"
     root, cli = two_platform_smoke(project, remote, upstreams, tag=repository)
@@ -207,19 +211,43 @@ def test_a_push_of_two_platforms_is_one_image_index(project, remote, upstreams, 
     # registry's index names it; exported again, each is found whole and left untouched.
     shared = tmp_path / "shared"
     shared.mkdir()
-    published = cli("export", "--to", str(shared), timeout=600)
+    published = cli("export", "--to", str(shared), "--key", str(key), env=env, timeout=600)
     assert published.code == 0, published.output[-3000:]
-    names = {f"nemo-rl@{m['digest'].replace(':', '-')}.sqsh" for m in served["manifests"] if "platform" in m
+    names = {f"nemo-rl@{m['digest'].replace(':', '-')}" for m in served["manifests"] if "platform" in m
              and m.get("annotations", {}).get("vnd.docker.reference.type") != "attestation-manifest"}  # fmt: skip
-    made = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in shared.glob("*.sqsh")}
-    assert set(made) == names and len(names) == 2, (made, names)
-    assert sorted(p.name for p in shared.iterdir()) == sorted([*names, ".buildkit-export.lock"])
+    assert len(names) == 2
+    files = sorted(f"{n}{suffix}" for n in names for suffix in (".sqsh", ".cdx.json", ".sigstore.json"))
+    assert sorted(p.name for p in shared.iterdir()) == sorted([*files, ".buildkit-export.lock"])
+    made = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in shared.iterdir()}
     for name in names:
-        assert f"srun --container-image={shared / name} --container-workdir=/opt/nemo-rl --pty bash" in published.stderr
-    again = cli("export", "--to", str(shared), timeout=600)
+        assert f"srun --container-image={shared / name}.sqsh --container-workdir=/opt/nemo-rl --pty bash" in (
+            published.stderr
+        )
+    # The index's own signed statement, attached as an OCI referrer of the index (the tag schema here).
+    assert f"attached the signed statement of the image index to {repository}@{digest}" in published.stderr
+    referrers = json.loads(subprocess.run(
+        ["curl", "-fsS", "-H", "Accept: application/vnd.oci.image.index.v1+json",
+         f"http://127.0.0.1:5000/v2/{name_of(repository)}/manifests/{digest.replace(':', '-')}"],
+        capture_output=True, text=True, check=True).stdout)  # fmt: skip
+    assert [m["artifactType"] for m in referrers["manifests"]] == ["application/vnd.dev.sigstore.bundle.v0.3+json"]
+    again = cli("export", "--to", str(shared), "--key", str(key), env=env, timeout=600)
     assert again.code == 0, again.output[-3000:]
     assert again.stderr.count("already there") == 2 and "left untouched" in again.stderr
-    assert {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in shared.glob("*.sqsh")} == made
+    assert {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in shared.iterdir()} == made
+    # On a login node: both files verified offline; a tampered copy of one fails.
+    for name in names:
+        checked = cli("verify", "--sqsh", str(shared / f"{name}.sqsh"), "--key", str(public), env=env, timeout=300)
+        assert checked.code == 0, checked.output[-3000:]
+    tampered = tmp_path / "tampered"
+    tampered.mkdir()
+    first = sorted(names)[0]
+    for suffix in (".sqsh", ".cdx.json", ".sigstore.json"):
+        (tampered / f"{first}{suffix}").write_bytes((shared / f"{first}{suffix}").read_bytes())
+    data = bytearray((tampered / f"{first}.sqsh").read_bytes())
+    data[-5000] ^= 0x40
+    (tampered / f"{first}.sqsh").write_bytes(bytes(data))
+    refused = cli("verify", "--sqsh", str(tampered / f"{first}.sqsh"), "--key", str(public), env=env, timeout=300)
+    assert refused.code == 1 and "FAIL  squashfs: signature" in refused.stderr, refused.output[-3000:]
     for image in record["platforms"]:
         folder = root / "build" / image["platform"].replace("/", "-")
         kept = json.loads((folder / "verify.json").read_text())["header"]

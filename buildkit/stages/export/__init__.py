@@ -74,6 +74,7 @@ from buildkit.models.plan import repository, source_date_epoch
 from buildkit.models.records import RecordHeader, belongs, header, repo_digests
 from buildkit.models.records.attest import AttestRecord
 from buildkit.models.records.build import BuildRecord, latest_successful_build, pushed
+from buildkit.models.records.index import IndexRecord
 from buildkit.models.records.squashfs import EnrootLayout, SquashfsRecord, sidecars, srun
 from buildkit.models.results import Exported
 from buildkit.options import ExportOptions
@@ -222,6 +223,38 @@ def repo_base(statement: dict[str, Any]) -> str | None:
     if not isinstance(uri, str) or not uri.startswith("pkg:docker/") or not isinstance(sha, str):
         return None
     return f"{uri.removeprefix('pkg:docker/').split('?', 1)[0].split('@', 1)[0]}@sha256:{sha}"
+
+
+def publish_index(paths: Paths, key: str) -> str | None:
+    """For a push of several platforms (the newest index record, smoke or not): the statement `attest` wrote for the
+    image index, signed into a Sigstore bundle and attached as an OCI referrer of the index, beside the platforms'
+    own evidence; the index's name@digest, or None when no index was pushed."""
+    found = [
+        (r.created, smoke, r) for smoke in (False, True) if (r := read_record(paths.index_record(smoke), IndexRecord))
+    ]
+    if not found:
+        return None
+    _, smoke, index = max(found, key=lambda item: item[0])
+    if not index.index_digest or not DIGEST_RE.fullmatch(index.index_digest):
+        return None
+    where = paths.index_statement(smoke)
+    try:
+        statement = read_local(where, "the index statement", 64 << 20)
+    except FileNotFoundError:
+        raise InputError(
+            f"{where}: no statement of the image index", hint="run `buildkit attest --key KEY` first"
+        ) from None
+    subjects = json.loads(statement).get("subject") or []
+    if not any(s.get("digest", {}).get("sha256") == index.index_digest.removeprefix("sha256:") for s in subjects):
+        raise InputError(f"{where} is not a statement of {index.index_digest}", hint="run `buildkit attest --key KEY`")
+    name = f"{repository(index.tag)}@{index.index_digest}"
+    with work_dir_beside(where) as work:
+        bundle = work / "index.sigstore.json"
+        cosign.attest_blob(cosign.binary(), key, statement, bundle)
+        payload = read_local(bundle, "the bundle", 64 << 20)
+    title = f"{repository(index.tag).rsplit('/', 1)[-1]}@{index.index_digest.replace(':', '-')}.sigstore.json"
+    artifacts.attach_files(name, index.index_digest, [(artifacts.BUNDLE_TYPE, title, payload)])
+    return name
 
 
 def kept(output: Path, size: int, workdir: str) -> Exported:
