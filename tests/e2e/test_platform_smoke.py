@@ -216,8 +216,8 @@ def test_a_push_of_two_platforms_is_one_image_index(project, remote, upstreams, 
     names = {f"nemo-rl@{m['digest'].replace(':', '-')}" for m in served["manifests"] if "platform" in m
              and m.get("annotations", {}).get("vnd.docker.reference.type") != "attestation-manifest"}  # fmt: skip
     assert len(names) == 2
-    files = sorted(f"{n}{suffix}" for n in names for suffix in (".sqsh", ".cdx.json", ".sigstore.json"))
-    assert sorted(p.name for p in shared.iterdir()) == sorted([*files, ".buildkit-export.lock"])
+    published_files = sorted(f"{n}{suffix}" for n in names for suffix in (".sqsh", ".cdx.json", ".sigstore.json"))
+    assert sorted(p.name for p in shared.iterdir()) == sorted([*published_files, ".buildkit-export.lock"])
     made = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in shared.iterdir()}
     for name in names:
         assert f"srun --container-image={shared / name}.sqsh --container-workdir=/opt/nemo-rl --pty bash" in (
