@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
+from tests.support.mounts import tmpfs
 from tests.support.projects import push_to_engine_registry, smoke_project
 from tests.support.signing import PASSWORD, key_pair
 
@@ -243,7 +244,7 @@ def test_enroot_import_is_read_from_the_registry_as_enroot_reads_it(engine):
     )
 
 
-def test_no_attestations_pushes_the_image_without_buildx_entries(project, remote, engine):
+def test_no_attestations_pushes_the_image_without_buildx_entries(project, remote, engine, tmp_path):
     """`build --push --no-attestations`: the tag names the image manifest itself, no index with buildx's
     unknown/unknown entries (for consumers that do not skip them); the record says why no provenance is attached,
     and enroot reads the image."""
@@ -265,5 +266,11 @@ def test_no_attestations_pushes_the_image_without_buildx_entries(project, remote
     assert "manifests" not in served and served["layers"], served
     found = enroot_import(record["image"]["tag"], "linux/amd64")
     assert found.status == "pass" and "passed over" not in found.reason, found.reason
+    # A --to without room for the export: one line before anything is written (the lock file aside, empty).
+    with tmpfs(tmp_path / "small", "size=16m") as small:
+        full = cli("export", "--to", str(small), timeout=600)
+        assert full.code == 2 and f"error: {small} has " in full.stderr and "free" in full.stderr, full.output
+        assert "--to DIR" in full.stderr and "Traceback" not in full.stderr
+        assert [p.name for p in small.iterdir()] == [".buildkit-export.lock"]
     refused = cli("build", "--smoke", "--push", "--no-attestations", "--sbom", "--dry-run")
     assert refused.code == 2 and "an SBOM attestation is one of buildx's attestations" in refused.stderr

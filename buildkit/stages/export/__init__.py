@@ -658,7 +658,7 @@ def _check_space(directory: Path, image_size: int) -> None:
         raise InputError(
             f"{directory} has {_mib(free)} free; exporting an image of {_mib(image_size)} needs about {_mib(need)} "
             "there (the unpacked image and the .sqsh side by side)",
-            hint="free some space, or write the .sqsh elsewhere: -o DIR/NAME.sqsh",
+            hint="free some space, or write the .sqsh elsewhere (-o DIR/NAME.sqsh, --to DIR)",
         )
 
 

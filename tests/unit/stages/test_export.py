@@ -21,6 +21,7 @@ from buildkit.models.records import belongs
 from buildkit.stages.export import bash_quote, configure, squash_options
 from buildkit.world.mksquashfs import squash
 from tests.support.engine import unavailable
+from tests.support.mounts import tmpfs
 from tests.support.projects import smoke_built
 from tests.support.trees import listing
 
@@ -586,3 +587,15 @@ def test_enroot_squash_options_are_read_as_enroot_reads_them_and_checked(tmp_pat
     out.touch()
     squash(find_mksquashfs(), tree, out, squash_options(1770316331, zstd), 1, out)
     assert "Compression zstd" in unsquashfs("-s", str(out))
+
+
+def test_a_to_this_user_cannot_write_is_one_line_before_anything(project, tmp_path):
+    root, cli = project
+    assert cli("resolve").code == 0
+    with tmpfs(tmp_path / "readonly", "ro,size=1m") as target:
+        result = cli("export", "--to", str(target))
+        assert result.code == 2, result.output
+        assert (
+            f"error: --to '{target}': not writable by this user" in result.stderr and "Traceback" not in result.stderr
+        )
+        assert list(target.iterdir()) == []
