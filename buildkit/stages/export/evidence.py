@@ -138,6 +138,8 @@ def _wheel(lock: Lock) -> dict[str, Any]:
         "properties": [
             {"name": "buildkit:wheel:commit", "value": lock.vllm_wheel.commit},
             {"name": "buildkit:wheel:filename", "value": wheel.filename},
+            # Where the lock has no GPU check, no shared object is listed: said, not left to be read as "none".
+            *([] if lock.gpu else [{"name": "buildkit:cuda", "value": "not read: the lock holds no GPU check"}]),
         ],
         **({"components": libraries} if libraries else {}),
     }

@@ -99,6 +99,14 @@ def test_the_sbom_is_valid_cyclonedx_and_says_what_the_lock_says():
     )  # fmt: skip  (the same inputs, the same bytes)
 
 
+def test_a_lock_without_its_gpu_check_says_the_shared_objects_were_not_read():
+    bare = LOCK.model_copy(update={"gpu": None})
+    wheel = next(c for c in sbom(bare, None, "r/nemo-rl", DIGEST, [], bare.base_image.pinned)["components"]
+                 if c["bom-ref"] == "vllm-wheel")  # fmt: skip
+    assert "components" not in wheel
+    assert {"name": "buildkit:cuda", "value": "not read: the lock holds no GPU check"} in wheel["properties"]
+
+
 def test_purls_and_the_statements_subjects():
     assert (
         source_purl("https://github.com/stormchasingg/vllm.git", "a" * 40)
