@@ -16,7 +16,7 @@ from buildkit.models.lock import read_lock
 from buildkit.stages.verify import ENVIRONMENTS_CHECK, PYTHON_CHECK, WHEEL_ENV_CHECK
 from tests.support.engine import STAND_IN_BASE
 from tests.support.nemo_repo import use_remote
-from tests.support.projects import interrupt_a_slow_smoke_build, smoke_project
+from tests.support.projects import interrupt_a_slow_smoke_build, push_to_engine_registry, smoke_project
 from tests.support.realwheels import VLLM_0_14_0, real_wheel
 from tests.support.vllmtree import listing
 
@@ -469,3 +469,28 @@ def test_verify_follows_the_lock_not_one_build(project, remote, engine):
     assert status["patched tools/build-custom-vllm.sh is the recorded one"] == "pass"
     assert status["patched research/README.md is the recorded one"] == "pass"
     assert status["a GPU of compute capability 9.0 or 10.0, and its kernels"] == "fail"
+
+
+def test_a_push_then_a_load_of_the_same_lock_then_verify_and_report_speak_of_one_build(project, remote, engine):
+    """Issue 41's one identity, in the order a user may take: the smoke image pushed, then the same lock built
+    again with --load; verify checks the loaded image (the newest build), its record is named by that build's
+    identity, and the report takes it as this build's, not another's."""
+    root, cli = smoke_project(project, remote)
+    push_to_engine_registry(root, "sequence")
+    pushed = cli("build", "--smoke", "--push", "--progress", "plain", timeout=600)
+    assert pushed.code == 0, pushed.output
+    first = json.loads((root / "build" / "smoke-record.json").read_text())
+    loaded = cli("build", "--smoke", "--progress", "plain", timeout=600)
+    assert loaded.code == 0, loaded.output
+    record = json.loads((root / "build" / "smoke-record.json").read_text())
+    assert (
+        record["lock_sha256"] == first["lock_sha256"] and record["image"]["id"] and "push=true" not in record["command"]
+    )
+    verified = cli("verify", timeout=600)
+    assert verified.code == 0, verified.output
+    header = json.loads((root / "build" / "verify.json").read_text())["header"]
+    identities = {record["image"][k] for k in ("digest", "id", "config_digest")} - {None}
+    assert header["image"] in identities or identities & set(header["aliases"]), (header, identities)
+    report = cli("report")
+    assert report.code == 0, report.output
+    assert "a record of another build" not in report.stderr and "not run on this image" not in report.stdout
