@@ -8,10 +8,10 @@ from buildkit.files import read_record
 from buildkit.models.paths import Paths
 from buildkit.models.records.index import IndexRecord
 from buildkit.models.results import Attested
+from buildkit.models.slsa import canonical
 from buildkit.options import AttestOptions
 from buildkit.stages import pipeline
 from buildkit.stages.attest import attest_index
-from buildkit.stages.attest.slsa import canonical
 from buildkit.stages.context import Context, each_platform
 from buildkit.text import ui
 

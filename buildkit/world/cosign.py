@@ -18,6 +18,8 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -203,13 +205,10 @@ def attach(cosign: str, envelope_file: Path, image: str) -> None:
 def verify(cosign: str, public_key: str, image: str) -> list[dict[str, Any]]:
     """The in-toto statements attached to `image` that `cosign verify-attestation --type slsaprovenance1` accepts
     with `public_key` (signature, predicate type, subject digest). None accepted is a failed check."""
-    if not public_key or public_key.startswith("-"):
-        raise InputError(f"--key: expected a public key file or a KMS URI, found {excerpt(public_key, 80)}")
-    with tempfile.TemporaryDirectory(prefix="buildkit-verify-") as tmp:
-        # A Sigstore bundle attached as an OCI referrer (export --to --key) makes cosign v2 ask for a trusted root
-        # even with a key: the one that trusts the key alone.
-        root = Path(tmp) / "trusted_root.json"
-        root.write_text(json.dumps(KEY_ONLY_TRUSTED_ROOT))
+    _given_public_key(public_key)
+    # A Sigstore bundle attached as an OCI referrer (export --to --key) makes cosign v2 ask for a trusted root even
+    # with a key: the one that trusts the key alone.
+    with _key_only_root() as root:
         done = _run(
             [
                 cosign, "verify-attestation", f"--key={public_key}", "--type=slsaprovenance1",
@@ -246,6 +245,20 @@ KEY_ONLY_TRUSTED_ROOT = {
 }
 
 
+def _given_public_key(public_key: str) -> None:
+    if not public_key or public_key.startswith("-"):
+        raise InputError(f"--key: expected a public key file or a KMS URI, found {excerpt(public_key, 80)}")
+
+
+@contextmanager
+def _key_only_root() -> Iterator[Path]:
+    """KEY_ONLY_TRUSTED_ROOT as a file, for cosign's --trusted-root, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="buildkit-verify-") as tmp:
+        root = Path(tmp) / "trusted_root.json"
+        root.write_text(json.dumps(KEY_ONLY_TRUSTED_ROOT))
+        yield root
+
+
 def attest_blob(cosign: str, key: str, statement: bytes, bundle: Path) -> None:
     """Sign an in-toto statement (every subject already in it) with `key` into a Sigstore bundle at `bundle` (cosign
     attest-blob --statement --new-bundle-format; no transparency log)."""
@@ -267,11 +280,8 @@ def attest_blob(cosign: str, key: str, statement: bytes, bundle: Path) -> None:
 def verify_blob(cosign: str, public_key: str, bundle: Path, blob: Path) -> None:
     """That `bundle` holds a statement signed with `public_key` and naming `blob`'s sha256 among its subjects
     (cosign verify-blob-attestation, offline: no network, no transparency log). Refused: CheckFailed."""
-    if not public_key or public_key.startswith("-"):
-        raise InputError(f"--key: expected a public key file or a KMS URI, found {excerpt(public_key, 80)}")
-    with tempfile.TemporaryDirectory(prefix="buildkit-verify-") as tmp:
-        root = Path(tmp) / "trusted_root.json"
-        root.write_text(json.dumps(KEY_ONLY_TRUSTED_ROOT))
+    _given_public_key(public_key)
+    with _key_only_root() as root:
         done = _run(
             [
                 cosign, "verify-blob-attestation", f"--bundle={bundle}", "--new-bundle-format",

@@ -66,6 +66,9 @@ def srun(path: str, workdir: str) -> str:
     return f"srun --container-image={shlex.quote(path)}{shown} --pty bash"
 
 
+MAX_SIDECAR = 64 << 20  # bytes of a bundle, an SBOM or a statement read (NeMo-RL's SBOM lists a few thousand packages)
+
+
 def sidecars(published: Path) -> tuple[Path, Path]:
     """The SBOM and the Sigstore bundle `export --to DIR --key` writes beside a published `<name>.sqsh`."""
     stem = published.name.removesuffix(".sqsh")

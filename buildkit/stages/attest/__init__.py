@@ -15,6 +15,7 @@ from buildkit.models.records.attest import AttestRecord
 from buildkit.models.records.build import pushed
 from buildkit.models.records.index import IndexRecord
 from buildkit.models.results import Attested
+from buildkit.models.slsa import canonical
 from buildkit.options import AttestOptions
 from buildkit.stages.attest import slsa
 from buildkit.stages.context import Context, load_inputs
@@ -59,7 +60,7 @@ def attest(
     `repository` come checked (AttestOptions)."""
     sources = slsa.gather(paths, record_path, repository)
     statement = slsa.statement(sources, builder)
-    payload = slsa.canonical(statement)
+    payload = canonical(statement)
     smoke = sources.record.smoke
     statement_file = paths.statement(smoke)
     subject = f"{sources.repository}@{sources.record.image.digest}"
@@ -134,7 +135,7 @@ def attest_index(paths: Paths, smoke: bool, key: str | None, builder: str, state
             hint="build every platform again: `buildkit build --push`",
         )
     statement = slsa.index_statement(index, statements, builder)
-    payload = slsa.canonical(statement)
+    payload = canonical(statement)
     name = slsa.image_name(index.tag)
     subject = f"{name}@{index.index_digest}"
     statement_file = paths.index_statement(smoke)

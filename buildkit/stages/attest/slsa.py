@@ -30,7 +30,13 @@ from buildkit.models.records import Build, belongs
 from buildkit.models.records.build import BuildRecord, InstalledImage, argv_values, latest_build, pushed
 from buildkit.models.records.index import IndexRecord
 from buildkit.models.records.render import RenderRecord
-from buildkit.models.slsa import BUILD_TYPE, DEFAULT_BUILDER_ID, INDEX_BUILD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE
+from buildkit.models.slsa import (
+    BUILD_TYPE,
+    DEFAULT_BUILDER_ID,
+    INDEX_BUILD_TYPE,
+    PREDICATE_TYPE,
+    STATEMENT_TYPE,
+)
 from buildkit.stages.context import load_inputs
 
 _BUILD_REF_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
@@ -53,11 +59,6 @@ class Sources(NamedTuple):
     invocation_id: str
     repository: str  # the subject's name: the lock's build.tag repository, or the one --repository names
     repository_named: bool = False  # named on the command line (the statement says so)
-
-
-def canonical(value: Any) -> bytes:
-    """JSON with sorted keys, no insignificant whitespace, UTF-8: one value, one byte string."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def gather(paths: Paths, record_path: Path | None = None, repository: str | None = None) -> Sources:

@@ -75,8 +75,9 @@ from buildkit.models.records import RecordHeader, belongs, header, repo_digests
 from buildkit.models.records.attest import AttestRecord
 from buildkit.models.records.build import BuildRecord, latest_successful_build, pushed
 from buildkit.models.records.index import IndexRecord
-from buildkit.models.records.squashfs import EnrootLayout, SquashfsRecord, sidecars, srun
+from buildkit.models.records.squashfs import MAX_SIDECAR, EnrootLayout, SquashfsRecord, sidecars, srun
 from buildkit.models.results import Exported
+from buildkit.models.slsa import subjects
 from buildkit.options import ExportOptions
 from buildkit.stages.context import Context, load_inputs
 from buildkit.stages.export import evidence, publish
@@ -154,8 +155,8 @@ def _attach(ctx: Context[ExportOptions], source: Source, manifest: str, output: 
     ctx.step("attaching the evidence in the registry")
     sbom_path, bundle_path = sidecars(output)
     files = [
-        (artifacts.SBOM_TYPE, sbom_path.name, read_local(sbom_path, "the SBOM", 64 << 20)),
-        (artifacts.BUNDLE_TYPE, bundle_path.name, read_local(bundle_path, "the bundle", 64 << 20)),
+        (artifacts.SBOM_TYPE, sbom_path.name, read_local(sbom_path, "the SBOM", MAX_SIDECAR)),
+        (artifacts.BUNDLE_TYPE, bundle_path.name, read_local(bundle_path, "the bundle", MAX_SIDECAR)),
     ]
     tag = source.record.image.tag
     for subject in dict.fromkeys((manifest, source.record.image.digest)):
@@ -176,17 +177,25 @@ def attested(paths: Paths, source: Source) -> dict[str, Any]:
             f"no statement of the build of {source.ref}: export --key signs the one attest writes", hint=hint
         )
     where = paths.statement(record.smoke)
-    try:
-        data = read_local(where, "the statement", 64 << 20)
-    except FileNotFoundError:
-        raise InputError(f"{where}: no statement (the attest record names one)", hint=hint) from None
+    data, statement = _statement_of(where, record.image.digest or "", hint)
     if sha256_bytes(data) != kept.statement_sha256:
         raise InputError(f"{where} is not the statement attest wrote (its sha256 differs)", hint=hint)
-    statement = json.loads(data)
-    subjects = {s.get("digest", {}).get("sha256") for s in statement.get("subject") or [] if isinstance(s, dict)}
-    if (record.image.digest or "").removeprefix("sha256:") not in subjects:
-        raise InputError(f"{where} is not a statement of {record.image.digest}", hint=hint)
     return statement
+
+
+def _statement_of(where: Path, digest: str, hint: str) -> tuple[bytes, dict[str, Any]]:
+    """A statement `attest` wrote (its bytes, and it read), refused unless it is a statement of `digest`."""
+    try:
+        data = read_local(where, "the statement", MAX_SIDECAR)
+    except FileNotFoundError:
+        raise InputError(f"{where}: no such statement", hint=hint) from None
+    try:
+        statement = json.loads(data)
+    except (ValueError, RecursionError):
+        statement = None
+    if not isinstance(statement, dict) or digest.removeprefix("sha256:") not in subjects(statement):
+        raise InputError(f"{where} is not a statement of {excerpt(digest, 80)}", hint=hint)
+    return data, statement
 
 
 def _evidence(
@@ -238,20 +247,12 @@ def publish_index(paths: Paths, key: str) -> str | None:
     if not index.index_digest or not DIGEST_RE.fullmatch(index.index_digest):
         return None
     where = paths.index_statement(smoke)
-    try:
-        statement = read_local(where, "the index statement", 64 << 20)
-    except FileNotFoundError:
-        raise InputError(
-            f"{where}: no statement of the image index", hint="run `buildkit attest --key KEY` first"
-        ) from None
-    subjects = json.loads(statement).get("subject") or []
-    if not any(s.get("digest", {}).get("sha256") == index.index_digest.removeprefix("sha256:") for s in subjects):
-        raise InputError(f"{where} is not a statement of {index.index_digest}", hint="run `buildkit attest --key KEY`")
+    statement, _ = _statement_of(where, index.index_digest, "run `buildkit attest --key KEY` first")
     name = f"{repository(index.tag)}@{index.index_digest}"
     with work_dir_beside(where) as work:
         bundle = work / "index.sigstore.json"
         cosign.attest_blob(cosign.binary(), key, statement, bundle)
-        payload = read_local(bundle, "the bundle", 64 << 20)
+        payload = read_local(bundle, "the bundle", MAX_SIDECAR)
     title = f"{repository(index.tag).rsplit('/', 1)[-1]}@{index.index_digest.replace(':', '-')}.sigstore.json"
     artifacts.attach_files(name, index.index_digest, [(artifacts.BUNDLE_TYPE, title, payload)])
     return name

@@ -18,7 +18,6 @@ of its content), so the same export gives the same bytes.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import uuid
@@ -33,6 +32,7 @@ from buildkit import __version__
 from buildkit.errors import InputError
 from buildkit.models.lock import Lock
 from buildkit.models.records.build import BuildRecord
+from buildkit.models.slsa import canonical
 
 SPEC = "1.6"
 MAX_PACKAGES = 20_000  # dist-info directories read; NeMo-RL's image holds a few thousand across its venvs
@@ -201,11 +201,6 @@ def sbom(
         "components": components,
         "dependencies": [{"ref": "image", "dependsOn": ["base-image", "nemo-rl", "vllm-source", "vllm-wheel"]}],
     }
-
-
-def canonical(value: Any) -> bytes:
-    """JSON as the statement is signed: keys sorted, no insignificant whitespace, UTF-8 (as `buildkit attest`)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def statement_for(

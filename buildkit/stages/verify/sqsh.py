@@ -24,11 +24,11 @@ from typing import Any
 
 from buildkit.errors import CheckFailed, InputError, UpstreamMalformed, excerpt
 from buildkit.files import read_local
-from buildkit.models.records.squashfs import sidecars
+from buildkit.models.records.squashfs import MAX_SIDECAR, sidecars
 from buildkit.models.records.verify import CheckResult
+from buildkit.models.slsa import subjects
 from buildkit.world import cosign
 
-MAX_SIDECAR = 64 << 20  # bytes of a bundle or an SBOM read (NeMo-RL's SBOM lists a few thousand packages)
 _NAME_RE = re.compile(r".+@sha256-(?P<hex>[0-9a-f]{64})\.sqsh")
 
 
@@ -44,7 +44,7 @@ def _json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def _statement(bundle: dict[str, Any], path: Path) -> dict[str, Any]:
+def bundle_statement(bundle: dict[str, Any], path: Path) -> dict[str, Any]:
     """The in-toto statement a Sigstore bundle's DSSE envelope carries (not yet trusted: cosign checks it)."""
     envelope = bundle.get("dsseEnvelope")
     payload = envelope.get("payload") if isinstance(envelope, dict) else None
@@ -59,17 +59,6 @@ def _statement(bundle: dict[str, Any], path: Path) -> dict[str, Any]:
     if not isinstance(statement, dict) or not isinstance(statement.get("subject"), list):
         raise UpstreamMalformed(f"{path}: the envelope's payload is not an in-toto statement")
     return statement
-
-
-def _subjects(statement: dict[str, Any]) -> dict[str, str]:
-    """sha256 -> name of each subject."""
-    out = {}
-    for subject in statement["subject"]:
-        digest = subject.get("digest") if isinstance(subject, dict) else None
-        sha = digest.get("sha256") if isinstance(digest, dict) else None
-        if isinstance(sha, str):
-            out[sha] = str(subject.get("name", ""))
-    return out
 
 
 def _dependency(statement: dict[str, Any], name: str) -> dict[str, Any]:
@@ -121,7 +110,7 @@ def verify_sqsh(file: Path, key: str) -> list[CheckResult]:
         raise InputError(f"{file}: no such file")
     sbom_path, bundle_path = sidecars(file)
     bundle = _json(bundle_path, "Sigstore bundle")
-    statement = _statement(bundle, bundle_path)
+    statement = bundle_statement(bundle, bundle_path)
     sbom = _json(sbom_path, "CycloneDX SBOM")
     try:
         cosign.verify_blob(cosign.binary(), key, bundle_path, file)
@@ -129,34 +118,34 @@ def verify_sqsh(file: Path, key: str) -> list[CheckResult]:
     except CheckFailed as exc:
         check("signature", False, exc.message)
         return results  # nothing in an unaccepted statement is evidence
-    subjects = _subjects(statement)
+    signed = subjects(statement)
     image = named.group("hex")
     check(
         "image digest",
-        image in subjects,
-        f"the statement is for sha256:{image} ({excerpt(subjects.get(image, ''), 120)})"
-        if image in subjects
+        image in signed,
+        f"the statement is for sha256:{image} ({excerpt(signed.get(image, ''), 120)})"
+        if image in signed
         else f"the statement names no sha256:{image}: it is another image's",
     )
     sbom_sha = hashlib.sha256(read_local(sbom_path, "CycloneDX SBOM", MAX_SIDECAR)).hexdigest()
     check(
         "SBOM",
-        sbom_sha in subjects,
-        f"{sbom_path.name} is the SBOM the statement signed" if sbom_sha in subjects else
+        sbom_sha in signed,
+        f"{sbom_path.name} is the SBOM the statement signed" if sbom_sha in signed else
         f"{sbom_path.name} (sha256 {sbom_sha[:12]}) is not among the statement's subjects: another build's, or edited",
     )  # fmt: skip
-    if sbom_sha not in subjects:
+    if sbom_sha not in signed:
         return results
     metadata = sbom.get("metadata") if isinstance(sbom.get("metadata"), dict) else {}
     claimed = (metadata.get("component") or {}).get("version") if isinstance(metadata, dict) else None
     check("SBOM image", claimed == f"sha256:{image}", f"the SBOM describes {excerpt(claimed, 80)}")
-    for what, said, signed in claims(sbom, statement):
-        ok = said is not None and said == signed
+    for what, said, says in claims(sbom, statement):
+        ok = said is not None and said == says
         check(
             f"SBOM {what}",
             ok,
             f"{excerpt(said, 120)}"
             if ok
-            else f"the SBOM says {excerpt(said, 120)}, the statement {excerpt(signed, 120)}",
+            else f"the SBOM says {excerpt(said, 120)}, the statement {excerpt(says, 120)}",
         )
     return results
