@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import urllib.request
@@ -163,6 +164,29 @@ def test_a_pushed_image_is_published_with_its_evidence_and_verified_offline(proj
 
     code, said = tampered("garbled", garbled)
     assert code == 3 and "the Sigstore bundle is not JSON" in said and "Traceback" not in said, said
+
+    # In the registry: an SBOM someone else attached beside the signed one, and a bundle signed with another key,
+    # each fail verify --provenance's referrer checks, named.
+    from buildkit.world.artifacts import BUNDLE_TYPE, SBOM_TYPE, attach_files
+
+    platform_ref = f"{made['image'].rsplit(':', 1)[0]}@sha256:{hexdigest}"
+    foreign = json.loads(sbom_path.read_text())
+    foreign["components"][2]["version"] = "0" * 40  # another vLLM commit claimed
+    attach_files(platform_ref, f"sha256:{hexdigest}", [(SBOM_TYPE, sbom_path.name, json.dumps(foreign).encode())])
+    checked = cli("verify", "--provenance", "--key", str(public), "--json", env=env, timeout=300)
+    rows = {r["name"]: r for r in json.loads(checked.stdout)["results"]}
+    assert checked.code == 1 and rows["registry referrers: SBOM"]["status"] == "fail", rows
+    assert "is not among the signed statement's subjects" in rows["registry referrers: SBOM"]["reason"]
+    other_key, _ = key_pair(cosign, tmp_path / "other-keys")
+    forged = tmp_path / "forged.sigstore.json"
+    cosign_sign = ["attest-blob", f"--key={other_key}", f"--statement={tmp_path / 'statement.json'}",
+                   "--new-bundle-format", f"--bundle={forged}", "--tlog-upload=false", "--yes"]  # fmt: skip
+    (tmp_path / "statement.json").write_bytes(base64.b64decode(bundle["dsseEnvelope"]["payload"]))
+    subprocess.run([cosign, *cosign_sign], env={**os.environ, **env}, check=True, capture_output=True)
+    attach_files(platform_ref, f"sha256:{hexdigest}", [(BUNDLE_TYPE, bundle_path.name, forged.read_bytes())])
+    checked = cli("verify", "--provenance", "--key", str(public), "--json", env=env, timeout=300)
+    rows = {r["name"]: r for r in json.loads(checked.stdout)["results"]}
+    assert checked.code == 1 and rows["registry referrers: signed statement"]["status"] == "fail", rows
 
 
 def _get_json(url: str) -> dict:
