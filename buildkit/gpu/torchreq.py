@@ -40,8 +40,15 @@ class TorchMismatch(UpstreamMismatch):
 
 def requires_torch(wheel: Path, filename: str) -> str | None:
     """The specifier of the wheel's unconditional torch requirement ("==2.9.1"); None when its METADATA names none
-    or it has no METADATA. One member read, bounded: the zip's directory first (zipsize), its declared size, then
-    its bytes under the wheel's budget (budget.WHEEL)."""
+    or it has no METADATA."""
+    found = read_metadata(wheel, filename)
+    return None if found is None else _torch_specifier(found[1], f"wheel {filename}: {found[0]}")
+
+
+def read_metadata(wheel: Path, filename: str) -> tuple[str, bytes] | None:
+    """The wheel's `*.dist-info/METADATA` (its member name and bytes); None when it has none. One member read,
+    bounded: the zip's directory first (zipsize), its declared size, then its bytes under the wheel's budget
+    (budget.WHEEL)."""
     what = f"wheel {filename}"
     budget = Budget(what, WHEEL)
     with readable_wheel(what):
@@ -61,7 +68,7 @@ def requires_torch(wheel: Path, filename: str) -> str | None:
             with archive.open(info) as member:
                 raw = member.read(MAX_METADATA_BYTES + 1)
             budget.inflate(len(raw), info.compress_size)
-    return _torch_specifier(raw, f"{what}: {info.filename}")
+    return info.filename, raw
 
 
 def _torch_specifier(raw: bytes, what: str) -> str | None:

@@ -116,11 +116,26 @@ class Vllm(Source):
         description="vLLM's own repository, whose branch holds the commits that have precompiled wheels.",
     )
     upstream_branch: GitRef = Field(default="main", description="The branch of `upstream` with per-commit wheels.")
+    install: Literal["script", "uv-source"] | None = Field(
+        default=None,
+        description="How the image installs vLLM. Absent: as NeMo-RL at the pinned commit does (build-custom-vllm.sh, "
+        "or uv from the git source its pyproject.toml names). 'uv-source': where NeMo-RL uses the script, prepare "
+        "writes its release branches' way (pyproject.toml: the source as a uv git source, precompiled mode with the "
+        "wheel, the wheel's dependency metadata; uv.lock: `uv lock`). 'script': refuse a NeMo-RL commit that does not "
+        "use the script.",
+    )
 
     @model_validator(mode="after")
     def _ref_or_pr(self) -> Vllm:
         if self.ref is None and self.pr is None:
             raise ValueError("give vllm.ref, vllm.pr, or both")  # neither key is there to point at
+        if self.install == "uv-source" and self.repo.split(":", 1)[0] not in ("https", "file"):
+            # uv's git sources: https://, ssh:// or file:// (uv 0.11: "Unsupported Git URL scheme `git:`").
+            raise AtKey(
+                ("repo",),
+                "vllm.install: uv-source writes vllm.repo as a uv git source, and uv fetches "
+                "https:// and file:// (not http:// or git://)",
+            )
         return self
 
 
@@ -247,7 +262,7 @@ _WRITTEN_WHEN_SET = {
 
 # Source and wheel keys added with lock version 5, hashed only when set: pins that do not use them keep their hash.
 _SOURCE_WRITTEN_WHEN_SET: dict[str, dict[str, Any]] = {
-    "vllm": {"upstream": DEFAULT_VLLM_REPO, "upstream_branch": "main"},
+    "vllm": {"upstream": DEFAULT_VLLM_REPO, "upstream_branch": "main", "install": None},
     "wheel": {"commit": "auto", "accept_compiled_changes": None},
 }
 

@@ -17,7 +17,8 @@ writes them (5d63149a, pyproject.toml lines 273 and 539-540; uv.lock at 5f0d71a7
 uv writes the locked git URL without credentials, query or fragment, then `?subdirectory=`, `branch=`/`tag=`/`rev=`
 (none for the default branch) and the full commit as the fragment (uv's `locked_git_url`). `uv_source` reads both
 files, bounded and shape-checked before Python's TOML parser sees them (models/tomlshape.py), and says what they
-pin; None when vLLM is no uv git source there. Pure: no I/O.
+pin; None when vLLM is no uv git source there. `written_pyproject` writes that mode into a pyproject.toml that does
+not use it (vllm.install: uv-source), from the checked wheel's core metadata (`dist_metadata`). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+import tomlkit
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from buildkit.budget import UV_LOCK, Budget
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch, excerpt
@@ -130,3 +136,141 @@ def _locked(uv_lock: bytes | None, where: str, limit: int) -> str | None:
         if isinstance(git, str):
             return git
     return None
+
+
+# -- writing the mode (vllm.install: uv-source on a NeMo-RL commit that uses build-custom-vllm.sh) ----------------
+
+
+@dataclass(frozen=True)
+class DistMetadata:
+    """What a wheel's core metadata (`*.dist-info/METADATA`) says uv needs to lock vLLM without building it."""
+
+    version: str
+    requires_dist: tuple[str, ...]
+    provides_extra: tuple[str, ...]
+
+
+def dist_metadata(raw: bytes, what: str, max_requires: int) -> DistMetadata:
+    """The Name (vllm), Version, Requires-Dist and Provides-Extra headers of core metadata, each held to its grammar
+    (packaging's PEP 440 and PEP 508 parsers). Headers end at the first empty line; a folded line (leading space)
+    continues the one before."""
+    text = raw.decode("utf-8", "replace").replace("\r\n", "\n").split("\n\n", 1)[0]
+    headers: list[tuple[str, str]] = []
+    for line in text.split("\n"):
+        if line[:1] in (" ", "\t") and headers:
+            headers[-1] = (headers[-1][0], headers[-1][1] + " " + line.strip())
+        elif ":" in line:
+            key, _, value = line.partition(":")
+            headers.append((key.strip().lower(), value.strip()))
+    values = {
+        key: [v for k, v in headers if k == key] for key in ("name", "version", "requires-dist", "provides-extra")
+    }
+    if [canonicalize_name(n) for n in values["name"]] != ["vllm"] or len(values["version"]) != 1:
+        raise UpstreamMalformed(f"{what}: not the core metadata of one vllm version (Name and Version once each)")
+    try:
+        version = str(Version(values["version"][0]))
+        requires = tuple(str(Requirement(value)) for value in values["requires-dist"])
+    except (InvalidVersion, InvalidRequirement) as exc:
+        raise UpstreamMalformed(f"{what}: {excerpt(str(exc), 160)}") from None
+    if len(requires) > max_requires:
+        raise UpstreamMalformed(f"{what}: {len(requires)} Requires-Dist lines, more than {max_requires}")
+    extras = tuple(canonicalize_name(e) for e in values["provides-extra"])
+    if not all(_EXTRA_RE.fullmatch(e) for e in extras) or len(extras) > 200:
+        raise UpstreamMalformed(f"{what}: a Provides-Extra that is no extra name")
+    return DistMetadata(version, requires, extras)
+
+
+_EXTRA_RE = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")
+
+
+@dataclass(frozen=True)
+class WriteUvSource:
+    """What prepare writes: vLLM `repo` at `commit` as NeMo-RL's uv git source, built in precompiled mode with the
+    wheel of `wheel_commit`, whose core metadata stands for the source's (the proof allowed no packaging change)."""
+
+    repo: str
+    commit: str
+    wheel_commit: str
+    metadata: DistMetadata
+
+
+def written_pyproject(text: str, where: str, want: WriteUvSource) -> str:
+    """NeMo-RL's pyproject.toml with vLLM pinned as its release branches pin a fork (5d63149a, pyproject.toml lines
+    148, 273, 539-546): the vllm extra names `vllm` once, with no URL or version (every `vllm ...` requirement there
+    is dropped: a version pin would have to equal the built version); [tool.uv.sources] names the commit as a git
+    source for that extra; [tool.uv.extra-build-variables] sets precompiled mode, the wheel commit and the version
+    setuptools-scm reports; [[tool.uv.dependency-metadata]] gives the wheel's metadata, so `uv lock` need not build
+    vLLM (the branch writes it by hand). Everything else stays as upstream wrote it (tomlkit keeps comments and
+    layout). UpstreamMismatch (exit 4) when there is no vllm extra to point."""
+    check_shape(text, f"pyproject.toml at {where}")
+    try:
+        doc = tomlkit.parse(text)
+    except tomlkit.exceptions.ParseError as exc:
+        raise UpstreamMalformed(
+            f"pyproject.toml at {where}: not a readable TOML file: {excerpt(str(exc), 120)}"
+        ) from None
+    project = doc.get("project")
+    extras = project.get("optional-dependencies") if isinstance(project, dict) else None
+    extra = extras.get("vllm") if isinstance(extras, dict) else None
+    if not isinstance(extra, list) or not all(isinstance(item, str) for item in extra):
+        raise UpstreamMismatch(
+            f"NeMo-RL at {where}: pyproject.toml has no `vllm` extra ([project.optional-dependencies]) to point at "
+            "the source: buildkit cannot write the uv-source mode there",
+            hint="remove vllm.install from pins.yaml (build-custom-vllm.sh installs vLLM), or pin another commit",
+        )
+    for index in reversed(range(len(extra))):
+        if _requirement_name(extra[index], where) == "vllm":
+            del extra[index]
+    extra.append("vllm")
+    tool = _table(doc, "tool")
+    uv = _table(tool, "uv")
+    _table(uv, "sources")["vllm"] = _inline({"git": want.repo, "rev": want.commit, "extra": "vllm"})
+    _table(uv, "extra-build-variables")["vllm"] = _inline(
+        {
+            "VLLM_USE_PRECOMPILED": "1",
+            "VLLM_PRECOMPILED_WHEEL_COMMIT": want.wheel_commit,
+            "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM": want.metadata.version,
+        }
+    )
+    entries = uv.get("dependency-metadata")
+    if entries is None:
+        entries = tomlkit.aot()
+        uv["dependency-metadata"] = entries
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise UpstreamMalformed(f"pyproject.toml at {where}: [[tool.uv.dependency-metadata]] is not a list of tables")
+    for index in reversed(range(len(entries))):
+        if canonicalize_name(str(entries[index].get("name", ""))) == "vllm":
+            del entries[index]
+    entry = tomlkit.table()
+    entry["name"] = "vllm"
+    entry["version"] = want.metadata.version
+    if want.metadata.provides_extra:
+        entry["provides-extra"] = list(want.metadata.provides_extra)
+    requires = tomlkit.array()
+    requires.extend(want.metadata.requires_dist)
+    entry["requires-dist"] = requires.multiline(True)
+    entries.append(entry)
+    return tomlkit.dumps(doc)
+
+
+def _requirement_name(value: str, where: str) -> str:
+    try:
+        return canonicalize_name(Requirement(value).name)
+    except InvalidRequirement as exc:
+        raise UpstreamMalformed(f"pyproject.toml at {where}: the vllm extra's {excerpt(value)}: {exc}") from None
+
+
+def _table(parent, key: str):
+    found = parent.get(key)
+    if found is None:
+        found = tomlkit.table()
+        parent[key] = found
+    if not isinstance(found, dict):
+        raise UpstreamMalformed(f"pyproject.toml: `{key}` is not a table")
+    return found
+
+
+def _inline(values: dict[str, str]):
+    table = tomlkit.inline_table()
+    table.update(values)
+    return table

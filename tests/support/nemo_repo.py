@@ -4,6 +4,8 @@ github.com (the pins' URL rewrite sends it to the local `git daemon`)."""
 
 from __future__ import annotations
 
+import subprocess
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -86,13 +88,15 @@ class Remote:
             date="2026-08-22T09:00:00+00:00",
         )
 
-    def move_to_later_shape(self) -> str:
-        """A commit with upstream's later layout: the 7ea279ab-shaped Dockerfile and build-custom-vllm.sh."""
+    def move_to_later_shape(self, more: dict[str, str] | None = None) -> str:
+        """A commit with upstream's later layout: the 7ea279ab-shaped Dockerfile and build-custom-vllm.sh (and
+        `more` files)."""
         return self.new_files(
             {
                 "docker/Dockerfile": LATER_SHAPE.read_text(),
                 "tools/build-custom-vllm.sh": later_script(),
                 "docker/install_apptainer.sh": "echo apptainer\n",
+                **(more or {}),
             },
             "build: CUDA 13.2 base, uv 0.11, --frozen syncs, TensorRT-LLM (#2100)",
             date="2026-08-22T09:00:00+00:00",
@@ -184,3 +188,37 @@ def use_remote(project: tuple[Path, Cli], remote: Remote, ref: str | None = None
     result = cli("resolve")
     assert result.code == 0, result.output
     return root, cli
+
+
+def script_mode_files(scratch: Path) -> dict[str, str]:
+    """pyproject.toml and uv.lock of a NeMo-RL commit that installs vLLM with build-custom-vllm.sh, the lock written
+    by real uv. The vllm extra is shaped as main writes it (7ea279ab, pyproject.toml lines 146-148: the release wheel
+    by URL for linux x86_64, with its comment); the URL names a stand-in of that wheel in `scratch` (uv reads its
+    METADATA to lock it), since GitHub's release assets are not reachable here."""
+    from buildkit.world.uv import find_uv
+
+    release = scratch / "release" / "vllm-0.25.1-cp38-abi3-manylinux_2_28_x86_64.whl"
+    release.parent.mkdir(parents=True)
+    with zipfile.ZipFile(release, "w") as wheel:
+        wheel.writestr("vllm/__init__.py", "")
+        wheel.writestr("vllm-0.25.1.dist-info/METADATA", "Metadata-Version: 2.4\nName: vllm\nVersion: 0.25.1\n")
+        wheel.writestr(
+            "vllm-0.25.1.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp38-abi3-manylinux_2_28_x86_64\n",
+        )
+        wheel.writestr("vllm-0.25.1.dist-info/RECORD", "")
+    pyproject = (
+        '[project]\nname = "nemo-rl"\nversion = "0.5.0"\nrequires-python = ">=3.11"\ndependencies = []\n\n'
+        "[project.optional-dependencies]\nvllm = [\n"
+        "  # Default wheels on GitHub are cu130. See v0.25.1 release assets:\n"
+        "  # https://github.com/vllm-project/vllm/releases/tag/v0.25.1\n"
+        f"  \"vllm @ {release.as_uri()} ; sys_platform == 'linux' and platform_machine == 'x86_64'\",\n]\n\n"
+        "[tool.uv]\nmanaged = true\npreview = true # Enable preview features like extra-build-dependencies\n"
+    )
+    project = scratch / "nemo-rl"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(pyproject)
+    argv = [find_uv().path, "lock", "--offline", "--no-progress", "--project", str(project)]
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=project, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return {"pyproject.toml": pyproject, "uv.lock": (project / "uv.lock").read_text()}

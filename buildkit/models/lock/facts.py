@@ -258,6 +258,9 @@ class SourceComparison(Fact):
         return self
 
 
+MAX_REQUIRES = 1000  # Requires-Dist lines of vLLM's METADATA: 77 in 0.14.0
+
+
 class VllmInstall(Fact):
     """How NeMo-RL at the locked commit installs vLLM when build-custom-vllm.sh does not: uv builds it from a git
     source in precompiled mode (models/uvsource.py), as NeMo-RL's release branches do. Absent: the script."""
@@ -272,6 +275,32 @@ class VllmInstall(Fact):
     )
     precompiled: StrictBool = Field(description='VLLM_USE_PRECOMPILED is "1" there.')
     source: OneLine = Field(description="Where pyproject.toml and uv.lock were read.")
+    # Optional: locks of a mode NeMo-RL wrote keep their bytes and hash.
+    written: StrictBool = Field(
+        default=False,
+        description="true: NeMo-RL at the locked commit uses build-custom-vllm.sh and the pins ask for uv-source: "
+        "prepare writes this mode into its pyproject.toml and runs `uv lock` (stages/prepare/uvsource.py).",
+    )
+    version: Annotated[str, Field(pattern=r"^[0-9A-Za-z.!+_-]{1,100}$")] | None = Field(
+        default=None, description="Written mode: the wheel's METADATA Version, the version uv records for vLLM."
+    )
+    requires_dist: list[Annotated[str, Field(min_length=1, max_length=1000, pattern=r"^[^\x00-\x1f\x7f]+$")]] | None = (
+        Field(
+            default=None,
+            max_length=MAX_REQUIRES,
+            description="Written mode: the wheel's METADATA Requires-Dist, written as vLLM's uv dependency metadata "
+            "(the wheel commit's: resolve refused a head that changes vLLM's packaging).",
+        )
+    )
+    provides_extra: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,100}$")]] | None = Field(
+        default=None, max_length=200, description="Written mode: the wheel's METADATA Provides-Extra."
+    )
+
+    @model_validator(mode="after")
+    def _written_has_metadata(self) -> VllmInstall:
+        if (self.version is None) != (self.requires_dist is None) or (self.version is not None and not self.written):
+            raise ValueError("version and requires_dist come together, and only with a written uv-source mode")
+        return self
 
 
 GitBlobId = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$", description="A git blob id (SHA-1).")]

@@ -40,6 +40,7 @@ from buildkit.models.records.prepare import AppliedPatch, PrepareRecord, Submodu
 from buildkit.options import PrepareOptions
 from buildkit.stages.context import Context, StageStatus
 from buildkit.stages.prepare.submodules import submodule_failure, submodule_status
+from buildkit.stages.prepare.uvsource import write_uv_source, writes_uv_source
 from buildkit.world.cache import prepared_tree
 from buildkit.world.git import (
     has_commit,
@@ -106,7 +107,7 @@ def prepare(
         )
 
     with entry_lock(tree):  # one prepare of a commit at a time; the others then find it prepared
-        return _prepare_locked(lock, project_dir, tree, marker, config, submodules, fetched, record)
+        return _prepare_locked(lock, project_dir, tree, marker, config, submodules, fetched, record, rewrites)
 
 
 @contextmanager
@@ -142,6 +143,7 @@ def _prepare_locked(
     submodules: bool,
     fetched: list[str],
     record: Callable[..., PrepareRecord],
+    rewrites: list[GitUrlRewrite],
 ) -> PrepareRecord:
     repo, commit = lock.nemo_rl.repo, lock.nemo_rl.commit
     modules: dict[Path, Path] = {}
@@ -153,7 +155,8 @@ def _prepare_locked(
 
     # Fast path: a tree that already is what this lock asks for is left untouched, so its bytes (.git included,
     # which upstream's Dockerfile copies into the image) stay the same and the build cache holds.
-    if not fetched and _hinted(marker, commit, lock.patches, submodules):
+    # A written uv-source mode is uv's answer of now, not a function of the lock: it is written on every prepare.
+    if not fetched and not writes_uv_source(lock) and _hinted(marker, commit, lock.patches, submodules):
         try:
             facts, applied = _verify_prepared(tree, modules, commit, lock.patches, project_dir, submodules)
             return record(reused=True, fetched=[], fetched_bytes=0, submodules=facts, patches=applied)
@@ -163,6 +166,10 @@ def _prepare_locked(
 
     reused, facts, bytes_before = _pristine_or_afresh(tree, modules, repo, commit, config, submodules, fetched)
     applied = _apply_and_check_patches(tree, lock, project_dir)
+    written = write_uv_source(tree, lock, rewrites) if writes_uv_source(lock) else None
+    if written is not None:
+        targets = {t.path for patch in applied for t in patch.targets}
+        _changed_only(tree, targets | {"pyproject.toml", "uv.lock"}, "after writing the uv-source mode")
     make_reproducible(tree, _check_entry(tree, repo))
     result = record(
         reused=reused,
@@ -170,6 +177,7 @@ def _prepare_locked(
         fetched_bytes=max(0, _git_dir_bytes(tree) - bytes_before),
         submodules=facts if submodules else None,
         patches=applied,
+        uv_source=written,
     )
     write_atomic(marker, result.to_json())
     return result
@@ -212,13 +220,15 @@ def _pristine_or_afresh(
 def _apply_and_check_patches(tree: Path, lock: Lock, project_dir: Path) -> list[AppliedPatch]:
     """The lock's patches applied to the pristine tree, which then differs from the commit in their targets only."""
     applied = apply_patches(tree, lock.patches, project_dir)
-    changed = {line[3:] for line in run_git(["status", "--porcelain"], cwd=tree).splitlines() if line}
-    expected = {t.path for patch in applied for t in patch.targets}
-    if changed != expected:
-        raise UpstreamMismatch(
-            f"after patching, changed files {sorted(changed)} differ from the patches' targets {sorted(expected)}"
-        )
+    _changed_only(tree, {t.path for patch in applied for t in patch.targets}, "after patching", exact=True)
     return applied
+
+
+def _changed_only(tree: Path, expected: set[str], when: str, exact: bool = False) -> None:
+    """The tree differs from the commit in `expected` only (exact: in each of them)."""
+    changed = {line[3:] for line in run_git(["status", "--porcelain"], cwd=tree).splitlines() if line}
+    if changed != expected if exact else not changed <= expected:
+        raise UpstreamMismatch(f"{when}, changed files {sorted(changed)} differ from the expected {sorted(expected)}")
 
 
 def _reset_to_pristine(
@@ -387,7 +397,7 @@ def _marker(tree: Path) -> Path:
 
 def is_prepared(tree: Path, lock: Lock, project_dir: Path, submodules: bool = True) -> bool:
     """Whether `prepare` would leave the tree as it is (it is already what this lock asks for). Writes nothing."""
-    if not _hinted(_marker(tree), lock.nemo_rl.commit, lock.patches, submodules):
+    if writes_uv_source(lock) or not _hinted(_marker(tree), lock.nemo_rl.commit, lock.patches, submodules):
         return False
     try:
         modules = _check_entry(tree, lock.nemo_rl.repo)
@@ -744,7 +754,8 @@ def current(ctx: Context[PrepareOptions]) -> StageStatus:
     tree = ctx.paths.tree(commit)
     if is_prepared(tree, ctx.lock, ctx.paths.project_dir, ctx.options.submodules):
         return StageStatus("prepare", True, f"{tree} is prepared for this lock")
-    return StageStatus("prepare", False, f"would fetch NeMo-RL {commit} into {tree}, and patch")
+    written = ", and write vLLM's uv-source mode (uv lock)" if writes_uv_source(ctx.lock) else ""
+    return StageStatus("prepare", False, f"would fetch NeMo-RL {commit} into {tree}, and patch{written}")
 
 
 def run(ctx: Context[PrepareOptions]) -> None:

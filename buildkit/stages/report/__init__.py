@@ -259,6 +259,8 @@ def by_hand(lock: Lock, prepare: PrepareRecord | None, rendered: RenderRecord | 
         lines.append(_heredoc("git -C nemo-rl apply", patch.diff, f"PATCH_{number}"))
     if prepare is None and lock.patches:
         lines += [f"git -C nemo-rl apply ../{shlex.quote(p.file)}  # from this repository" for p in lock.patches]
+    if prepare and (uv := prepare.uv_source):  # vllm.install: uv-source, as prepare wrote it
+        lines += [_heredoc("git -C nemo-rl apply", uv.diff, "UV_SOURCE"), f"uv lock --project nemo-rl  # uv {uv.uv}"]
     lines.append(f"git -C nemo-rl show {n.commit}:docker/Dockerfile > Dockerfile")
     if rendered is not None and rendered.diff:
         lines.append(_heredoc("patch Dockerfile", rendered.diff, "DOCKERFILE_DIFF"))
@@ -589,10 +591,10 @@ def _links(lock: Lock) -> dict[str, str | None]:
 
 
 def _source_facts(lock: Lock, prepare, rendered, paths: Paths | None, smoke: bool) -> dict[str, Any]:
-    """The patches, the dropped extras, the rendered Dockerfile (and the file it is: render's record sits beside
-    it) and the prepared tree."""
+    """The patches (and a written uv-source mode), the dropped extras, the rendered Dockerfile, the prepared tree."""
     return {
         "modifications": [p.model_dump(mode="json") for p in prepare.patches] if prepare else [],
+        "uv_source": prepare.uv_source.model_dump(mode="json") if prepare and prepare.uv_source else None,
         "declared_patches": _declared_diffs(lock, paths.project_dir if paths else None),
         "dropped_extras": [e.model_dump(mode="json") for e in lock.build.drop_extras],
         "dockerfile": (

@@ -60,6 +60,7 @@ from buildkit.stages.resolve import baselibs, cuda, download
 from buildkit.stages.resolve.download import Hashed, OnProgress
 from buildkit.stages.resolve.git import GitResolver
 from buildkit.stages.resolve.github import GitHub, NotOnGitHub, token_for
+from buildkit.stages.resolve.install import install_of
 from buildkit.stages.resolve.precompiled import precompiled_files
 from buildkit.stages.resolve.source import MAX_WHEEL_TRIES, Choice, Chooser, source_ref
 from buildkit.stages.resolve.wheels import FoundWheel, resolve_wheel, wheel_fact
@@ -214,9 +215,16 @@ class Resolver:
             run.read_at["wheel"] = got.at
         others = {platform: future.result() for platform, future in other_facts.items()}
         held_to_uv_source(install.result(), vllm.result(), choice.result().wheel.commit, nemo.result().commit)
-        lock = self._lock(
-            nemo.result(), vllm.result(), _result_of(pr), choice.result(), facts, others, install.result()
+        how = install_of(
+            self.pins.vllm.install,
+            install.result(),
+            vllm.result(),
+            choice.result().wheel.commit,
+            choice.result().compare,
+            (self.wheel_path, found.filename) if self.wheel_path else None,
+            nemo.result().commit,
         )
+        lock = self._lock(nemo.result(), vllm.result(), _result_of(pr), choice.result(), facts, others, how)
         self.record = ResolveRecord(
             lock_sha256=lock_sha256(lock),
             started_at=started,
