@@ -10,7 +10,7 @@ import pytest
 
 from buildkit.errors import UpstreamMalformed, UpstreamMismatch
 from buildkit.models.lock import CommitFact, SourceComparison
-from buildkit.models.lock.facts import VllmInstall
+from buildkit.models.lock.facts import ChangeKind, VllmInstall
 from buildkit.models.pins import Vllm
 from buildkit.models.uvsource import DistMetadata, WriteUvSource, dist_metadata, uv_source, written_pyproject
 from buildkit.stages.resolve.install import install_of
@@ -141,12 +141,12 @@ SOURCE = CommitFact(
 )
 
 
-def compare(changed: dict[str, str] | None, paths: int) -> SourceComparison:
+def compare(changed: dict[str, ChangeKind] | None, paths: int) -> SourceComparison:
     return SourceComparison(method="git diff", source="git diff", paths=paths, compiled=[], changed=changed)
 
 
 def test_resolve_refuses_a_source_that_changes_vllms_packaging_and_keeps_nemo_rls_own_mode():
-    changed = {"vllm/draft.py": "added", "requirements/common.txt": "modified"}
+    changed: dict[str, ChangeKind] = {"vllm/draft.py": "added", "requirements/common.txt": "modified"}
     with pytest.raises(UpstreamMismatch, match=r"changes vLLM's packaging .*\(requirements/common.txt\)"):
         install_of("uv-source", None, SOURCE, WHEEL, compare(changed, 2), None, "c" * 40)
     with pytest.raises(UpstreamMismatch, match=r"\(3 path\(s\) not listed\)"):
