@@ -1,6 +1,7 @@
 """vLLM's package directory in a built image, read as the tar stream the engine exports, and the composition proof
 over it (judge_package): every entry is a file of the source commit's tree (git blob id), a member of the locked
-wheel that precompiled mode takes (sha256), vllm/_version.py, or a bytecode cache bound to its source; nothing else.
+wheel that precompiled mode takes (sha256), vllm/_version.py, a gRPC stub generated from one of the source's .proto
+files (image/grpcstubs.py), or a bytecode cache bound to its source; nothing else.
 
 NeMo-RL's build-custom-vllm.sh installs vLLM editable from its checkout (3rdparty/vllm), so the package is not in a
 site-packages directory: where `python` finds it is asked (importlib's find_spec, which runs nothing of vLLM)."""
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 
 from buildkit.budget import IMAGE_FILES, Budget
 from buildkit.image.bytecode import BOUND, FAILS, HEADER_BYTES, Source, judge, source_of
+from buildkit.image.grpcstubs import stub_of, stub_problem
 from buildkit.models.compiled import GENERATED_PYTHON
 from buildkit.text.sanitize import strip_controls
 from buildkit.world.tarstream import members
@@ -135,7 +137,11 @@ def judge_package(
     source = {p: b for p, b in listed.items() if p not in wheel and p not in GENERATED_PYTHON}
     if not package.python and not package.wheel_files:
         return False, "the image's vLLM package holds no file"
-    problems = _differences(source, wheel, package, commit)
+    stubs = {p: proto for p in package.python if p not in source and (proto := stub_of(p, set(listed)))}
+    problems = _differences(source, wheel, package, commit, set(stubs))
+    unlike = [f"{_name(p)} ({why})" for p in sorted(stubs) if (why := stub_problem(p, _kept(package, p)))]
+    if unlike:
+        problems.append(f"{len(unlike)} generated gRPC stub(s) are not what protoc writes: {', '.join(unlike[:3])}")
     version = version_file_problem(package.version_file)
     if version:
         problems.append(version)
@@ -148,6 +154,11 @@ def judge_package(
         notes.append(f"{len(package.wheel_files)} are the locked wheel's members (sha256)")
     if package.version_file is not None:
         notes.append("vllm/_version.py (setuptools-scm's) holds literals only")
+    if stubs:
+        protos = ", ".join(sorted(set(stubs.values())))
+        notes.append(
+            f"{len(stubs)} are gRPC stubs the build generated from {protos} (held to protoc's shape, not bytes)"
+        )
     notes += [f"{len(paths)} bytecode cache(s) {why}" for why, paths in sorted(caches.items(), key=_bound_first)]
     return True, "; ".join(notes)
 
@@ -156,9 +167,17 @@ def _bound_first(item: tuple[str, list[str]]) -> tuple[bool, str]:
     return item[0] != BOUND, item[0]
 
 
-def _differences(source: dict[str, str], wheel: dict[str, str], package: VllmPackage, commit: str) -> list[str]:
-    """What sets the package apart from the two lists, one phrase a kind, the first names of each."""
-    found = package.python
+def _kept(package: VllmPackage, path: str) -> bytes | None:
+    source = package.sources.get(path)
+    return source.data if source is not None else None
+
+
+def _differences(
+    source: dict[str, str], wheel: dict[str, str], package: VllmPackage, commit: str, generated: set[str]
+) -> list[str]:
+    """What sets the package apart from the two lists (but the `generated` stubs), one phrase a kind, the first names
+    of each."""
+    found = {p: b for p, b in package.python.items() if p not in generated}
     shadowed = [p for p in sorted({*source, *wheel}) if p in package.dirs]
     kinds = (
         (f"differ from {commit[:12]}'s", [p for p in sorted(found) if p in source and source[p] != found[p]]),

@@ -90,3 +90,18 @@ def test_verify_fails_every_tampered_install_naming_the_file(lock, case):
     status, reason = found[check]
     assert status == "fail", (case, found)
     assert said in reason, (case, reason)
+
+
+def test_verify_passes_the_wheel_uv_builds_from_the_git_source_and_fails_it_tampered(lock):
+    """NeMo-RL's uv-source mode: uv builds vLLM's wheel from the git source in precompiled mode, grpcio-tools in the
+    build (one of vLLM's build requirements: its build_py generates the gRPC stubs), and installs it into the venv,
+    not editable (tests/fixtures/real-install/Dockerfile.uv)."""
+    found = verdicts(realinstall.uv_built(), lock)
+    assert found[PYTHON_CHECK][0] == "pass", found
+    said = "3 are gRPC stubs the build generated from vllm/grpc/vllm_engine.proto (held to protoc's shape, not bytes)"
+    assert said in found[PYTHON_CHECK][1], found
+    assert found[ENVIRONMENTS_CHECK][0] == "pass", found
+    stub = verdicts(realinstall.tampered("stub-runs-code"), lock)[PYTHON_CHECK]
+    assert stub[0] == "fail" and "vllm/grpc/vllm_engine_pb2_grpc.py (an import of another module" in stub[1], stub
+    removed = verdicts(realinstall.tampered("uv-lora-removed"), lock)[PYTHON_CHECK]
+    assert removed[0] == "fail" and "of 474ded95a56d's are missing: vllm/lora/" in removed[1], removed

@@ -95,6 +95,8 @@ DOCKERFILE = RECIPE / "Dockerfile"
 REQUIREMENTS = RECIPE / "requirements.txt"
 SCM8_REQUIREMENTS = RECIPE / "scm8-requirements.txt"
 CHECKOUT_STEPS = RECIPE / "checkout-steps.sh"
+UV_DOCKERFILE = RECIPE / "Dockerfile.uv"
+UV_REQUIREMENTS = RECIPE / "uv-requirements.txt"
 
 # Where the install is in the image: NeMo-RL's docker/Dockerfile at 946862e7 (WORKDIR /opt/nemo-rl, its venv
 # /opt/nemo_rl_venv first on PATH) and build-custom-vllm.sh (BUILD_DIR = 3rdparty/vllm of the NeMo-RL tree).
@@ -146,6 +148,7 @@ ROOTFS_PACKAGES = ("python3", "python3-venv", "git", "libstdc++6")  # torch link
 ROOTFS_SOURCE = "deb http://archive.ubuntu.com/ubuntu noble main universe"  # python3-venv is in universe
 
 IMAGE = "buildkit-test/real-vllm-install"
+UV_IMAGE = "buildkit-test/real-vllm-uv-built"
 TAMPERED_IMAGE = "buildkit-test/real-vllm-tampered"
 MARKER = "BUILDKIT-TAMPERED"  # in every piece of tampered code, for the probes to find
 # pip download's view of the image: CPython 3.12 on x86_64 with glibc 2.39 (noble).
@@ -499,13 +502,48 @@ def genuine() -> str:
     return tag
 
 
-def _build_genuine(tag: str) -> None:
+def uv_built_tag() -> str:
+    """The uv-built image's tag: a hash of everything it is built from."""
+    inputs = [path.read_bytes() for path in (UV_DOCKERFILE, REQUIREMENTS, UV_REQUIREMENTS)]
+    digest = _digest(*inputs, SDIST.sha256, SOURCE_COMMIT, WHEEL.sha256, _rootfs_recipe())
+    return f"{UV_IMAGE}:{digest[:16]}"
+
+
+def uv_built() -> str:
+    """The tag of the uv-built image (NeMo-RL's uv-source mode: vLLM's wheel built by uv from the git source in
+    precompiled mode, installed into the venv), built once per machine when Docker lacks it."""
+    tag = uv_built_tag()
+    if _have(tag):
+        return tag
+    with _locked():
+        if not _have(tag):
+            _build_genuine(tag, UV_DOCKERFILE, "uv-built", {"uv": _uv_wheel()})
+    return tag
+
+
+def _uv_wheel() -> Path:
+    """A folder holding the wheels of uv-requirements.txt (pip download --require-hashes)."""
+    folder = root() / "uv-wheel"
+    folder.mkdir(exist_ok=True)
+    argv = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--require-hashes"]
+    argv += ["--python-version", "3.12", "--implementation", "cp", "--abi", "cp312", "--abi", "abi3", "--abi", "none"]
+    argv += ["--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64"]
+    _run([*argv, "--no-cache-dir", "-d", str(folder), "-r", str(UV_REQUIREMENTS)], "pip download of uv", network=True)
+    return folder
+
+
+def _build_genuine(
+    tag: str, dockerfile: Path = DOCKERFILE, target: str = "genuine", more: dict[str, Path] | None = None
+) -> None:
     # mmdebstrap and pip download mostly wait on the network: the base is made while the wheels come
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         making = pool.submit(_rootfs)
         repo, wheels = source_repository(), _wheels()
         rootfs = making.result()
-    log = root() / "build.log"
+    log = root() / f"build-{target}.log" if target != "genuine" else root() / "build.log"
+    contexts = [
+        f"{name}={path}" for name, path in {"wheels": wheels, "source": repo, "recipe": RECIPE, **(more or {})}.items()
+    ]
     argv = [
         "docker",
         "buildx",
@@ -513,15 +551,10 @@ def _build_genuine(tag: str) -> None:
         "--builder",
         BUILDER,
         "--file",
-        str(DOCKERFILE),
+        str(dockerfile),
         "--target",
-        "genuine",
-        "--build-context",
-        f"wheels={wheels}",
-        "--build-context",
-        f"source={repo}",
-        "--build-context",
-        f"recipe={RECIPE}",
+        target,
+        *[arg for context in contexts for arg in ("--build-context", context)],
         "--build-arg",
         f"SOURCE_COMMIT={SOURCE_COMMIT}",
         "--build-arg",
@@ -678,6 +711,16 @@ CASES: dict[str, Case] = {
         f"COPY _version.py {PACKAGE_DIR}/_version.py",
     ),
 }
+# Cases of the uv-built image (`uv_built`), whose package is in site-packages.
+UV_PACKAGE_DIR = f"{SITE_PACKAGES}/vllm"
+UV_CASES: dict[str, Case] = {
+    "stub-runs-code": Case(
+        "vllm/grpc/vllm_engine_pb2_grpc.py (a gRPC stub the build generated) with a line that runs other code",
+        f'RUN printf \'\\nimport os; os.environ["BUILDKIT_TAMPERED"] = "{MARKER}"\\n\' '
+        f">> {UV_PACKAGE_DIR}/grpc/vllm_engine_pb2_grpc.py",
+    ),
+    "uv-lora-removed": Case("the source subpackage vllm/lora/ removed whole", f"RUN rm -r {UV_PACKAGE_DIR}/lora"),
+}
 
 
 def _case_files(case: str) -> dict[str, bytes]:
@@ -688,11 +731,11 @@ def _case_files(case: str) -> dict[str, bytes]:
 
 
 def tampered(case: str) -> str:
-    """The tag of the genuine image with `case` (CASES) applied: one layer FROM it, built by Docker's own builder
-    (no network), once per machine and genuine image."""
-    base = genuine()
-    files = _case_files(case)
-    dockerfile = f"FROM {base}\n{CASES[case].instruction}\n"
+    """The tag of the genuine image with `case` (CASES; UV_CASES: the uv-built image) applied: one layer FROM it,
+    built by Docker's own builder (no network), once per machine and image."""
+    base = uv_built() if case in UV_CASES else genuine()
+    files = _case_files(case) if case in CASES else {}
+    dockerfile = f"FROM {base}\n{(CASES.get(case) or UV_CASES[case]).instruction}\n"
     digest = _digest(base, case, dockerfile, *(part for name in sorted(files) for part in (name, files[name])))
     tag = f"{TAMPERED_IMAGE}:{case}-{digest[:12]}"
     if _have(tag):

@@ -421,6 +421,10 @@ class Lock(Fact):
         compared = data.get("vllm_compare")
         if isinstance(compared, dict) and compared.get("changed", ...) is None:  # so does a comparison
             data = {**data, "vllm_compare": {k: v for k, v in compared.items() if k != "changed"}}
+        install = data.get("vllm_install")
+        if isinstance(install, dict) and not install.get("written"):  # and NeMo-RL's own uv-source mode
+            written = ("written", "version", "requires_dist", "provides_extra")
+            data = {**data, "vllm_install": {k: v for k, v in install.items() if k not in written}}
         return json.dumps(data, indent=2, sort_keys=False) + "\n"
 
     def platforms(self) -> list[str]:
