@@ -199,9 +199,9 @@ def written_pyproject(text: str, where: str, want: WriteUvSource) -> str:
     148, 273, 539-546): the vllm extra names `vllm` once, with no URL or version (every `vllm ...` requirement there
     is dropped: a version pin would have to equal the built version); [tool.uv.sources] names the commit as a git
     source for that extra; [tool.uv.extra-build-variables] sets precompiled mode, the wheel commit and the version
-    setuptools-scm reports; [[tool.uv.dependency-metadata]] gives the wheel's metadata, so `uv lock` need not build
-    vLLM (the branch writes it by hand). Everything else stays as upstream wrote it (tomlkit keeps comments and
-    layout). UpstreamMismatch (exit 4) when there is no vllm extra to point."""
+    setuptools-scm reports (setup.py adds `+precompiled`); [[tool.uv.dependency-metadata]] gives the wheel's
+    metadata, so `uv lock` need not build vLLM (the branch writes it by hand). Everything else stays as upstream
+    wrote it (tomlkit keeps comments and layout). UpstreamMismatch (exit 4) when there is no vllm extra to point."""
     check_shape(text, f"pyproject.toml at {where}")
     try:
         doc = tomlkit.parse(text)
@@ -229,7 +229,10 @@ def written_pyproject(text: str, where: str, want: WriteUvSource) -> str:
         {
             "VLLM_USE_PRECOMPILED": "1",
             "VLLM_PRECOMPILED_WHEEL_COMMIT": want.wheel_commit,
+            # Both, as the branch writes them: vLLM's setup.py asks setuptools-scm without its dist name, which
+            # reads only the second (a build of 0.14.0 with the first alone reported 0.1.dev1+g474ded95a).
             "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM": want.metadata.version,
+            "SETUPTOOLS_SCM_PRETEND_VERSION": want.metadata.version,
         }
     )
     entries = uv.get("dependency-metadata")

@@ -96,7 +96,12 @@ def test_verify_passes_the_wheel_uv_builds_from_the_git_source_and_fails_it_tamp
     """NeMo-RL's uv-source mode: uv builds vLLM's wheel from the git source in precompiled mode, grpcio-tools in the
     build (one of vLLM's build requirements: its build_py generates the gRPC stubs), and installs it into the venv,
     not editable (tests/fixtures/real-install/Dockerfile.uv)."""
-    found = verdicts(realinstall.uv_built(), lock)
+    image = realinstall.uv_built()
+    version = realinstall.run_in(
+        image, realinstall.PYTHON, "-c", "import importlib.metadata as m; print(m.version('vllm'))"
+    )
+    assert version.stdout == "0.14.0+precompiled\n", version  # NeMo-RL's two pretend variables, and setup.py's suffix
+    found = verdicts(image, lock)
     assert found[PYTHON_CHECK][0] == "pass", found
     said = "3 are gRPC stubs the build generated from vllm/grpc/vllm_engine.proto (held to protoc's shape, not bytes)"
     assert said in found[PYTHON_CHECK][1], found

@@ -64,6 +64,7 @@ def test_prepare_writes_nemo_rls_uv_source_mode_with_real_uv_and_render_builds_i
         "VLLM_USE_PRECOMPILED": "1",
         "VLLM_PRECOMPILED_WHEEL_COMMIT": fork.base,
         "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM": install["version"],
+        "SETUPTOOLS_SCM_PRETEND_VERSION": install["version"],
     }
     assert pyproject["project"]["optional-dependencies"]["vllm"] == ["vllm"]  # main's URL requirement dropped
     assert uv["dependency-metadata"] == [{"name": "vllm", "version": install["version"], "requires-dist": []}]

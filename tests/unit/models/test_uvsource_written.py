@@ -115,6 +115,7 @@ def test_mains_pyproject_gets_the_release_branches_mode_and_keeps_the_rest():
         "VLLM_USE_PRECOMPILED": "1",
         "VLLM_PRECOMPILED_WHEEL_COMMIT": WHEEL,
         "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM": "0.14.0",
+        "SETUPTOOLS_SCM_PRETEND_VERSION": "0.14.0",
     }
     [entry] = uv["dependency-metadata"]
     assert entry["version"] == "0.14.0" and len(entry["requires-dist"]) == 6
