@@ -14,9 +14,9 @@ import subprocess
 import tomllib
 
 from buildkit.world.uv import find_uv
+from tests.e2e.test_uv_source import smoke_builds_and_verifies
 from tests.support.fake_upstreams import VLLM_SHA, dist_info_metadata
 from tests.support.nemo_repo import point_pins_at, script_mode_files, use_remote
-from tests.support.projects import smoke_project
 from tests.support.vllmfork import pin_fork, wheel_name
 
 
@@ -123,12 +123,4 @@ def test_uv_source_asks_for_a_repository_uv_can_fetch_and_script_refuses_a_uv_so
 
 def test_the_written_uv_source_smoke_build_runs(project, remote, fork, upstreams, tmp_path, engine):
     commit, _url = written_project(project, remote, fork, upstreams, tmp_path)
-    root, cli = smoke_project(project, remote)
-    built = cli("build", "--smoke", "--allow-drift", "--progress", "plain", timeout=600)
-    assert built.code == 0, built.output
-    tag = json.loads((root / "build" / "smoke-record.json").read_text())["image"]["tag"]
-    argv = ["docker", "run", "--rm", "--network", "none", tag, "cat", "/opt/nemo_rl_container_fingerprint"]
-    printed = subprocess.run(argv, capture_output=True, text=True)
-    assert printed.stdout == f"smoke {commit} vllm {fork.head} (uv source)\n", printed
-    verified = cli("verify", "--json")
-    assert verified.code == 0, verified.output
+    smoke_builds_and_verifies(project, remote, commit, fork.head)
