@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from buildkit.errors import InputError, Interrupted, UpstreamMalformed
+from buildkit.stopping import STOPPED
 
 # Below this many inflated bytes the ratio is not held: a small member of zeros (an empty table) is legal.
 RATIO_FLOOR = 64 << 20
@@ -69,7 +70,8 @@ class Budget:
         clock: Callable[[], float] = time.monotonic,
         cancel: threading.Event | None = None,
     ):
-        """`cancel`: set by the caller on Ctrl-C or SIGTERM; the next count raises Interrupted (exit 130)."""
+        """`cancel`: set by the caller on Ctrl-C or SIGTERM; the next count raises Interrupted (exit 130), as it does
+        once main's signal handlers set stopping.STOPPED."""
         self.what, self.limits, self._clock, self._cancel = what, limits, clock, cancel
         self.seconds = seconds(limits)
         self._deadline = clock() + self.seconds
@@ -112,7 +114,7 @@ class Budget:
 
     def tick(self) -> None:
         """Between chunks: stops at once when the caller cancelled, or when the read's time is up."""
-        if self._cancel is not None and self._cancel.is_set():
+        if (self._cancel is not None and self._cancel.is_set()) or STOPPED.is_set():
             raise Interrupted(f"{self.what}: interrupted")
         if self._clock() > self._deadline:
             env = self.limits.env

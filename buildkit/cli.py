@@ -459,23 +459,18 @@ def schema() -> None:
     schema_command()
 
 
-def _stop_as_ctrl_c(signum: int, frame: object) -> None:
-    """SIGTERM (a CI cancel, `timeout`) and SIGHUP (a closed terminal) end a run as Ctrl-C does: buildx is asked to
-    cancel, the record says interrupted, temp files go. The signal's name rides along for the log."""
-    import signal
-
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 def main() -> None:
-    import signal
-
     from buildkit.errors import BuildkitError
+    from buildkit.stopping import STOPPED, stop_on_signals
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _stop_as_ctrl_c)
+    stop_on_signals()
     try:
         app()
+    except SystemExit as done:  # typer ends every run so; a stop whose KeyboardInterrupt was lost ends with 130
+        if STOPPED.is_set() and done.code in (0, None):
+            _say_interrupted(None, "interrupted (a signal arrived where it could not stop the command at once)")
+            sys.exit(130)
+        raise
     except BuildkitError as err:
         from buildkit.text.ui import print_error
 
