@@ -6,45 +6,83 @@ vLLM's setup.py (0.14.0: `compile_grpc_protos`, run by its build_py) writes `<na
 requirements: a wheel uv builds from the git source (NeMo-RL's uv-source mode) has them; an editable install made
 without grpcio-tools has not. A `.pyi` file is never imported. A `.py` stub passes when its syntax tree holds only
 what the generators write (tests/fixtures/grpc-stubs: grpcio-tools 1.76.0 and 1.85.1 on vLLM 0.14.0's proto):
-imports of protobuf, grpc, warnings and the sibling `_pb2` module; assignments, conditions, classes and functions;
-every name one the file imports, defines or takes as a parameter, or one of a few builtins; every attribute one the
-generators use (or a message of the pb2 module, a method the file defines on `self` or `servicer`), set only where
-they set one; no lambda, comprehension, loop, `global`, `with`, `await` or `del`. That bounds what the file can do to
-protobuf's and gRPC's own calls; which messages and methods it describes is not checked against the .proto (that
-would take protoc). Pure: no I/O.
+  - imports: exactly the modules and names they import, under the names they give them (`from google.protobuf
+    import descriptor as _descriptor` ...), and `<x>_pb2` modules of the stub's own package or of protobuf;
+  - statements: assignments, `if`, `try ... except ImportError`, `raise` of RuntimeError or NotImplementedError,
+    classes (no base but `object`, no keyword, only methods in them) and functions (constant defaults, no decorator
+    but `staticmethod`); no lambda, comprehension, loop, `with`, `del`, `global`, star or walrus;
+  - names: none binds a builtin's name; a name read is bound in the file or one of six builtins;
+  - attributes: one the generators read (their vocabulary below), a public one of a `_pb2` module (a message), or a
+    method the file defines on `self` or `servicer`; one is set only on `self`, `DESCRIPTOR` or `_globals[...]`,
+    which are bound only as the generators bind them (`globals()`, `...AddSerializedFile(b"...")`), and only
+    `_globals` is subscripted, by a string.
+That bounds the file to protobuf's and gRPC's own calls; which messages and methods it describes is not checked
+against the .proto (that would take protoc). Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 
 STUB_SUFFIXES = ("_pb2.py", "_pb2_grpc.py", "_pb2.pyi")
-MAX_STUB_BYTES = 4 << 20  # vLLM 0.14.0's are 8 and 13 KB
+MAX_STUB_BYTES = 256 << 10  # vLLM 0.14.0's are 8 and 13 KB
 
-_MODULES = ("google.protobuf", "grpc", "warnings")  # and the sibling pb2 module, by its package
-_BUILTINS = {"globals", "RuntimeError", "NotImplementedError", "ImportError", "staticmethod", "object"}
-# Every attribute the generators read or call, but a message's name on the pb2 module and a method's name (defined in
-# the file) on `self` and `servicer`: a module's other attributes reach what it imported (grpc._channel.os ...).
+# (module, name) -> the name the generators bind it to: `import grpc` is ("grpc", None) -> "grpc".
+_IMPORTS = {
+    ("grpc", None): "grpc",
+    ("warnings", None): "warnings",
+    ("google.protobuf", "descriptor"): "_descriptor",
+    ("google.protobuf", "descriptor_pool"): "_descriptor_pool",
+    ("google.protobuf", "runtime_version"): "_runtime_version",
+    ("google.protobuf", "symbol_database"): "_symbol_database",
+    ("google.protobuf", "message"): "_message",
+    ("google.protobuf", "reflection"): "_reflection",
+    ("google.protobuf.internal", "builder"): "_builder",
+    ("grpc._utilities", "first_version_is_lower"): "first_version_is_lower",
+}
+_BUILTINS = {
+    "globals",
+    "RuntimeError",
+    "NotImplementedError",
+    "ImportError",
+    "staticmethod",
+    "object",
+}
+_EVERY_BUILTIN = frozenset(dir(builtins))
+# Every attribute the generators read: protoc's Python output (protobuf 6 and 7), gRPC's plugin (1.76 and 1.85).
 _ATTRIBUTES = {
-    # protoc's Python output (protobuf 6 and 7)
     "Default", "AddSerializedFile", "ValidateProtobufRuntimeVersion", "Domain", "PUBLIC",
     "BuildMessageAndEnumDescriptors", "BuildTopDescriptorsAndMessages", "_USE_C_DESCRIPTORS", "_loaded_options",
     "_serialized_options", "_serialized_start", "_serialized_end", "_options",
-    # gRPC's Python plugin (grpcio-tools 1.76 and 1.85)
     "__version__", "unary_unary", "unary_stream", "stream_unary", "stream_stream", "unary_unary_rpc_method_handler",
     "unary_stream_rpc_method_handler", "stream_unary_rpc_method_handler", "stream_stream_rpc_method_handler",
     "method_handlers_generic_handler", "add_generic_rpc_handlers", "add_registered_method_handlers", "experimental",
     "StatusCode", "UNIMPLEMENTED", "set_code", "set_details", "SerializeToString", "FromString", "warn",
 }  # fmt: skip
-_STATEMENTS = (
+_SET = {
+    "_loaded_options",
+    "_options",
+    "_serialized_options",
+    "_serialized_start",
+    "_serialized_end",
+}
+_MODULE_STATEMENTS = (
     ast.Expr, ast.Import, ast.ImportFrom, ast.Assign, ast.If, ast.Try, ast.Raise, ast.ClassDef, ast.FunctionDef,
-    ast.Return, ast.Pass, ast.ExceptHandler,
+    ast.Pass,
 )  # fmt: skip
+_FUNCTION_STATEMENTS = (ast.Expr, ast.Assign, ast.Return, ast.Raise, ast.Pass)
 _EXPRESSIONS = (
     ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.keyword, ast.Subscript, ast.BinOp, ast.Add, ast.UnaryOp,
     ast.Not, ast.JoinedStr, ast.FormattedValue, ast.Dict, ast.Tuple, ast.List, ast.Load, ast.Store, ast.arguments,
-    ast.arg, ast.alias,
+    ast.arg, ast.alias, ast.ExceptHandler,
 )  # fmt: skip
+
+
+class _Refused(Exception):
+    def __init__(self, node: ast.AST | None, why: str):
+        super().__init__(why)
+        self.line, self.why = getattr(node, "lineno", "?"), why
 
 
 def stub_of(path: str, sources: set[str]) -> str | None:
@@ -66,86 +104,174 @@ def stub_problem(path: str, data: bytes | None) -> str | None:
         return "larger than a generated stub"
     try:
         tree = ast.parse(data, path)
-    except (SyntaxError, ValueError) as exc:
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return f"not Python ({type(exc).__name__})"
-    package = path.rsplit("/", 1)[0].replace("/", ".")
-    defined = _defined(tree)
-    pb2 = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
-    pb2 = {name for name in pb2 if name.endswith("_pb2")}
-    methods = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
-    for node in ast.walk(tree):
-        why = _refused(node, package, defined) or _attribute(node, pb2, methods)
-        if why:
-            return f"{why} (line {getattr(node, 'lineno', '?')})"
+    try:
+        _Stub(tree, path.rsplit("/", 1)[0].replace("/", ".")).check()
+    except _Refused as refused:
+        return f"{refused.why} (line {refused.line})"
+    except RecursionError:
+        return "nested deeper than a generated stub"
     return None
 
 
-def _attribute(node: ast.AST, pb2: set[str], methods: set[str]) -> str | None:
-    """An attribute the generators write: from their vocabulary, a message of the pb2 module, or a method of the
-    file on self or servicer; set only on self, DESCRIPTOR or an entry of _globals. A subscript is a string that
-    names no internals."""
-    if isinstance(node, ast.Subscript):
-        key = node.slice
-        if not (isinstance(key, ast.Constant) and isinstance(key.value, str) and not key.value.startswith("__")):
-            return "a subscript that is not a message's name"
-        return None
-    if not isinstance(node, ast.Attribute):
-        return None
-    owner = node.value.id if isinstance(node.value, ast.Name) else None
-    if isinstance(node.ctx, ast.Store) and not (
-        owner in ("self", "DESCRIPTOR")
-        or (isinstance(node.value, ast.Subscript) and getattr(node.value.value, "id", None) == "_globals")
-    ):
-        return f"an assignment to {node.attr!r} of {owner or 'an expression'}"
-    if node.attr in _ATTRIBUTES:
-        return None
-    if owner in pb2 and not node.attr.startswith("_"):
-        return None  # a message class the pb2 module builds from its descriptor
-    if owner in ("self", "servicer") and node.attr in methods:
-        return None
-    return f"the attribute {node.attr!r}"
+class _Stub:
+    """One walk over a parsed stub: the statements where they may stand, then every expression."""
 
+    def __init__(self, tree: ast.Module, package: str):
+        self.tree, self.package = tree, package
+        self.pb2: set[str] = set()  # the names `_pb2` modules are bound to
+        self.methods = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+        self.bound = set(_BUILTINS)
 
-def _defined(tree: ast.Module) -> set[str]:
-    """Every name the file binds: imports, assignments, classes, functions and their parameters."""
-    names = set(_BUILTINS)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.alias):
-            names.add((node.asname or node.name).split(".")[0])
+    def check(self) -> None:
+        for node in ast.walk(self.tree):
+            self._binding(node)
+            if not isinstance(
+                node,
+                (ast.Module, *_MODULE_STATEMENTS, *_FUNCTION_STATEMENTS, *_EXPRESSIONS),
+            ):
+                raise _Refused(node, f"{type(node).__name__} is nothing protoc writes")
+        self._statements(self.tree.body, _MODULE_STATEMENTS)
+        for node in ast.walk(self.tree):
+            self._expression(node)
+
+    def _binding(self, node: ast.AST) -> None:
+        """Every name the file binds, none a builtin's; an import only as the generators write it."""
+        names: list[str] = []
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [self._import(node, alias) for alias in node.names]
         elif isinstance(node, (ast.ClassDef, ast.FunctionDef)):
-            names.add(node.name)
+            names = [node.name]
         elif isinstance(node, ast.arg):
-            names.add(node.arg)
+            names = [node.arg]
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-    return names
+            names = [node.id]
+        for name in names:
+            constructor = name == "__init__" and isinstance(node, ast.FunctionDef)  # the Stub's (a method: _class)
+            if name in _EVERY_BUILTIN or (name.startswith("__") and not constructor):
+                raise _Refused(node, f"a binding of the name {name!r}")
+            self.bound.add(name)
 
+    def _import(self, node: ast.Import | ast.ImportFrom, alias: ast.alias) -> str:
+        module = node.module if isinstance(node, ast.ImportFrom) else alias.name
+        name = alias.name if isinstance(node, ast.ImportFrom) else None
+        bound = alias.asname or (name or alias.name)
+        sibling = isinstance(node, ast.ImportFrom) and node.level == 0 and bool(name) and str(name).endswith("_pb2")
+        if sibling and module in (self.package, "google.protobuf") and not str(name).startswith("_"):
+            self.pb2.add(bound)
+            return bound
+        if getattr(node, "level", 0) or _IMPORTS.get((module or "", name)) != bound:
+            raise _Refused(node, f"an import from {module or '.'} of {alias.name} as {bound}")
+        return bound
 
-def _refused(node: ast.AST, package: str, defined: set[str]) -> str | None:
-    if isinstance(node, ast.Module):
-        return None
-    if not isinstance(node, _STATEMENTS + _EXPRESSIONS):
-        return f"{type(node).__name__} is nothing protoc writes"
-    if isinstance(node, ast.Import) and not all(_allowed_module(a.name, package) for a in node.names):
-        return "an import of another module"
-    if isinstance(node, ast.ImportFrom):
-        module = node.module or ""
-        if node.level or not (
-            _allowed_module(module, package) or (module == package and all(a.name.endswith("_pb2") for a in node.names))
+    def _statements(self, body: list[ast.stmt], allowed: tuple[type, ...], method: str | None = None) -> None:
+        for node in body:
+            if not isinstance(node, allowed):
+                raise _Refused(node, f"a {type(node).__name__} statement where protoc writes none")
+            if isinstance(node, ast.Assign):
+                self._assign(node, method)
+            elif isinstance(node, ast.Expr) and not isinstance(node.value, (ast.Constant, ast.Call)):
+                raise _Refused(node, "an expression statement that is no call")
+            elif isinstance(node, ast.Raise):
+                self._raise(node)
+            elif isinstance(node, ast.If):
+                self._statements(node.body + node.orelse, allowed, method)
+            elif isinstance(node, ast.Try):
+                if node.orelse or node.finalbody or any(not _is(h.type, "ImportError") for h in node.handlers):
+                    raise _Refused(node, "a try other than `except ImportError`")
+                self._statements(
+                    node.body + [s for h in node.handlers for s in h.body],
+                    allowed,
+                    method,
+                )
+            elif isinstance(node, ast.ClassDef):
+                self._class(node)
+            elif isinstance(node, ast.FunctionDef):
+                self._function(node)
+
+    def _class(self, node: ast.ClassDef) -> None:
+        if node.keywords or node.decorator_list or any(not _is(base, "object") for base in node.bases):
+            raise _Refused(node, f"the class {node.name!r} is not as the plugin writes one")
+        for item in node.body:
+            docstring = isinstance(item, ast.Expr) and isinstance(item.value, ast.Constant)
+            if not (docstring or isinstance(item, (ast.FunctionDef, ast.Pass))):
+                raise _Refused(item, f"a {type(item).__name__} in the class {node.name!r}")
+            if isinstance(item, ast.FunctionDef):
+                self._function(item)
+
+    def _function(self, node: ast.FunctionDef) -> None:
+        args = node.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
+            raise _Refused(node, f"the parameters of {node.name!r}")
+        for default in args.defaults:
+            if not (isinstance(default, ast.Constant) or (isinstance(default, ast.Tuple) and not default.elts)):
+                raise _Refused(default, f"a default of {node.name!r} that is no constant")
+        if any(not _is(d, "staticmethod") for d in node.decorator_list) or node.returns:
+            raise _Refused(node, f"the definition of {node.name!r}")
+        self._statements(node.body, _FUNCTION_STATEMENTS, node.name)
+
+    def _assign(self, node: ast.Assign, method: str | None) -> None:
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                if target.id == "_globals" and not _is_call(node.value, "globals"):
+                    raise _Refused(node, "_globals bound to other than globals()")
+                if target.id == "DESCRIPTOR" and not _adds_serialized_file(node.value):
+                    raise _Refused(
+                        node,
+                        "DESCRIPTOR bound to other than a serialized file descriptor",
+                    )
+            elif isinstance(target, ast.Attribute):
+                owner = target.value
+                on_self = _is(owner, "self") and method == "__init__"
+                on_descriptor = _is(owner, "DESCRIPTOR") or (
+                    isinstance(owner, ast.Subscript) and _is(owner.value, "_globals")
+                )
+                if not (on_self or (on_descriptor and target.attr in _SET)):
+                    raise _Refused(node, f"an assignment to {target.attr!r}")
+            else:
+                raise _Refused(node, f"an assignment to a {type(target).__name__}")
+
+    def _raise(self, node: ast.Raise) -> None:
+        exc = node.exc
+        if node.cause or not (
+            isinstance(exc, ast.Call) and (_is(exc.func, "RuntimeError") or _is(exc.func, "NotImplementedError"))
         ):
-            return f"an import from {module or '.'}"
-    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in defined:
-        return f"the name {node.id!r}, which the file does not define"
-    if isinstance(node, ast.Name) and node.id.startswith("__"):
-        return f"the name {node.id!r}"
-    if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
-        decorators = [d for d in node.decorator_list if not (isinstance(d, ast.Name) and d.id == "staticmethod")]
-        if decorators or getattr(node, "keywords", None) or node.name.startswith("__") and node.name != "__init__":
-            return f"the definition of {node.name!r}"
-    if isinstance(node, ast.ExceptHandler) and not (isinstance(node.type, ast.Name) and node.type.id == "ImportError"):
-        return "an except clause for other than ImportError"
-    return None
+            raise _Refused(node, "a raise of other than RuntimeError or NotImplementedError")
+
+    def _expression(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in self.bound:
+            raise _Refused(node, f"the name {node.id!r}, which the file does not bind")
+        if isinstance(node, ast.keyword) and node.arg is None:
+            raise _Refused(node, "a ** argument")
+        if isinstance(node, ast.Subscript):
+            key = node.slice
+            string = isinstance(key, ast.Constant) and isinstance(key.value, str) and not key.value.startswith("__")
+            if not (_is(node.value, "_globals") and string):
+                raise _Refused(node, "a subscript other than _globals['<message>']")
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            owner = node.value.id if isinstance(node.value, ast.Name) else None
+            message = owner in self.pb2 and not node.attr.startswith("_")
+            method = owner in ("self", "servicer") and node.attr in self.methods
+            if not (node.attr in _ATTRIBUTES or message or method):
+                raise _Refused(node, f"the attribute {node.attr!r}")
 
 
-def _allowed_module(name: str, package: str) -> bool:
-    return any(name == m or name.startswith(m + ".") for m in _MODULES)
+def _is(node: ast.AST | None, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _is_call(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Call) and _is(node.func, name) and not node.args and not node.keywords
+
+
+def _adds_serialized_file(node: ast.AST) -> bool:
+    """`_descriptor_pool.Default().AddSerializedFile(b'...')`, as protoc writes DESCRIPTOR."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "AddSerializedFile"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, bytes)
+    )

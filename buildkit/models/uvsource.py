@@ -76,7 +76,10 @@ def uv_source(pyproject: bytes, uv_lock: Callable[[], bytes | None], where: str,
     """What pyproject.toml and uv.lock (NeMo-RL's at `where`; read by `uv_lock` only when needed) pin of vLLM as a
     uv git source; None when pyproject.toml names no git source for vLLM. A git source uv.lock does not pin is
     refused (exit 4)."""
-    project = _toml(_text(pyproject, f"pyproject.toml at {where}", MAX_PYPROJECT_BYTES), f"pyproject.toml at {where}")
+    project = _toml(
+        _text(pyproject, f"pyproject.toml at {where}", MAX_PYPROJECT_BYTES),
+        f"pyproject.toml at {where}",
+    )
     uv = project.get("tool", {}).get("uv", {}) if isinstance(project.get("tool"), dict) else {}
     sources = uv.get("sources") if isinstance(uv, dict) else None
     source = sources.get("vllm") if isinstance(sources, dict) else None
@@ -152,31 +155,41 @@ class DistMetadata:
 
 def dist_metadata(raw: bytes, what: str, max_requires: int) -> DistMetadata:
     """The Name (vllm), Version, Requires-Dist and Provides-Extra headers of core metadata, each held to its grammar
-    (packaging's PEP 440 and PEP 508 parsers). Headers end at the first empty line; a folded line (leading space)
-    continues the one before."""
+    (packaging's PEP 440 and PEP 508 parsers) and to the lock's limits (a version of 100 characters, a requirement of
+    1,000, an extra of 100). Headers end at the first empty line; a folded line (leading space) continues the one
+    before."""
     text = raw.decode("utf-8", "replace").replace("\r\n", "\n").split("\n\n", 1)[0]
-    headers: list[tuple[str, str]] = []
+    headers: list[tuple[str, list[str]]] = []
     for line in text.split("\n"):
         if line[:1] in (" ", "\t") and headers:
-            headers[-1] = (headers[-1][0], headers[-1][1] + " " + line.strip())
+            headers[-1][1].append(line.strip())  # joined once below: a long fold is not quadratic
         elif ":" in line:
             key, _, value = line.partition(":")
-            headers.append((key.strip().lower(), value.strip()))
-    values = {
-        key: [v for k, v in headers if k == key] for key in ("name", "version", "requires-dist", "provides-extra")
-    }
+            headers.append((key.strip().lower(), [value.strip()]))
+    values: dict[str, list[str]] = {key: [] for key in ("name", "version", "requires-dist", "provides-extra")}
+    for key, parts in headers:
+        if key in values:
+            values[key].append(" ".join(parts))
     if [canonicalize_name(n) for n in values["name"]] != ["vllm"] or len(values["version"]) != 1:
         raise UpstreamMalformed(f"{what}: not the core metadata of one vllm version (Name and Version once each)")
+    if len(values["requires-dist"]) > max_requires or len(values["provides-extra"]) > 200:
+        raise UpstreamMalformed(
+            f"{what}: {len(values['requires-dist'])} Requires-Dist and {len(values['provides-extra'])} "
+            f"Provides-Extra lines, more than {max_requires} and 200"
+        )
+    too_long = [v for v in values["requires-dist"] if len(v) > 1000] + [v for v in values["version"] if len(v) > 100]
+    if too_long:
+        raise UpstreamMalformed(f"{what}: a value longer than buildkit locks: {excerpt(too_long[0], 80)}")
     try:
         version = str(Version(values["version"][0]))
         requires = tuple(str(Requirement(value)) for value in values["requires-dist"])
     except (InvalidVersion, InvalidRequirement) as exc:
         raise UpstreamMalformed(f"{what}: {excerpt(str(exc), 160)}") from None
-    if len(requires) > max_requires:
-        raise UpstreamMalformed(f"{what}: {len(requires)} Requires-Dist lines, more than {max_requires}")
     extras = tuple(canonicalize_name(e) for e in values["provides-extra"])
-    if not all(_EXTRA_RE.fullmatch(e) for e in extras) or len(extras) > 200:
-        raise UpstreamMalformed(f"{what}: a Provides-Extra that is no extra name")
+    if not all(_EXTRA_RE.fullmatch(e) and len(e) <= 100 for e in extras) or len(version) > 100:
+        raise UpstreamMalformed(f"{what}: a Provides-Extra that is no extra name, or a version too long to lock")
+    if any(len(r) > 1000 or any(ord(c) < 32 or ord(c) == 127 for c in r) for r in requires):
+        raise UpstreamMalformed(f"{what}: a Requires-Dist that buildkit does not lock")
     return DistMetadata(version, requires, extras)
 
 
@@ -218,58 +231,103 @@ def written_pyproject(text: str, where: str, want: WriteUvSource) -> str:
             "the source: buildkit cannot write the uv-source mode there",
             hint="remove vllm.install from pins.yaml (build-custom-vllm.sh installs vLLM), or pin another commit",
         )
+    try:
+        _write(doc, extra, want, where)
+        written = tomlkit.dumps(doc)
+    except (
+        ValueError,
+        TypeError,
+        AttributeError,
+        tomlkit.exceptions.TOMLKitError,
+    ) as exc:
+        raise UpstreamMalformed(
+            f"pyproject.toml at {where}: buildkit cannot write the uv-source mode into its layout "
+            f"({excerpt(str(exc), 120)})",
+            hint="remove vllm.install from pins.yaml, or pin a NeMo-RL commit whose [tool.uv] is a table",
+        ) from None
+    _holds(written, want, where)
+    return written
+
+
+def _write(doc, extra, want: WriteUvSource, where: str) -> None:
+    extras: set[str] = set()
     for index in reversed(range(len(extra))):
-        if _requirement_name(extra[index], where) == "vllm":
+        requirement = _requirement(extra[index], where)
+        if canonicalize_name(requirement.name) == "vllm":
+            extras |= requirement.extras  # kept; the version, URL and marker go (they chose the release wheel)
             del extra[index]
-    extra.append("vllm")
-    tool = _table(doc, "tool")
-    uv = _table(tool, "uv")
+    extra.append(f"vllm[{','.join(sorted(extras))}]" if extras else "vllm")
+    uv = _table(_table(doc, "tool"), "uv")
     _table(uv, "sources")["vllm"] = _inline({"git": want.repo, "rev": want.commit, "extra": "vllm"})
-    _table(uv, "extra-build-variables")["vllm"] = _inline(
-        {
-            "VLLM_USE_PRECOMPILED": "1",
-            "VLLM_PRECOMPILED_WHEEL_COMMIT": want.wheel_commit,
-            # Both, as the branch writes them: vLLM's setup.py asks setuptools-scm without its dist name, which
-            # reads only the second (a build of 0.14.0 with the first alone reported 0.1.dev1+g474ded95a).
-            "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM": want.metadata.version,
-            "SETUPTOOLS_SCM_PRETEND_VERSION": want.metadata.version,
-        }
-    )
+    _table(uv, "extra-build-variables")["vllm"] = _inline(_variables(want))
     entries = uv.get("dependency-metadata")
     if entries is None:
-        entries = tomlkit.aot()
-        uv["dependency-metadata"] = entries
+        entries = uv["dependency-metadata"] = tomlkit.aot()
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise UpstreamMalformed(f"pyproject.toml at {where}: [[tool.uv.dependency-metadata]] is not a list of tables")
     for index in reversed(range(len(entries))):
         if canonicalize_name(str(entries[index].get("name", ""))) == "vllm":
             del entries[index]
-    entry = tomlkit.table()
+    entry = tomlkit.table() if isinstance(entries, tomlkit.items.AoT) else tomlkit.inline_table()
     entry["name"] = "vllm"
     entry["version"] = want.metadata.version
     if want.metadata.provides_extra:
         entry["provides-extra"] = list(want.metadata.provides_extra)
     requires = tomlkit.array()
     requires.extend(want.metadata.requires_dist)
-    entry["requires-dist"] = requires.multiline(True)
+    entry["requires-dist"] = requires.multiline(isinstance(entry, tomlkit.items.Table))
     entries.append(entry)
-    return tomlkit.dumps(doc)
 
 
-def _requirement_name(value: str, where: str) -> str:
+def _variables(want: WriteUvSource) -> dict[str, str]:
+    return {
+        "VLLM_USE_PRECOMPILED": "1",
+        "VLLM_PRECOMPILED_WHEEL_COMMIT": want.wheel_commit,
+        # Both, as the branch writes them: vLLM's setup.py asks setuptools-scm without its dist name, which
+        # reads only the second (a build of 0.14.0 with the first alone reported 0.1.dev1+g474ded95a).
+        "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM": want.metadata.version,
+        "SETUPTOOLS_SCM_PRETEND_VERSION": want.metadata.version,
+    }
+
+
+def _holds(written: str, want: WriteUvSource, where: str) -> None:
+    """The file as uv will read it (tomllib) says what was written where uv looks for it: a layout tomlkit writes
+    elsewhere (a dotted `uv.*` key under [tool]) is refused before `uv lock` runs, not blamed on uv after."""
     try:
-        return canonicalize_name(Requirement(value).name)
+        uv = tomllib.loads(written)["tool"]["uv"]
+        vllm = [e for e in uv["dependency-metadata"] if canonicalize_name(str(e.get("name"))) == "vllm"]
+        holds = (
+            uv["sources"]["vllm"] == {"git": want.repo, "rev": want.commit, "extra": "vllm"}
+            and uv["extra-build-variables"]["vllm"] == _variables(want)
+            and [(e.get("version"), tuple(e.get("requires-dist", ()))) for e in vllm]
+            == [(want.metadata.version, want.metadata.requires_dist)]
+        )
+    except (tomllib.TOMLDecodeError, KeyError, TypeError, AttributeError):
+        holds = False
+    if not holds:
+        raise UpstreamMalformed(
+            f"pyproject.toml at {where}: written in its layout, it does not say the uv-source mode where uv reads "
+            "it ([tool.uv] as dotted keys?)",
+            hint="remove vllm.install from pins.yaml, or pin a NeMo-RL commit whose [tool.uv] is a table",
+        )
+
+
+def _requirement(value: str, where: str) -> Requirement:
+    try:
+        return Requirement(value)
     except InvalidRequirement as exc:
         raise UpstreamMalformed(f"pyproject.toml at {where}: the vllm extra's {excerpt(value)}: {exc}") from None
 
 
 def _table(parent, key: str):
+    """parent[key], a table (made when missing); an inline table where buildkit would add one is refused by tomlkit
+    (ValueError), a value that is no table here."""
     found = parent.get(key)
     if found is None:
-        found = tomlkit.table()
+        found = tomlkit.inline_table() if isinstance(parent, tomlkit.items.InlineTable) else tomlkit.table()
         parent[key] = found
     if not isinstance(found, dict):
-        raise UpstreamMalformed(f"pyproject.toml: `{key}` is not a table")
+        raise TypeError(f"`{key}` is not a table")
     return found
 
 

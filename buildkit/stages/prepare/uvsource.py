@@ -9,20 +9,21 @@ the record keeps both files' hashes.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
+import os
+import tempfile
 from pathlib import Path
 
-from buildkit.errors import InputError, UpstreamMismatch
+from buildkit.errors import GitFailed, InputError, UpstreamMismatch
 from buildkit.files import write_atomic
 from buildkit.gpu.torchlock import MAX_UV_LOCK_BYTES
 from buildkit.models.lock import Lock
 from buildkit.models.pins import GitUrlRewrite
 from buildkit.models.records.prepare import WrittenUvSource
 from buildkit.models.uvsource import MAX_PYPROJECT_BYTES, DistMetadata, WriteUvSource, uv_source, written_pyproject
-from buildkit.world import uv
+from buildkit.world import proc, uv
 
-MAX_DIFF_CHARS = 64_000  # the record's pyproject diff: vLLM 0.14.0's metadata makes about 4 KB
+MAX_DIFF_BYTES = 1 << 20  # the record's pyproject diff: vLLM 0.14.0's metadata makes about 4 KB
 
 
 def writes_uv_source(lock: Lock) -> bool:
@@ -60,11 +61,7 @@ def write_uv_source(tree: Path, lock: Lock, rewrites: list[GitUrlRewrite], on_li
             f"{want.wheel_commit[:12]}: {found.locked if found else 'no git source for vllm'}",
             hint="report it with both files (the prepared tree keeps them)",
         )
-    diff = "".join(
-        difflib.unified_diff(
-            before.decode("utf-8").splitlines(True), text.splitlines(True), "a/pyproject.toml", "b/pyproject.toml"
-        )
-    )
+    diff = _diff(before, text.encode())
     assert lock_after is not None  # uv_source read it
     return WrittenUvSource(
         uv=tool.version,
@@ -73,8 +70,30 @@ def write_uv_source(tree: Path, lock: Lock, rewrites: list[GitUrlRewrite], on_li
         uv_lock_before=_sha(lock_before) if lock_before is not None else None,
         uv_lock_after=_sha(lock_after),
         locked=found.locked,
-        diff=diff[:MAX_DIFF_CHARS],
+        diff=diff,
     )
+
+
+def _diff(before: bytes, after: bytes) -> str:
+    """pyproject.toml's change as git writes it (`git diff --no-index`), so that `git apply` in the report's by-hand
+    steps takes it whatever its lines end with (no newline at the end, a U+2028 in a comment); whole, or refused."""
+    with tempfile.TemporaryDirectory(prefix="buildkit-uv-source-") as tmp:
+        for side, data in (("a", before), ("b", after)):
+            (Path(tmp) / side).mkdir()
+            (Path(tmp) / side / "pyproject.toml").write_bytes(data)
+        argv = ["git", "-c", "core.quotepath=false", "diff", "--no-index", "--no-color", "--no-ext-diff"]
+        argv += ["--no-prefix", "a/pyproject.toml", "b/pyproject.toml"]
+        quiet = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+        try:
+            done = proc.run(argv, timeout=60, stdout_limit=MAX_DIFF_BYTES + 1, env=quiet, cwd=tmp)
+        except proc.ProcError as exc:
+            raise GitFailed(["diff", "--no-index"], exc.message) from None
+    if done.returncode != 1 or len(done.stdout) > MAX_DIFF_BYTES:  # 1: the files differ, as they must
+        raise UpstreamMismatch(
+            f"git diff of the written pyproject.toml said exit {done.returncode} with {len(done.stdout):,} bytes "
+            f"(a diff buildkit records is at most {MAX_DIFF_BYTES:,})"
+        )
+    return done.stdout.decode("utf-8", "replace")
 
 
 def _read(path: Path, limit: int, where: str) -> bytes | None:

@@ -27,8 +27,17 @@ def generated(version: str) -> dict[str, bytes]:
 
 
 def judged(stubs: dict[str, bytes]):
-    listed = {**LISTED, "vllm/grpc/__init__.py": blob_id(b""), "vllm/grpc/vllm_engine.proto": blob_id(PROTO)}
-    files = {**GOOD, "vllm/grpc/__init__.py": b"", "vllm/grpc/vllm_engine.proto": PROTO, **stubs}
+    listed = {
+        **LISTED,
+        "vllm/grpc/__init__.py": blob_id(b""),
+        "vllm/grpc/vllm_engine.proto": blob_id(PROTO),
+    }
+    files = {
+        **GOOD,
+        "vllm/grpc/__init__.py": b"",
+        "vllm/grpc/vllm_engine.proto": PROTO,
+        **stubs,
+    }
     return judge_package(listed, package(files, None, WHEEL), SOURCE, WHEEL)
 
 
@@ -51,24 +60,86 @@ def test_a_stub_name_counts_only_beside_a_proto_of_the_source():
 
 
 EVIL = {
-    "an import of os": (b"import os\n", "an import of another module (line"),
-    "a builtin that runs code": (b"import grpc\nx = eval('1')\n", "the name 'eval', which the file does not define"),
+    "an import of os": (b"import os\n", "an import from os of os as os"),
+    "a builtin that runs code": (
+        b"x = eval('1')\n",
+        "the name 'eval', which the file does not bind",
+    ),
+    "a builtin's name bound by a parameter": (
+        b"def _f(exec):\n    pass\nexec('1')\n",
+        "a binding of the name 'exec'",
+    ),
+    "a default that runs code": (
+        b"def _f(x=print('1')):\n    pass\n",
+        "a default of '_f' that is no constant",
+    ),
+    "a builtin's name bound in a method": (
+        b"class S:\n    def __init__(self, channel):\n        getattr = None\n",
+        "a binding of the name 'getattr'",
+    ),
+    "a builtin's name bound in a class body": (
+        b"class _X:\n    compile = None\n",
+        "a binding of the name 'compile'",
+    ),
+    "the builtins, imported": (
+        b"from warnings import __builtins__ as _b\n",
+        "an import from warnings of __builtins__",
+    ),
+    "another module's import, aliased as a _pb2": (
+        b"from grpc._channel import os as os_pb2\nos_pb2.system('id')\n",
+        "an import from grpc._channel of os as os_pb2",
+    ),
+    "grpc's namespace as _globals": (
+        b"from grpc import __dict__ as _globals\n",
+        "an import from grpc of __dict__",
+    ),
     "a module's imports, through its attributes": (
         b"import grpc\ngrpc._channel.os.system('true')\n",
         "the attribute 'system'",
     ),
     "the builtins, through globals()": (
-        b"_globals = globals()\n_globals['__builtins__']\n",
-        "a subscript that is not a message's name",
+        b"_globals = globals()\nx = _globals['__builtins__']\n",
+        "a subscript other than _globals['<message>']",
     ),
-    "a monkeypatch of grpc": (b"import grpc\ngrpc.unary_unary = None\n", "an assignment to 'unary_unary' of grpc"),
+    "_globals bound to a module": (
+        b"import grpc\n_globals = grpc\n",
+        "_globals bound to other than globals()",
+    ),
+    "a monkeypatch of grpc through DESCRIPTOR": (
+        b"import grpc\nDESCRIPTOR = grpc\nDESCRIPTOR.unary_unary = None\n",
+        "DESCRIPTOR bound to other than a serialized file descriptor",
+    ),
+    "a monkeypatch of grpc": (
+        b"import grpc\ngrpc.unary_unary = None\n",
+        "an assignment to 'unary_unary'",
+    ),
     "a lambda": (b"f = lambda: 0\n", "Lambda is nothing protoc writes"),
     "a loop": (b"for x in ():\n    pass\n", "For is nothing protoc writes"),
-    "a decorator": (b"import grpc\n@grpc.experimental\ndef f():\n    pass\n", "the definition of 'f'"),
-    "a catch-all": (b"try:\n    pass\nexcept Exception:\n    pass\n", "an except clause for other than ImportError"),
-    "another vllm module": (b"from vllm.grpc import config\n", "an import from vllm.grpc"),
-    "a relative import": (b"from . import vllm_engine_pb2\n", "an import from . (line"),
+    "a decorator": (
+        b"import grpc\n@grpc.experimental\ndef f():\n    pass\n",
+        "the definition of 'f'",
+    ),
+    "a catch-all": (
+        b"try:\n    pass\nexcept Exception:\n    pass\n",
+        "a try other than `except ImportError`",
+    ),
+    "another vllm module": (
+        b"from vllm.grpc import config\n",
+        "an import from vllm.grpc of config",
+    ),
+    "a relative import": (
+        b"from . import vllm_engine_pb2\n",
+        "an import from . of vllm_engine_pb2",
+    ),
+    "a class with a metaclass": (
+        b"import grpc\nclass A(metaclass=grpc.M):\n    pass\n",
+        "the class 'A'",
+    ),
     "not Python": (b"def (\n", "not Python (SyntaxError)"),
+    "nested past the parser": (
+        b"x = 1\ny = " + b"x+" * 100000 + b"x\n",
+        "not Python (RecursionError)",
+    ),
 }
 
 

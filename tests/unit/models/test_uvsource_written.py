@@ -84,7 +84,10 @@ def test_the_wheels_core_metadata_is_read_as_uv_needs_it():
         (b"Name: torch\nVersion: 2.9.1\n", "not the core metadata of one vllm version"),
         (b"Name: vllm\nVersion: not-a-version\n", "Invalid version"),
         (b"Name: vllm\nVersion: 1.0\nRequires-Dist: torch==\n", "Expected semicolon"),
-        (b"Name: vllm\nVersion: 1.0\n" + b"Requires-Dist: regex\n" * 3, "3 Requires-Dist lines, more than 2"),
+        (
+            b"Name: vllm\nVersion: 1.0\n" + b"Requires-Dist: regex\n" * 3,
+            "3 Requires-Dist and 0 Provides-Extra lines, more than 2",
+        ),
         (b"Name: vllm\nVersion: 1.0\nProvides-Extra: ../x\n", "a Provides-Extra that is no extra name"),
     ],
 )
@@ -180,3 +183,36 @@ def test_uv_source_needs_a_repository_uv_fetches(repo):
     assert Vllm(repo=repo, ref="main").install is None
     assert Vllm(repo="https://github.com/alice/vllm.git", ref="main", install="uv-source").install == "uv-source"
     assert DistMetadata("1", (), ()).requires_dist == ()
+
+
+def test_uncommon_layouts_are_written_where_uv_reads_them_or_refused():
+    """vLLM's extras survive (its version, URL and marker chose the release wheel); an inline array of dependency
+    metadata gets an inline entry; a dotted `uv.*` key under [tool], where tomlkit would write beside [tool.uv], and a
+    [tool] that is no table are refused before uv runs (exit 3, UpstreamMalformed)."""
+    extras = tomllib.loads(
+        write("[project.optional-dependencies]\nvllm = [\"vllm[audio]==0.25.1 ; sys_platform == 'linux'\"]\n")
+    )
+    assert extras["project"]["optional-dependencies"]["vllm"] == ["vllm[audio]"]
+    inline = tomllib.loads(write(MAIN_PYPROJECT + 'dependency-metadata = [{ name = "foo", version = "2" }]\n'))
+    assert [e["name"] for e in inline["tool"]["uv"]["dependency-metadata"]] == ["foo", "vllm"]
+    extra = '[project.optional-dependencies]\nvllm = ["vllm"]\n'
+    for layout in (extra + "[tool]\nuv.package = true\n", "tool = 1\n" + extra):
+        with pytest.raises(UpstreamMalformed, match="pyproject.toml at 7ea279ab: "):
+            write(layout)
+
+
+@pytest.mark.parametrize("ending", ["no newline at the end", "a U+2028 in a comment"])
+def test_the_recorded_diff_applies_with_git(tmp_path, ending):
+    """The diff prepare records, which the report's by-hand steps `git apply`: as git writes it."""
+    import subprocess
+
+    from buildkit.stages.prepare.uvsource import _diff
+
+    before = (
+        MAIN_PYPROJECT.rstrip("\n") if ending.startswith("no") else MAIN_PYPROJECT.replace("cu130.", "cu130.\u2028")
+    )
+    (tmp_path / "pyproject.toml").write_text(before)
+    diff = _diff(before.encode(), write(before).encode())
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "apply"], cwd=tmp_path, input=diff.encode(), check=True)
+    assert (tmp_path / "pyproject.toml").read_text() == write(before)
