@@ -7,11 +7,10 @@ The world is real git: NeMo-RL and vLLM's repositories on `git daemon`."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 from tests.support.fake_upstreams import VLLM_SHA
 from tests.support.nemo_repo import point_pins_at, use_remote
-from tests.support.projects import smoke_project
+from tests.support.projects import smoke_builds_and_verifies
 from tests.support.vllmfork import BRANCH, pin_fork, wheel_name
 
 
@@ -84,17 +83,3 @@ def test_pins_that_name_another_vllm_than_nemo_rls_uv_lock_stop_resolve_naming_w
 def test_the_uv_source_smoke_build_runs(project, remote, fork, engine):
     commit = uv_project(project, remote, fork)
     smoke_builds_and_verifies(project, remote, commit, fork.head)
-
-
-def smoke_builds_and_verifies(project, remote, commit: str, head: str) -> None:
-    """The smoke target of NeMo-RL at `commit` builds with uv's source at `head` in its uv.lock, and verify passes."""
-    root, cli = smoke_project(project, remote)
-    # The later upstream builds on CUDA 13.2; the engine's stand-in base says 12.9.1: drift, accepted here.
-    built = cli("build", "--smoke", "--allow-drift", "--progress", "plain", timeout=600)
-    assert built.code == 0, built.output
-    tag = json.loads((root / "build" / "smoke-record.json").read_text())["image"]["tag"]
-    argv = ["docker", "run", "--rm", "--network", "none", tag, "cat", "/opt/nemo_rl_container_fingerprint"]
-    printed = subprocess.run(argv, capture_output=True, text=True)
-    assert printed.stdout == f"smoke {commit} vllm {head} (uv source)\n", printed
-    verified = cli("verify", "--json")
-    assert verified.code == 0, verified.output

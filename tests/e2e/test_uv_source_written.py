@@ -14,9 +14,9 @@ import subprocess
 import tomllib
 
 from buildkit.world.uv import find_uv
-from tests.e2e.test_uv_source import smoke_builds_and_verifies
 from tests.support.fake_upstreams import VLLM_SHA, dist_info_metadata
 from tests.support.nemo_repo import point_pins_at, script_mode_files, use_remote
+from tests.support.projects import smoke_builds_and_verifies
 from tests.support.vllmfork import pin_fork, wheel_name
 
 

@@ -4,6 +4,7 @@ engine)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -101,3 +102,17 @@ def interrupt_a_slow_smoke_build(root: Path, env: dict[str, str], engine: str, s
             break
     rest = process.stderr.read()
     return process.wait(timeout=120), rest
+
+
+def smoke_builds_and_verifies(project, remote, commit: str, head: str) -> None:
+    """The smoke target of NeMo-RL at `commit` builds with uv's source at `head` in its uv.lock, and verify passes."""
+    root, cli = smoke_project(project, remote)
+    # The later upstream builds on CUDA 13.2; the engine's stand-in base says 12.9.1: drift, accepted here.
+    built = cli("build", "--smoke", "--allow-drift", "--progress", "plain", timeout=600)
+    assert built.code == 0, built.output
+    tag = json.loads((root / "build" / "smoke-record.json").read_text())["image"]["tag"]
+    argv = ["docker", "run", "--rm", "--network", "none", tag, "cat", "/opt/nemo_rl_container_fingerprint"]
+    printed = subprocess.run(argv, capture_output=True, text=True)
+    assert printed.stdout == f"smoke {commit} vllm {head} (uv source)\n", printed
+    verified = cli("verify", "--json")
+    assert verified.code == 0, verified.output

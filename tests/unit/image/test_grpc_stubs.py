@@ -4,13 +4,15 @@ held to protoc's shape; each way a stub could carry other code fails, named."""
 
 from __future__ import annotations
 
+import tarfile
+
 import pytest
 
 from buildkit.image.grpcstubs import stub_of, stub_problem
-from buildkit.image.vllmpackage import judge_package
+from buildkit.image.vllmpackage import judge_package, read_package
+from tests.support.images import F, layer_tar
 from tests.support.paths import FIXTURES
 from tests.support.vllmtree import blob_id
-from tests.unit.image.test_vllm_python import GOOD, LISTED, SOURCE, WHEEL, package
 
 STUBS = FIXTURES / "grpc-stubs"
 PROTO = b'syntax = "proto3";\npackage vllm.grpc.engine;\n'
@@ -26,19 +28,20 @@ def generated(version: str) -> dict[str, bytes]:
     }
 
 
-def judged(stubs: dict[str, bytes]):
-    listed = {
-        **LISTED,
-        "vllm/grpc/__init__.py": blob_id(b""),
-        "vllm/grpc/vllm_engine.proto": blob_id(PROTO),
-    }
-    files = {
-        **GOOD,
-        "vllm/grpc/__init__.py": b"",
-        "vllm/grpc/vllm_engine.proto": PROTO,
-        **stubs,
-    }
-    return judge_package(listed, package(files, None, WHEEL), SOURCE, WHEEL)
+SOURCE = "b17039bcc" + "0" * 31
+GOOD = {"vllm/__init__.py": b"", "vllm/grpc/__init__.py": b"", "vllm/grpc/vllm_engine.proto": PROTO}
+LISTED = {path: blob_id(data) for path, data in GOOD.items()}
+
+
+def package(files: dict[str, bytes]):
+    """read_package over a tar stream as `docker cp` sends one (tests/unit/image/test_vllm_python.py's shape)."""
+    dirs = sorted({name.rsplit("/", 1)[0] for name in files if "/" in name} - set(files))
+    entries = [F(d, kind=tarfile.DIRTYPE, mode=0o755) for d in dirs] + [F(n, d) for n, d in files.items()]
+    return read_package([layer_tar(entries)], "/opt/nemo_rl_venv/lib/python3.12/site-packages/vllm", "image", {})
+
+
+def judged(stubs: dict[str, bytes], listed: dict[str, str] = LISTED):
+    return judge_package(listed, package({**GOOD, **stubs}), SOURCE, {})
 
 
 @pytest.mark.parametrize("version", ["1.76.0", "1.85.1"])
@@ -55,8 +58,8 @@ def test_a_stub_name_counts_only_beside_a_proto_of_the_source():
     assert stub_of(GRPC, sources) == "vllm/grpc/vllm_engine.proto"
     assert stub_of("vllm/grpc/other_pb2.py", sources) is None
     assert stub_of("vllm/grpc/vllm_engine.py", sources) is None
-    ok, reason = judge_package(LISTED, package({**GOOD, **generated("1.85.1")}, None, WHEEL), SOURCE, WHEEL)
-    assert ok is False and "are neither b17039bcc000's nor the wheel's: vllm/grpc/vllm_engine_pb2.py" in reason
+    ok, reason = judged(generated("1.85.1"), {p: b for p, b in LISTED.items() if not p.endswith(".proto")})
+    assert ok is False and "nor the wheel's: vllm/grpc/vllm_engine.proto, vllm/grpc/vllm_engine_pb2.py," in reason
 
 
 EVIL = {

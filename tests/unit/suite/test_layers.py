@@ -24,6 +24,7 @@ LAYER = {
     "buildkit.models": "models",
     "buildkit.text": "text",
     "buildkit": "base", "buildkit.errors": "base", "buildkit.files": "base", "buildkit.budget": "base",
+    "buildkit.stopping": "base",
     "buildkit.environment": "base", "buildkit._version": "base",
 }  # fmt: skip
 RANK = {
@@ -85,7 +86,7 @@ GRAPH = {name: with_packages(name, imports(path, modules())) for name, path in m
 def test_every_module_is_in_a_layer():
     assert not [name for name in GRAPH if ".".join(name.split(".")[:2]) not in LAYER], "a module outside the layers"
     modules = {"buildkit", "buildkit.cli", "buildkit.flags", "buildkit.options"}
-    modules |= {f"buildkit.{m}" for m in ("errors", "files", "budget", "environment", "_version")}
+    modules |= {f"buildkit.{m}" for m in ("errors", "files", "budget", "stopping", "environment", "_version")}
     for package in LAYER:
         if package not in modules:
             doc = ast.get_docstring(ast.parse((REPO_ROOT / package.replace(".", "/") / "__init__.py").read_text()))
