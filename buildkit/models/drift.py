@@ -4,7 +4,8 @@ A transformation that cannot find its target is an error (buildkit/dockerfile/tr
 always follows upstream at the locked commit. What remains is drift in the inputs: the pins may name a base image
 built for another CUDA than the one upstream builds on at that commit. Our side is the CUDA_VERSION resolve read
 from the base image's config (the lock's base_image.cuda_version), or its tag when the config sets none; upstream's
-side is the tag of its ARG BASE_IMAGE default (an image it does not pin: only the name is known).
+side is the tag of its ARG BASE_IMAGE default (an image it does not pin: only the name is known). And with
+vllm.install: uv-source, the uv that wrote uv.lock against the uv upstream's Dockerfile installs to read it.
 
 A finding does not stop `render`; it stops `build` unless `--allow-drift` is given, and the render record and the
 report keep it.
@@ -44,4 +45,21 @@ def base_image_drift(upstream_default: str | None, pinned_ref: str, measured: st
     return [
         f"upstream builds on CUDA {theirs[0]}.{theirs[1]} (its ARG BASE_IMAGE default "
         f"{excerpt(upstream_default)}) but the pinned base image {excerpt(pinned_ref)} is CUDA {shown} ({how})"
+    ]
+
+
+_UV_VERSION_RE = re.compile(r"^ARG UV_VERSION=([0-9]{1,4}(?:\.[0-9]{1,6}){1,3})[ \t]*$", re.MULTILINE)
+
+
+def uv_drift(upstream: str, written_by: str | None) -> list[str]:
+    """A finding when prepare's `uv lock` (vllm.install: uv-source; `written_by`: its uv version) is not the uv
+    upstream's Dockerfile installs (its `ARG UV_VERSION=` default), which reads the written uv.lock with
+    `uv sync --frozen`: a newer uv may write a lock the older one refuses."""
+    found = _UV_VERSION_RE.findall(upstream)
+    if written_by is None or len(set(found)) != 1 or found[0] == written_by:
+        return []
+    return [
+        f"uv.lock was written by uv {written_by} (vllm.install: uv-source), and upstream's Dockerfile installs uv "
+        f"{found[0]} (ARG UV_VERSION), which reads it in `uv sync --frozen`: install uv {found[0]} "
+        f"(`pip install uv=={found[0]}`), then run `buildkit prepare` again"
     ]

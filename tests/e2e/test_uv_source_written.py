@@ -95,6 +95,9 @@ def test_prepare_writes_nemo_rls_uv_source_mode_with_real_uv_and_render_builds_i
 
     rendered = cli("render", "--json")
     assert rendered.code == 0, rendered.output
+    drift = json.loads((root / "build" / "render.json").read_text())["drift"]
+    assert [d for d in drift if "uv" in d.split()] == []  # uv 0.11.28 wrote uv.lock, the uv upstream installs
+    assert [d for d in drift if "CUDA" in d] == drift  # (the later shape builds on CUDA 13.2, the pins on 12.9)
     text = (root / "build" / "Dockerfile").read_text()
     assert "RUN --mount=type=bind,from=vllm-wheel,target=/opt/vllm-wheel --mount=type=ssh" in text
     assert "vllm-overlay" not in text

@@ -22,7 +22,7 @@ from buildkit.dockerfile.transforms import read_script, transform
 from buildkit.dockerfile.unpinned import unpinned_inputs
 from buildkit.errors import CheckFailed, GitFailed, InputError, UpstreamMalformed, UpstreamMismatch
 from buildkit.files import read_record, sha256_bytes, sha256_file
-from buildkit.models.drift import base_image_drift
+from buildkit.models.drift import base_image_drift, uv_drift
 from buildkit.models.labels import commit_time, image_labels
 from buildkit.models.lock import Lock, lock_sha256
 from buildkit.models.overlay import CHECKOUT, INSTALLED_ARG, VllmLayers, vllm_layers
@@ -271,7 +271,8 @@ def render_stage(
         smoke_base=smoke_base,
         upstream_sha256=sha256_bytes(upstream.encode()),
         diff=unified_diff(upstream, text, "upstream docker/Dockerfile", "build/Dockerfile"),
-        drift=base_image_drift(upstream_base, lock.base_image.ref, lock.base_image.cuda_version),
+        drift=base_image_drift(upstream_base, lock.base_image.ref, lock.base_image.cuda_version)
+        + uv_drift(upstream, prepared.uv_source.uv if prepared.uv_source else None),
         transformations=done,
         upstream_base_image=upstream_base,
         unpinned=unpinned_inputs(parse(text, "build/Dockerfile"), "smoke" if smoke_base else lock.build.target, script),

@@ -216,3 +216,17 @@ def test_the_recorded_diff_applies_with_git(tmp_path, ending):
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     subprocess.run(["git", "apply"], cwd=tmp_path, input=diff.encode(), check=True)
     assert (tmp_path / "pyproject.toml").read_text() == write(before)
+
+
+def test_a_uv_lock_written_by_another_uv_than_the_dockerfiles_is_drift():
+    """Upstream's Dockerfile installs the uv that reads the written uv.lock (`uv sync --frozen`): NeMo-RL main's
+    `ARG UV_VERSION=0.11.28` (tests/fixtures/nemo-rl-later-shape.Dockerfile, line 34, as at 7ea279ab)."""
+    from buildkit.models.drift import uv_drift
+    from tests.support.nemo_repo import LATER_SHAPE
+
+    upstream = LATER_SHAPE.read_text()
+    assert uv_drift(upstream, "0.11.28") == [] and uv_drift(upstream, None) == []
+    [said] = uv_drift(upstream, "0.13.9")
+    assert said.startswith("uv.lock was written by uv 0.13.9 (vllm.install: uv-source), and upstream's Dockerfile")
+    assert said.endswith("install uv 0.11.28 (`pip install uv==0.11.28`), then run `buildkit prepare` again")
+    assert uv_drift("ARG UV_VERSION\n", "0.13.9") == []  # no default: nothing to hold it to
