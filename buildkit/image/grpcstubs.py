@@ -1,88 +1,33 @@
-"""gRPC stubs a vLLM build generates from a .proto of its source: held to the shape protoc and gRPC's Python plugin
-write, since their bytes depend on the grpcio-tools the build environment resolved (not on anything the lock knows).
+"""gRPC stubs a vLLM build generates from a .proto of its source, held to what gRPC's generators write, since their
+bytes depend on the grpcio-tools the build environment resolved (not on anything the lock knows).
 
 vLLM's setup.py (0.14.0: `compile_grpc_protos`, run by its build_py) writes `<name>_pb2.py`, `<name>_pb2_grpc.py` and
 `<name>_pb2.pyi` beside `vllm/grpc/<name>.proto` when grpcio-tools is importable, which is one of its build-system
 requirements: a wheel uv builds from the git source (NeMo-RL's uv-source mode) has them; an editable install made
-without grpcio-tools has not. A `.pyi` file is never imported. A `.py` stub passes when its syntax tree holds only
-what the generators write (tests/fixtures/grpc-stubs: grpcio-tools 1.76.0 and 1.85.1 on vLLM 0.14.0's proto):
-  - imports: exactly the modules and names they import, under the names they give them (`from google.protobuf
-    import descriptor as _descriptor` ...), and `<x>_pb2` modules of the stub's own package or of protobuf;
-  - statements: assignments, `if`, `try ... except ImportError`, `raise` of RuntimeError or NotImplementedError,
-    classes (no base but `object`, no keyword, only methods in them) and functions (constant defaults, no decorator
-    but `staticmethod`); no lambda, comprehension, loop, `with`, `del`, `global`, star or walrus;
-  - names: none binds a builtin's name; a name read is bound in the file or one of six builtins;
-  - attributes: one the generators read (their vocabulary below), a public one of a `_pb2` module (a message), or a
-    method the file defines on `self` or `servicer`; one is set only on `self`, `DESCRIPTOR` or `_globals[...]`,
-    which are bound only as the generators bind them (`globals()`, `...AddSerializedFile(b"...")`), and only
-    `_globals` is subscripted, by a string.
-That bounds the file to protobuf's and gRPC's own calls; which messages and methods it describes is not checked
-against the .proto (that would take protoc). Pure: no I/O.
+without grpcio-tools has not. A `.pyi` file is never imported.
+
+A `.py` stub passes when every statement in it, at every depth, is a statement the generators wrote in the reference
+(grpc-reference/: protoc's and gRPC's plugin's output of grpcio-tools 1.76.0 and 1.85.1), in the same place (its
+enclosing statement), up to: constants (each string, bytes and number is one placeholder of its type), the names of
+classes, of the methods in them and of module-level functions, the names the `_pb2` modules are imported as (an
+import of a `_pb2` module of the stub's own package or of protobuf), and the attributes of those modules (messages).
+Every other name, attribute, call, argument and structure must be the generators' own, so the file can do only what
+their code does: build messages from a descriptor into its own namespace, check the grpc version, and wire methods to
+a channel or a server. Which messages and methods it describes is not checked against the .proto (that would take
+protoc). Reading the reference is the only I/O.
 """
 
 from __future__ import annotations
 
 import ast
-import builtins
+import copy
+import functools
+from pathlib import Path
 
 STUB_SUFFIXES = ("_pb2.py", "_pb2_grpc.py", "_pb2.pyi")
 MAX_STUB_BYTES = 256 << 10  # vLLM 0.14.0's are 8 and 13 KB
-
-# (module, name) -> the name the generators bind it to: `import grpc` is ("grpc", None) -> "grpc".
-_IMPORTS = {
-    ("grpc", None): "grpc",
-    ("warnings", None): "warnings",
-    ("google.protobuf", "descriptor"): "_descriptor",
-    ("google.protobuf", "descriptor_pool"): "_descriptor_pool",
-    ("google.protobuf", "runtime_version"): "_runtime_version",
-    ("google.protobuf", "symbol_database"): "_symbol_database",
-    ("google.protobuf", "message"): "_message",
-    ("google.protobuf", "reflection"): "_reflection",
-    ("google.protobuf.internal", "builder"): "_builder",
-    ("grpc._utilities", "first_version_is_lower"): "first_version_is_lower",
-}
-_BUILTINS = {
-    "globals",
-    "RuntimeError",
-    "NotImplementedError",
-    "ImportError",
-    "staticmethod",
-    "object",
-}
-_EVERY_BUILTIN = frozenset(dir(builtins))
-# Every attribute the generators read: protoc's Python output (protobuf 6 and 7), gRPC's plugin (1.76 and 1.85).
-_ATTRIBUTES = {
-    "Default", "AddSerializedFile", "ValidateProtobufRuntimeVersion", "Domain", "PUBLIC",
-    "BuildMessageAndEnumDescriptors", "BuildTopDescriptorsAndMessages", "_USE_C_DESCRIPTORS", "_loaded_options",
-    "_serialized_options", "_serialized_start", "_serialized_end", "_options",
-    "__version__", "unary_unary", "unary_stream", "stream_unary", "stream_stream", "unary_unary_rpc_method_handler",
-    "unary_stream_rpc_method_handler", "stream_unary_rpc_method_handler", "stream_stream_rpc_method_handler",
-    "method_handlers_generic_handler", "add_generic_rpc_handlers", "add_registered_method_handlers", "experimental",
-    "StatusCode", "UNIMPLEMENTED", "set_code", "set_details", "SerializeToString", "FromString", "warn",
-}  # fmt: skip
-_SET = {
-    "_loaded_options",
-    "_options",
-    "_serialized_options",
-    "_serialized_start",
-    "_serialized_end",
-}
-_MODULE_STATEMENTS = (
-    ast.Expr, ast.Import, ast.ImportFrom, ast.Assign, ast.If, ast.Try, ast.Raise, ast.ClassDef, ast.FunctionDef,
-    ast.Pass,
-)  # fmt: skip
-_FUNCTION_STATEMENTS = (ast.Expr, ast.Assign, ast.Return, ast.Raise, ast.Pass)
-_EXPRESSIONS = (
-    ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.keyword, ast.Subscript, ast.BinOp, ast.Add, ast.UnaryOp,
-    ast.Not, ast.JoinedStr, ast.FormattedValue, ast.Dict, ast.Tuple, ast.List, ast.Load, ast.Store, ast.arguments,
-    ast.arg, ast.alias, ast.ExceptHandler,
-)  # fmt: skip
-
-
-class _Refused(Exception):
-    def __init__(self, node: ast.AST | None, why: str):
-        super().__init__(why)
-        self.line, self.why = getattr(node, "lineno", "?"), why
+REFERENCE = Path(__file__).with_name("grpc-reference")
+_OWNERS_OF_METHODS = ("self", "servicer")
 
 
 def stub_of(path: str, sources: set[str]) -> str | None:
@@ -104,174 +49,119 @@ def stub_problem(path: str, data: bytes | None) -> str | None:
         return "larger than a generated stub"
     try:
         tree = ast.parse(data, path)
+        package = path.rsplit("/", 1)[0].replace("/", ".")
+        known = reference_statements()
+        for line, where, statement in statements(tree, package):
+            if (where, statement) not in known:
+                return f"line {line} is no statement gRPC's generators write there"
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        return f"not Python ({type(exc).__name__})"
-    try:
-        _Stub(tree, path.rsplit("/", 1)[0].replace("/", ".")).check()
-    except _Refused as refused:
-        return f"{refused.why} (line {refused.line})"
-    except RecursionError:
-        return "nested deeper than a generated stub"
+        return f"not Python the generators write ({type(exc).__name__})"
     return None
 
 
-class _Stub:
-    """One walk over a parsed stub: the statements where they may stand, then every expression."""
+@functools.cache
+def reference_statements() -> frozenset[tuple[str, str]]:
+    """Every (enclosing statement, statement) of the reference files, in the shape `statements` gives them."""
+    found: set[tuple[str, str]] = set()
+    for path in sorted(REFERENCE.glob("*_pb2*.py.txt")):
+        tree = ast.parse(path.read_bytes(), path.name)
+        found |= {(where, statement) for _line, where, statement in statements(tree, "vllm.grpc")}
+    if not found:
+        raise FileNotFoundError(f"no reference stubs in {REFERENCE}")
+    return frozenset(found)
+
+
+def statements(tree: ast.Module, package: str) -> list[tuple[int, str, str]]:
+    """(line, enclosing statement, statement) of every statement, each in its canonical shape: the statement without
+    the statements inside it, its constants and the names the generators choose per .proto replaced by placeholders."""
+    names = _Names(tree, package)
+    out: list[tuple[int, str, str]] = []
+
+    def visit(body: list[ast.stmt], where: str) -> None:
+        for node in body:
+            shape = names.shape(_head(node))
+            out.append((node.lineno, where, shape))
+            for suffix, inner in _bodies(node):
+                visit(inner, shape + suffix)
+
+    visit(tree.body, "module")
+    return out
+
+
+def _head(node: ast.stmt) -> ast.stmt:
+    """The statement without the statements it holds (each is judged on its own, in its place)."""
+    head = copy.copy(node)
+    for field in ("body", "orelse", "finalbody"):
+        if hasattr(head, field):
+            setattr(head, field, [])
+    if isinstance(head, ast.Try):
+        head.handlers = [ast.ExceptHandler(type=h.type, name=h.name, body=[]) for h in head.handlers]
+    return head
+
+
+def _bodies(node: ast.stmt) -> list[tuple[str, list[ast.stmt]]]:
+    bodies = [("", getattr(node, "body", [])), (" else", getattr(node, "orelse", []))]
+    bodies += [(f" except {i}", h.body) for i, h in enumerate(getattr(node, "handlers", []))]
+    return [(suffix, body) for suffix, body in bodies if body]
+
+
+class _Names:
+    """The names the generators choose per .proto: classes, their methods, module-level functions, and the names
+    `_pb2` modules are imported as. Everything else keeps its own name in a shape."""
 
     def __init__(self, tree: ast.Module, package: str):
-        self.tree, self.package = tree, package
-        self.pb2: set[str] = set()  # the names `_pb2` modules are bound to
-        self.methods = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
-        self.bound = set(_BUILTINS)
+        self.package = package
+        self.classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+        self.functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        self.methods = {
+            item.name
+            for cls in tree.body
+            if isinstance(cls, ast.ClassDef)
+            for item in cls.body
+            if isinstance(item, ast.FunctionDef) and not item.name.startswith("__")
+        }
+        self.modules = {
+            alias.asname or alias.name
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in (package, "google.protobuf")
+            for alias in node.names
+            if alias.name.endswith("_pb2") and not alias.name.startswith("_")
+        }
 
-    def check(self) -> None:
-        for node in ast.walk(self.tree):
-            self._binding(node)
-            if not isinstance(
-                node,
-                (ast.Module, *_MODULE_STATEMENTS, *_FUNCTION_STATEMENTS, *_EXPRESSIONS),
-            ):
-                raise _Refused(node, f"{type(node).__name__} is nothing protoc writes")
-        self._statements(self.tree.body, _MODULE_STATEMENTS)
-        for node in ast.walk(self.tree):
-            self._expression(node)
+    def shape(self, node: ast.AST) -> str:
+        return ast.dump(self._canonical(copy.deepcopy(node)), annotate_fields=True, include_attributes=False)
 
-    def _binding(self, node: ast.AST) -> None:
-        """Every name the file binds, none a builtin's; an import only as the generators write it."""
-        names: list[str] = []
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [self._import(node, alias) for alias in node.names]
-        elif isinstance(node, (ast.ClassDef, ast.FunctionDef)):
-            names = [node.name]
-        elif isinstance(node, ast.arg):
-            names = [node.arg]
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names = [node.id]
-        for name in names:
-            constructor = name == "__init__" and isinstance(node, ast.FunctionDef)  # the Stub's (a method: _class)
-            if name in _EVERY_BUILTIN or (name.startswith("__") and not constructor):
-                raise _Refused(node, f"a binding of the name {name!r}")
-            self.bound.add(name)
+    def _canonical(self, node: ast.AST) -> ast.AST:
+        for child in ast.walk(node):
+            if isinstance(child, ast.Constant) and not isinstance(child.value, (bool, type(None))):
+                value = child.value
+                child.value = "S" if isinstance(value, str) else b"B" if isinstance(value, bytes) else type(value)()
+                child.kind = None
+            elif isinstance(child, ast.Name):
+                child.id = self._name(child.id)
+            elif isinstance(child, ast.Attribute):
+                owner = child.value.id if isinstance(child.value, ast.Name) else None
+                if owner in self.modules and not child.attr.startswith("_"):
+                    child.attr = "MESSAGE"
+                elif owner in _OWNERS_OF_METHODS and child.attr in self.methods:
+                    child.attr = "METHOD"
+            elif isinstance(child, ast.ClassDef):
+                child.name = "CLASS"
+            elif isinstance(child, ast.FunctionDef):
+                child.name = self._name(child.name)
+            elif isinstance(child, ast.ImportFrom) and child.module == self.package:
+                child.module = "PACKAGE"
+            elif isinstance(child, ast.alias) and (child.asname or child.name) in self.modules:
+                child.name, child.asname = ("PB2", "PB2_MODULE") if child.asname else ("PB2_MODULE", None)
+        return node
 
-    def _import(self, node: ast.Import | ast.ImportFrom, alias: ast.alias) -> str:
-        module = node.module if isinstance(node, ast.ImportFrom) else alias.name
-        name = alias.name if isinstance(node, ast.ImportFrom) else None
-        bound = alias.asname or (name or alias.name)
-        sibling = isinstance(node, ast.ImportFrom) and node.level == 0 and bool(name) and str(name).endswith("_pb2")
-        if sibling and module in (self.package, "google.protobuf") and not str(name).startswith("_"):
-            self.pb2.add(bound)
-            return bound
-        if getattr(node, "level", 0) or _IMPORTS.get((module or "", name)) != bound:
-            raise _Refused(node, f"an import from {module or '.'} of {alias.name} as {bound}")
-        return bound
-
-    def _statements(self, body: list[ast.stmt], allowed: tuple[type, ...], method: str | None = None) -> None:
-        for node in body:
-            if not isinstance(node, allowed):
-                raise _Refused(node, f"a {type(node).__name__} statement where protoc writes none")
-            if isinstance(node, ast.Assign):
-                self._assign(node, method)
-            elif isinstance(node, ast.Expr) and not isinstance(node.value, (ast.Constant, ast.Call)):
-                raise _Refused(node, "an expression statement that is no call")
-            elif isinstance(node, ast.Raise):
-                self._raise(node)
-            elif isinstance(node, ast.If):
-                self._statements(node.body + node.orelse, allowed, method)
-            elif isinstance(node, ast.Try):
-                if node.orelse or node.finalbody or any(not _is(h.type, "ImportError") for h in node.handlers):
-                    raise _Refused(node, "a try other than `except ImportError`")
-                self._statements(
-                    node.body + [s for h in node.handlers for s in h.body],
-                    allowed,
-                    method,
-                )
-            elif isinstance(node, ast.ClassDef):
-                self._class(node)
-            elif isinstance(node, ast.FunctionDef):
-                self._function(node)
-
-    def _class(self, node: ast.ClassDef) -> None:
-        if node.keywords or node.decorator_list or any(not _is(base, "object") for base in node.bases):
-            raise _Refused(node, f"the class {node.name!r} is not as the plugin writes one")
-        for item in node.body:
-            docstring = isinstance(item, ast.Expr) and isinstance(item.value, ast.Constant)
-            if not (docstring or isinstance(item, (ast.FunctionDef, ast.Pass))):
-                raise _Refused(item, f"a {type(item).__name__} in the class {node.name!r}")
-            if isinstance(item, ast.FunctionDef):
-                self._function(item)
-
-    def _function(self, node: ast.FunctionDef) -> None:
-        args = node.args
-        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
-            raise _Refused(node, f"the parameters of {node.name!r}")
-        for default in args.defaults:
-            if not (isinstance(default, ast.Constant) or (isinstance(default, ast.Tuple) and not default.elts)):
-                raise _Refused(default, f"a default of {node.name!r} that is no constant")
-        if any(not _is(d, "staticmethod") for d in node.decorator_list) or node.returns:
-            raise _Refused(node, f"the definition of {node.name!r}")
-        self._statements(node.body, _FUNCTION_STATEMENTS, node.name)
-
-    def _assign(self, node: ast.Assign, method: str | None) -> None:
-        for target in node.targets:
-            if isinstance(target, ast.Name):
-                if target.id == "_globals" and not _is_call(node.value, "globals"):
-                    raise _Refused(node, "_globals bound to other than globals()")
-                if target.id == "DESCRIPTOR" and not _adds_serialized_file(node.value):
-                    raise _Refused(
-                        node,
-                        "DESCRIPTOR bound to other than a serialized file descriptor",
-                    )
-            elif isinstance(target, ast.Attribute):
-                owner = target.value
-                on_self = _is(owner, "self") and method == "__init__"
-                on_descriptor = _is(owner, "DESCRIPTOR") or (
-                    isinstance(owner, ast.Subscript) and _is(owner.value, "_globals")
-                )
-                if not (on_self or (on_descriptor and target.attr in _SET)):
-                    raise _Refused(node, f"an assignment to {target.attr!r}")
-            else:
-                raise _Refused(node, f"an assignment to a {type(target).__name__}")
-
-    def _raise(self, node: ast.Raise) -> None:
-        exc = node.exc
-        if node.cause or not (
-            isinstance(exc, ast.Call) and (_is(exc.func, "RuntimeError") or _is(exc.func, "NotImplementedError"))
-        ):
-            raise _Refused(node, "a raise of other than RuntimeError or NotImplementedError")
-
-    def _expression(self, node: ast.AST) -> None:
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in self.bound:
-            raise _Refused(node, f"the name {node.id!r}, which the file does not bind")
-        if isinstance(node, ast.keyword) and node.arg is None:
-            raise _Refused(node, "a ** argument")
-        if isinstance(node, ast.Subscript):
-            key = node.slice
-            string = isinstance(key, ast.Constant) and isinstance(key.value, str) and not key.value.startswith("__")
-            if not (_is(node.value, "_globals") and string):
-                raise _Refused(node, "a subscript other than _globals['<message>']")
-        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
-            owner = node.value.id if isinstance(node.value, ast.Name) else None
-            message = owner in self.pb2 and not node.attr.startswith("_")
-            method = owner in ("self", "servicer") and node.attr in self.methods
-            if not (node.attr in _ATTRIBUTES or message or method):
-                raise _Refused(node, f"the attribute {node.attr!r}")
-
-
-def _is(node: ast.AST | None, name: str) -> bool:
-    return isinstance(node, ast.Name) and node.id == name
-
-
-def _is_call(node: ast.AST, name: str) -> bool:
-    return isinstance(node, ast.Call) and _is(node.func, name) and not node.args and not node.keywords
-
-
-def _adds_serialized_file(node: ast.AST) -> bool:
-    """`_descriptor_pool.Default().AddSerializedFile(b'...')`, as protoc writes DESCRIPTOR."""
-    return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "AddSerializedFile"
-        and len(node.args) == 1
-        and isinstance(node.args[0], ast.Constant)
-        and isinstance(node.args[0].value, bytes)
-    )
+    def _name(self, name: str) -> str:
+        if name in self.modules:
+            return "PB2_MODULE"
+        if name in self.classes:
+            return "CLASS"
+        if name in self.functions:
+            return "FUNCTION"
+        if name in self.methods:
+            return "METHOD"
+        return name

@@ -157,7 +157,8 @@ def judge_package(
     if stubs:
         protos = ", ".join(sorted(set(stubs.values())))
         notes.append(
-            f"{len(stubs)} are gRPC stubs the build generated from {protos} (held to protoc's shape, not bytes)"
+            f"{len(stubs)} are gRPC stubs the build generated from {protos} (held to the statements gRPC's "
+            "generators write, not to bytes)"
         )
     notes += [f"{len(paths)} bytecode cache(s) {why}" for why, paths in sorted(caches.items(), key=_bound_first)]
     return True, "; ".join(notes)
