@@ -117,3 +117,73 @@ def test_a_stub_that_could_run_other_code_fails_named(case, stub):
     assert said.endswith("is no statement gRPC's generators write there") or said.startswith("not Python"), case
     ok, reason = judged(evil)
     assert ok is False and f"1 generated gRPC stub(s) are not what protoc writes: {name} (" in reason
+
+
+def descriptor(file_name: str, *messages: str) -> bytes:
+    """A FileDescriptorProto in protobuf's wire format: its name (field 1) and top-level messages (field 4)."""
+
+    def field(number: int, data: bytes) -> bytes:
+        assert len(data) < 128
+        return bytes([number << 3 | 2, len(data)]) + data
+
+    return field(1, file_name.encode()) + b"".join(field(4, field(1, m.encode())) for m in messages)
+
+
+def with_descriptor(data: bytes) -> bytes:
+    """The 1.85.1 reference _pb2 stub with its serialized descriptor replaced."""
+    text = generated("1.85.1")[PB2]
+    start = text.index(b"AddSerializedFile(") + len(b"AddSerializedFile(")
+    return text[:start] + repr(data).encode() + text[text.index(b")", text.index(b"'\n", start) - 2) :]
+
+
+# The third review's: reference statements with a constant or a name that the generators' own never is.
+CHANGED = {
+    "messages whose module is another (pickle imports it)": (
+        PB2,
+        lambda t: t.replace(b"'vllm.grpc.vllm_engine_pb2'", b"'unittest.__main__'"),
+        "is no statement",
+    ),
+    "an attribute set on another module through _globals": (
+        PB2,
+        lambda t: t.replace(b"_globals['_SAMPLINGPARAMS']._serialized_start", b"_globals['grpc']._serialized_start"),
+        "is no statement",
+    ),
+    "a statement the generators write once, twice": (
+        PB2,
+        lambda t: t.replace(b"_globals = globals()", b"_globals = globals()\n_globals = globals()"),
+        "repeats a statement the generators write once",
+    ),
+    "the sibling module imported as __builtins__": (
+        GRPC,
+        lambda t: t.replace(b"as vllm_dot_grpc_dot_vllm__engine__pb2", b"as __builtins__"),
+        "is no statement",
+    ),
+    "a class named __getattr__": (GRPC, lambda t: t.replace(b"class VllmEngine:", b"class __getattr__:"), "is no"),
+    "a descriptor of another file": (
+        PB2,
+        lambda t: with_descriptor(descriptor("google/protobuf/struct.proto", "Struct")),
+        "adds a descriptor of 'google/protobuf/struct.proto', not of vllm/grpc/vllm_engine.proto",
+    ),
+    "a message named as a name the module's code reads": (
+        PB2,
+        lambda t: with_descriptor(descriptor("vllm/grpc/vllm_engine.proto", "Fine", "_builder", "DESCRIPTOR")),
+        "adds a descriptor whose names shadow the module's: DESCRIPTOR, _builder",
+    ),
+    "a descriptor that is not protobuf's wire format": (
+        PB2,
+        lambda t: with_descriptor(b"\x0a\x7fshort"),
+        "not Python the generators write (ValueError)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CHANGED))
+def test_a_generated_statement_bent_to_another_end_fails_named(case):
+    name, change, said = CHANGED[case]
+    stub = change(generated("1.85.1")[name])
+    assert stub != generated("1.85.1")[name], case
+    assert said in (stub_problem(name, stub) or ""), (case, stub_problem(name, stub))
+
+
+def test_the_reference_descriptor_is_read_and_a_crafted_one_passes_when_it_names_nothing_odd():
+    assert stub_problem(PB2, with_descriptor(descriptor("vllm/grpc/vllm_engine.proto", "Fine", "AlsoFine"))) is None
