@@ -13,8 +13,9 @@ from buildkit.text import ui
 
 def prepare_command(paths: Paths, opts: PrepareOptions) -> None:
     # The tree is the same for every platform of build.platforms: prepared once, recorded at the top.
-    ctx = Context(paths, opts, load_inputs(paths, on_note=ui.warn, whole=True))
-    with ui.err.status("preparing NeMo-RL sources...", spinner="dots"):
+    inputs = load_inputs(paths, on_note=ui.warn, whole=True)
+    with ui.err.status("preparing NeMo-RL sources...", spinner="dots") as status:
+        ctx = Context(paths, opts, inputs, on_step=lambda text: status.update(ui.safe(text)))
         pipeline.run_stage("prepare", ctx)
     record = ctx.made.prepare
     if opts.json_out:

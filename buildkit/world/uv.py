@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -58,7 +58,9 @@ def git_env(rewrites: Sequence[GitUrlRewrite]) -> dict[str, str]:
     return env
 
 
-def lock(uv: Uv, project: Path, rewrites: Sequence[GitUrlRewrite], on_line=None) -> None:
+def lock(
+    uv: Uv, project: Path, rewrites: Sequence[GitUrlRewrite], on_line: Callable[[str], None] | None = None
+) -> None:
     """`uv lock` in `project`: uv.lock written for its pyproject.toml, keeping every version the old lock has that
     still fits. UpstreamMismatch (exit 4) with uv's last words when it fails (a resolution that has no answer, a
     source it cannot fetch); Ctrl-C stops it."""

@@ -13,6 +13,8 @@ import shutil
 import subprocess
 import tomllib
 
+from buildkit.models.lock import read_lock
+from buildkit.stages.prepare import prepare as prepare_tree
 from buildkit.world.uv import find_uv
 from tests.support.fake_upstreams import VLLM_SHA, dist_info_metadata
 from tests.support.nemo_repo import point_pins_at, script_mode_files, use_remote
@@ -73,6 +75,10 @@ def test_prepare_writes_nemo_rls_uv_source_mode_with_real_uv_and_render_builds_i
     checked = subprocess.run(argv, capture_output=True, text=True, cwd=tree, timeout=300)
     assert checked.returncode == 0, checked.stderr
     assert f'source = {{ git = "{install["locked"]}" }}' in (tree / "uv.lock").read_text()
+
+    steps: list[str] = []  # what the prepare command's spinner shows while uv locks
+    prepare_tree(read_lock(root / "pins.lock"), "-", root, root / "cache-2", [], submodules=False, on_step=steps.append)
+    assert [s for s in steps if s.startswith("uv lock: Resolved 2 packages in ")], steps
 
     again = cli("prepare", "--json")  # uv's answer of now: written again, the same bytes
     assert again.code == 0, again.output

@@ -86,7 +86,10 @@ def prepare(
     cache_dir: Path,
     rewrites: list[GitUrlRewrite],
     submodules: bool = True,
+    on_step: Callable[[str], None] | None = None,
 ) -> PrepareRecord:
+    """NeMo-RL at the lock's commit in the cache, patched (and the uv-source mode written); `on_step` hears what a
+    long step does now (uv's lines, for the spinner)."""
     started = time.monotonic()
     repo, commit = lock.nemo_rl.repo, lock.nemo_rl.commit
     tree = prepared_tree(cache_dir, commit)
@@ -107,7 +110,7 @@ def prepare(
         )
 
     with entry_lock(tree):  # one prepare of a commit at a time; the others then find it prepared
-        return _prepare_locked(lock, project_dir, tree, marker, config, submodules, fetched, record, rewrites)
+        return _prepare_locked(lock, project_dir, tree, marker, config, submodules, fetched, record, rewrites, on_step)
 
 
 @contextmanager
@@ -144,6 +147,7 @@ def _prepare_locked(
     fetched: list[str],
     record: Callable[..., PrepareRecord],
     rewrites: list[GitUrlRewrite],
+    on_step: Callable[[str], None] | None = None,
 ) -> PrepareRecord:
     repo, commit = lock.nemo_rl.repo, lock.nemo_rl.commit
     modules: dict[Path, Path] = {}
@@ -166,7 +170,7 @@ def _prepare_locked(
 
     reused, facts, bytes_before = _pristine_or_afresh(tree, modules, repo, commit, config, submodules, fetched)
     applied = _apply_and_check_patches(tree, lock, project_dir)
-    written = write_uv_source(tree, lock, rewrites) if writes_uv_source(lock) else None
+    written = write_uv_source(tree, lock, rewrites, on_step) if writes_uv_source(lock) else None
     if written is not None:
         targets = {t.path for patch in applied for t in patch.targets}
         _changed_only(tree, targets | {"pyproject.toml", "uv.lock"}, "after writing the uv-source mode")
@@ -768,6 +772,7 @@ def run(ctx: Context[PrepareOptions]) -> None:
         ctx.paths.cache_dir,
         ctx.inputs.pins.git_url_rewrites,
         submodules=ctx.options.submodules,
+        on_step=ctx.on_step,
     )
     ctx.write(ctx.paths.prepare_record, record.to_json())
     ctx.made.prepare = record

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from buildkit.errors import GitFailed, InputError, UpstreamMismatch
@@ -30,8 +31,11 @@ def writes_uv_source(lock: Lock) -> bool:
     return lock.vllm_install is not None and lock.vllm_install.written
 
 
-def write_uv_source(tree: Path, lock: Lock, rewrites: list[GitUrlRewrite], on_line=None) -> WrittenUvSource:
-    """The uv-source mode written into `tree` (NeMo-RL at the locked commit, patched): pyproject.toml, then uv.lock."""
+def write_uv_source(
+    tree: Path, lock: Lock, rewrites: list[GitUrlRewrite], on_step: Callable[[str], None] | None = None
+) -> WrittenUvSource:
+    """The uv-source mode written into `tree` (NeMo-RL at the locked commit, patched): pyproject.toml, then uv.lock;
+    `on_step` hears each line uv says as it locks ("uv lock: Resolved 412 packages in 3.1s")."""
     install, where = lock.vllm_install, lock.nemo_rl.commit[:12]
     assert install is not None and install.written
     if install.version is None or install.requires_dist is None:
@@ -52,7 +56,12 @@ def write_uv_source(tree: Path, lock: Lock, rewrites: list[GitUrlRewrite], on_li
     want = WriteUvSource(install.repo, install.commit, install.wheel_commit or lock.vllm_wheel.commit, meta)
     text = written_pyproject(before.decode("utf-8"), where, want)
     write_atomic(pyproject, text)
-    uv.lock(tool, tree, rewrites, on_line)
+
+    def said(line: str) -> None:
+        if on_step is not None and line.strip():
+            on_step(f"uv lock: {line.strip()}")
+
+    uv.lock(tool, tree, rewrites, said)
     lock_after = _read(uv_lock, MAX_UV_LOCK_BYTES, where)
     found = uv_source(text.encode(), lambda: lock_after, f"{where} as written", MAX_UV_LOCK_BYTES)
     if found is None or (found.commit, found.wheel_commit) != (install.commit, want.wheel_commit):
