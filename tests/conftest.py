@@ -106,6 +106,7 @@ def base_env(tmp_path: Path) -> dict[str, str]:
     env.update(
         PYTHONPATH=str(REPO_ROOT),
         BUILDKIT_CACHE_DIR=str(tmp_path / "cache"),
+        UV_CACHE_DIR=str(tmp_path / "uv-cache"),  # prepare's `uv lock` (vllm.install: uv-source): not this machine's
         BUILDKIT_HTTP_BACKOFF="0.01",
         BUILDKIT_HTTP_TIMEOUT="5",
         COLUMNS="200",

@@ -41,11 +41,8 @@ _OWNERS_OF_METHODS = ("self", "servicer")
 def stub_of(path: str, sources: set[str]) -> str | None:
     """The .proto of the source that the package's file `path` would be generated from (None: no stub name, or no
     such .proto in the source)."""
-    for suffix in STUB_SUFFIXES:
-        if path.endswith(suffix):
-            proto = path[: -len(suffix)] + ".proto"
-            return proto if proto in sources else None
-    return None
+    proto = proto_of(path)
+    return proto if proto != path and proto in sources else None
 
 
 def stub_problem(path: str, data: bytes | None) -> str | None:
@@ -220,7 +217,8 @@ class _Names:
 
 
 def proto_of(path: str) -> str:
-    """The .proto a stub is generated from: vllm/grpc/x_pb2_grpc.py -> vllm/grpc/x.proto."""
+    """The .proto a stub is generated from: vllm/grpc/x_pb2_grpc.py -> vllm/grpc/x.proto (`path` itself when it is
+    no stub's name)."""
     for suffix in STUB_SUFFIXES:
         if path.endswith(suffix):
             return path[: -len(suffix)] + ".proto"

@@ -87,6 +87,16 @@ class GitUrlRewrite(_Strict):
     instead_of: GitUrl = Field(description="The prefix it replaces, e.g. https://github.com/.")
 
 
+def git_settings(rewrites: list[GitUrlRewrite], repo: str) -> list[tuple[str, str]]:
+    """The git configuration of every git buildkit runs (prepare's, and uv's when it locks the uv-source mode):
+    the URL rewrites, and file:// transport only where the pins ask for it (submodules may not use it by default,
+    CVE-2022-39253; allowed only for the user's own mirrors)."""
+    settings = [(f"url.{rewrite.url}.insteadOf", rewrite.instead_of) for rewrite in rewrites]
+    if repo.startswith("file://") or any(r.url.startswith("file://") for r in rewrites):
+        settings.append(("protocol.file.allow", "always"))
+    return settings
+
+
 def fetched_from(url: str, rewrites: list[GitUrlRewrite]) -> str:
     """The URL git fetches `url` from under the rewrites: the longest `instead_of` prefix wins, as git's insteadOf."""
     found = [r for r in rewrites if url.startswith(r.instead_of)]

@@ -1,6 +1,6 @@
 """uv, which writes NeMo-RL's uv.lock when prepare writes the uv-source mode (vllm.install: uv-source): found on
 PATH or beside this Python (`pip install 'buildkit[uv-source]'` puts it there) and run as an argv list, with the git
-URL rewrites of pins.yaml, since uv fetches git sources with git itself."""
+git settings of pins.yaml, since uv fetches git sources with git itself."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from buildkit.errors import EngineNotReady, UpstreamMismatch, excerpt
-from buildkit.models.pins import GitUrlRewrite
 from buildkit.world import proc
 
 _VERSION_RE = re.compile(r"uv (?P<version>[0-9]+\.[0-9]+\.[0-9]+)(?: \([0-9A-Za-z .+_-]{0,100}\))?")
@@ -45,21 +44,18 @@ def find_uv() -> Uv:
     return Uv(path, match.group("version"))
 
 
-def git_env(rewrites: Sequence[GitUrlRewrite]) -> dict[str, str]:
-    """The environment for uv, its git included: pins.yaml's URL rewrites as git config from the environment
-    (GIT_CONFIG_COUNT), file:// allowed only where the pins name one, as prepare's own fetches do."""
+def git_env(settings: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """The environment for uv, its git included: the pins' git settings (models/pins.py `git_settings`, as prepare's
+    own fetches have them) as git configuration from the environment (GIT_CONFIG_COUNT)."""
     env = {k: v for k, v in os.environ.items() if k not in _UNSET and not k.startswith("GIT_CONFIG_")}
-    pairs = [(f"url.{r.url}.insteadOf", r.instead_of) for r in rewrites]
-    if any(r.url.startswith("file://") for r in rewrites):
-        pairs.append(("protocol.file.allow", "always"))
-    env["GIT_CONFIG_COUNT"] = str(len(pairs))
-    for index, (key, value) in enumerate(pairs):
+    env["GIT_CONFIG_COUNT"] = str(len(settings))
+    for index, (key, value) in enumerate(settings):
         env[f"GIT_CONFIG_KEY_{index}"], env[f"GIT_CONFIG_VALUE_{index}"] = key, value
     return env
 
 
 def lock(
-    uv: Uv, project: Path, rewrites: Sequence[GitUrlRewrite], on_line: Callable[[str], None] | None = None
+    uv: Uv, project: Path, settings: Sequence[tuple[str, str]], on_line: Callable[[str], None] | None = None
 ) -> None:
     """`uv lock` in `project`: uv.lock written for its pyproject.toml, keeping every version the old lock has that
     still fits. UpstreamMismatch (exit 4) with uv's last words when it fails (a resolution that has no answer, a
@@ -69,7 +65,7 @@ def lock(
         done = proc.stream(
             argv,
             on_line or (lambda line: None),
-            env=git_env(rewrites),
+            env=git_env(settings),
             cwd=project,
             timeout=LOCK_TIMEOUT_S,
             new_session=True,

@@ -42,10 +42,11 @@ def written_project(project, remote, fork, upstreams, tmp_path):
 
 
 def test_prepare_writes_nemo_rls_uv_source_mode_with_real_uv_and_render_builds_it(
-    project, remote, fork, upstreams, tmp_path
+    project, remote, fork, upstreams, tmp_path, monkeypatch
 ):
     commit, url = written_project(project, remote, fork, upstreams, tmp_path)
     root, cli = use_remote(project, remote)
+    monkeypatch.setenv("UV_CACHE_DIR", cli.env["UV_CACHE_DIR"])  # the uv runs below and the CLI's: not this machine's
     lock = json.loads((root / "pins.lock").read_text())
     install = lock["vllm_install"]
     assert (install["written"], install["commit"], install["wheel_commit"]) == (True, fork.head, fork.base)

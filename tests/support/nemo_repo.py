@@ -4,6 +4,7 @@ github.com (the pins' URL rewrite sends it to the local `git daemon`)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import zipfile
 from dataclasses import dataclass
@@ -219,6 +220,7 @@ def script_mode_files(scratch: Path) -> dict[str, str]:
     project.mkdir()
     (project / "pyproject.toml").write_text(pyproject)
     argv = [find_uv().path, "lock", "--offline", "--no-progress", "--project", str(project)]
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=project, timeout=300)
+    env = {**os.environ, "UV_CACHE_DIR": str(scratch / "uv-cache")}  # not this machine's
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=project, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     return {"pyproject.toml": pyproject, "uv.lock": (project / "uv.lock").read_text()}

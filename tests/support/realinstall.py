@@ -498,7 +498,7 @@ def genuine() -> str:
         return tag
     with _locked():
         if not _have(tag):
-            _build_genuine(tag)
+            _build_image(tag)
     return tag
 
 
@@ -517,7 +517,7 @@ def uv_built() -> str:
         return tag
     with _locked():
         if not _have(tag):
-            _build_genuine(tag, UV_DOCKERFILE, "uv-built", {"uv": _uv_wheel()})
+            _build_image(tag, UV_DOCKERFILE, "uv-built", {"uv": _uv_wheel()})
     return tag
 
 
@@ -532,7 +532,7 @@ def _uv_wheel() -> Path:
     return folder
 
 
-def _build_genuine(
+def _build_image(
     tag: str, dockerfile: Path = DOCKERFILE, target: str = "genuine", more: dict[str, Path] | None = None
 ) -> None:
     # mmdebstrap and pip download mostly wait on the network: the base is made while the wheels come

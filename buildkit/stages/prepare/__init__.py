@@ -35,7 +35,7 @@ from buildkit.dockerfile.patches import apply_patches, patch_targets, read_patch
 from buildkit.errors import BuildkitError, GitFailed, InputError, UpstreamMismatch
 from buildkit.files import MAX_RECORD_BYTES, read_local, utc_now, write_atomic, write_error
 from buildkit.models.lock import Lock, PatchFact
-from buildkit.models.pins import GitUrlRewrite
+from buildkit.models.pins import GitUrlRewrite, git_settings
 from buildkit.models.records.prepare import AppliedPatch, PrepareRecord, SubmoduleFact
 from buildkit.options import PrepareOptions
 from buildkit.stages.context import Context, StageStatus
@@ -58,14 +58,8 @@ class _Damaged(Exception):
 
 
 def git_config(rewrites: list[GitUrlRewrite], repo: str) -> list[str]:
-    """`-c` options for every git call: URL rewrites, and file:// transport only where the pins ask for it."""
-    args: list[str] = []
-    for rewrite in rewrites:
-        args += ["-c", f"url.{rewrite.url}.insteadOf={rewrite.instead_of}"]
-    # Submodules may not use file:// by default (CVE-2022-39253); allow it only for the user's own mirrors.
-    if repo.startswith("file://") or any(r.url.startswith("file://") for r in rewrites):
-        args += ["-c", "protocol.file.allow=always"]
-    return args
+    """`-c` options for every git call: the pins' git settings (models/pins.py `git_settings`)."""
+    return [arg for key, value in git_settings(rewrites, repo) for arg in ("-c", f"{key}={value}")]
 
 
 def _git_dir_bytes(tree: Path) -> int:

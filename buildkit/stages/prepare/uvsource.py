@@ -9,17 +9,16 @@ the record keeps both files' hashes.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from buildkit.errors import GitFailed, InputError, UpstreamMismatch
-from buildkit.files import write_atomic
+from buildkit.files import sha256_bytes, write_atomic
 from buildkit.gpu.torchlock import MAX_UV_LOCK_BYTES
 from buildkit.models.lock import Lock
-from buildkit.models.pins import GitUrlRewrite
+from buildkit.models.pins import GitUrlRewrite, git_settings
 from buildkit.models.records.prepare import WrittenUvSource
 from buildkit.models.uvsource import MAX_PYPROJECT_BYTES, DistMetadata, WriteUvSource, uv_source, written_pyproject
 from buildkit.world import proc, uv
@@ -61,7 +60,7 @@ def write_uv_source(
         if on_step is not None and line.strip():
             on_step(f"uv lock: {line.strip()}")
 
-    uv.lock(tool, tree, rewrites, said)
+    uv.lock(tool, tree, git_settings(rewrites, install.repo), said)
     lock_after = _read(uv_lock, MAX_UV_LOCK_BYTES, where)
     found = uv_source(text.encode(), lambda: lock_after, f"{where} as written", MAX_UV_LOCK_BYTES)
     if found is None or (found.commit, found.wheel_commit) != (install.commit, want.wheel_commit):
@@ -74,10 +73,10 @@ def write_uv_source(
     assert lock_after is not None  # uv_source read it
     return WrittenUvSource(
         uv=tool.version,
-        pyproject_before=_sha(before),
-        pyproject_after=_sha(text.encode()),
-        uv_lock_before=_sha(lock_before) if lock_before is not None else None,
-        uv_lock_after=_sha(lock_after),
+        pyproject_before=sha256_bytes(before),
+        pyproject_after=sha256_bytes(text.encode()),
+        uv_lock_before=sha256_bytes(lock_before) if lock_before is not None else None,
+        uv_lock_after=sha256_bytes(lock_after),
         locked=found.locked,
         diff=diff,
     )
@@ -115,7 +114,3 @@ def _read(path: Path, limit: int, where: str) -> bytes | None:
             f"NeMo-RL at {where}: {path.name} is more than {limit:,} bytes: not a file buildkit reads"
         )
     return data
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
